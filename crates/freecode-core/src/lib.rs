@@ -1,0 +1,24 @@
+//! Pure types and folds of freecode's episodic memory layer.
+//!
+//! Nothing in this crate touches the file system, the network or the clock: it holds the
+//! on-disk formats (`meta.json`, `messages.jsonl` lines, `context-cache.json`, the compaction
+//! `memory.json`), the project-directory key, the history mapping the agent loop uses after a
+//! reload, and the compaction selection. `freecode-store` does the I/O around them.
+
+pub mod compaction;
+pub mod context_cache;
+pub mod history;
+pub mod ids;
+pub mod memory;
+pub mod message;
+pub mod meta;
+pub mod project_key;
+mod record;
+mod string_enum;
+
+pub use ids::{IdError, SessionId};
+pub use message::{Part, Role, StoredMessage, ToolRef, Usage};
+pub use meta::{SessionMeta, SessionStatus};
+
+/// The synthetic user message a resumed, interrupted session hands the model.
+pub const CONTINUE_MESSAGE: &str = "Continue from where you left off.";

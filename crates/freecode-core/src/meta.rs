@@ -1,0 +1,110 @@
+//! `meta.json`: a session's title, provider, model, status and counters (SPEC §3).
+//!
+//! Written pretty (two spaces, no trailing newline) with the original's key order; keys this
+//! version does not know are kept in `extra` and written back after the known ones.
+
+use crate::record::{FieldValue, json_record};
+use crate::string_enum::string_enum;
+
+string_enum! {
+    /// The lifecycle state of a session.
+    SessionStatus {
+        /// Usable; the default.
+        Active => "active",
+        /// A turn was interrupted (Ctrl+C); resuming sets it back to active.
+        Interrupted => "interrupted",
+        /// Set aside by the user; still listed and resumable.
+        Archived => "archived",
+        /// Soft-deleted: files stay, listing hides it unless asked.
+        Deleted => "deleted",
+    }
+}
+impl FieldValue for SessionStatus {}
+
+json_record! {
+    /// The contents of `meta.json`.
+    pub struct SessionMeta {
+        /// The session id; equals the directory name. Immutable.
+        "id" => pub id: String,
+        /// Free text, may be empty.
+        "title" => pub title: String,
+        /// The project path as given (not normalised).
+        "projectPath" => pub project_path: String,
+        /// Provider id, e.g. `anthropic`.
+        "provider" => pub provider: String,
+        /// The model the session is pinned to; absent when unknown.
+        "model" => pub model: Option<String>,
+        /// Lifecycle state.
+        "status" => pub status: SessionStatus,
+        /// Creation time, ms since the epoch. Immutable.
+        "createdAt" => pub created_at: i64,
+        /// Time of the last meta change, ms.
+        "updatedAt" => pub updated_at: i64,
+        /// Time the last turn ended, ms (creation time until then).
+        "lastTurnAt" => pub last_turn_at: i64,
+        /// Number of completed turns.
+        "turnCount" => pub turn_count: u64,
+        /// The session this one was forked from.
+        "parentId" => pub parent_id: Option<String>,
+        /// Sum of the tokens of every provider response in this session.
+        "aggregatedTokenCount" => pub aggregated_token_count: Option<u64>,
+    }
+}
+
+impl SessionMeta {
+    /// A fresh meta for a new session, every timestamp `now`.
+    pub fn new(
+        id: &crate::SessionId,
+        title: String,
+        project_path: String,
+        provider: String,
+        model: Option<String>,
+        now: i64,
+    ) -> Self {
+        Self {
+            id: id.as_str().to_owned(),
+            title,
+            project_path,
+            provider,
+            model,
+            status: SessionStatus::Active,
+            created_at: now,
+            updated_at: now,
+            last_turn_at: now,
+            turn_count: 0,
+            parent_id: None,
+            aggregated_token_count: None,
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    /// Serialises as the original writes it: pretty, two spaces, no trailing newline.
+    pub fn to_pretty_json(&self) -> Vec<u8> {
+        // A record of strings, integers and JSON values always serialises.
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+
+    /// Whether the session is hidden from a default listing.
+    pub fn is_deleted(&self) -> bool {
+        self.status == SessionStatus::Deleted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_bytes_and_unknown_keys() {
+        let text = "{\n  \"id\": \"s1\",\n  \"title\": \"t\",\n  \"projectPath\": \"/p\",\n  \"provider\": \"x\",\n  \"status\": \"paused\",\n  \"createdAt\": 1,\n  \"updatedAt\": 2,\n  \"lastTurnAt\": 1,\n  \"turnCount\": 0,\n  \"parentId\": \"s0\",\n  \"futureKey\": {\n    \"a\": [\n      1\n    ]\n  }\n}";
+        let meta: SessionMeta = serde_json::from_str(text).unwrap();
+        assert_eq!(meta.status, SessionStatus::Other("paused".into()));
+        assert_eq!(String::from_utf8(meta.to_pretty_json()).unwrap(), text);
+    }
+
+    #[test]
+    fn missing_required_key_is_an_error() {
+        let err = serde_json::from_str::<SessionMeta>(r#"{"id":"s1"}"#).unwrap_err();
+        assert!(err.to_string().contains("missing field"), "{err}");
+    }
+}

@@ -1,0 +1,107 @@
+//! JSON records that keep the keys they do not know, in order.
+//!
+//! Every on-disk object (`meta.json`, a message line, a part, `usage`) is declared with
+//! [`json_record!`]: its known keys become typed fields in the original's write order, every
+//! other key lands in `extra` and is written back after the known ones. Optional fields are left
+//! out when `None`, and `null` reads as absent, as the original's JavaScript does.
+//!
+//! The `Serialize`/`Deserialize` impls are written out (no `#[serde(flatten)]`) because flatten
+//! buffers every record through an intermediate tree, which halves load speed on large logs.
+
+use serde_json::Value;
+
+/// How a field behaves when absent (read) or empty (write).
+pub trait FieldValue: Sized {
+    /// The value to use when the key is absent, or `None` if the key is required.
+    fn when_absent() -> Option<Self> {
+        None
+    }
+    /// Whether to leave the key out when writing.
+    fn skip(&self) -> bool {
+        false
+    }
+}
+
+impl<T> FieldValue for Option<T> {
+    fn when_absent() -> Option<Self> {
+        Some(None)
+    }
+    fn skip(&self) -> bool {
+        self.is_none()
+    }
+}
+
+macro_rules! required_field {
+    ($($t:ty),*) => { $(impl FieldValue for $t {})* };
+}
+required_field!(String, i64, u64, bool, Value);
+impl<T> FieldValue for Vec<T> {}
+
+/// Declares a JSON record type; see the module docs.
+macro_rules! json_record {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* $key:literal => pub $field:ident : $ty:ty ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )+
+            /// Keys this version does not know, kept in order through a read-modify-write.
+            pub extra: serde_json::Map<String, serde_json::Value>,
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                use $crate::record::FieldValue;
+                let mut map = s.serialize_map(None)?;
+                $(
+                    if !FieldValue::skip(&self.$field) {
+                        map.serialize_entry($key, &self.$field)?;
+                    }
+                )+
+                for (k, v) in &self.extra {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str(concat!("a ", stringify!($name), " object"))
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<$name, A::Error> {
+                        use $crate::record::FieldValue;
+                        $( let mut $field: Option<$ty> = None; )+
+                        let mut extra = serde_json::Map::new();
+                        while let Some(key) = a.next_key::<std::borrow::Cow<'de, str>>()? {
+                            match key.as_ref() {
+                                $( $key => { $field = Some(a.next_value()?); } )+
+                                _ => { extra.insert(key.into_owned(), a.next_value()?); }
+                            }
+                        }
+                        Ok($name {
+                            $( $field: match $field {
+                                Some(v) => v,
+                                None => <$ty as FieldValue>::when_absent()
+                                    .ok_or_else(|| serde::de::Error::missing_field($key))?,
+                            }, )+
+                            extra,
+                        })
+                    }
+                }
+                d.deserialize_map(V)
+            }
+        }
+    };
+}
+
+pub(crate) use json_record;
