@@ -10,7 +10,9 @@ use crate::message::{PartType, Role, StoredMessage};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompactionError {
     /// `n` was zero: keeping no turns would erase the conversation.
-    #[error("refusing to keep 0 user turns: that would erase the whole conversation (keep at least 1)")]
+    #[error(
+        "refusing to keep 0 user turns: that would erase the whole conversation (keep at least 1)"
+    )]
     KeepZero,
 }
 
@@ -22,14 +24,21 @@ pub fn is_user_turn(msg: &StoredMessage) -> bool {
 
 fn is_image_caption(msg: &StoredMessage) -> bool {
     let has_image = msg.parts.iter().any(|p| p.kind == PartType::Image);
-    let caption = msg.parts.first().and_then(|p| p.text_content()).unwrap_or("");
+    let caption = msg
+        .parts
+        .first()
+        .and_then(|p| p.text_content())
+        .unwrap_or("");
     has_image
         && (caption == "Image from the tool call above:"
             || caption.ends_with(" images from the tool calls above:"))
 }
 
 /// The index of the first message kept when keeping the last `n` user turns; `0` keeps all.
-pub fn keep_last_n_user_turns(messages: &[StoredMessage], n: usize) -> Result<usize, CompactionError> {
+pub fn keep_last_n_user_turns(
+    messages: &[StoredMessage],
+    n: usize,
+) -> Result<usize, CompactionError> {
     if n == 0 {
         return Err(CompactionError::KeepZero);
     }
@@ -58,18 +67,35 @@ mod tests {
     fn slices_at_a_user_message() {
         let log: Vec<_> = ["u1", "a1", "u2", "a2", "u3", "a3"]
             .iter()
-            .map(|t| msg(if t.starts_with('u') { Role::User } else { Role::Assistant }, t))
+            .map(|t| {
+                msg(
+                    if t.starts_with('u') {
+                        Role::User
+                    } else {
+                        Role::Assistant
+                    },
+                    t,
+                )
+            })
             .collect();
         assert_eq!(keep_last_n_user_turns(&log, 2), Ok(2));
         assert_eq!(keep_last_n_user_turns(&log, 9), Ok(0));
-        assert_eq!(keep_last_n_user_turns(&log, 0), Err(CompactionError::KeepZero));
+        assert_eq!(
+            keep_last_n_user_turns(&log, 0),
+            Err(CompactionError::KeepZero)
+        );
     }
 
     #[test]
     fn image_captions_are_not_turns() {
         let mut caption = msg(Role::User, "Image from the tool call above:");
         caption.parts.push(Part::image("AA==", "image/png", None));
-        let log = vec![msg(Role::User, "u1"), msg(Role::Assistant, "a1"), caption, msg(Role::Assistant, "a2")];
+        let log = vec![
+            msg(Role::User, "u1"),
+            msg(Role::Assistant, "a1"),
+            caption,
+            msg(Role::Assistant, "a2"),
+        ];
         assert_eq!(keep_last_n_user_turns(&log, 1), Ok(0));
     }
 }

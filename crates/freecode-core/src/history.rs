@@ -84,14 +84,19 @@ pub fn to_history(msg: &StoredMessage) -> HistoryMessage {
         .iter()
         .enumerate()
         .map(|(i, p)| match p.kind {
-            PartType::Text => HistoryPart::Text { content: p.content.clone().unwrap_or_default() },
+            PartType::Text => HistoryPart::Text {
+                content: p.content.clone().unwrap_or_default(),
+            },
             PartType::Code => HistoryPart::Code {
                 language: p.language.clone().unwrap_or_default(),
                 content: p.content.clone().unwrap_or_default(),
             },
             PartType::Image => HistoryPart::Image {
                 data: p.data.clone().unwrap_or_default(),
-                media_type: p.media_type.clone().unwrap_or_else(|| "image/png".to_owned()),
+                media_type: p
+                    .media_type
+                    .clone()
+                    .unwrap_or_else(|| "image/png".to_owned()),
                 alt_text: p.alt_text.clone(),
             },
             // The original maps `tool` and every unknown type to a tool part.
@@ -113,7 +118,12 @@ pub fn to_history(msg: &StoredMessage) -> HistoryMessage {
             }
         })
         .collect();
-    HistoryMessage { id: msg.id.clone(), role: msg.role.clone(), timestamp: msg.timestamp, parts }
+    HistoryMessage {
+        id: msg.id.clone(),
+        role: msg.role.clone(),
+        timestamp: msg.timestamp,
+        parts,
+    }
 }
 
 /// Maps a whole log.
@@ -132,7 +142,11 @@ mod tests {
         let mut m = StoredMessage::new(
             "m1",
             Role::Assistant,
-            vec![Part::text("x"), Part::tool("bash", json!("ls"), "out"), Part::tool("glob", json!([1]), "")],
+            vec![
+                Part::text("x"),
+                Part::tool("bash", json!("ls"), "out"),
+                Part::tool("glob", json!([1]), ""),
+            ],
             5,
         );
         m.parts[1].result = None;

@@ -30,7 +30,9 @@ pub enum IdError {
         id: String,
     },
     /// The id has a character outside the allowed set.
-    #[error("session id {id:?} contains {ch:?}; only ASCII letters, digits, '.', '_' and '-' are allowed")]
+    #[error(
+        "session id {id:?} contains {ch:?}; only ASCII letters, digits, '.', '_' and '-' are allowed"
+    )]
     BadChar {
         /// The rejected id (escaped when printed).
         id: String,
@@ -72,7 +74,10 @@ fn validate(s: &str) -> Result<(), IdError> {
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
-        return Err(IdError::BadChar { id: s.to_owned(), ch });
+        return Err(IdError::BadChar {
+            id: s.to_owned(),
+            ch,
+        });
     }
     Ok(())
 }
@@ -122,7 +127,9 @@ mod tests {
     #[test]
     fn rejects_traversal_and_junk() {
         let long = "a".repeat(300);
-        for bad in ["", ".", "..", "../../x", "a/b", "a\\b", "a\0b", ".hidden", "é", "a b", &long] {
+        for bad in [
+            "", ".", "..", "../../x", "a/b", "a\\b", "a\0b", ".hidden", "é", "a b", &long,
+        ] {
             assert!(SessionId::new(bad).is_err(), "{bad:?}");
         }
     }

@@ -65,7 +65,10 @@ impl CompactionMemory {
 
     /// The same state under another session id (fork carries the summary).
     pub fn for_session(&self, session_id: &str) -> Self {
-        Self { session_id: session_id.to_owned(), ..self.clone() }
+        Self {
+            session_id: session_id.to_owned(),
+            ..self.clone()
+        }
     }
 }
 

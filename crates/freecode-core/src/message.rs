@@ -74,7 +74,10 @@ impl Usage {
 
     /// A copy with only the documented counters: what a writer persists (SPEC §19.34).
     pub fn whitelisted(&self) -> Self {
-        Self { extra: Map::new(), ..self.clone() }
+        Self {
+            extra: Map::new(),
+            ..self.clone()
+        }
     }
 }
 
@@ -128,7 +131,10 @@ impl Part {
 
     /// A text part.
     pub fn text(content: impl Into<String>) -> Self {
-        Self { content: Some(content.into()), ..Self::empty(PartType::Text) }
+        Self {
+            content: Some(content.into()),
+            ..Self::empty(PartType::Text)
+        }
     }
 
     /// A code part.
@@ -143,7 +149,11 @@ impl Part {
     /// A tool part: the call and its result (the original always writes a result, maybe `""`).
     pub fn tool(name: impl Into<String>, args: Value, result: impl Into<String>) -> Self {
         Self {
-            tool: Some(ToolRef { name: Some(name.into()), args: Some(args), extra: Map::new() }),
+            tool: Some(ToolRef {
+                name: Some(name.into()),
+                args: Some(args),
+                extra: Map::new(),
+            }),
             result: Some(result.into()),
             ..Self::empty(PartType::Tool)
         }
@@ -242,7 +252,9 @@ mod tests {
 
     #[test]
     fn lines_round_trip_byte_for_byte() {
-        round_trip(r#"{"id":"m","role":"user","parts":[{"type":"text","content":"hi"}],"timestamp":1}"#);
+        round_trip(
+            r#"{"id":"m","role":"user","parts":[{"type":"text","content":"hi"}],"timestamp":1}"#,
+        );
         round_trip(
             r#"{"id":"m","role":"assistant","parts":[{"type":"text","content":"x"},{"type":"code","language":"tsx","content":"y"}],"timestamp":1,"usage":{"inputTokens":1,"outputTokens":2,"cacheReadInputTokens":0,"cacheCreationInputTokens":3},"interrupted":true}"#,
         );
@@ -257,9 +269,10 @@ mod tests {
 
     #[test]
     fn null_reads_as_absent() {
-        let m: StoredMessage =
-            serde_json::from_str(r#"{"id":"m","role":"user","parts":[],"timestamp":1,"usage":null}"#)
-                .unwrap();
+        let m: StoredMessage = serde_json::from_str(
+            r#"{"id":"m","role":"user","parts":[],"timestamp":1,"usage":null}"#,
+        )
+        .unwrap();
         assert!(m.usage.is_none());
     }
 }

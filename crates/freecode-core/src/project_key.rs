@@ -43,7 +43,10 @@ pub fn parse_original(dir_name: &str) -> String {
     if dir_name.is_empty() {
         return String::new();
     }
-    let segs: Vec<String> = dir_name.split("__").map(|s| s.replace("_h_", "-")).collect();
+    let segs: Vec<String> = dir_name
+        .split("__")
+        .map(|s| s.replace("_h_", "-"))
+        .collect();
     format!("/{}", segs.join("/"))
 }
 
@@ -198,17 +201,27 @@ mod tests {
 
     #[test]
     fn round_tripping_paths_keep_the_original_name() {
-        assert_eq!(project_dir_name("/home/ayan/Project/my-project"), "home__ayan__Project__my_h_project");
+        assert_eq!(
+            project_dir_name("/home/ayan/Project/my-project"),
+            "home__ayan__Project__my_h_project"
+        );
         assert_eq!(project_dir_name("/a/../b"), "a__..__b");
         assert_eq!(project_dir_name("/home/josé/项目"), "home__josé__项目");
     }
 
     #[test]
     fn lossy_paths_are_escaped_and_reversible() {
-        for p in ["/a_/b", "/a/_b", "/a-/b", "/a_h/_b", "C:\\x", "/C/x", "/", "", ".", "..", "/..", "/.", "relative", "/a/b:c", "/a/bc", "/x\0y"] {
+        for p in [
+            "/a_/b", "/a/_b", "/a-/b", "/a_h/_b", "C:\\x", "/C/x", "/", "", ".", "..", "/..", "/.",
+            "relative", "/a/b:c", "/a/bc", "/x\0y",
+        ] {
             let name = project_dir_name(p);
             assert!(is_safe_name(&name), "{p:?} -> {name:?}");
-            assert_eq!(parse_project_dir_name(&name), ParsedKey::Path(p.to_owned()), "{p:?} -> {name:?}");
+            assert_eq!(
+                parse_project_dir_name(&name),
+                ParsedKey::Path(p.to_owned()),
+                "{p:?} -> {name:?}"
+            );
         }
         assert_ne!(project_dir_name("/a_/b"), project_dir_name("/a/_b"));
         assert_ne!(project_dir_name("/a-/b"), project_dir_name("/a_h/_b"));
@@ -228,9 +241,18 @@ mod tests {
         // Paths built from the characters that stress the transform.
         proptest::collection::vec(
             prop_oneof![
-                Just("/".to_owned()), Just("\\".to_owned()), Just("-".to_owned()), Just("_".to_owned()),
-                Just("_h_".to_owned()), Just("__".to_owned()), Just(".".to_owned()), Just(":".to_owned()),
-                Just("é".to_owned()), Just("%".to_owned()), Just("\0".to_owned()), "[a-c]{1,3}",
+                Just("/".to_owned()),
+                Just("\\".to_owned()),
+                Just("-".to_owned()),
+                Just("_".to_owned()),
+                Just("_h_".to_owned()),
+                Just("__".to_owned()),
+                Just(".".to_owned()),
+                Just(":".to_owned()),
+                Just("é".to_owned()),
+                Just("%".to_owned()),
+                Just("\0".to_owned()),
+                "[a-c]{1,3}",
             ],
             0..12,
         )

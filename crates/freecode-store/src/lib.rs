@@ -1,1 +1,33 @@
-//! placeholder
+//! freecode's home on disk: the session store and the file-system rules it keeps.
+//!
+//! - [`Home`] resolves `~/.freecode` (or `FREECODE_HOME`, or `--home`) and names every path in
+//!   it; nothing is joined from an unvalidated id.
+//! - [`fsutil`] holds the durability primitives: private directories and files (0700/0600),
+//!   atomic rewrites (temp → fsync → rename → fsync dir), single-`write` appends.
+//! - [`lock`] is the one-writer-per-session advisory lock.
+//! - [`jsonl`] reads line logs tolerantly: bad and torn lines are skipped and reported.
+//! - [`SessionStore`] and [`SessionWriter`] are the session operations of SPEC §8 with the
+//!   §19 bugs fixed.
+
+pub mod error;
+pub mod fsutil;
+pub mod home;
+pub mod jsonl;
+pub mod lock;
+pub mod session;
+
+pub use error::StoreError;
+pub use home::Home;
+pub use jsonl::{IssueKind, LineIssue};
+pub use session::{
+    CompactionOutcome, Durability, ListFilter, Listing, MessageLog, NewSession, SessionContext,
+    SessionStore, SessionWriter, StoreConfig,
+};
+
+/// Milliseconds since the Unix epoch, the timestamp unit of every format.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

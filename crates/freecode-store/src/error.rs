@@ -1,0 +1,93 @@
+//! The store's error type: every variant names the path or id it is about.
+
+use std::path::PathBuf;
+
+use freecode_core::IdError;
+use freecode_core::compaction::CompactionError;
+
+/// Everything that can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file-system call failed.
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        /// What was attempted ("read", "create", …).
+        op: &'static str,
+        /// The path it was attempted on.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A session id failed validation.
+    #[error(transparent)]
+    InvalidId(#[from] IdError),
+    /// No session has that id (or it is soft-deleted where that hides it).
+    #[error("session not found: {id}")]
+    NotFound {
+        /// The id looked for.
+        id: String,
+    },
+    /// Creating a session whose id is taken.
+    #[error("session {id} already exists at {}", path.display())]
+    AlreadyExists {
+        /// The id.
+        id: String,
+        /// Where the existing one lives.
+        path: PathBuf,
+    },
+    /// Another writer holds the session.
+    #[error("session {id} is locked by {}", holder_text(*pid))]
+    Locked {
+        /// The session id.
+        id: String,
+        /// The holder's process id, if it wrote one.
+        pid: Option<u32>,
+    },
+    /// `meta.json` (or another JSON document) does not parse.
+    #[error("cannot parse {}", path.display())]
+    BadJson {
+        /// The file.
+        path: PathBuf,
+        /// The parse error, with line and column.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A project path that cannot name a project.
+    #[error("invalid project path {path:?}: {why}")]
+    InvalidProjectPath {
+        /// The path given.
+        path: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A compaction request that would break the log.
+    #[error(transparent)]
+    Compaction(#[from] CompactionError),
+}
+
+fn holder_text(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) if pid == std::process::id() => format!("this process (pid {pid})"),
+        Some(pid) => format!("another process (pid {pid})"),
+        None => "another process".to_owned(),
+    }
+}
+
+/// Shorthand for results of store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Attaches an operation and a path to an `io::Error`.
+pub(crate) trait IoContext<T> {
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|source| StoreError::Io {
+            op,
+            path: path.into(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,130 @@
+//! Durability and permission primitives; every write in the store goes through these.
+//!
+//! - Directories are created 0700 and files 0600 (SPEC §19.4: transcripts hold secrets).
+//! - [`write_atomic`] replaces a file so that after a crash at any instant it is the old or the
+//!   new one: temp file in the same directory → fsync → rename → fsync the directory.
+//! - Appends are one `write` of one whole line on a file opened with `O_APPEND`.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{IoContext, Result};
+
+/// Mode of every directory the store creates.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of every file the store creates.
+pub const FILE_MODE: u32 = 0o600;
+
+/// Creates `dir` and its missing parents with mode 0700.
+pub fn create_dir_private(dir: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .ctx("create directory", dir)
+}
+
+/// Creates `dir` (its parent must exist) with mode 0700; fails if it exists.
+pub fn create_dir_exclusive(dir: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new().mode(DIR_MODE).create(dir)
+}
+
+/// Tightens an existing directory to 0700 (directories the original created 0755).
+pub fn restrict_dir(dir: &Path) -> Result<()> {
+    fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE)).ctx("set permissions of", dir)
+}
+
+/// Opens `path` for appending, creating it 0600 if missing.
+pub fn open_append(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .ctx("open for append", path)
+}
+
+/// Creates an empty file 0600; fails if it exists.
+pub fn create_new(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .ctx("create", path)
+}
+
+/// fsyncs a directory, making a rename or create in it durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .ctx("fsync directory", dir)
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A temp-file path beside `path`, unique within this process and across processes.
+pub fn temp_path_for(path: &Path) -> std::path::PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
+}
+
+/// Writes `bytes` to a fresh temp file beside `path` (0600) and returns its path; with `sync`
+/// its data is on disk before this returns.
+pub fn write_temp(path: &Path, bytes: &[u8], sync: bool) -> Result<std::path::PathBuf> {
+    let tmp = temp_path_for(path);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .open(&tmp)
+        .ctx("create", &tmp)?;
+    let res = f
+        .write_all(bytes)
+        .and_then(|()| if sync { f.sync_all() } else { Ok(()) });
+    if let Err(e) = res {
+        let _ = fs::remove_file(&tmp);
+        return Err(e).ctx("write", &tmp);
+    }
+    Ok(tmp)
+}
+
+/// Atomically replaces `path` with `bytes`. With `sync`, the data and the rename are durable
+/// when this returns; without it the replacement is still all-or-nothing for a process crash.
+pub fn write_atomic(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
+    let tmp = write_temp(path, bytes, sync)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e).ctx("rename into", path);
+    }
+    if sync && let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Reads a whole file; `Ok(None)` when it does not exist.
+pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).ctx("read", path),
+    }
+}
+
+/// Removes a directory tree if present. A symlink is removed, never followed.
+pub fn remove_tree(path: &Path) -> Result<bool> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(path).ctx("remove", path).map(|()| true),
+        Ok(_) => fs::remove_file(path).ctx("remove", path).map(|()| true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).ctx("inspect", path),
+    }
+}

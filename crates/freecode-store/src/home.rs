@@ -1,0 +1,86 @@
+//! The home directory (`~/.freecode`) and the paths of everything in it (SPEC §1).
+//!
+//! Every path here is built from a validated [`SessionId`] or a project key, so nothing can
+//! resolve outside the home.
+
+use std::path::{Path, PathBuf};
+
+use freecode_core::SessionId;
+
+use crate::error::Result;
+use crate::fsutil;
+
+/// Environment variable that overrides the home directory.
+pub const HOME_ENV: &str = "FREECODE_HOME";
+
+/// The root of freecode's data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Home {
+    root: PathBuf,
+}
+
+impl Home {
+    /// A home at `root` (not created until something is written).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// `explicit` (a `--home` flag) if given, else `$FREECODE_HOME`, else `$HOME/.freecode`.
+    pub fn resolve(explicit: Option<PathBuf>) -> Option<Self> {
+        if let Some(p) = explicit {
+            return Some(Self::new(p));
+        }
+        if let Some(p) = std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()) {
+            return Some(Self::new(p));
+        }
+        std::env::var_os("HOME")
+            .filter(|v| !v.is_empty())
+            .map(|h| Self::new(PathBuf::from(h).join(".freecode")))
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `sessions/`.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.root.join("sessions")
+    }
+
+    /// `state/` (thread store).
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.join("state")
+    }
+
+    /// `rollout/sessions/<id>/`.
+    pub fn rollout_dir(&self, id: &SessionId) -> PathBuf {
+        self.root.join("rollout").join("sessions").join(id.as_str())
+    }
+
+    /// `memory/<id>/`.
+    pub fn memory_dir(&self, id: &SessionId) -> PathBuf {
+        self.root.join("memory").join(id.as_str())
+    }
+
+    /// `memory/<id>/memory.json`: the compaction summary.
+    pub fn memory_file(&self, id: &SessionId) -> PathBuf {
+        self.memory_dir(id).join("memory.json")
+    }
+
+    /// `remote/`.
+    pub fn remote_dir(&self) -> PathBuf {
+        self.root.join("remote")
+    }
+
+    /// `config.json`.
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join("config.json")
+    }
+
+    /// Creates the root and `sessions/` (0700); tightens the root if it exists with wider mode.
+    pub fn ensure(&self) -> Result<()> {
+        fsutil::create_dir_private(&self.sessions_dir())?;
+        fsutil::restrict_dir(&self.root)
+    }
+}

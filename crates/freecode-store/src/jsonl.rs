@@ -1,0 +1,316 @@
+//! Tolerant reading of line logs (`messages.jsonl`, later `events.jsonl`).
+//!
+//! A bad line — malformed JSON, invalid UTF-8, NUL bytes, a wrong shape — is skipped and reported
+//! with its 1-based line number and byte offset; it never fails the read (SPEC §19.11). An
+//! unterminated last line is a *torn tail* (a crash mid-append): every acknowledged append ends
+//! in `\n`, so it is reported and skipped, and the next writer cuts it off before appending.
+//! Blank lines are ignored.
+
+use std::io::{BufRead, Read};
+
+use serde::de::DeserializeOwned;
+
+/// Lines longer than this are reported as [`IssueKind::TooLong`] and not parsed.
+pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
+
+/// Below this size a log is parsed on one thread.
+const PARALLEL_THRESHOLD: usize = 4 * 1024 * 1024;
+
+/// What was wrong with a skipped line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IssueKind {
+    /// The last line has no terminating newline: a crash mid-append.
+    Torn,
+    /// The line is not a valid record; the parser's message.
+    Malformed(String),
+    /// The line exceeds [`MAX_LINE_BYTES`].
+    TooLong,
+}
+
+/// A skipped line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineIssue {
+    /// 1-based line number.
+    pub line: u64,
+    /// Byte offset of the line's first byte.
+    pub offset: u64,
+    /// Length of the line in bytes, without the newline.
+    pub len: u64,
+    /// What was wrong.
+    pub kind: IssueKind,
+}
+
+impl std::fmt::Display for LineIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match &self.kind {
+            IssueKind::Torn => "torn (unterminated) last line".to_owned(),
+            IssueKind::Malformed(m) => format!("malformed line: {m}"),
+            IssueKind::TooLong => format!("line longer than {MAX_LINE_BYTES} bytes"),
+        };
+        write!(
+            f,
+            "line {} (byte offset {}, {} bytes): {what}",
+            self.line, self.offset, self.len
+        )
+    }
+}
+
+fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
+}
+
+fn parse_one<T: DeserializeOwned>(no: u64, offset: u64, line: &[u8]) -> Result<T, LineIssue> {
+    let issue = |kind| LineIssue {
+        line: no,
+        offset,
+        len: line.len() as u64,
+        kind,
+    };
+    if line.len() > MAX_LINE_BYTES {
+        return Err(issue(IssueKind::TooLong));
+    }
+    serde_json::from_slice(line).map_err(|e| issue(IssueKind::Malformed(e.to_string())))
+}
+
+/// Parses the complete lines of `buf[start..end]` (which begins at a line start), numbering from
+/// `first_line`.
+fn parse_range<T: DeserializeOwned>(
+    buf: &[u8],
+    start: usize,
+    end: usize,
+    first_line: u64,
+) -> (Vec<T>, Vec<LineIssue>, u64) {
+    let mut items = Vec::new();
+    let mut issues = Vec::new();
+    let mut no = first_line;
+    let mut pos = start;
+    while pos < end {
+        let nl = buf[pos..end].iter().position(|&b| b == b'\n');
+        let (line, next) = match nl {
+            Some(i) => (&buf[pos..pos + i], pos + i + 1),
+            None => (&buf[pos..end], end),
+        };
+        if nl.is_none() && end == buf.len() {
+            if !is_blank(line) {
+                issues.push(LineIssue {
+                    line: no,
+                    offset: pos as u64,
+                    len: line.len() as u64,
+                    kind: IssueKind::Torn,
+                });
+            }
+        } else if !is_blank(line) {
+            match parse_one(no, pos as u64, line) {
+                Ok(v) => items.push(v),
+                Err(i) => issues.push(i),
+            }
+        }
+        no += 1;
+        pos = next;
+    }
+    (items, issues, no - first_line)
+}
+
+/// Parses every line of a whole log held in memory, on several threads when it is large.
+pub fn parse_all<T: DeserializeOwned + Send>(buf: &[u8]) -> (Vec<T>, Vec<LineIssue>) {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(8);
+    if buf.len() < PARALLEL_THRESHOLD || threads < 2 {
+        let (items, issues, _) = parse_range(buf, 0, buf.len(), 1);
+        return (items, issues);
+    }
+    // Chunk boundaries just after a newline, so every chunk starts at a line start.
+    let mut bounds = vec![0];
+    for k in 1..threads {
+        let guess = buf.len() * k / threads;
+        let prev = *bounds.last().unwrap_or(&0);
+        let at = buf[guess.max(prev)..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| guess.max(prev) + i + 1);
+        if let Some(at) = at {
+            bounds.push(at);
+        }
+    }
+    bounds.push(buf.len());
+    bounds.dedup();
+    let parts: Vec<(Vec<T>, Vec<LineIssue>, u64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = bounds
+            .windows(2)
+            .map(|w| {
+                let (a, b) = (w[0], w[1]);
+                s.spawn(move || parse_range::<T>(buf, a, b, 0))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let total: usize = parts.iter().map(|p| p.0.len()).sum();
+    let mut items = Vec::with_capacity(total);
+    let mut issues = Vec::new();
+    let mut base = 1;
+    for (mut it, iss, lines) in parts {
+        items.append(&mut it);
+        issues.extend(iss.into_iter().map(|mut i| {
+            i.line += base;
+            i
+        }));
+        base += lines;
+    }
+    (items, issues)
+}
+
+/// One line read by a [`LineReader`].
+#[derive(Debug)]
+pub struct Line {
+    /// 1-based line number.
+    pub no: u64,
+    /// Byte offset of its first byte.
+    pub offset: u64,
+    /// Its bytes without the newline (empty when it was too long).
+    pub bytes: Vec<u8>,
+    /// Its full length.
+    pub len: u64,
+    /// Whether it ended in a newline.
+    pub terminated: bool,
+}
+
+/// Streams lines from a reader in constant memory (bounded by the longest line it keeps).
+pub struct LineReader<R> {
+    inner: R,
+    no: u64,
+    offset: u64,
+}
+
+impl<R: BufRead> LineReader<R> {
+    /// Reads lines from `inner`, which is positioned at a line start at byte `offset`.
+    pub fn new(inner: R, offset: u64) -> Self {
+        Self {
+            inner,
+            no: 0,
+            offset,
+        }
+    }
+
+    /// The next line, or `None` at the end.
+    pub fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+        let mut bytes = Vec::new();
+        let mut len = 0u64;
+        let mut terminated = false;
+        loop {
+            let buf = self.inner.fill_buf()?;
+            if buf.is_empty() {
+                break;
+            }
+            let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            let content = if done { &buf[..take - 1] } else { &buf[..take] };
+            if bytes.len() + content.len() <= MAX_LINE_BYTES {
+                bytes.extend_from_slice(content);
+            } else {
+                bytes = Vec::new();
+            }
+            len += content.len() as u64;
+            self.inner.consume(take);
+            if done {
+                terminated = true;
+                break;
+            }
+        }
+        if len == 0 && !terminated {
+            return Ok(None);
+        }
+        self.no += 1;
+        let line = Line {
+            no: self.no,
+            offset: self.offset,
+            bytes,
+            len,
+            terminated,
+        };
+        self.offset += len + u64::from(terminated);
+        Ok(Some(line))
+    }
+}
+
+/// Streams parsed records, reporting each skipped line to `on_issue`.
+pub fn stream<T: DeserializeOwned, R: Read>(
+    reader: R,
+    mut on_item: impl FnMut(T),
+    mut on_issue: impl FnMut(LineIssue),
+) -> std::io::Result<()> {
+    let mut lines = LineReader::new(std::io::BufReader::with_capacity(256 * 1024, reader), 0);
+    while let Some(line) = lines.next_line()? {
+        let issue = |kind| LineIssue {
+            line: line.no,
+            offset: line.offset,
+            len: line.len,
+            kind,
+        };
+        if !line.terminated {
+            if !is_blank(&line.bytes) {
+                on_issue(issue(IssueKind::Torn));
+            }
+        } else if line.len as usize > MAX_LINE_BYTES {
+            on_issue(issue(IssueKind::TooLong));
+        } else if !is_blank(&line.bytes) {
+            match parse_one(line.no, line.offset, &line.bytes) {
+                Ok(v) => on_item(v),
+                Err(i) => on_issue(i),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn both(buf: &[u8]) -> (Vec<Value>, Vec<LineIssue>) {
+        let a: (Vec<Value>, Vec<LineIssue>) = parse_all(buf);
+        let mut items = Vec::new();
+        let mut issues = Vec::new();
+        stream(buf, |v: Value| items.push(v), |i| issues.push(i)).unwrap();
+        assert_eq!(a.0, items);
+        assert_eq!(a.1, issues);
+        a
+    }
+
+    #[test]
+    fn skips_and_reports_bad_lines_with_offsets() {
+        let buf = b"{\"a\":1}\nnot json\n\n{\"a\":\xff}\n{\"a\":\0}\n{\"a\":2}\n{\"a\":3";
+        let (items, issues) = both(buf);
+        assert_eq!(items.len(), 2);
+        let got: Vec<_> = issues
+            .iter()
+            .map(|i| (i.line, i.offset, matches!(i.kind, IssueKind::Torn)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(2, 8, false), (4, 18, false), (5, 26, false), (7, 42, true)]
+        );
+    }
+
+    #[test]
+    fn parallel_parse_numbers_lines_like_the_serial_one() {
+        let mut buf = Vec::new();
+        for i in 0..200_000 {
+            if i % 9973 == 0 {
+                buf.extend_from_slice(b"garbage\n");
+            } else {
+                buf.extend_from_slice(format!("{{\"i\":{i}}}\n").as_bytes());
+            }
+        }
+        assert!(buf.len() > PARALLEL_THRESHOLD);
+        let (items, issues) = both(&buf);
+        assert_eq!(items.len() + issues.len(), 200_000);
+        assert_eq!(issues[1].line, 9974);
+    }
+}

@@ -1,0 +1,74 @@
+//! One writer per session across processes: an advisory lock on `<session>/.lock`.
+//!
+//! The holder writes its pid into the lock file, so a second writer's error names it. The lock
+//! is released when the [`SessionLock`] is dropped or the process dies (the kernel drops it), so
+//! a crash never leaves a session locked.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{IoContext, Result, StoreError};
+use crate::fsutil::FILE_MODE;
+
+/// File name of the lock inside a session directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Whether to wait for a held lock or fail at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LockWait {
+    /// Fail with [`StoreError::Locked`] naming the holder.
+    #[default]
+    Fail,
+    /// Block until the holder releases it.
+    Block,
+}
+
+/// A held session lock.
+#[derive(Debug)]
+pub struct SessionLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl SessionLock {
+    /// Acquires the lock of the session in `session_dir`.
+    pub fn acquire(session_dir: &Path, id: &str, wait: LockWait) -> Result<Self> {
+        let path = session_dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(FILE_MODE)
+            .open(&path)
+            .ctx("open lock", &path)?;
+        match wait {
+            LockWait::Block => file.lock().ctx("lock", &path)?,
+            LockWait::Fail => match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let mut s = String::new();
+                    let _ = file.read_to_string(&mut s);
+                    return Err(StoreError::Locked {
+                        id: id.to_owned(),
+                        pid: s.trim().parse().ok(),
+                    });
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(e).ctx("lock", &path),
+            },
+        }
+        let pid = std::process::id().to_string();
+        file.set_len(0)
+            .and_then(|()| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| file.write_all(pid.as_bytes()))
+            .ctx("write pid to", &path)?;
+        Ok(Self { _file: file, path })
+    }
+
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}

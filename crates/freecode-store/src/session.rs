@@ -1,0 +1,1098 @@
+//! The session store: `sessions/<project-dir>/<id>/{meta.json, messages.jsonl,
+//! context-cache.json}` (SPEC §8), with the bugs of SPEC §19 fixed.
+//!
+//! Readers need no lock and never fail on a bad line. Every mutation of a session goes through a
+//! [`SessionWriter`], which holds the session's advisory lock, so one process writes a session at
+//! a time and appends, rewrites and meta updates cannot lose each other's work.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use freecode_core::compaction::keep_last_n_user_turns;
+use freecode_core::context_cache::ContextCache;
+use freecode_core::history::{HistoryMessage, load_history};
+use freecode_core::memory::{CompactionMemory, Summary, estimate_tokens};
+use freecode_core::message::{Part, Role};
+use freecode_core::project_key::{ProjectKey, format_original, project_key};
+use freecode_core::{CONTINUE_MESSAGE, SessionId, SessionMeta, SessionStatus, StoredMessage};
+use serde::Serialize;
+
+use crate::error::{IoContext, Result, StoreError};
+use crate::fsutil::{
+    self, create_dir_exclusive, create_dir_private, read_optional, write_atomic, write_temp,
+};
+use crate::home::Home;
+use crate::jsonl::{self, LineIssue};
+use crate::lock::{LockWait, SessionLock};
+
+/// `meta.json`.
+pub const META_FILE: &str = "meta.json";
+/// `messages.jsonl`.
+pub const MESSAGES_FILE: &str = "messages.jsonl";
+/// `context-cache.json`.
+pub const CONTEXT_CACHE_FILE: &str = "context-cache.json";
+/// Bytes cut off a torn tail are kept here for inspection, never glued onto.
+pub const TORN_FILE: &str = "messages.jsonl.torn";
+/// The compaction journal: present only between a compaction's commit and its completion.
+pub const COMPACTION_JOURNAL: &str = "compaction.pending";
+/// In a hashed project directory (`h-…`), the full project path.
+pub const PROJECT_PATH_FILE: &str = ".project-path";
+
+/// When appends reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// fsync after every append.
+    EveryAppend,
+    /// fsync when the caller ends a turn ([`SessionWriter::end_turn`]) — the default.
+    #[default]
+    TurnBoundary,
+    /// Never fsync (the original's behaviour); rewrites are still atomic against a process crash.
+    Never,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "always" | "every-append" => Ok(Self::EveryAppend),
+            "turn" | "turn-boundary" => Ok(Self::TurnBoundary),
+            "never" => Ok(Self::Never),
+            other => Err(format!(
+                "unknown durability {other:?} (expected always, turn or never)"
+            )),
+        }
+    }
+}
+
+/// Store settings.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreConfig {
+    /// When appends are fsynced.
+    pub durability: Durability,
+    /// Whether a writer waits for a held session lock.
+    pub lock_wait: LockWait,
+    /// The clock, ms since the epoch (tests pin it).
+    pub clock: fn() -> i64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            durability: Durability::default(),
+            lock_wait: LockWait::Fail,
+            clock: crate::now_ms,
+        }
+    }
+}
+
+/// What a new session starts with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSession {
+    /// Title, may be empty.
+    pub title: String,
+    /// The project path (any non-empty string; it is keyed safely).
+    pub project_path: String,
+    /// Provider id.
+    pub provider: String,
+    /// The model to pin, if known.
+    pub model: Option<String>,
+}
+
+/// Filters of [`SessionStore::list`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only this status (a `deleted` filter is the way to see deleted sessions).
+    pub status: Option<SessionStatus>,
+    /// Only sessions whose `projectPath` equals this.
+    pub project_path: Option<String>,
+    /// Without a status filter, include deleted sessions too.
+    pub include_deleted: bool,
+}
+
+/// The result of a listing.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Matching sessions, newest activity (`lastTurnAt`) first.
+    pub sessions: Vec<SessionMeta>,
+    /// Session directories that could not be read, with the reason.
+    pub problems: Vec<(PathBuf, String)>,
+}
+
+/// A session's messages with the lines that were skipped.
+#[derive(Debug, Default)]
+pub struct MessageLog {
+    /// Messages in file order.
+    pub messages: Vec<StoredMessage>,
+    /// Lines skipped, with line numbers and byte offsets.
+    pub issues: Vec<LineIssue>,
+}
+
+/// What a resumed session hands the agent loop.
+#[derive(Debug)]
+pub struct SessionContext {
+    /// The meta after resuming (status back to active after an interrupt).
+    pub meta: SessionMeta,
+    /// The stored messages, including the persisted "Continue…" message after an interrupt.
+    pub messages: Vec<StoredMessage>,
+    /// Lines skipped while reading.
+    pub issues: Vec<LineIssue>,
+    /// The latest compaction summary, to put in the system prompt.
+    pub summary: Option<String>,
+}
+
+impl SessionContext {
+    /// The model the session is pinned to.
+    pub fn model(&self) -> Option<&str> {
+        self.meta.model.as_deref()
+    }
+
+    /// The loop's in-memory history.
+    pub fn history(&self) -> Vec<HistoryMessage> {
+        load_history(&self.messages)
+    }
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionOutcome {
+    /// Whether the log was trimmed.
+    pub compacted: bool,
+    /// Estimated tokens before.
+    pub tokens_before: u64,
+    /// Estimated tokens after (summary plus kept messages).
+    pub tokens_after: u64,
+    /// Messages before.
+    pub messages_before: usize,
+    /// Messages after.
+    pub messages_after: usize,
+    /// Why nothing was done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Paths of one session on disk.
+#[derive(Debug, Clone)]
+pub struct SessionPaths {
+    /// `sessions/<project-dir>/<id>`.
+    pub dir: PathBuf,
+}
+
+impl SessionPaths {
+    /// `meta.json`.
+    pub fn meta(&self) -> PathBuf {
+        self.dir.join(META_FILE)
+    }
+    /// `messages.jsonl`.
+    pub fn messages(&self) -> PathBuf {
+        self.dir.join(MESSAGES_FILE)
+    }
+    /// `context-cache.json`.
+    pub fn context_cache(&self) -> PathBuf {
+        self.dir.join(CONTEXT_CACHE_FILE)
+    }
+    fn journal(&self) -> PathBuf {
+        self.dir.join(COMPACTION_JOURNAL)
+    }
+}
+
+/// The session store over one home directory. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SessionStore {
+    home: Home,
+    config: StoreConfig,
+}
+
+fn new_uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn read_meta_file(path: &Path) -> Result<SessionMeta> {
+    let bytes = fs::read(path).ctx("read", path)?;
+    serde_json::from_slice(&bytes).map_err(|source| StoreError::BadJson {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn sort_newest_first(v: &mut [SessionMeta]) {
+    v.sort_by(|a, b| {
+        b.last_turn_at
+            .cmp(&a.last_turn_at)
+            .then(b.created_at.cmp(&a.created_at))
+            .then(a.id.cmp(&b.id))
+    });
+}
+
+impl SessionStore {
+    /// A store over `home`, creating `sessions/` (0700) if needed.
+    pub fn open(home: Home) -> Result<Self> {
+        Self::with_config(home, StoreConfig::default())
+    }
+
+    /// A store with explicit settings.
+    pub fn with_config(home: Home, config: StoreConfig) -> Result<Self> {
+        home.ensure()?;
+        Ok(Self { home, config })
+    }
+
+    /// The home directory.
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    fn now(&self) -> i64 {
+        (self.config.clock)()
+    }
+
+    fn sync_rewrites(&self) -> bool {
+        self.config.durability != Durability::Never
+    }
+
+    // ----- locating -------------------------------------------------------------------------
+
+    /// Finds a session's directory by id, scanning project directories (one `stat` each).
+    pub fn locate(&self, id: &SessionId) -> Result<SessionPaths> {
+        let sessions = self.home.sessions_dir();
+        let entries = match fs::read_dir(&sessions) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound { id: id.to_string() });
+            }
+            Err(e) => return Err(e).ctx("list", &sessions),
+        };
+        for entry in entries {
+            let entry = entry.ctx("list", &sessions)?;
+            if entry.file_name().as_encoded_bytes().starts_with(b".") {
+                continue;
+            }
+            let dir = entry.path().join(id.as_str());
+            if dir.join(META_FILE).is_file() {
+                return Ok(SessionPaths { dir });
+            }
+        }
+        Err(StoreError::NotFound { id: id.to_string() })
+    }
+
+    /// The directory new sessions of `project_path` go to.
+    fn project_dir_for(&self, project_path: &str) -> Result<PathBuf> {
+        if project_path.is_empty() {
+            return Err(StoreError::InvalidProjectPath {
+                path: String::new(),
+                why: "it is empty",
+            });
+        }
+        let key = project_key(project_path);
+        let dir = self.home.sessions_dir().join(key.dir_name());
+        create_dir_private(&dir)?;
+        if let ProjectKey::Hashed(_) = key {
+            let side = dir.join(PROJECT_PATH_FILE);
+            if !side.exists() {
+                write_atomic(&side, project_path.as_bytes(), self.sync_rewrites())?;
+            }
+        }
+        Ok(dir)
+    }
+
+    // ----- reading --------------------------------------------------------------------------
+
+    /// Reads a session's meta (any status).
+    pub fn meta(&self, id: &SessionId) -> Result<SessionMeta> {
+        read_meta_file(&self.locate(id)?.meta())
+    }
+
+    /// Lists sessions, newest activity first. Unreadable session directories are reported in
+    /// [`Listing::problems`] and skipped.
+    pub fn list(&self, filter: &ListFilter) -> Result<Listing> {
+        let sessions_dir = self.home.sessions_dir();
+        let project_dirs: Vec<PathBuf> = match &filter.project_path {
+            // Only the directories this project's sessions can be in: ours and the original's.
+            Some(p) if !p.is_empty() => {
+                let mut v = vec![sessions_dir.join(project_key(p).dir_name())];
+                let orig = format_original(p);
+                if !orig.is_empty() && orig != "." && orig != ".." && !orig.contains('\0') {
+                    v.push(sessions_dir.join(orig));
+                }
+                v.dedup();
+                v
+            }
+            _ => match fs::read_dir(&sessions_dir) {
+                Ok(rd) => rd
+                    .filter_map(|e| e.ok())
+                    .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
+                    .map(|e| e.path())
+                    .collect(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(e).ctx("list", &sessions_dir),
+            },
+        };
+        let mut candidates = Vec::new();
+        for pd in &project_dirs {
+            let Ok(rd) = fs::read_dir(pd) else { continue };
+            for e in rd.filter_map(|e| e.ok()) {
+                let name = e.file_name();
+                let Some(name) = name.to_str() else { continue };
+                if SessionId::new(name).is_ok() {
+                    candidates.push(e.path().join(META_FILE));
+                }
+            }
+        }
+        let read = |paths: &[PathBuf]| {
+            let mut ok = Vec::new();
+            let mut bad = Vec::new();
+            for p in paths {
+                match read_meta_file(p) {
+                    Ok(m) => ok.push(m),
+                    // A directory without meta.json is a session being created (or not one).
+                    Err(StoreError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(StoreError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotADirectory => {}
+                    Err(e) => bad.push((p.clone(), error_chain(&e))),
+                }
+            }
+            (ok, bad)
+        };
+        let (mut metas, problems) = if candidates.len() >= 512 {
+            let mid = candidates.len() / 2;
+            let (a, b) = candidates.split_at(mid);
+            std::thread::scope(|s| {
+                let h = s.spawn(|| read(b));
+                let (mut ok, mut bad) = read(a);
+                let (ok2, bad2) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                ok.extend(ok2);
+                bad.extend(bad2);
+                (ok, bad)
+            })
+        } else {
+            read(&candidates)
+        };
+        metas.retain(|m| {
+            let status_ok = match &filter.status {
+                Some(s) => &m.status == s,
+                None => filter.include_deleted || !m.is_deleted(),
+            };
+            let project_ok = match &filter.project_path {
+                Some(p) if !p.is_empty() => &m.project_path == p,
+                _ => true,
+            };
+            status_ok && project_ok
+        });
+        sort_newest_first(&mut metas);
+        Ok(Listing {
+            sessions: metas,
+            problems,
+        })
+    }
+
+    /// Reads every message, skipping and reporting bad lines. Memory: the file plus the messages.
+    pub fn messages(&self, id: &SessionId) -> Result<MessageLog> {
+        let paths = self.locate(id)?;
+        self.recover_if_needed(id, &paths);
+        read_messages_at(&paths.messages())
+    }
+
+    /// Streams messages in constant memory, calling `on_issue` for each skipped line.
+    pub fn stream_messages(
+        &self,
+        id: &SessionId,
+        on_message: impl FnMut(StoredMessage),
+        on_issue: impl FnMut(LineIssue),
+    ) -> Result<()> {
+        let path = self.locate(id)?.messages();
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e).ctx("open", &path),
+        };
+        jsonl::stream(file, on_message, on_issue).ctx("read", &path)
+    }
+
+    /// The loop's in-memory history of a session (SPEC §10).
+    pub fn history(&self, id: &SessionId) -> Result<Vec<HistoryMessage>> {
+        Ok(load_history(&self.messages(id)?.messages))
+    }
+
+    /// The context cache, or `None` when absent, empty or unparsable (as the original).
+    pub fn context_cache(&self, id: &SessionId) -> Result<Option<ContextCache>> {
+        let path = self.locate(id)?.context_cache();
+        Ok(read_optional(&path)?.and_then(|b| serde_json::from_slice(&b).ok()))
+    }
+
+    /// The compaction memory (`memory/<id>/memory.json`), if any.
+    pub fn compaction_memory(&self, id: &SessionId) -> Result<Option<CompactionMemory>> {
+        let path = self.home.memory_file(id);
+        match read_optional(&path)? {
+            None => Ok(None),
+            Some(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|source| StoreError::BadJson { path, source }),
+        }
+    }
+
+    /// The most recently active interrupted session and the id of its interrupted message (the
+    /// marked one, not merely the last line; SPEC §19.21).
+    pub fn interrupted_session(&self) -> Result<Option<(SessionMeta, Option<String>)>> {
+        let listing = self.list(&ListFilter {
+            status: Some(SessionStatus::Interrupted),
+            ..Default::default()
+        })?;
+        let Some(meta) = listing.sessions.into_iter().next() else {
+            return Ok(None);
+        };
+        let id = SessionId::new(meta.id.clone())?;
+        let log = self.messages(&id)?;
+        let marked = log
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.is_interrupted())
+            .or(log.messages.last());
+        Ok(Some((meta, marked.map(|m| m.id.clone()))))
+    }
+
+    // ----- creating -------------------------------------------------------------------------
+
+    /// Creates a session with a fresh UUID.
+    pub fn create(&self, new: NewSession) -> Result<SessionId> {
+        let id = SessionId::new(new_uuid())?;
+        self.create_with_id(new, &id)?;
+        Ok(id)
+    }
+
+    /// Creates a session with the given id; fails if any session has it (never overwrites).
+    pub fn create_with_id(&self, new: NewSession, id: &SessionId) -> Result<SessionPaths> {
+        match self.locate(id) {
+            Ok(p) => {
+                return Err(StoreError::AlreadyExists {
+                    id: id.to_string(),
+                    path: p.dir,
+                });
+            }
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let project_dir = self.project_dir_for(&new.project_path)?;
+        let paths = SessionPaths {
+            dir: project_dir.join(id.as_str()),
+        };
+        create_dir_exclusive(&paths.dir).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                StoreError::AlreadyExists {
+                    id: id.to_string(),
+                    path: paths.dir.clone(),
+                }
+            } else {
+                StoreError::Io {
+                    op: "create directory",
+                    path: paths.dir.clone(),
+                    source: e,
+                }
+            }
+        })?;
+        let now = self.now();
+        let meta = SessionMeta::new(
+            id,
+            new.title,
+            new.project_path,
+            new.provider,
+            new.model,
+            now,
+        );
+        fsutil::create_new(&paths.messages())?;
+        // meta.json last: a session is visible to listings only once it is complete.
+        write_atomic(&paths.meta(), &meta.to_pretty_json(), self.sync_rewrites())?;
+        if self.sync_rewrites() {
+            fsutil::sync_dir(&project_dir)?;
+        }
+        Ok(paths)
+    }
+
+    // ----- writing --------------------------------------------------------------------------
+
+    /// Takes the session's write lock and opens it for appending.
+    pub fn writer(&self, id: &SessionId) -> Result<SessionWriter> {
+        let paths = self.locate(id)?;
+        SessionWriter::open(self.clone(), id.clone(), paths)
+    }
+
+    /// Appends one message (taking and releasing the lock).
+    pub fn append(&self, id: &SessionId, msg: &StoredMessage) -> Result<()> {
+        self.writer(id)?.append(msg)
+    }
+
+    /// Updates the meta; `id` and `createdAt` cannot change, `updatedAt` is set to now.
+    pub fn update_meta(
+        &self,
+        id: &SessionId,
+        f: impl FnOnce(&mut SessionMeta),
+    ) -> Result<SessionMeta> {
+        self.writer(id)?.update_meta(f)
+    }
+
+    /// Sets the status.
+    pub fn set_status(&self, id: &SessionId, status: SessionStatus) -> Result<SessionMeta> {
+        self.update_meta(id, |m| m.status = status)
+    }
+
+    /// Soft delete: status `deleted`, files stay (SPEC §8.8).
+    pub fn delete(&self, id: &SessionId) -> Result<SessionMeta> {
+        self.set_status(id, SessionStatus::Deleted)
+    }
+
+    /// Archive.
+    pub fn archive(&self, id: &SessionId) -> Result<SessionMeta> {
+        self.set_status(id, SessionStatus::Archived)
+    }
+
+    /// Undo a soft delete or an archive: status back to `active`.
+    pub fn restore(&self, id: &SessionId) -> Result<SessionMeta> {
+        self.set_status(id, SessionStatus::Active)
+    }
+
+    /// Erases a session: its directory, its rollout log and its compaction memory — nothing
+    /// else. Returns the paths removed.
+    pub fn purge(&self, id: &SessionId) -> Result<Vec<PathBuf>> {
+        let writer = self.writer(id)?;
+        let dir = writer.paths.dir.clone();
+        let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        // Take the directory out of sight first, so a crash mid-removal leaves no half session.
+        let doomed = parent.join(format!(".purge-{id}-{}", new_uuid()));
+        fs::rename(&dir, &doomed).ctx("rename", &dir)?;
+        drop(writer);
+        let mut removed = vec![dir];
+        fsutil::remove_tree(&doomed)?;
+        for extra in [self.home.rollout_dir(id), self.home.memory_dir(id)] {
+            if fsutil::remove_tree(&extra)? {
+                removed.push(extra);
+            }
+        }
+        fsutil::sync_dir(&parent)?;
+        Ok(removed)
+    }
+
+    /// Forks a session: a full copy under a new id, with `parentId`, the parent's `turnCount`,
+    /// its context cache and its compaction summary. The log is copied as a file, not
+    /// re-appended; a torn tail of the parent is not copied.
+    pub fn fork(&self, id: &SessionId, new_project_path: Option<&str>) -> Result<SessionId> {
+        let src = self.locate(id)?;
+        let parent = read_meta_file(&src.meta())?;
+        if parent.is_deleted() {
+            return Err(StoreError::NotFound { id: id.to_string() });
+        }
+        let project_path = new_project_path
+            .filter(|p| !p.is_empty())
+            .unwrap_or(&parent.project_path)
+            .to_owned();
+        let new_id = SessionId::new(new_uuid())?;
+        let project_dir = self.project_dir_for(&project_path)?;
+        let dst = SessionPaths {
+            dir: project_dir.join(new_id.as_str()),
+        };
+        create_dir_exclusive(&dst.dir).ctx("create directory", &dst.dir)?;
+        copy_complete_lines(&src.messages(), &dst.messages())?;
+        if let Some(cache) = read_optional(&src.context_cache())? {
+            write_atomic(&dst.context_cache(), &cache, false)?;
+        }
+        if let Some(memory) = self.compaction_memory(id)? {
+            let path = self.home.memory_file(&new_id);
+            create_dir_private(&self.home.memory_dir(&new_id))?;
+            let bytes =
+                serde_json::to_vec_pretty(&memory.for_session(new_id.as_str())).unwrap_or_default();
+            write_atomic(&path, &bytes, self.sync_rewrites())?;
+        }
+        let now = self.now();
+        let mut meta = SessionMeta::new(
+            &new_id,
+            format!("{} (fork)", parent.title),
+            project_path,
+            parent.provider.clone(),
+            parent.model.clone(),
+            now,
+        );
+        meta.parent_id = Some(id.to_string());
+        meta.turn_count = parent.turn_count;
+        if self.sync_rewrites() {
+            File::open(dst.messages())
+                .and_then(|f| f.sync_all())
+                .ctx("fsync", dst.messages())?;
+        }
+        write_atomic(&dst.meta(), &meta.to_pretty_json(), self.sync_rewrites())?;
+        if self.sync_rewrites() {
+            fsutil::sync_dir(&project_dir)?;
+        }
+        Ok(new_id)
+    }
+
+    /// Resumes a session (not a deleted one): see [`SessionWriter::resume`].
+    pub fn resume(&self, id: &SessionId) -> Result<SessionContext> {
+        self.writer(id)?.resume()
+    }
+
+    /// Compaction: see [`SessionWriter::compact`].
+    pub fn compact(
+        &self,
+        id: &SessionId,
+        keep_user_turns: usize,
+        summary: &str,
+    ) -> Result<CompactionOutcome> {
+        self.writer(id)?.compact(keep_user_turns, summary)
+    }
+
+    /// Writes the context cache (pretty, atomic).
+    pub fn set_context_cache(&self, id: &SessionId, cache: &ContextCache) -> Result<()> {
+        let w = self.writer(id)?;
+        let bytes = serde_json::to_vec_pretty(cache).unwrap_or_default();
+        write_atomic(&w.paths.context_cache(), &bytes, self.sync_rewrites())
+    }
+
+    /// Removes the context cache.
+    pub fn clear_context_cache(&self, id: &SessionId) -> Result<()> {
+        let w = self.writer(id)?;
+        let path = w.paths.context_cache();
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).ctx("remove", &path),
+            _ => Ok(()),
+        }
+    }
+
+    /// Completes a compaction interrupted by a crash, if one is pending and nobody holds the
+    /// session (a writer does this itself when it opens).
+    fn recover_if_needed(&self, id: &SessionId, paths: &SessionPaths) {
+        if paths.journal().exists()
+            && let Ok(w) = SessionWriter::open(self.clone(), id.clone(), paths.clone())
+        {
+            drop(w);
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// Reads a whole `messages.jsonl`; a missing file is an empty log.
+pub fn read_messages_at(path: &Path) -> Result<MessageLog> {
+    let Some(buf) = read_optional(path)? else {
+        return Ok(MessageLog::default());
+    };
+    let (messages, issues) = jsonl::parse_all(&buf);
+    drop(buf);
+    for i in &issues {
+        tracing::warn!(path = %path.display(), "skipped {i}");
+    }
+    Ok(MessageLog { messages, issues })
+}
+
+/// Copies `src` to a new file `dst` (0600) with the kernel's copy, then cuts any torn tail.
+fn copy_complete_lines(src: &Path, dst: &Path) -> Result<()> {
+    let mut out = fsutil::create_new(dst)?;
+    match File::open(src) {
+        Ok(mut input) => {
+            std::io::copy(&mut input, &mut out).ctx("copy into", dst)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).ctx("open", src),
+    }
+    if let Some(cut) = torn_tail_start(&mut out, dst)? {
+        out.set_len(cut).ctx("truncate", dst)?;
+    }
+    Ok(())
+}
+
+/// If the file does not end in `\n`, the offset just after its last `\n` (0 if none).
+fn torn_tail_start(file: &mut File, path: &Path) -> Result<Option<u64>> {
+    let len = file.metadata().ctx("stat", path)?.len();
+    if len == 0 {
+        return Ok(None);
+    }
+    let mut last = [0u8; 1];
+    read_at(file, len - 1, &mut last).ctx("read", path)?;
+    if last[0] == b'\n' {
+        return Ok(None);
+    }
+    let mut end = len;
+    let mut chunk = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let n = (end - start) as usize;
+        read_at(file, start, &mut chunk[..n]).ctx("read", path)?;
+        if let Some(i) = chunk[..n].iter().rposition(|&b| b == b'\n') {
+            return Ok(Some(start + i as u64 + 1));
+        }
+        end = start;
+    }
+    Ok(Some(0))
+}
+
+fn read_at(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, offset)
+}
+
+/// The compaction journal's contents: the temp files to move into place.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Journal {
+    messages: String,
+    memory: String,
+}
+
+/// A session held for writing: the lock plus the log open for appending.
+#[derive(Debug)]
+pub struct SessionWriter {
+    store: SessionStore,
+    id: SessionId,
+    paths: SessionPaths,
+    _lock: SessionLock,
+    log: File,
+    unsynced: bool,
+    /// Bytes cut off a torn tail when the writer opened, if any: (offset, length).
+    pub repaired_tail: Option<(u64, u64)>,
+}
+
+impl SessionWriter {
+    fn open(store: SessionStore, id: SessionId, paths: SessionPaths) -> Result<Self> {
+        let lock = SessionLock::acquire(&paths.dir, id.as_str(), store.config.lock_wait)?;
+        let mut w = Self {
+            log: fsutil::open_append(&paths.messages())?,
+            store,
+            id,
+            paths,
+            _lock: lock,
+            unsynced: false,
+            repaired_tail: None,
+        };
+        w.recover_compaction()?;
+        w.repair_torn_tail()?;
+        Ok(w)
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The session's paths.
+    pub fn paths(&self) -> &SessionPaths {
+        &self.paths
+    }
+
+    /// The current meta.
+    pub fn meta(&self) -> Result<SessionMeta> {
+        read_meta_file(&self.paths.meta())
+    }
+
+    fn repair_torn_tail(&mut self) -> Result<()> {
+        let path = self.paths.messages();
+        let Some(cut) = torn_tail_start(&mut self.log, &path)? else {
+            return Ok(());
+        };
+        let len = self.log.metadata().ctx("stat", &path)?.len();
+        let mut torn = vec![0u8; (len - cut) as usize];
+        read_at(&self.log, cut, &mut torn).ctx("read", &path)?;
+        // Keep the cut bytes for inspection, each fragment on its own line.
+        torn.push(b'\n');
+        let mut keep = fsutil::open_append(&self.paths.dir.join(TORN_FILE))?;
+        keep.write_all(&torn)
+            .and_then(|()| keep.sync_all())
+            .ctx("write", self.paths.dir.join(TORN_FILE))?;
+        self.log
+            .set_len(cut)
+            .and_then(|()| self.log.sync_all())
+            .ctx("truncate", &path)?;
+        tracing::warn!(path = %path.display(), offset = cut, bytes = len - cut, "cut a torn last line before appending");
+        self.repaired_tail = Some((cut, len - cut));
+        Ok(())
+    }
+
+    fn recover_compaction(&mut self) -> Result<()> {
+        let journal_path = self.paths.journal();
+        let Some(bytes) = read_optional(&journal_path)? else {
+            self.remove_stale_temps();
+            return Ok(());
+        };
+        // The journal was written atomically, so it parses unless someone edited it.
+        let j: Journal = serde_json::from_slice(&bytes).map_err(|source| StoreError::BadJson {
+            path: journal_path.clone(),
+            source,
+        })?;
+        let memory_dir = self.store.home.memory_dir(&self.id);
+        for (dir, tmp, target) in [
+            (&self.paths.dir, &j.messages, MESSAGES_FILE),
+            (&memory_dir, &j.memory, "memory.json"),
+        ] {
+            let tmp = dir.join(Path::new(tmp).file_name().unwrap_or_default());
+            if tmp.exists() {
+                fs::rename(&tmp, dir.join(target)).ctx("rename into", dir.join(target))?;
+                fsutil::sync_dir(dir)?;
+            }
+        }
+        fs::remove_file(&journal_path).ctx("remove", &journal_path)?;
+        fsutil::sync_dir(&self.paths.dir)?;
+        self.log = fsutil::open_append(&self.paths.messages())?;
+        tracing::warn!(session = %self.id, "completed a compaction interrupted by a crash");
+        Ok(())
+    }
+
+    fn remove_stale_temps(&self) {
+        // We hold the lock: no other writer has a temp file in flight here.
+        for dir in [self.paths.dir.clone(), self.store.home.memory_dir(&self.id)] {
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for e in rd.filter_map(|e| e.ok()) {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with('.') && name.ends_with(".tmp") {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    /// Appends one message as one `write` of one whole line.
+    pub fn append(&mut self, msg: &StoredMessage) -> Result<()> {
+        let line = msg.to_line();
+        self.log
+            .write_all(&line)
+            .ctx("append to", self.paths.messages())?;
+        if self.store.config.durability == Durability::EveryAppend {
+            self.log.sync_data().ctx("fsync", self.paths.messages())?;
+        } else {
+            self.unsynced = true;
+        }
+        Ok(())
+    }
+
+    /// Makes every append so far durable.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.unsynced {
+            self.log.sync_data().ctx("fsync", self.paths.messages())?;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Marks the end of a turn: the turn-boundary fsync point, and `lastTurnAt`, `turnCount`
+    /// and `aggregatedTokenCount` (plus `tokens`) are updated.
+    pub fn end_turn(&mut self, tokens: u64) -> Result<SessionMeta> {
+        if self.store.config.durability != Durability::Never {
+            self.sync()?;
+        }
+        let now = self.store.now();
+        self.update_meta(|m| {
+            m.last_turn_at = now;
+            m.turn_count += 1;
+            m.aggregated_token_count = Some(m.aggregated_token_count.unwrap_or(0) + tokens);
+        })
+    }
+
+    /// Read-modify-write of the meta under the lock; `id` and `createdAt` are immutable and
+    /// `updatedAt` becomes now.
+    pub fn update_meta(&mut self, f: impl FnOnce(&mut SessionMeta)) -> Result<SessionMeta> {
+        let mut meta = self.meta()?;
+        let (id, created) = (meta.id.clone(), meta.created_at);
+        f(&mut meta);
+        meta.id = id;
+        meta.created_at = created;
+        meta.updated_at = self.store.now();
+        write_atomic(
+            &self.paths.meta(),
+            &meta.to_pretty_json(),
+            self.store.sync_rewrites(),
+        )?;
+        Ok(meta)
+    }
+
+    /// Rewrites the log atomically with `bytes` and reopens it for appending.
+    fn replace_log(&mut self, bytes: &[u8]) -> Result<()> {
+        write_atomic(&self.paths.messages(), bytes, true)?;
+        self.log = fsutil::open_append(&self.paths.messages())?;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Marks message `message_id` (if given and found) `interrupted: true` with an atomic
+    /// rewrite and sets the status to `interrupted`. Holding the lock, no append can be lost.
+    /// Returns whether a message was marked.
+    pub fn mark_interrupted(&mut self, message_id: Option<&str>) -> Result<bool> {
+        let mut marked = false;
+        if let Some(target) = message_id {
+            let path = self.paths.messages();
+            let buf = read_optional(&path)?.unwrap_or_default();
+            // Search from the end: the target is the message being written, near the tail.
+            let mut end = buf.len();
+            while end > 0 {
+                let start = buf[..end - 1]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                let line = &buf[start..end];
+                if let Ok(mut msg) = serde_json::from_slice::<StoredMessage>(line)
+                    && msg.id == target
+                {
+                    if !msg.is_interrupted() {
+                        msg.interrupted = Some(true);
+                        let mut out = Vec::with_capacity(buf.len() + 20);
+                        out.extend_from_slice(&buf[..start]);
+                        out.extend_from_slice(&msg.to_line());
+                        out.extend_from_slice(&buf[end..]);
+                        self.replace_log(&out)?;
+                    }
+                    marked = true;
+                    break;
+                }
+                end = start;
+            }
+        }
+        self.update_meta(|m| m.status = SessionStatus::Interrupted)?;
+        Ok(marked)
+    }
+
+    /// Resumes the session for the agent loop. A deleted session is not found. After an
+    /// interrupt, the synthetic user message "Continue from where you left off." is appended
+    /// (persisted, so the model sees it and a reload shows the same) and the status goes back
+    /// to `active` (SPEC §19.21–22).
+    pub fn resume(mut self) -> Result<SessionContext> {
+        let mut meta = self.meta()?;
+        if meta.is_deleted() {
+            return Err(StoreError::NotFound {
+                id: self.id.to_string(),
+            });
+        }
+        let mut log = read_messages_at(&self.paths.messages())?;
+        if meta.status == SessionStatus::Interrupted {
+            let msg = StoredMessage::new(
+                new_uuid(),
+                Role::User,
+                vec![Part::text(CONTINUE_MESSAGE)],
+                self.store.now(),
+            );
+            self.append(&msg)?;
+            self.sync()?;
+            log.messages.push(msg);
+            meta = self.update_meta(|m| m.status = SessionStatus::Active)?;
+        }
+        let summary = self
+            .store
+            .compaction_memory(&self.id)?
+            .and_then(|m| m.latest_summary().map(|s| s.content.clone()));
+        Ok(SessionContext {
+            meta,
+            messages: log.messages,
+            issues: log.issues,
+            summary,
+        })
+    }
+
+    /// Compaction: keeps the last `keep_user_turns` user turns (slicing at a user message;
+    /// `0` is refused), records `summary` in `memory/<id>/memory.json`, and rewrites the log.
+    /// The summary and the trim commit together through a journal: after a crash the session
+    /// has both or neither.
+    pub fn compact(&mut self, keep_user_turns: usize, summary: &str) -> Result<CompactionOutcome> {
+        let path = self.paths.messages();
+        let buf = read_optional(&path)?.unwrap_or_default();
+        // Parse line by line, remembering where each message starts, so kept lines are copied
+        // byte for byte.
+        let mut starts = Vec::new();
+        let mut messages = Vec::new();
+        let mut pos = 0;
+        while pos < buf.len() {
+            let end = buf[pos..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(buf.len(), |i| pos + i + 1);
+            if let Ok(m) = serde_json::from_slice::<StoredMessage>(&buf[pos..end]) {
+                starts.push(pos);
+                messages.push(m);
+            }
+            pos = end;
+        }
+        let text_tokens =
+            |ms: &[StoredMessage]| ms.iter().map(|m| estimate_tokens(&m.text())).sum::<u64>();
+        let tokens_before = text_tokens(&messages);
+        let cut = keep_last_n_user_turns(&messages, keep_user_turns)?;
+        if cut == 0 {
+            return Ok(CompactionOutcome {
+                compacted: false,
+                tokens_before,
+                tokens_after: tokens_before,
+                messages_before: messages.len(),
+                messages_after: messages.len(),
+                reason: Some("nothing to compact".to_owned()),
+            });
+        }
+        let now = self.store.now();
+        let kept_tokens = text_tokens(&messages[cut..]);
+        let summary_tokens = estimate_tokens(summary);
+        let memory_path = self.store.home.memory_file(&self.id);
+        let mut memory = self
+            .store
+            .compaction_memory(&self.id)?
+            .unwrap_or_else(|| CompactionMemory::new(self.id.as_str()));
+        memory.summaries.push(Summary {
+            id: format!("summary-{}-{now}", self.id),
+            created_at: now,
+            original_message_count: cut as u64,
+            original_token_count: text_tokens(&messages[..cut]),
+            summary_token_count: summary_tokens,
+            content: summary.to_owned(),
+            extra: serde_json::Map::new(),
+        });
+        memory.total_compactions += 1;
+        memory.last_compaction_at = Some(now);
+        memory.token_count = summary_tokens + kept_tokens;
+
+        create_dir_private(&self.store.home.memory_dir(&self.id))?;
+        let messages_tmp = write_temp(&path, &buf[starts[cut]..], true)?;
+        let memory_tmp = write_temp(
+            &memory_path,
+            &serde_json::to_vec_pretty(&memory).unwrap_or_default(),
+            true,
+        )?;
+        let name = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let journal = Journal {
+            messages: name(&messages_tmp),
+            memory: name(&memory_tmp),
+        };
+        // The commit point: once the journal exists, recovery moves both files into place.
+        write_atomic(
+            &self.paths.journal(),
+            &serde_json::to_vec(&journal).unwrap_or_default(),
+            true,
+        )?;
+        self.recover_compaction()?;
+        Ok(CompactionOutcome {
+            compacted: true,
+            tokens_before,
+            tokens_after: summary_tokens + kept_tokens,
+            messages_before: messages.len(),
+            messages_after: messages.len() - cut,
+            reason: None,
+        })
+    }
+}
+
+impl Drop for SessionWriter {
+    fn drop(&mut self) {
+        // Best effort: the durability setting decides; an error here has nowhere to go.
+        if self.unsynced && self.store.config.durability != Durability::Never {
+            let _ = self.log.sync_data();
+        }
+    }
+}
