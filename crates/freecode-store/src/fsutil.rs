@@ -7,7 +7,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -30,11 +30,6 @@ pub fn create_dir_private(dir: &Path) -> Result<()> {
 /// Creates `dir` (its parent must exist) with mode 0700; fails if it exists.
 pub fn create_dir_exclusive(dir: &Path) -> std::io::Result<()> {
     fs::DirBuilder::new().mode(DIR_MODE).create(dir)
-}
-
-/// Tightens an existing directory to 0700 (directories the original created 0755).
-pub fn restrict_dir(dir: &Path) -> Result<()> {
-    fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE)).ctx("set permissions of", dir)
 }
 
 /// Opens `path` for appending, creating it 0600 if missing.

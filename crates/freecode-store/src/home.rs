@@ -78,9 +78,12 @@ impl Home {
         self.root.join("config.json")
     }
 
-    /// Creates the root and `sessions/` (0700); tightens the root if it exists with wider mode.
+    /// Creates the root and `sessions/` (0700) where missing. Existing directories are left as
+    /// they are: reading a home never changes it.
     pub fn ensure(&self) -> Result<()> {
-        fsutil::create_dir_private(&self.sessions_dir())?;
-        fsutil::restrict_dir(&self.root)
+        if self.sessions_dir().is_dir() {
+            return Ok(());
+        }
+        fsutil::create_dir_private(&self.sessions_dir())
     }
 }

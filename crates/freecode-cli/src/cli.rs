@@ -1,0 +1,41 @@
+//! The command line: a root [`Cli`] and one enum variant per command.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::commands;
+
+/// freecode: sessions, rollout logs and traces of the freecode coding agent.
+#[derive(Debug, Parser)]
+#[command(name = "freecode", version, about)]
+pub struct Cli {
+    /// The data directory [default: $FREECODE_HOME, else ~/.freecode]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List, show, fork, delete, restore and compact sessions.
+    #[command(subcommand)]
+    Session(commands::session::SessionCommand),
+}
+
+impl Cli {
+    /// Runs the parsed command.
+    pub fn run(self) -> anyhow::Result<()> {
+        let home = freecode_store::Home::resolve(self.home).ok_or_else(|| {
+            crate::UserError(
+                "cannot find a home directory: set FREECODE_HOME or pass --home".into(),
+            )
+        })?;
+        match self.command {
+            Command::Session(cmd) => cmd.run(&home),
+        }
+    }
+}

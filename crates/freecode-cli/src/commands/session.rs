@@ -1,0 +1,399 @@
+//! `freecode session …`: list, show, fork, delete (soft or purge), restore, compact.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use freecode_core::message::PartType;
+use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
+use freecode_store::{Home, ListFilter, SessionStore};
+
+use crate::UserError;
+use crate::render::{Style, local_time, pad, truncate};
+
+/// Session commands.
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// List sessions, newest activity first (deleted ones hidden unless --all).
+    List(ListArgs),
+    /// Show one session's meta and messages.
+    Show(ShowArgs),
+    /// Copy a session into a new one (parentId set, summary carried).
+    Fork(IdArgs),
+    /// Soft-delete a session (restorable), or erase it with --purge.
+    Delete(DeleteArgs),
+    /// Undo a soft delete or an archive.
+    Restore(IdArgs),
+    /// Trim the log to the last N user turns, recording a summary.
+    Compact(CompactArgs),
+}
+
+/// `session list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only sessions whose project path contains this text.
+    #[arg(long, value_name = "P")]
+    project: Option<String>,
+    /// Only sessions with this status (active, interrupted, archived, deleted).
+    #[arg(long, value_name = "S")]
+    status: Option<String>,
+    /// Include deleted sessions.
+    #[arg(long)]
+    all: bool,
+    /// Print a JSON array of metas.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `session show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Session id.
+    id: String,
+    /// Print one JSON object: the meta fields plus `messages`.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A command taking one session id.
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    /// Session id.
+    id: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `session delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// Session id.
+    id: String,
+    /// Erase the session directory, its rollout log and its compaction memory.
+    #[arg(long)]
+    purge: bool,
+    /// Do not ask for confirmation before purging.
+    #[arg(long, short = 'y')]
+    yes: bool,
+}
+
+/// `session compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// Session id.
+    id: String,
+    /// User turns to keep (at least 1).
+    #[arg(long, value_name = "N")]
+    keep: usize,
+    /// File holding the summary of what is trimmed.
+    #[arg(long, value_name = "F")]
+    summary_file: PathBuf,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_id(s: &str) -> anyhow::Result<SessionId> {
+    Ok(SessionId::new(s)?)
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+impl SessionCommand {
+    /// Runs the command against `home`.
+    pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        let store = SessionStore::open(home.clone())?;
+        match self {
+            Self::List(a) => list(&store, a),
+            Self::Show(a) => show(&store, a),
+            Self::Fork(a) => {
+                let id = parse_id(&a.id)?;
+                let new_id = store.fork(&id, None)?;
+                if a.json {
+                    print_json(&serde_json::json!({ "sessionId": new_id }))
+                } else {
+                    println!("{new_id}");
+                    Ok(())
+                }
+            }
+            Self::Delete(a) => delete(&store, a),
+            Self::Restore(a) => {
+                let id = parse_id(&a.id)?;
+                let meta = store.restore(&id)?;
+                if a.json {
+                    print_json(&meta)
+                } else {
+                    ok_line(&format!("restored {id} (status {})", meta.status))
+                }
+            }
+            Self::Compact(a) => {
+                let id = parse_id(&a.id)?;
+                let summary = std::fs::read_to_string(&a.summary_file).with_context(|| {
+                    format!("cannot read summary file {}", a.summary_file.display())
+                })?;
+                if summary.trim().is_empty() {
+                    return Err(UserError(format!(
+                        "summary file {} is empty",
+                        a.summary_file.display()
+                    ))
+                    .into());
+                }
+                let outcome = store.compact(&id, a.keep, &summary)?;
+                if a.json {
+                    print_json(&outcome)
+                } else if outcome.compacted {
+                    ok_line(&format!(
+                        "compacted {id}: {} → {} messages, ~{} → ~{} tokens",
+                        outcome.messages_before,
+                        outcome.messages_after,
+                        outcome.tokens_before,
+                        outcome.tokens_after
+                    ))
+                } else {
+                    ok_line(&format!(
+                        "nothing to compact in {id}: it has {} user turn(s) or fewer",
+                        a.keep
+                    ))
+                }
+            }
+        }
+    }
+}
+
+fn ok_line(s: &str) -> anyhow::Result<()> {
+    writeln!(std::io::stdout().lock(), "{s}")?;
+    Ok(())
+}
+
+fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
+    let status = a.status.as_deref().map(SessionStatus::parse);
+    if let Some(SessionStatus::Other(s)) = &status {
+        return Err(UserError(format!(
+            "unknown status {s:?}: use active, interrupted, archived or deleted"
+        ))
+        .into());
+    }
+    let listing = store.list(&ListFilter {
+        status,
+        project_path: None,
+        include_deleted: a.all,
+    })?;
+    for (path, why) in &listing.problems {
+        tracing::warn!("skipped {}: {why}", path.display());
+    }
+    let sessions: Vec<&SessionMeta> = listing
+        .sessions
+        .iter()
+        .filter(|m| {
+            a.project
+                .as_deref()
+                .is_none_or(|p| m.project_path.contains(p))
+        })
+        .collect();
+    if a.json {
+        return print_json(&sessions);
+    }
+    let mut out = std::io::stdout().lock();
+    if sessions.is_empty() {
+        writeln!(out, "No sessions found.")?;
+        return Ok(());
+    }
+    let st = Style::stdout();
+    let project_w = sessions
+        .iter()
+        .map(|m| m.project_path.chars().count())
+        .max()
+        .unwrap_or(7)
+        .clamp(7, 40);
+    writeln!(
+        out,
+        "{}",
+        st.bold(&format!(
+            "{:<36}  {:<11}  {:>5}  {:<16}  {:<project_w$}  TITLE",
+            "ID", "STATUS", "TURNS", "LAST ACTIVE", "PROJECT"
+        ))
+    )?;
+    for m in sessions {
+        let status = m.status.as_str();
+        let status_cell = match m.status {
+            SessionStatus::Interrupted => st.red(status),
+            SessionStatus::Active => status.to_owned(),
+            _ => st.dim(status),
+        };
+        let project = truncate(&m.project_path, project_w);
+        let title = if m.title.is_empty() {
+            "(no title)".to_owned()
+        } else {
+            truncate(&m.title, 60)
+        };
+        writeln!(
+            out,
+            "{}  {}  {:>5}  {:<16}  {}  {}",
+            pad(&st.id(&m.id), &m.id, 36),
+            pad(&status_cell, status, 11),
+            m.turn_count,
+            local_time(m.last_turn_at),
+            pad(&project, &project, project_w),
+            title
+        )?;
+    }
+    Ok(())
+}
+
+fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
+    let id = parse_id(&a.id)?;
+    let meta = store.meta(&id)?;
+    let log = store.messages(&id)?;
+    for issue in &log.issues {
+        tracing::warn!("messages.jsonl: skipped {issue}");
+    }
+    if a.json {
+        let mut obj = match serde_json::to_value(&meta)? {
+            serde_json::Value::Object(o) => o,
+            _ => serde_json::Map::new(),
+        };
+        obj.insert("messages".into(), serde_json::to_value(&log.messages)?);
+        return print_json(&obj);
+    }
+    let st = Style::stdout();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{}  {}",
+        st.id(&meta.id),
+        st.bold(if meta.title.is_empty() {
+            "(no title)"
+        } else {
+            &meta.title
+        })
+    )?;
+    writeln!(out, "  project   {}", meta.project_path)?;
+    writeln!(
+        out,
+        "  model     {}{}",
+        meta.provider,
+        meta.model
+            .as_deref()
+            .map(|m| format!(" / {m}"))
+            .unwrap_or_default()
+    )?;
+    writeln!(out, "  status    {}", meta.status)?;
+    writeln!(out, "  created   {}", local_time(meta.created_at))?;
+    writeln!(
+        out,
+        "  last turn {}  ({} turns)",
+        local_time(meta.last_turn_at),
+        meta.turn_count
+    )?;
+    if let Some(p) = &meta.parent_id {
+        writeln!(out, "  forked    from {p}")?;
+    }
+    if let Some(t) = meta.aggregated_token_count {
+        writeln!(out, "  tokens    {t}")?;
+    }
+    writeln!(out, "  messages  {}", log.messages.len())?;
+    for m in &log.messages {
+        writeln!(out)?;
+        render_message(&mut out, st, m)?;
+    }
+    Ok(())
+}
+
+fn render_message(out: &mut impl Write, st: Style, m: &StoredMessage) -> std::io::Result<()> {
+    let mut head = format!("{} {}", local_time(m.timestamp), m.role);
+    if m.is_interrupted() {
+        head.push_str(" (interrupted)");
+    }
+    if let Some(u) = &m.usage {
+        head.push_str(&format!(
+            "  [{} in / {} out]",
+            u.input_tokens.unwrap_or(0),
+            u.output_tokens.unwrap_or(0)
+        ));
+    }
+    writeln!(out, "{}", st.dim(&head))?;
+    for p in &m.parts {
+        match &p.kind {
+            PartType::Text => {
+                for line in p.content.as_deref().unwrap_or("").lines() {
+                    writeln!(out, "  {line}")?;
+                }
+            }
+            PartType::Code => {
+                writeln!(out, "  ```{}", p.language.as_deref().unwrap_or(""))?;
+                for line in p.content.as_deref().unwrap_or("").lines() {
+                    writeln!(out, "  {line}")?;
+                }
+                writeln!(out, "  ```")?;
+            }
+            PartType::Tool => {
+                let tool = p.tool.as_ref();
+                let name = tool.and_then(|t| t.name.as_deref()).unwrap_or("?");
+                let args = tool
+                    .and_then(|t| t.args.as_ref())
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
+                writeln!(out, "  → {name} {}", truncate(&args, 100))?;
+                if let Some(r) = &p.result {
+                    writeln!(out, "    = {}", truncate(r, 100))?;
+                }
+            }
+            PartType::Image => {
+                let size = p.data.as_deref().map_or(0, |d| d.len() * 3 / 4);
+                writeln!(
+                    out,
+                    "  [image {} ~{size} bytes{}]",
+                    p.media_type.as_deref().unwrap_or("image/png"),
+                    p.alt_text
+                        .as_deref()
+                        .map(|t| format!(": {t}"))
+                        .unwrap_or_default()
+                )?;
+            }
+            PartType::Other(t) => writeln!(out, "  [{t} part]")?,
+        }
+    }
+    Ok(())
+}
+
+fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
+    let id = parse_id(&a.id)?;
+    if !a.purge {
+        store.delete(&id)?;
+        return ok_line(&format!(
+            "deleted {id} (soft: `freecode session restore {id}` brings it back)"
+        ));
+    }
+    let meta = store.meta(&id)?;
+    if !a.yes {
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return Err(UserError(format!(
+                "refusing to purge {id} without confirmation: stdin is not a terminal (pass --yes)"
+            ))
+            .into());
+        }
+        eprint!(
+            "Erase session {id} ({}) with its rollout log and compaction memory? This cannot be undone. [y/N] ",
+            if meta.title.is_empty() {
+                "no title"
+            } else {
+                &meta.title
+            }
+        );
+        let mut answer = String::new();
+        stdin.lock().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return Err(UserError("purge cancelled".into()).into());
+        }
+    }
+    let removed = store.purge(&id)?;
+    ok_line(&format!("purged {id} ({} path(s) removed)", removed.len()))
+}

@@ -1,0 +1,104 @@
+//! Terminal rendering helpers: colour decisions, local times, tables, hints.
+
+use std::io::IsTerminal;
+
+/// Whether to colour output written to `stream`: a terminal, and `NO_COLOR` unset or empty.
+pub fn color_enabled(stream: &impl IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Styles for one output stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    on: bool,
+}
+
+impl Style {
+    /// Styles for stdout.
+    pub fn stdout() -> Self {
+        Self {
+            on: color_enabled(&std::io::stdout()),
+        }
+    }
+
+    fn wrap(self, code: &str, s: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    }
+
+    /// Yellow (ids).
+    pub fn id(self, s: &str) -> String {
+        self.wrap("33", s)
+    }
+
+    /// Dim (secondary text).
+    pub fn dim(self, s: &str) -> String {
+        self.wrap("2", s)
+    }
+
+    /// Bold (headers).
+    pub fn bold(self, s: &str) -> String {
+        self.wrap("1", s)
+    }
+
+    /// Red (warnings in data, e.g. interrupted).
+    pub fn red(self, s: &str) -> String {
+        self.wrap("31", s)
+    }
+}
+
+/// A ms timestamp as local date and time, `2026-01-15 09:43`.
+pub fn local_time(ms: i64) -> String {
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(ts) => ts
+            .to_zoned(jiff::tz::TimeZone::system())
+            .strftime("%Y-%m-%d %H:%M")
+            .to_string(),
+        Err(_) => ms.to_string(),
+    }
+}
+
+/// Truncates to `max` characters with an ellipsis.
+pub fn truncate(s: &str, max: usize) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let mut out: String = one_line.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// Pads `s` (which may hold colour escapes) to `width` visible characters.
+pub fn pad(s: &str, visible: &str, width: usize) -> String {
+    let n = visible.chars().count();
+    format!("{s}{}", " ".repeat(width.saturating_sub(n)))
+}
+
+/// A `hint:` line for errors a user can act on.
+pub fn hint_for(err: &anyhow::Error) -> Option<String> {
+    use freecode_store::StoreError;
+    for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<StoreError>() {
+            return match e {
+                StoreError::NotFound { .. } => Some(
+                    "`freecode session list --all` shows every session, deleted ones included"
+                        .into(),
+                ),
+                StoreError::Locked { .. } => Some(
+                    "another freecode process is writing this session; wait for it or stop it"
+                        .into(),
+                ),
+                _ => None,
+            };
+        }
+    }
+    None
+}
