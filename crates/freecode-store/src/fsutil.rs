@@ -32,9 +32,10 @@ pub fn create_dir_exclusive(dir: &Path) -> std::io::Result<()> {
     fs::DirBuilder::new().mode(DIR_MODE).create(dir)
 }
 
-/// Opens `path` for appending, creating it 0600 if missing.
+/// Opens `path` for appending (and reading, to check its tail), creating it 0600 if missing.
 pub fn open_append(path: &Path) -> Result<File> {
     OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .mode(FILE_MODE)
@@ -42,9 +43,10 @@ pub fn open_append(path: &Path) -> Result<File> {
         .ctx("open for append", path)
 }
 
-/// Creates an empty file 0600; fails if it exists.
+/// Creates an empty file 0600, open for reading and writing; fails if it exists.
 pub fn create_new(path: &Path) -> Result<File> {
     OpenOptions::new()
+        .read(true)
         .write(true)
         .create_new(true)
         .mode(FILE_MODE)

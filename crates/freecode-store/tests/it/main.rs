@@ -1,0 +1,3 @@
+//! The store's integration tests: one binary, one module per concern.
+
+mod compat;
