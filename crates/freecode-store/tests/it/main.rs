@@ -1,3 +1,4 @@
 //! The store's integration tests: one binary, one module per concern.
 
 mod compat;
+mod store;
