@@ -1,0 +1,215 @@
+//! The `freecode` binary driven as a user drives it: exit codes, stdout data, stderr errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+struct Ctx {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+}
+
+impl Ctx {
+    fn fixture_home() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join(".freecode");
+        copy_tree(&fixtures().join("home/.freecode"), &home);
+        Self { _tmp: tmp, home }
+    }
+
+    fn empty() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("h");
+        Self { _tmp: tmp, home }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_freecode"))
+            .args(args)
+            .env("FREECODE_HOME", &self.home)
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+const S1: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
+const S5_DELETED: &str = "b5f300b4-eac0-4eab-8ef1-3233db36ea63";
+
+#[test]
+fn list_prints_a_table_and_exact_json() {
+    let ctx = Ctx::fixture_home();
+    let table = ctx.ok(&["session", "list"]);
+    assert!(table.starts_with("ID "), "{table}");
+    assert!(table.contains(S1) && !table.contains(S5_DELETED));
+    assert!(!table.contains('\x1b'), "NO_COLOR and a pipe: no escapes");
+    assert!(ctx.ok(&["session", "list", "--all"]).contains(S5_DELETED));
+
+    let json: Value = serde_json::from_str(&ctx.ok(&["session", "list", "--json"])).unwrap();
+    let want: Value = serde_json::from_slice(
+        &std::fs::read(fixtures().join("expected/sessions/list/default.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json, want);
+
+    let snake = ctx.ok(&["session", "list", "--project", "snake", "--json"]);
+    let snake: Vec<Value> = serde_json::from_str(&snake).unwrap();
+    assert!(
+        snake
+            .iter()
+            .all(|m| m["projectPath"].as_str().unwrap().contains("snake"))
+            && !snake.is_empty()
+    );
+    let archived: Vec<Value> =
+        serde_json::from_str(&ctx.ok(&["session", "list", "--status", "archived", "--json"]))
+            .unwrap();
+    assert_eq!(archived.len(), 1);
+    assert_eq!(
+        ctx.run(&["session", "list", "--status", "bogus"])
+            .status
+            .code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn show_json_is_the_meta_plus_the_stored_messages() {
+    let ctx = Ctx::fixture_home();
+    let v: Value = serde_json::from_str(&ctx.ok(&["session", "show", S1, "--json"])).unwrap();
+    let meta: Value = serde_json::from_slice(
+        &std::fs::read(fixtures().join("expected/sessions/getMeta/S1_full.json")).unwrap(),
+    )
+    .unwrap();
+    let msgs: Value = serde_json::from_slice(
+        &std::fs::read(fixtures().join("expected/sessions/getMessages/S1_full.json")).unwrap(),
+    )
+    .unwrap();
+    let mut want = meta.as_object().unwrap().clone();
+    want.insert("messages".into(), msgs);
+    assert_eq!(v, Value::Object(want));
+    let human = ctx.ok(&["session", "show", S1]);
+    assert!(human.contains("Add dark mode toggle") && human.contains("read_file"));
+}
+
+#[test]
+fn bad_and_unknown_ids_are_user_errors() {
+    let ctx = Ctx::fixture_home();
+    for bad in ["..", "../../x", "a/b", ""] {
+        let out = ctx.run(&["session", "show", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("session id"),
+            "{bad:?}"
+        );
+    }
+    let out = ctx.run(&[
+        "session",
+        "delete",
+        "00000000-0000-4000-8000-000000000000",
+        "--purge",
+        "--yes",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
+}
+
+#[test]
+fn delete_is_soft_restore_undoes_it_purge_needs_confirmation() {
+    let ctx = Ctx::fixture_home();
+    ctx.ok(&["session", "delete", S1]);
+    assert!(!ctx.ok(&["session", "list"]).contains(S1));
+    ctx.ok(&["session", "restore", S1]);
+    assert!(ctx.ok(&["session", "list"]).contains(S1));
+
+    let out = ctx.run(&["session", "delete", S1, "--purge"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "no terminal and no --yes: refuse"
+    );
+    assert!(ctx.ok(&["session", "list"]).contains(S1));
+    ctx.ok(&["session", "delete", S1, "--purge", "--yes"]);
+    assert!(!ctx.ok(&["session", "list", "--all"]).contains(S1));
+}
+
+#[test]
+fn fork_and_compact() {
+    let ctx = Ctx::fixture_home();
+    let new_id = ctx.ok(&["session", "fork", S1]).trim().to_owned();
+    let v: Value = serde_json::from_str(&ctx.ok(&["session", "show", &new_id, "--json"])).unwrap();
+    assert_eq!(v["parentId"], S1);
+    assert_eq!(v["messages"].as_array().unwrap().len(), 12);
+
+    let summary = ctx.home.join("summary.txt");
+    std::fs::write(&summary, "earlier: dark mode toggle planned").unwrap();
+    let s = summary.to_str().unwrap();
+    assert_eq!(
+        ctx.run(&[
+            "session",
+            "compact",
+            &new_id,
+            "--keep",
+            "0",
+            "--summary-file",
+            s
+        ])
+        .status
+        .code(),
+        Some(1)
+    );
+    let out: Value = serde_json::from_str(&ctx.ok(&[
+        "session",
+        "compact",
+        &new_id,
+        "--keep",
+        "1",
+        "--summary-file",
+        s,
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(out["compacted"], true);
+    let v: Value = serde_json::from_str(&ctx.ok(&["session", "show", &new_id, "--json"])).unwrap();
+    assert_eq!(
+        v["messages"].as_array().unwrap().len(),
+        out["messagesAfter"].as_u64().unwrap() as usize
+    );
+    assert_eq!(v["messages"][0]["role"], "user");
+}
+
+#[test]
+fn an_empty_home_lists_nothing() {
+    let ctx = Ctx::empty();
+    assert_eq!(ctx.ok(&["session", "list"]), "No sessions found.\n");
+    assert_eq!(ctx.ok(&["session", "list", "--json"]).trim(), "[]");
+}
