@@ -3,7 +3,9 @@
 
 use freecode_core::message::{Part, Role};
 use freecode_core::{CONTINUE_MESSAGE, SessionId, SessionStatus, StoredMessage, Usage};
-use freecode_store::{Durability, Home, ListFilter, NewSession, SessionStore, StoreConfig, StoreError};
+use freecode_store::{
+    Durability, Home, ListFilter, NewSession, SessionStore, StoreConfig, StoreError,
+};
 use proptest::prelude::*;
 
 fn store(dir: &tempfile::TempDir) -> SessionStore {
@@ -52,21 +54,35 @@ fn interrupt_then_resume_persists_the_continue_message_and_reactivates() {
     w.append(&text("u1", Role::User, "go")).unwrap();
     w.append(&text("a1", Role::Assistant, "partial")).unwrap();
     // A tool line appended after the abort: the mark must still land on a1 (SPEC §19.22).
-    w.append(&StoredMessage::new("t1", Role::Assistant, vec![Part::tool("read", serde_json::json!({}), "x")], 2))
-        .unwrap();
+    w.append(&StoredMessage::new(
+        "t1",
+        Role::Assistant,
+        vec![Part::tool("read", serde_json::json!({}), "x")],
+        2,
+    ))
+    .unwrap();
     assert!(w.mark_interrupted(Some("a1")).unwrap());
     drop(w);
     let log = store.messages(&id).unwrap().messages;
-    assert_eq!(log.iter().map(|m| m.is_interrupted()).collect::<Vec<_>>(), [false, true, false]);
+    assert_eq!(
+        log.iter().map(|m| m.is_interrupted()).collect::<Vec<_>>(),
+        [false, true, false]
+    );
     assert_eq!(store.meta(&id).unwrap().status, SessionStatus::Interrupted);
     let (meta, marked) = store.interrupted_session().unwrap().unwrap();
-    assert_eq!((meta.id.as_str(), marked.as_deref()), (id.as_str(), Some("a1")));
+    assert_eq!(
+        (meta.id.as_str(), marked.as_deref()),
+        (id.as_str(), Some("a1"))
+    );
 
     let ctx = store.resume(&id).unwrap();
     assert_eq!(ctx.meta.status, SessionStatus::Active);
     assert_eq!(ctx.model(), Some("claude-sonnet-4-5"));
     let last = ctx.messages.last().unwrap();
-    assert_eq!((last.role.clone(), last.text()), (Role::User, CONTINUE_MESSAGE.to_owned()));
+    assert_eq!(
+        (last.role.clone(), last.text()),
+        (Role::User, CONTINUE_MESSAGE.to_owned())
+    );
     // Persisted: the model (which reloads from disk) sees it, and a second resume adds nothing.
     let reloaded = store.messages(&id).unwrap().messages;
     assert_eq!(reloaded.len(), 4);
@@ -81,8 +97,18 @@ fn compaction_keeps_the_last_turns_byte_for_byte_and_records_the_summary() {
     let id = store.create(new_session("/p")).unwrap();
     let mut w = store.writer(&id).unwrap();
     for t in 0..5 {
-        w.append(&text(&format!("u{t}"), Role::User, &format!("question {t}"))).unwrap();
-        w.append(&text(&format!("a{t}"), Role::Assistant, &format!("answer {t}"))).unwrap();
+        w.append(&text(
+            &format!("u{t}"),
+            Role::User,
+            &format!("question {t}"),
+        ))
+        .unwrap();
+        w.append(&text(
+            &format!("a{t}"),
+            Role::Assistant,
+            &format!("answer {t}"),
+        ))
+        .unwrap();
     }
     let before = std::fs::read(w.paths().messages()).unwrap();
     assert!(matches!(w.compact(0, "s"), Err(StoreError::Compaction(_))));
@@ -98,9 +124,15 @@ fn compaction_keeps_the_last_turns_byte_for_byte_and_records_the_summary() {
     assert_eq!(store.messages(&id).unwrap().messages.len(), 5);
     let mem = store.compaction_memory(&id).unwrap().unwrap();
     assert_eq!(mem.total_compactions, 1);
-    assert_eq!(mem.latest_summary().unwrap().content, "they asked 3 questions");
+    assert_eq!(
+        mem.latest_summary().unwrap().content,
+        "they asked 3 questions"
+    );
     assert_eq!(mem.latest_summary().unwrap().original_message_count, 6);
-    assert_eq!(store.resume(&id).unwrap().summary.as_deref(), Some("they asked 3 questions"));
+    assert_eq!(
+        store.resume(&id).unwrap().summary.as_deref(),
+        Some("they asked 3 questions")
+    );
     // Nothing to trim: the log is untouched.
     let out = store.compact(&id, 10, "s").unwrap();
     assert!(!out.compacted);
@@ -114,11 +146,19 @@ fn a_committed_compaction_is_completed_after_a_crash() {
     let paths = store.locate(&id).unwrap();
     store.append(&id, &text("u0", Role::User, "old")).unwrap();
     // The state a crash right after the commit point leaves: temps plus the journal.
-    std::fs::write(paths.dir.join(".messages.jsonl.1.0.tmp"), text("u1", Role::User, "new").to_line()).unwrap();
+    std::fs::write(
+        paths.dir.join(".messages.jsonl.1.0.tmp"),
+        text("u1", Role::User, "new").to_line(),
+    )
+    .unwrap();
     let memdir = store.home().memory_dir(&id);
     std::fs::create_dir_all(&memdir).unwrap();
     let mem = freecode_core::memory::CompactionMemory::new(id.as_str());
-    std::fs::write(memdir.join(".memory.json.1.1.tmp"), serde_json::to_vec(&mem).unwrap()).unwrap();
+    std::fs::write(
+        memdir.join(".memory.json.1.1.tmp"),
+        serde_json::to_vec(&mem).unwrap(),
+    )
+    .unwrap();
     std::fs::write(
         paths.dir.join("compaction.pending"),
         br#"{"messages":".messages.jsonl.1.0.tmp","memory":".memory.json.1.1.tmp"}"#,
@@ -126,7 +166,13 @@ fn a_committed_compaction_is_completed_after_a_crash() {
     .unwrap();
     // A reader finishes it (nobody holds the lock): both files are the new ones.
     let log = store.messages(&id).unwrap();
-    assert_eq!(log.messages.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["u1"]);
+    assert_eq!(
+        log.messages
+            .iter()
+            .map(|m| m.id.as_str())
+            .collect::<Vec<_>>(),
+        ["u1"]
+    );
     assert!(store.compaction_memory(&id).unwrap().is_some());
     assert!(!paths.dir.join("compaction.pending").exists());
 
@@ -144,17 +190,47 @@ fn soft_delete_hides_restore_brings_back_purge_erases() {
     let a = store.create(new_session("/p")).unwrap();
     let b = store.create(new_session("/q")).unwrap();
     store.delete(&a).unwrap();
-    let ids = |f: ListFilter| store.list(&f).unwrap().sessions.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    let ids = |f: ListFilter| {
+        store
+            .list(&f)
+            .unwrap()
+            .sessions
+            .into_iter()
+            .map(|m| m.id)
+            .collect::<Vec<_>>()
+    };
     assert_eq!(ids(ListFilter::default()), [b.to_string()]);
-    assert_eq!(ids(ListFilter { include_deleted: true, ..Default::default() }).len(), 2);
-    assert_eq!(ids(ListFilter { status: Some(SessionStatus::Deleted), ..Default::default() }), [a.to_string()]);
+    assert_eq!(
+        ids(ListFilter {
+            include_deleted: true,
+            ..Default::default()
+        })
+        .len(),
+        2
+    );
+    assert_eq!(
+        ids(ListFilter {
+            status: Some(SessionStatus::Deleted),
+            ..Default::default()
+        }),
+        [a.to_string()]
+    );
     assert!(matches!(store.resume(&a), Err(StoreError::NotFound { .. })));
-    assert!(matches!(store.fork(&a, None), Err(StoreError::NotFound { .. })));
+    assert!(matches!(
+        store.fork(&a, None),
+        Err(StoreError::NotFound { .. })
+    ));
     store.restore(&a).unwrap();
     assert_eq!(ids(ListFilter::default()).len(), 2);
     store.purge(&a).unwrap();
     assert!(matches!(store.meta(&a), Err(StoreError::NotFound { .. })));
-    assert_eq!(ids(ListFilter { include_deleted: true, ..Default::default() }), [b.to_string()]);
+    assert_eq!(
+        ids(ListFilter {
+            include_deleted: true,
+            ..Default::default()
+        }),
+        [b.to_string()]
+    );
 }
 
 #[test]
@@ -163,13 +239,21 @@ fn create_never_overwrites() {
     let store = store(&dir);
     let id = SessionId::new("forced-1").unwrap();
     store.create_with_id(new_session("/p"), &id).unwrap();
-    store.append(&id, &text("u", Role::User, "keep me")).unwrap();
+    store
+        .append(&id, &text("u", Role::User, "keep me"))
+        .unwrap();
     for project in ["/p", "/other"] {
-        assert!(matches!(store.create_with_id(new_session(project), &id), Err(StoreError::AlreadyExists { .. })));
+        assert!(matches!(
+            store.create_with_id(new_session(project), &id),
+            Err(StoreError::AlreadyExists { .. })
+        ));
     }
     assert_eq!(store.messages(&id).unwrap().messages.len(), 1);
     assert!(matches!(
-        store.create(NewSession { project_path: String::new(), ..new_session("") }),
+        store.create(NewSession {
+            project_path: String::new(),
+            ..new_session("")
+        }),
         Err(StoreError::InvalidProjectPath { .. })
     ));
 }
@@ -178,20 +262,41 @@ fn create_never_overwrites() {
 fn root_and_odd_project_paths_stay_inside_sessions_and_are_listed() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir);
-    for p in ["/", "..", "/..", ".", "/a-/b", &format!("/{}", "long".repeat(100))] {
+    for p in [
+        "/",
+        "..",
+        "/..",
+        ".",
+        "/a-/b",
+        &format!("/{}", "long".repeat(100)),
+    ] {
         let id = store.create(new_session(p)).unwrap();
         let loc = store.locate(&id).unwrap();
-        assert_eq!(loc.dir.parent().unwrap().parent().unwrap(), store.home().sessions_dir(), "{p:?}");
-        let f = ListFilter { project_path: Some(p.to_owned()), ..Default::default() };
+        assert_eq!(
+            loc.dir.parent().unwrap().parent().unwrap(),
+            store.home().sessions_dir(),
+            "{p:?}"
+        );
+        let f = ListFilter {
+            project_path: Some(p.to_owned()),
+            ..Default::default()
+        };
         assert_eq!(store.list(&f).unwrap().sessions.len(), 1, "{p:?}");
     }
 }
 
 #[test]
 fn the_turn_boundary_default_and_never_both_read_back() {
-    for durability in [Durability::EveryAppend, Durability::TurnBoundary, Durability::Never] {
+    for durability in [
+        Durability::EveryAppend,
+        Durability::TurnBoundary,
+        Durability::Never,
+    ] {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = StoreConfig { durability, ..Default::default() };
+        let cfg = StoreConfig {
+            durability,
+            ..Default::default()
+        };
         let store = SessionStore::with_config(Home::new(dir.path()), cfg).unwrap();
         let id = store.create(new_session("/p")).unwrap();
         let mut w = store.writer(&id).unwrap();
@@ -206,14 +311,18 @@ fn the_turn_boundary_default_and_never_both_read_back() {
 
 fn arb_message() -> impl Strategy<Value = StoredMessage> {
     let arb_text = "\\PC{0,40}|[\\t\\n\"\\\\ \u{0}-\u{1f}]{0,8}";
-    let part = prop_oneof![
-        arb_text.prop_map(Part::text),
-        (arb_text, arb_text).prop_map(|(l, c)| Part::code(l, c)),
-        (arb_text, any::<i64>(), any::<bool>(), arb_text)
-            .prop_map(|(n, i, b, r)| Part::tool(n, serde_json::json!({"i": i, "b": b, "a": [null, 0.5]}), r)),
-        ("[A-Za-z0-9+/]{0,16}", proptest::option::of(arb_text))
-            .prop_map(|(d, alt)| Part::image(d, "image/png", alt)),
-    ];
+    let part =
+        prop_oneof![
+            arb_text.prop_map(Part::text),
+            (arb_text, arb_text).prop_map(|(l, c)| Part::code(l, c)),
+            (arb_text, any::<i64>(), any::<bool>(), arb_text).prop_map(|(n, i, b, r)| Part::tool(
+                n,
+                serde_json::json!({"i": i, "b": b, "a": [null, 0.5]}),
+                r
+            )),
+            ("[A-Za-z0-9+/]{0,16}", proptest::option::of(arb_text))
+                .prop_map(|(d, alt)| Part::image(d, "image/png", alt)),
+        ];
     (
         "[a-z0-9-]{1,36}",
         any::<bool>(),
@@ -223,7 +332,12 @@ fn arb_message() -> impl Strategy<Value = StoredMessage> {
         any::<bool>(),
     )
         .prop_map(|(id, user, parts, ts, usage, interrupted)| {
-            let mut m = StoredMessage::new(id, if user { Role::User } else { Role::Assistant }, parts, ts);
+            let mut m = StoredMessage::new(
+                id,
+                if user { Role::User } else { Role::Assistant },
+                parts,
+                ts,
+            );
             m.usage = usage.map(|(i, o)| Usage::new(u64::from(i), u64::from(o)));
             m.interrupted = interrupted.then_some(true);
             m
