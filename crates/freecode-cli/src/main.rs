@@ -45,10 +45,10 @@ fn init_logging() {
 fn exit_code(err: &anyhow::Error) -> u8 {
     use freecode_store::StoreError;
     for cause in err.chain() {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::BrokenPipe {
-                return 0;
-            }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            return 0;
         }
         if cause.downcast_ref::<UserError>().is_some()
             || cause.downcast_ref::<freecode_core::IdError>().is_some()

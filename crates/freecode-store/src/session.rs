@@ -557,24 +557,69 @@ impl SessionStore {
     }
 
     /// Erases a session: its directory, its rollout log and its compaction memory — nothing
-    /// else. Returns the paths removed.
+    /// else. Returns the paths removed. A purge interrupted by a crash (the directory already
+    /// renamed to `.purge-<id>-…`) is finished by purging again.
     pub fn purge(&self, id: &SessionId) -> Result<Vec<PathBuf>> {
-        let writer = self.writer(id)?;
-        let dir = writer.paths.dir.clone();
-        let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
-        // Take the directory out of sight first, so a crash mid-removal leaves no half session.
-        let doomed = parent.join(format!(".purge-{id}-{}", new_uuid()));
-        fs::rename(&dir, &doomed).ctx("rename", &dir)?;
-        drop(writer);
-        let mut removed = vec![dir];
-        fsutil::remove_tree(&doomed)?;
+        let leftovers = self.purge_leftovers(id)?;
+        let mut removed = Vec::new();
+        let mut parents = Vec::new();
+        match self.writer(id) {
+            Ok(writer) => {
+                let dir = writer.paths.dir.clone();
+                let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+                // Take the directory out of sight first: a crash mid-removal leaves no half
+                // session, and the next purge finds the renamed directory.
+                let doomed = parent.join(format!(".purge-{id}-{}", new_uuid()));
+                fs::rename(&dir, &doomed).ctx("rename", &dir)?;
+                fsutil::sync_dir(&parent)?;
+                drop(writer);
+                fsutil::remove_tree(&doomed)?;
+                removed.push(dir);
+                parents.push(parent);
+            }
+            Err(StoreError::NotFound { .. }) if !leftovers.is_empty() => {}
+            Err(e) => return Err(e),
+        }
+        for doomed in leftovers {
+            fsutil::remove_tree(&doomed)?;
+            parents.extend(doomed.parent().map(Path::to_path_buf));
+            removed.push(doomed);
+        }
         for extra in [self.home.rollout_dir(id), self.home.memory_dir(id)] {
             if fsutil::remove_tree(&extra)? {
                 removed.push(extra);
             }
         }
-        fsutil::sync_dir(&parent)?;
+        for parent in parents {
+            fsutil::sync_dir(&parent)?;
+        }
         Ok(removed)
+    }
+
+    /// Directories `sessions/*/.purge-<id>-*` left by a purge that did not finish.
+    fn purge_leftovers(&self, id: &SessionId) -> Result<Vec<PathBuf>> {
+        let sessions = self.home.sessions_dir();
+        let prefix = format!(".purge-{id}-");
+        let mut found = Vec::new();
+        let Ok(projects) = fs::read_dir(&sessions) else {
+            return Ok(found);
+        };
+        for project in projects.filter_map(|e| e.ok()) {
+            let Ok(children) = fs::read_dir(project.path()) else {
+                continue;
+            };
+            for child in children.filter_map(|e| e.ok()) {
+                let name = child.file_name();
+                // The suffix is a UUID; the id before it is validated, so the prefix is exact.
+                if name
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(&prefix) && n.len() == prefix.len() + 36)
+                {
+                    found.push(child.path());
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// Forks a session: a full copy under a new id, with `parentId`, the parent's `turnCount`,

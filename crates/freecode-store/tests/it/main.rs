@@ -1,4 +1,11 @@
 //! The store's integration tests: one binary, one module per concern.
 
+// Test code: a failed unwrap is a failed test. The workspace denies these lints for library
+// code; clippy's allow-*-in-tests settings do not reach helpers outside `#[test]` functions.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod bad_input;
 mod compat;
+mod crash;
 mod store;
+mod support;
