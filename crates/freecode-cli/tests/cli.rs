@@ -1,5 +1,7 @@
 //! The `freecode` binary driven as a user drives it: exit codes, stdout data, stderr errors.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
