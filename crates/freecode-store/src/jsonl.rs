@@ -305,7 +305,9 @@ mod tests {
             if i % 9973 == 0 {
                 buf.extend_from_slice(b"garbage\n");
             } else {
-                buf.extend_from_slice(format!("{{\"i\":{i}}}\n").as_bytes());
+                buf.extend_from_slice(
+                    format!("{{\"i\":{i},\"pad\":\"................\"}}\n").as_bytes(),
+                );
             }
         }
         assert!(buf.len() > PARALLEL_THRESHOLD);
