@@ -13,6 +13,7 @@ pub mod memory;
 pub mod message;
 pub mod meta;
 pub mod project_key;
+pub mod rollout;
 mod record;
 mod string_enum;
 

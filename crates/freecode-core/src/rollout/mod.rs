@@ -1,0 +1,13 @@
+//! The rollout log: the append-only record of everything the agent did (SPEC §6, §13).
+//!
+//! - [`event`]: the 19 event types as one typed enum, with the original's exact field names,
+//!   key order and omission rules.
+//! - [`ulid`]: 26-character monotonic ULIDs for event ids.
+//! - [`replay`] and [`trace`]: pure, streaming folds over events.
+
+pub mod event;
+pub mod replay;
+pub mod trace;
+pub mod ulid;
+
+pub use event::{DenySource, Event, EventKind, ModelErrorKind, RawEvent};

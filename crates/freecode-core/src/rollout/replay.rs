@@ -1,0 +1,237 @@
+//! The replay fold (SPEC §13.1): turns with their tool calls, outputs and durations, compaction
+//! totals, denied calls, redirects and parse errors.
+//!
+//! Pure and streaming. Fixes over the original: a repeated turn id (the original restarts at
+//! `turn-0` for every loop) starts a new turn instead of replacing the earlier one and listing the
+//! later twice (SPEC §19.29); outputs pair with calls on `callId` when present (§19.33); denied
+//! calls are listed per turn, never as calls.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::event::{DenySource, Event, EventKind};
+
+/// One tool call in a turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[allow(missing_docs)]
+pub struct ReplayCall {
+    pub tool: String,
+    pub args: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<bool>,
+    #[serde(rename = "callId", skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+/// A refused call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[allow(missing_docs)]
+pub struct ReplayDenied {
+    pub tool: String,
+    pub args: Value,
+    pub source: DenySource,
+    pub reason: String,
+}
+
+/// One turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(missing_docs)]
+pub struct ReplayTurn {
+    pub turn_id: String,
+    pub started_at: i64,
+    pub calls: Vec<ReplayCall>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<ReplayDenied>,
+}
+
+/// A line of the log that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[allow(missing_docs)]
+pub struct SkippedLine {
+    pub line: u64,
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// The replay of one log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(missing_docs)]
+pub struct Replay {
+    pub session_id: String,
+    pub total_turns: u64,
+    pub total_calls: u64,
+    pub total_tokens_before: u64,
+    pub total_tokens_after: u64,
+    pub turns: Vec<ReplayTurn>,
+    pub compact_count: u64,
+    /// `"<parser>: <error>"` of every `parse.error`.
+    pub errors: Vec<String>,
+    pub total_denied: u64,
+    pub redirects: u64,
+    pub redirects_skipped: u64,
+    /// Events of types this version does not know.
+    pub unknown_events: u64,
+    /// Lines that were not events, with line numbers.
+    pub skipped_lines: Vec<SkippedLine>,
+}
+
+/// Folds events into a [`Replay`].
+#[derive(Debug, Clone)]
+pub struct ReplayBuilder {
+    r: Replay,
+    latest: HashMap<String, usize>,
+}
+
+impl ReplayBuilder {
+    /// A fold for the log of `session_id`.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        Self {
+            r: Replay {
+                session_id: session_id.into(),
+                total_turns: 0,
+                total_calls: 0,
+                total_tokens_before: 0,
+                total_tokens_after: 0,
+                turns: Vec::new(),
+                compact_count: 0,
+                errors: Vec::new(),
+                total_denied: 0,
+                redirects: 0,
+                redirects_skipped: 0,
+                unknown_events: 0,
+                skipped_lines: Vec::new(),
+            },
+            latest: HashMap::new(),
+        }
+    }
+
+    fn turn(&mut self, turn_id: &str) -> Option<&mut ReplayTurn> {
+        let i = *self.latest.get(turn_id)?;
+        self.r.turns.get_mut(i)
+    }
+
+    /// Folds one event.
+    pub fn apply(&mut self, ev: &Event) {
+        match &ev.kind {
+            EventKind::TurnStarted { turn_id } => {
+                self.latest.insert(turn_id.clone(), self.r.turns.len());
+                self.r.turns.push(ReplayTurn {
+                    turn_id: turn_id.clone(),
+                    started_at: ev.timestamp,
+                    calls: Vec::new(),
+                    denied: Vec::new(),
+                });
+                self.r.total_turns += 1;
+            }
+            EventKind::FunctionCall { turn_id, tool, args, call_id, .. } => {
+                if let Some(t) = self.turn(turn_id) {
+                    t.calls.push(ReplayCall {
+                        tool: tool.clone(),
+                        args: args.clone(),
+                        output: None,
+                        duration_ms: None,
+                        failed: None,
+                        call_id: call_id.clone(),
+                    });
+                    self.r.total_calls += 1;
+                }
+            }
+            EventKind::FunctionOutput { turn_id, tool, output, duration_ms, failed, call_id } => {
+                if let Some(t) = self.turn(turn_id) {
+                    let call = t.calls.iter_mut().find(|c| {
+                        c.output.is_none()
+                            && match call_id {
+                                Some(id) => c.call_id.as_ref() == Some(id),
+                                None => &c.tool == tool,
+                            }
+                    });
+                    if let Some(c) = call {
+                        c.output = Some(output.clone());
+                        c.duration_ms = Some(*duration_ms);
+                        c.failed = *failed;
+                    }
+                }
+            }
+            EventKind::FunctionDenied { turn_id, tool, args, reason, source } => {
+                self.r.total_denied += 1;
+                if let Some(t) = self.turn(turn_id) {
+                    t.denied.push(ReplayDenied {
+                        tool: tool.clone(),
+                        args: args.clone(),
+                        source: source.clone(),
+                        reason: reason.clone(),
+                    });
+                }
+            }
+            EventKind::CompactOccurred { before_tokens, after_tokens } => {
+                self.r.total_tokens_before += before_tokens;
+                self.r.total_tokens_after += after_tokens;
+                self.r.compact_count += 1;
+            }
+            EventKind::ParseError { parser, error, .. } => self.r.errors.push(format!("{parser}: {error}")),
+            EventKind::RedirectTriggered { .. } => self.r.redirects += 1,
+            EventKind::RedirectSkipped { .. } => self.r.redirects_skipped += 1,
+            EventKind::TurnAborted { .. }
+            | EventKind::SubagentStart { .. }
+            | EventKind::SubagentStop { .. }
+            | EventKind::SkillInvoked { .. }
+            | EventKind::HookTriggered { .. }
+            | EventKind::HookBlocked { .. }
+            | EventKind::ContextOverflow { .. }
+            | EventKind::ModelRequest { .. }
+            | EventKind::ModelFirstToken { .. }
+            | EventKind::ModelResponse { .. }
+            | EventKind::ModelError { .. } => {}
+        }
+    }
+
+    /// Counts an event of an unknown type.
+    pub fn unknown_event(&mut self) {
+        self.r.unknown_events += 1;
+    }
+
+    /// Records a line that could not be read.
+    pub fn skipped_line(&mut self, line: u64, offset: u64, reason: impl Into<String>) {
+        self.r.skipped_lines.push(SkippedLine { line, offset, reason: reason.into() });
+    }
+
+    /// The result.
+    pub fn finish(self) -> Replay {
+        self.r
+    }
+}
+
+impl Replay {
+    /// The original's `getSessionSummary` text.
+    pub fn summary_text(&self) -> String {
+        let mut out = format!(
+            "Session: {}\nTurns: {}\nTool Calls: {}\nCompactions: {}\n\n",
+            self.session_id, self.total_turns, self.total_calls, self.compact_count
+        );
+        if !self.errors.is_empty() {
+            out.push_str(&format!("Errors ({}):\n", self.errors.len()));
+            for e in self.errors.iter().take(5) {
+                out.push_str(&format!("  - {e}\n"));
+            }
+            if self.errors.len() > 5 {
+                out.push_str(&format!("  ... and {} more\n", self.errors.len() - 5));
+            }
+            out.push('\n');
+        }
+        if let Some(last) = self.turns.last() {
+            out.push_str("Last turn tools:\n");
+            for c in last.calls.iter().take(5) {
+                out.push_str(&format!("  - {}\n", c.tool));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,314 @@
+//! The trace fold (SPEC §13.2): model spans, tool spans and denied spans, with the time
+//! attribution and hang detection `freecode trace` renders.
+//!
+//! Pure and streaming: [`TraceBuilder::apply`] takes events one at a time (memory grows with the
+//! number of spans, never with the log), and [`TraceBuilder::snapshot`] ages open requests
+//! against any `now` without re-reading anything — what `--follow` needs.
+//!
+//! Differences from the original, all deliberate: tool calls pair on `callId` when the log has
+//! it (parallel calls of one tool no longer overwrite each other, SPEC §19.33); spans carry
+//! `cacheWriteTokens`, tool `args` and `failed`, and denied spans and redirect counts exist (the
+//! 19-event schema).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::event::{DenySource, Event, EventKind};
+
+/// A request open this long (ms) with no response and no error is hung.
+pub const HANG_THRESHOLD_MS: i64 = 300_000;
+
+/// Where a span stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpanStatus {
+    /// Answered.
+    Ok,
+    /// Failed (`model.error`).
+    Error,
+    /// Open, younger than the threshold.
+    InFlight,
+    /// Open for at least the threshold.
+    Hung,
+}
+
+/// One model call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(missing_docs)]
+pub struct ModelSpan {
+    pub turn_id: String,
+    pub provider: String,
+    pub model: String,
+    pub started_at: i64,
+    pub status: SpanStatus,
+    #[serde(rename = "duration_ms")]
+    pub duration_ms: i64,
+    pub message_count: u64,
+    pub tool_count: u64,
+    pub prompt_chars: u64,
+    pub tool_calls: Vec<String>,
+    #[serde(rename = "ttft_ms", skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One tool that ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(missing_docs)]
+pub struct ToolSpan {
+    pub tool: String,
+    pub started_at: i64,
+    #[serde(rename = "duration_ms")]
+    pub duration_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<bool>,
+}
+
+/// One refused tool call: it never ran, so it is not a tool span.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[allow(missing_docs)]
+pub struct DeniedSpan {
+    pub tool: String,
+    pub at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    pub source: DenySource,
+    pub reason: String,
+}
+
+/// The folded trace of one log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(missing_docs)]
+pub struct Trace {
+    pub session_id: String,
+    pub started_at: i64,
+    pub ended_at: i64,
+    #[serde(rename = "wall_ms")]
+    pub wall_ms: i64,
+    pub model_spans: Vec<ModelSpan>,
+    pub tool_spans: Vec<ToolSpan>,
+    pub denied_spans: Vec<DeniedSpan>,
+    #[serde(rename = "model_ms")]
+    pub model_ms: i64,
+    #[serde(rename = "tool_ms")]
+    pub tool_ms: i64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub hung: bool,
+    pub in_flight: bool,
+    pub redirects: u64,
+    pub redirects_skipped: u64,
+}
+
+/// Folds events into a [`Trace`].
+#[derive(Debug, Clone, Default)]
+pub struct TraceBuilder {
+    session_id: String,
+    first_ts: Option<i64>,
+    last_ts: Option<i64>,
+    model_spans: Vec<ModelSpan>,
+    /// Indices into `model_spans` of unterminated requests, oldest first.
+    open: Vec<usize>,
+    /// Pending tool calls by call id (or by tool name when the log has no call ids).
+    pending: HashMap<String, (i64, Value)>,
+    tool_spans: Vec<ToolSpan>,
+    denied_spans: Vec<DeniedSpan>,
+    redirects: u64,
+    redirects_skipped: u64,
+}
+
+fn pending_key(call_id: Option<&String>, tool: &str) -> String {
+    match call_id {
+        Some(c) => format!("id:{c}"),
+        None => format!("tool:{tool}"),
+    }
+}
+
+impl TraceBuilder {
+    /// A fold for the log of `session_id`.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        Self { session_id: session_id.into(), ..Self::default() }
+    }
+
+    /// The open span a terminating event belongs to: same turn id first, else the oldest.
+    fn take_open(&mut self, turn_id: &str, remove: bool) -> Option<usize> {
+        let pos = self
+            .open
+            .iter()
+            .position(|&i| self.model_spans[i].turn_id == turn_id)
+            .or(if self.open.is_empty() { None } else { Some(0) })?;
+        Some(if remove { self.open.remove(pos) } else { self.open[pos] })
+    }
+
+    /// Folds one event.
+    pub fn apply(&mut self, ev: &Event) {
+        self.first_ts.get_or_insert(ev.timestamp);
+        self.last_ts = Some(ev.timestamp);
+        match &ev.kind {
+            EventKind::ModelRequest { turn_id, provider, model, message_count, tool_count, prompt_chars, .. } => {
+                self.open.push(self.model_spans.len());
+                self.model_spans.push(ModelSpan {
+                    turn_id: turn_id.clone(),
+                    provider: provider.clone(),
+                    model: model.clone(),
+                    started_at: ev.timestamp,
+                    status: SpanStatus::InFlight,
+                    duration_ms: 0,
+                    message_count: *message_count,
+                    tool_count: *tool_count,
+                    prompt_chars: *prompt_chars,
+                    tool_calls: Vec::new(),
+                    ttft_ms: None,
+                    input_tokens: None,
+                    output_tokens: None,
+                    cache_read_tokens: None,
+                    cache_write_tokens: None,
+                    error_kind: None,
+                    error: None,
+                });
+            }
+            EventKind::ModelFirstToken { turn_id, ttft_ms } => {
+                if let Some(i) = self.take_open(turn_id, false) {
+                    self.model_spans[i].ttft_ms = Some(*ttft_ms);
+                }
+            }
+            EventKind::ModelResponse {
+                turn_id,
+                duration_ms,
+                ttft_ms,
+                input_tokens,
+                output_tokens,
+                cache_read_tokens,
+                cache_write_tokens,
+                tool_calls,
+                ..
+            } => {
+                if let Some(i) = self.take_open(turn_id, true) {
+                    let s = &mut self.model_spans[i];
+                    s.status = SpanStatus::Ok;
+                    s.duration_ms = *duration_ms;
+                    s.ttft_ms = ttft_ms.or(s.ttft_ms);
+                    s.input_tokens = *input_tokens;
+                    s.output_tokens = *output_tokens;
+                    s.cache_read_tokens = *cache_read_tokens;
+                    s.cache_write_tokens = *cache_write_tokens;
+                    s.tool_calls = tool_calls.clone();
+                }
+            }
+            EventKind::ModelError { turn_id, duration_ms, kind, error, .. } => {
+                if let Some(i) = self.take_open(turn_id, true) {
+                    let s = &mut self.model_spans[i];
+                    s.status = SpanStatus::Error;
+                    s.duration_ms = *duration_ms;
+                    s.error_kind = Some(kind.as_str().to_owned());
+                    s.error = Some(error.clone());
+                }
+            }
+            EventKind::FunctionCall { tool, args, call_id, .. } => {
+                self.pending.insert(pending_key(call_id.as_ref(), tool), (ev.timestamp, args.clone()));
+            }
+            EventKind::FunctionOutput { tool, duration_ms, failed, call_id, .. } => {
+                let pending = self.pending.remove(&pending_key(call_id.as_ref(), tool));
+                self.tool_spans.push(ToolSpan {
+                    tool: tool.clone(),
+                    started_at: pending.as_ref().map_or(ev.timestamp, |p| p.0),
+                    duration_ms: *duration_ms,
+                    args: pending.map(|p| p.1),
+                    failed: *failed,
+                });
+            }
+            EventKind::FunctionDenied { tool, args, reason, source, .. } => self.denied_spans.push(DeniedSpan {
+                tool: tool.clone(),
+                at: ev.timestamp,
+                args: Some(args.clone()),
+                source: source.clone(),
+                reason: reason.clone(),
+            }),
+            EventKind::RedirectTriggered { .. } => self.redirects += 1,
+            EventKind::RedirectSkipped { .. } => self.redirects_skipped += 1,
+            EventKind::TurnStarted { .. }
+            | EventKind::TurnAborted { .. }
+            | EventKind::CompactOccurred { .. }
+            | EventKind::SubagentStart { .. }
+            | EventKind::SubagentStop { .. }
+            | EventKind::SkillInvoked { .. }
+            | EventKind::HookTriggered { .. }
+            | EventKind::HookBlocked { .. }
+            | EventKind::ContextOverflow { .. }
+            | EventKind::ParseError { .. } => {}
+        }
+    }
+
+    /// The trace as of `now` (ms); `None` ages open requests against the last event, as the
+    /// original does. Open requests are `hung` once open for [`HANG_THRESHOLD_MS`].
+    pub fn snapshot(&self, now: Option<i64>) -> Trace {
+        let started_at = self.first_ts.unwrap_or(0);
+        let ended_at = self.last_ts.unwrap_or(started_at);
+        let as_of = now.unwrap_or(ended_at);
+        let mut spans = self.model_spans.clone();
+        let (mut hung, mut in_flight) = (false, false);
+        for &i in &self.open {
+            let s = &mut spans[i];
+            s.duration_ms = (as_of - s.started_at).max(0);
+            if s.duration_ms >= HANG_THRESHOLD_MS {
+                s.status = SpanStatus::Hung;
+                hung = true;
+            } else {
+                s.status = SpanStatus::InFlight;
+                in_flight = true;
+            }
+        }
+        let sum = |f: fn(&ModelSpan) -> Option<u64>| spans.iter().map(|s| f(s).unwrap_or(0)).sum::<u64>();
+        Trace {
+            session_id: self.session_id.clone(),
+            started_at,
+            ended_at,
+            wall_ms: (as_of - started_at).max(0),
+            model_ms: spans.iter().map(|s| s.duration_ms).sum(),
+            tool_ms: self.tool_spans.iter().map(|s| s.duration_ms).sum(),
+            input_tokens: sum(|s| s.input_tokens),
+            output_tokens: sum(|s| s.output_tokens),
+            cache_read_tokens: sum(|s| s.cache_read_tokens),
+            model_spans: spans,
+            tool_spans: self.tool_spans.clone(),
+            denied_spans: self.denied_spans.clone(),
+            hung,
+            in_flight,
+            redirects: self.redirects,
+            redirects_skipped: self.redirects_skipped,
+        }
+    }
+
+    /// Consumes the fold; see [`TraceBuilder::snapshot`].
+    pub fn finish(self, now: Option<i64>) -> Trace {
+        self.snapshot(now)
+    }
+}
+
+/// Folds a whole event list.
+pub fn build_trace<'a>(session_id: &str, events: impl IntoIterator<Item = &'a Event>, now: Option<i64>) -> Trace {
+    let mut b = TraceBuilder::new(session_id);
+    for e in events {
+        b.apply(e);
+    }
+    b.finish(now)
+}
