@@ -13,8 +13,8 @@ pub mod memory;
 pub mod message;
 pub mod meta;
 pub mod project_key;
-pub mod rollout;
 mod record;
+pub mod rollout;
 mod string_enum;
 
 pub use ids::{IdError, SessionId};

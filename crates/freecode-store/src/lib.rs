@@ -14,6 +14,7 @@ pub mod fsutil;
 pub mod home;
 pub mod jsonl;
 pub mod lock;
+pub mod rollout;
 pub mod session;
 
 pub use error::StoreError;

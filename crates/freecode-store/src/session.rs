@@ -25,6 +25,7 @@ use crate::fsutil::{
 use crate::home::Home;
 use crate::jsonl::{self, LineIssue};
 use crate::lock::{LockWait, SessionLock};
+use crate::rollout::{Recorder, RecorderConfig};
 
 /// `meta.json`.
 pub const META_FILE: &str = "meta.json";
@@ -74,6 +75,8 @@ pub struct StoreConfig {
     pub lock_wait: LockWait,
     /// The clock, ms since the epoch (tests pin it).
     pub clock: fn() -> i64,
+    /// Rollout recording of what the store itself does (`compact.occurred`).
+    pub rollout: RecorderConfig,
 }
 
 impl Default for StoreConfig {
@@ -82,6 +85,7 @@ impl Default for StoreConfig {
             durability: Durability::default(),
             lock_wait: LockWait::Fail,
             clock: crate::now_ms,
+            rollout: RecorderConfig::default(),
         }
     }
 }
@@ -687,7 +691,7 @@ impl SessionStore {
         keep_user_turns: usize,
         summary: &str,
     ) -> Result<CompactionOutcome> {
-        self.writer(id)?.compact(keep_user_turns, summary)
+        self.writer(id)?.compact(keep_user_turns, summary, None)
     }
 
     /// Writes the context cache (pretty, atomic).
@@ -1044,8 +1048,14 @@ impl SessionWriter {
     /// Compaction: keeps the last `keep_user_turns` user turns (slicing at a user message;
     /// `0` is refused), records `summary` in `memory/<id>/memory.json`, and rewrites the log.
     /// The summary and the trim commit together through a journal: after a crash the session
-    /// has both or neither.
-    pub fn compact(&mut self, keep_user_turns: usize, summary: &str) -> Result<CompactionOutcome> {
+    /// has both or neither. `compact.occurred` goes to `recorder`, or to the session's rollout
+    /// log opened for the purpose (the rollout log is never trimmed).
+    pub fn compact(
+        &mut self,
+        keep_user_turns: usize,
+        summary: &str,
+        recorder: Option<&mut Recorder>,
+    ) -> Result<CompactionOutcome> {
         let path = self.paths.messages();
         let buf = read_optional(&path)?.unwrap_or_default();
         // Parse line by line, remembering where each message starts, so kept lines are copied
@@ -1122,10 +1132,19 @@ impl SessionWriter {
             true,
         )?;
         self.recover_compaction()?;
+        let tokens_after = summary_tokens + kept_tokens;
+        match recorder {
+            Some(rec) => rec.compact_occurred(tokens_before, tokens_after)?,
+            None => {
+                let mut rec =
+                    Recorder::open(&self.store.home, &self.id, self.store.config.rollout)?;
+                rec.compact_occurred(tokens_before, tokens_after)?;
+            }
+        }
         Ok(CompactionOutcome {
             compacted: true,
             tokens_before,
-            tokens_after: summary_tokens + kept_tokens,
+            tokens_after,
             messages_before: messages.len(),
             messages_after: messages.len() - cut,
             reason: None,

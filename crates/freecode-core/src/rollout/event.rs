@@ -151,7 +151,13 @@ pub enum EventKind {
     /// `turn.aborted`.
     TurnAborted { turn_id: String, reason: String },
     /// `function.call`: a tool is about to run.
-    FunctionCall { turn_id: String, tool: String, args: Value, call_id: Option<String>, parent_call_id: Option<String> },
+    FunctionCall {
+        turn_id: String,
+        tool: String,
+        args: Value,
+        call_id: Option<String>,
+        parent_call_id: Option<String>,
+    },
     /// `function.output`: a tool returned.
     FunctionOutput {
         turn_id: String,
@@ -162,9 +168,18 @@ pub enum EventKind {
         call_id: Option<String>,
     },
     /// `function.denied`: a call that never ran.
-    FunctionDenied { turn_id: String, tool: String, args: Value, reason: String, source: DenySource },
+    FunctionDenied {
+        turn_id: String,
+        tool: String,
+        args: Value,
+        reason: String,
+        source: DenySource,
+    },
     /// `compact.occurred`.
-    CompactOccurred { before_tokens: u64, after_tokens: u64 },
+    CompactOccurred {
+        before_tokens: u64,
+        after_tokens: u64,
+    },
     /// `subagent.start`.
     SubagentStart { subagent_id: String, task: String },
     /// `subagent.stop`.
@@ -172,13 +187,21 @@ pub enum EventKind {
     /// `skill.invoked`.
     SkillInvoked { skill_name: String, implicit: bool },
     /// `hook.triggered`.
-    HookTriggered { hook_name: String, hook_event: String, blocked: bool },
+    HookTriggered {
+        hook_name: String,
+        hook_event: String,
+        blocked: bool,
+    },
     /// `hook.blocked`.
     HookBlocked { hook_name: String, reason: String },
     /// `context.overflow`.
     ContextOverflow { before_tokens: u64 },
     /// `parse.error`.
-    ParseError { turn_id: String, parser: String, error: String },
+    ParseError {
+        turn_id: String,
+        parser: String,
+        error: String,
+    },
     /// `model.request`: written before the provider is called.
     ModelRequest {
         turn_id: String,
@@ -209,7 +232,14 @@ pub enum EventKind {
         echoed_model: Option<String>,
     },
     /// `model.error`.
-    ModelError { turn_id: String, provider: String, model: String, duration_ms: i64, kind: ModelErrorKind, error: String },
+    ModelError {
+        turn_id: String,
+        provider: String,
+        model: String,
+        duration_ms: i64,
+        kind: ModelErrorKind,
+        error: String,
+    },
     /// `redirect.triggered` — never carries the advice text.
     RedirectTriggered {
         turn_id: String,
@@ -333,11 +363,18 @@ fn s(v: Option<String>) -> String {
 impl Event {
     /// Types a raw line; missing strings become `""` and missing numbers 0 (SPEC §6.1).
     pub fn from_raw(r: RawEvent) -> Result<Self, NotAnEvent> {
-        let Some(type_name) = r.kind else { return Err(NotAnEvent::MissingType) };
+        let Some(type_name) = r.kind else {
+            return Err(NotAnEvent::MissingType);
+        };
         let args = || r.args.clone().unwrap_or_else(|| Value::Object(Map::new()));
         let kind = match type_name.as_str() {
-            "turn.started" => EventKind::TurnStarted { turn_id: s(r.turn_id) },
-            "turn.aborted" => EventKind::TurnAborted { turn_id: s(r.turn_id), reason: s(r.reason) },
+            "turn.started" => EventKind::TurnStarted {
+                turn_id: s(r.turn_id),
+            },
+            "turn.aborted" => EventKind::TurnAborted {
+                turn_id: s(r.turn_id),
+                reason: s(r.reason),
+            },
             "function.call" => EventKind::FunctionCall {
                 args: args(),
                 turn_id: s(r.turn_id),
@@ -364,19 +401,35 @@ impl Event {
                 before_tokens: r.before_tokens.unwrap_or(0),
                 after_tokens: r.after_tokens.unwrap_or(0),
             },
-            "subagent.start" => EventKind::SubagentStart { subagent_id: s(r.subagent_id), task: s(r.task) },
-            "subagent.stop" => EventKind::SubagentStop { subagent_id: s(r.subagent_id), result: s(r.result) },
-            "skill.invoked" => {
-                EventKind::SkillInvoked { skill_name: s(r.skill_name), implicit: r.implicit.unwrap_or(false) }
-            }
+            "subagent.start" => EventKind::SubagentStart {
+                subagent_id: s(r.subagent_id),
+                task: s(r.task),
+            },
+            "subagent.stop" => EventKind::SubagentStop {
+                subagent_id: s(r.subagent_id),
+                result: s(r.result),
+            },
+            "skill.invoked" => EventKind::SkillInvoked {
+                skill_name: s(r.skill_name),
+                implicit: r.implicit.unwrap_or(false),
+            },
             "hook.triggered" => EventKind::HookTriggered {
                 hook_name: s(r.hook_name),
                 hook_event: s(r.hook_event),
                 blocked: r.blocked.unwrap_or(false),
             },
-            "hook.blocked" => EventKind::HookBlocked { hook_name: s(r.hook_name), reason: s(r.reason) },
-            "context.overflow" => EventKind::ContextOverflow { before_tokens: r.before_tokens.unwrap_or(0) },
-            "parse.error" => EventKind::ParseError { turn_id: s(r.turn_id), parser: s(r.parser), error: s(r.error) },
+            "hook.blocked" => EventKind::HookBlocked {
+                hook_name: s(r.hook_name),
+                reason: s(r.reason),
+            },
+            "context.overflow" => EventKind::ContextOverflow {
+                before_tokens: r.before_tokens.unwrap_or(0),
+            },
+            "parse.error" => EventKind::ParseError {
+                turn_id: s(r.turn_id),
+                parser: s(r.parser),
+                error: s(r.error),
+            },
             "model.request" => EventKind::ModelRequest {
                 turn_id: s(r.turn_id),
                 provider: s(r.provider),
@@ -386,9 +439,10 @@ impl Event {
                 prompt_chars: r.prompt_chars.unwrap_or(0),
                 streamed: r.streamed.unwrap_or(false),
             },
-            "model.first_token" => {
-                EventKind::ModelFirstToken { turn_id: s(r.turn_id), ttft_ms: r.ttft_ms.unwrap_or(0) }
-            }
+            "model.first_token" => EventKind::ModelFirstToken {
+                turn_id: s(r.turn_id),
+                ttft_ms: r.ttft_ms.unwrap_or(0),
+            },
             "model.response" => EventKind::ModelResponse {
                 turn_id: s(r.turn_id),
                 provider: s(r.provider),
@@ -423,7 +477,10 @@ impl Event {
                 input_tokens: r.input_tokens,
                 output_tokens: r.output_tokens,
             },
-            "redirect.skipped" => EventKind::RedirectSkipped { turn_id: s(r.turn_id), reason: s(r.reason) },
+            "redirect.skipped" => EventKind::RedirectSkipped {
+                turn_id: s(r.turn_id),
+                reason: s(r.reason),
+            },
             _ => return Err(NotAnEvent::UnknownType(type_name)),
         };
         Ok(Self {
@@ -446,10 +503,18 @@ impl Event {
 
 /// Writes whitelisted strings only when non-empty (the original's truthiness test).
 fn put_str<M: SerializeMap>(m: &mut M, k: &str, v: &str) -> Result<(), M::Error> {
-    if v.is_empty() { Ok(()) } else { m.serialize_entry(k, v) }
+    if v.is_empty() {
+        Ok(())
+    } else {
+        m.serialize_entry(k, v)
+    }
 }
 
-fn put_opt<M: SerializeMap, T: serde::Serialize>(m: &mut M, k: &str, v: &Option<T>) -> Result<(), M::Error> {
+fn put_opt<M: SerializeMap, T: serde::Serialize>(
+    m: &mut M,
+    k: &str,
+    v: &Option<T>,
+) -> Result<(), M::Error> {
     match v {
         Some(v) => m.serialize_entry(k, v),
         None => Ok(()),
@@ -470,14 +535,27 @@ impl serde::Serialize for Event {
                 put_str(&mut m, "turnId", turn_id)?;
                 put_str(&mut m, "reason", reason)?;
             }
-            EventKind::FunctionCall { turn_id, tool, args, call_id, parent_call_id } => {
+            EventKind::FunctionCall {
+                turn_id,
+                tool,
+                args,
+                call_id,
+                parent_call_id,
+            } => {
                 put_str(&mut m, "turnId", turn_id)?;
                 put_str(&mut m, "tool", tool)?;
                 m.serialize_entry("args", args)?;
                 put_opt(&mut m, "callId", call_id)?;
                 put_opt(&mut m, "parentCallId", parent_call_id)?;
             }
-            EventKind::FunctionOutput { turn_id, tool, output, duration_ms, failed, call_id } => {
+            EventKind::FunctionOutput {
+                turn_id,
+                tool,
+                output,
+                duration_ms,
+                failed,
+                call_id,
+            } => {
                 put_str(&mut m, "turnId", turn_id)?;
                 put_str(&mut m, "tool", tool)?;
                 m.serialize_entry("output", output)?;
@@ -485,14 +563,23 @@ impl serde::Serialize for Event {
                 put_opt(&mut m, "failed", failed)?;
                 put_opt(&mut m, "callId", call_id)?;
             }
-            EventKind::FunctionDenied { turn_id, tool, args, reason, source } => {
+            EventKind::FunctionDenied {
+                turn_id,
+                tool,
+                args,
+                reason,
+                source,
+            } => {
                 put_str(&mut m, "turnId", turn_id)?;
                 put_str(&mut m, "tool", tool)?;
                 m.serialize_entry("args", args)?;
                 put_str(&mut m, "reason", reason)?;
                 m.serialize_entry("source", source)?;
             }
-            EventKind::CompactOccurred { before_tokens, after_tokens } => {
+            EventKind::CompactOccurred {
+                before_tokens,
+                after_tokens,
+            } => {
                 m.serialize_entry("beforeTokens", before_tokens)?;
                 m.serialize_entry("afterTokens", after_tokens)?;
             }
@@ -500,15 +587,25 @@ impl serde::Serialize for Event {
                 put_str(&mut m, "subagentId", subagent_id)?;
                 put_str(&mut m, "task", task)?;
             }
-            EventKind::SubagentStop { subagent_id, result } => {
+            EventKind::SubagentStop {
+                subagent_id,
+                result,
+            } => {
                 put_str(&mut m, "subagentId", subagent_id)?;
                 put_str(&mut m, "result", result)?;
             }
-            EventKind::SkillInvoked { skill_name, implicit } => {
+            EventKind::SkillInvoked {
+                skill_name,
+                implicit,
+            } => {
                 put_str(&mut m, "skillName", skill_name)?;
                 m.serialize_entry("implicit", implicit)?;
             }
-            EventKind::HookTriggered { hook_name, hook_event, blocked } => {
+            EventKind::HookTriggered {
+                hook_name,
+                hook_event,
+                blocked,
+            } => {
                 put_str(&mut m, "hookName", hook_name)?;
                 put_str(&mut m, "hookEvent", hook_event)?;
                 m.serialize_entry("blocked", blocked)?;
@@ -517,13 +614,27 @@ impl serde::Serialize for Event {
                 put_str(&mut m, "hookName", hook_name)?;
                 put_str(&mut m, "reason", reason)?;
             }
-            EventKind::ContextOverflow { before_tokens } => m.serialize_entry("beforeTokens", before_tokens)?,
-            EventKind::ParseError { turn_id, parser, error } => {
+            EventKind::ContextOverflow { before_tokens } => {
+                m.serialize_entry("beforeTokens", before_tokens)?
+            }
+            EventKind::ParseError {
+                turn_id,
+                parser,
+                error,
+            } => {
                 put_str(&mut m, "turnId", turn_id)?;
                 put_str(&mut m, "parser", parser)?;
                 put_str(&mut m, "error", error)?;
             }
-            EventKind::ModelRequest { turn_id, provider, model, message_count, tool_count, prompt_chars, streamed } => {
+            EventKind::ModelRequest {
+                turn_id,
+                provider,
+                model,
+                message_count,
+                tool_count,
+                prompt_chars,
+                streamed,
+            } => {
                 put_str(&mut m, "turnId", turn_id)?;
                 m.serialize_entry("provider", provider)?;
                 m.serialize_entry("model", model)?;
@@ -567,7 +678,14 @@ impl serde::Serialize for Event {
                 m.serialize_entry("thinkingChars", thinking_chars)?;
                 put_opt(&mut m, "echoedModel", echoed_model)?;
             }
-            EventKind::ModelError { turn_id, provider, model, duration_ms, kind, error } => {
+            EventKind::ModelError {
+                turn_id,
+                provider,
+                model,
+                duration_ms,
+                kind,
+                error,
+            } => {
                 put_str(&mut m, "turnId", turn_id)?;
                 m.serialize_entry("provider", provider)?;
                 m.serialize_entry("model", model)?;
@@ -613,7 +731,10 @@ mod tests {
     fn round_trip(line: &str) {
         let raw: RawEvent = serde_json::from_str(line).unwrap();
         let ev = Event::from_raw(raw).unwrap();
-        assert_eq!(String::from_utf8(ev.to_line()).unwrap(), format!("{line}\n"));
+        assert_eq!(
+            String::from_utf8(ev.to_line()).unwrap(),
+            format!("{line}\n")
+        );
     }
 
     #[test]
@@ -627,12 +748,18 @@ mod tests {
         round_trip(
             r#"{"type":"function.output","id":"x","seq":2,"aggregateID":"s","timestamp":1,"turnId":"t","tool":"bash","output":"","duration_ms":0,"callId":"c1","future":true}"#,
         );
-        round_trip(r#"{"type":"subagent.stop","id":"x","seq":2,"aggregateID":"s","timestamp":1,"subagentId":"a"}"#);
+        round_trip(
+            r#"{"type":"subagent.stop","id":"x","seq":2,"aggregateID":"s","timestamp":1,"subagentId":"a"}"#,
+        );
     }
 
     #[test]
     fn unknown_types_are_reported_not_fatal() {
-        let raw: RawEvent = serde_json::from_str(r#"{"type":"cache.warm","id":"x","seq":1}"#).unwrap();
-        assert_eq!(Event::from_raw(raw), Err(NotAnEvent::UnknownType("cache.warm".into())));
+        let raw: RawEvent =
+            serde_json::from_str(r#"{"type":"cache.warm","id":"x","seq":1}"#).unwrap();
+        assert_eq!(
+            Event::from_raw(raw),
+            Err(NotAnEvent::UnknownType("cache.warm".into()))
+        );
     }
 }

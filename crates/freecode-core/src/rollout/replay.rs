@@ -131,7 +131,13 @@ impl ReplayBuilder {
                 });
                 self.r.total_turns += 1;
             }
-            EventKind::FunctionCall { turn_id, tool, args, call_id, .. } => {
+            EventKind::FunctionCall {
+                turn_id,
+                tool,
+                args,
+                call_id,
+                ..
+            } => {
                 if let Some(t) = self.turn(turn_id) {
                     t.calls.push(ReplayCall {
                         tool: tool.clone(),
@@ -144,7 +150,14 @@ impl ReplayBuilder {
                     self.r.total_calls += 1;
                 }
             }
-            EventKind::FunctionOutput { turn_id, tool, output, duration_ms, failed, call_id } => {
+            EventKind::FunctionOutput {
+                turn_id,
+                tool,
+                output,
+                duration_ms,
+                failed,
+                call_id,
+            } => {
                 if let Some(t) = self.turn(turn_id) {
                     let call = t.calls.iter_mut().find(|c| {
                         c.output.is_none()
@@ -160,7 +173,13 @@ impl ReplayBuilder {
                     }
                 }
             }
-            EventKind::FunctionDenied { turn_id, tool, args, reason, source } => {
+            EventKind::FunctionDenied {
+                turn_id,
+                tool,
+                args,
+                reason,
+                source,
+            } => {
                 self.r.total_denied += 1;
                 if let Some(t) = self.turn(turn_id) {
                     t.denied.push(ReplayDenied {
@@ -171,12 +190,17 @@ impl ReplayBuilder {
                     });
                 }
             }
-            EventKind::CompactOccurred { before_tokens, after_tokens } => {
+            EventKind::CompactOccurred {
+                before_tokens,
+                after_tokens,
+            } => {
                 self.r.total_tokens_before += before_tokens;
                 self.r.total_tokens_after += after_tokens;
                 self.r.compact_count += 1;
             }
-            EventKind::ParseError { parser, error, .. } => self.r.errors.push(format!("{parser}: {error}")),
+            EventKind::ParseError { parser, error, .. } => {
+                self.r.errors.push(format!("{parser}: {error}"))
+            }
             EventKind::RedirectTriggered { .. } => self.r.redirects += 1,
             EventKind::RedirectSkipped { .. } => self.r.redirects_skipped += 1,
             EventKind::TurnAborted { .. }
@@ -200,7 +224,11 @@ impl ReplayBuilder {
 
     /// Records a line that could not be read.
     pub fn skipped_line(&mut self, line: u64, offset: u64, reason: impl Into<String>) {
-        self.r.skipped_lines.push(SkippedLine { line, offset, reason: reason.into() });
+        self.r.skipped_lines.push(SkippedLine {
+            line,
+            offset,
+            reason: reason.into(),
+        });
     }
 
     /// The result.

@@ -146,7 +146,10 @@ fn pending_key(call_id: Option<&String>, tool: &str) -> String {
 impl TraceBuilder {
     /// A fold for the log of `session_id`.
     pub fn new(session_id: impl Into<String>) -> Self {
-        Self { session_id: session_id.into(), ..Self::default() }
+        Self {
+            session_id: session_id.into(),
+            ..Self::default()
+        }
     }
 
     /// The open span a terminating event belongs to: same turn id first, else the oldest.
@@ -156,7 +159,11 @@ impl TraceBuilder {
             .iter()
             .position(|&i| self.model_spans[i].turn_id == turn_id)
             .or(if self.open.is_empty() { None } else { Some(0) })?;
-        Some(if remove { self.open.remove(pos) } else { self.open[pos] })
+        Some(if remove {
+            self.open.remove(pos)
+        } else {
+            self.open[pos]
+        })
     }
 
     /// Folds one event.
@@ -164,7 +171,15 @@ impl TraceBuilder {
         self.first_ts.get_or_insert(ev.timestamp);
         self.last_ts = Some(ev.timestamp);
         match &ev.kind {
-            EventKind::ModelRequest { turn_id, provider, model, message_count, tool_count, prompt_chars, .. } => {
+            EventKind::ModelRequest {
+                turn_id,
+                provider,
+                model,
+                message_count,
+                tool_count,
+                prompt_chars,
+                ..
+            } => {
                 self.open.push(self.model_spans.len());
                 self.model_spans.push(ModelSpan {
                     turn_id: turn_id.clone(),
@@ -214,7 +229,13 @@ impl TraceBuilder {
                     s.tool_calls = tool_calls.clone();
                 }
             }
-            EventKind::ModelError { turn_id, duration_ms, kind, error, .. } => {
+            EventKind::ModelError {
+                turn_id,
+                duration_ms,
+                kind,
+                error,
+                ..
+            } => {
                 if let Some(i) = self.take_open(turn_id, true) {
                     let s = &mut self.model_spans[i];
                     s.status = SpanStatus::Error;
@@ -223,10 +244,24 @@ impl TraceBuilder {
                     s.error = Some(error.clone());
                 }
             }
-            EventKind::FunctionCall { tool, args, call_id, .. } => {
-                self.pending.insert(pending_key(call_id.as_ref(), tool), (ev.timestamp, args.clone()));
+            EventKind::FunctionCall {
+                tool,
+                args,
+                call_id,
+                ..
+            } => {
+                self.pending.insert(
+                    pending_key(call_id.as_ref(), tool),
+                    (ev.timestamp, args.clone()),
+                );
             }
-            EventKind::FunctionOutput { tool, duration_ms, failed, call_id, .. } => {
+            EventKind::FunctionOutput {
+                tool,
+                duration_ms,
+                failed,
+                call_id,
+                ..
+            } => {
                 let pending = self.pending.remove(&pending_key(call_id.as_ref(), tool));
                 self.tool_spans.push(ToolSpan {
                     tool: tool.clone(),
@@ -236,7 +271,13 @@ impl TraceBuilder {
                     failed: *failed,
                 });
             }
-            EventKind::FunctionDenied { tool, args, reason, source, .. } => self.denied_spans.push(DeniedSpan {
+            EventKind::FunctionDenied {
+                tool,
+                args,
+                reason,
+                source,
+                ..
+            } => self.denied_spans.push(DeniedSpan {
                 tool: tool.clone(),
                 at: ev.timestamp,
                 args: Some(args.clone()),
@@ -277,7 +318,8 @@ impl TraceBuilder {
                 in_flight = true;
             }
         }
-        let sum = |f: fn(&ModelSpan) -> Option<u64>| spans.iter().map(|s| f(s).unwrap_or(0)).sum::<u64>();
+        let sum =
+            |f: fn(&ModelSpan) -> Option<u64>| spans.iter().map(|s| f(s).unwrap_or(0)).sum::<u64>();
         Trace {
             session_id: self.session_id.clone(),
             started_at,
@@ -305,7 +347,11 @@ impl TraceBuilder {
 }
 
 /// Folds a whole event list.
-pub fn build_trace<'a>(session_id: &str, events: impl IntoIterator<Item = &'a Event>, now: Option<i64>) -> Trace {
+pub fn build_trace<'a>(
+    session_id: &str,
+    events: impl IntoIterator<Item = &'a Event>,
+    now: Option<i64>,
+) -> Trace {
     let mut b = TraceBuilder::new(session_id);
     for e in events {
         b.apply(e);

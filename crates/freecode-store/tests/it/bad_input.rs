@@ -510,7 +510,7 @@ fn everything_the_store_creates_is_private() {
         }
         w.mark_interrupted(Some("m5")).unwrap();
         w.end_turn(10).unwrap();
-        assert!(w.compact(1, "summary").unwrap().compacted);
+        assert!(w.compact(1, "summary", None).unwrap().compacted);
     }
     let cache = ContextCache {
         requested_files: vec!["src/main.rs".to_owned()],
@@ -569,7 +569,7 @@ fn purge_removes_exactly_the_session_its_rollout_and_its_memory() {
             w.append(&text_msg(&format!("{id}-{n}"), role, "text"))
                 .unwrap();
         }
-        assert!(w.compact(1, "summary").unwrap().compacted);
+        assert!(w.compact(1, "summary", None).unwrap().compacted);
     }
     let home = h.store.home().clone();
     for id in [&a, &b] {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use freecode_core::project_key::{format_original, is_original_dir_name, parse_original};
 use freecode_core::{SessionId, SessionStatus, StoredMessage};
-use freecode_store::{Home, ListFilter, NewSession, SessionStore, StoreConfig, StoreError};
+use freecode_store::{Home, ListFilter, NewSession, SessionStore, StoreError};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -55,7 +55,7 @@ fn home_copy() -> (tempfile::TempDir, SessionStore) {
     );
     let store = SessionStore::with_config(
         Home::new(tmp.path().join(".freecode")),
-        StoreConfig::default(),
+        crate::support::quiet(),
     )
     .unwrap();
     (tmp, store)

@@ -360,7 +360,7 @@ fn rewrite_child() {
         if cut > 0 {
             let summary = format!("summary-r{round:03}-k{k:04}");
             emit(&format!("COMPACT {summary} {}", log.messages[cut].id));
-            assert!(w.compact(KEEP, &summary).unwrap().compacted);
+            assert!(w.compact(KEEP, &summary, None).unwrap().compacted);
             emit(&format!("COMPACTED {summary}"));
         }
     }
@@ -964,7 +964,7 @@ fn a_purge_killed_midway_is_finished_by_purging_again() {
         w.append(&text_msg(&mid, role_of(n), &payload(&mid, false)))
             .unwrap();
     }
-    assert!(w.compact(1, "secret summary").unwrap().compacted);
+    assert!(w.compact(1, "secret summary", None).unwrap().compacted);
     drop(w);
     let rollout = h.store.home().rollout_dir(&id);
     fs::create_dir_all(&rollout).unwrap();

@@ -9,7 +9,7 @@ use freecode_store::{
 use proptest::prelude::*;
 
 fn store(dir: &tempfile::TempDir) -> SessionStore {
-    SessionStore::with_config(Home::new(dir.path()), StoreConfig::default()).unwrap()
+    SessionStore::with_config(Home::new(dir.path()), crate::support::quiet()).unwrap()
 }
 
 fn new_session(project: &str) -> NewSession {
@@ -111,8 +111,11 @@ fn compaction_keeps_the_last_turns_byte_for_byte_and_records_the_summary() {
         .unwrap();
     }
     let before = std::fs::read(w.paths().messages()).unwrap();
-    assert!(matches!(w.compact(0, "s"), Err(StoreError::Compaction(_))));
-    let out = w.compact(2, "they asked 3 questions").unwrap();
+    assert!(matches!(
+        w.compact(0, "s", None),
+        Err(StoreError::Compaction(_))
+    ));
+    let out = w.compact(2, "they asked 3 questions", None).unwrap();
     assert!(out.compacted);
     assert_eq!((out.messages_before, out.messages_after), (10, 4));
     let after = std::fs::read(w.paths().messages()).unwrap();
@@ -295,7 +298,7 @@ fn the_turn_boundary_default_and_never_both_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = StoreConfig {
             durability,
-            ..Default::default()
+            ..crate::support::quiet()
         };
         let store = SessionStore::with_config(Home::new(dir.path()), cfg).unwrap();
         let id = store.create(new_session("/p")).unwrap();

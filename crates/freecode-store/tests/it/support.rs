@@ -71,12 +71,21 @@ impl TestHome {
     }
 }
 
+/// The default settings with rollout recording off: the project's tests record nothing unless
+/// a test turns it on.
+pub fn quiet() -> StoreConfig {
+    StoreConfig {
+        rollout: freecode_store::rollout::RecorderConfig::disabled(),
+        ..Default::default()
+    }
+}
+
 /// Settings every test uses: fsync after each append, and the given lock behaviour.
 pub fn config(lock_wait: LockWait) -> StoreConfig {
     StoreConfig {
         durability: Durability::EveryAppend,
         lock_wait,
-        ..Default::default()
+        ..quiet()
     }
 }
 
