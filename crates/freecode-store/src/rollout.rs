@@ -501,10 +501,8 @@ fn tail_state(file: &File, path: &Path) -> Result<(u64, bool)> {
         carry = chunk;
         pos = start;
         while let Some(nl) = carry.iter().rposition(|&b| b == b'\n') {
-            if skipped_tail {
-                if let Some(seq) = seq_of(&carry[nl + 1..]) {
-                    return Ok((seq, torn));
-                }
+            if skipped_tail && let Some(seq) = seq_of(&carry[nl + 1..]) {
+                return Ok((seq, torn));
             }
             skipped_tail = true;
             carry.truncate(nl);
