@@ -107,6 +107,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
     Ok(())
 }
 
+/// Like [`write_atomic`] with `sync`, but without the directory fsync: after a crash the file is
+/// still the old one or the new one (the new data is on disk before the rename), but the rename
+/// itself may be lost. For frequent updates whose latest value can be rebuilt (turn counters).
+pub fn write_atomic_relaxed(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = write_temp(path, bytes, true)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e).ctx("rename into", path);
+    }
+    Ok(())
+}
+
 /// Reads a whole file; `Ok(None)` when it does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
     match fs::read(path) {

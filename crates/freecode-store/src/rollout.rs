@@ -140,8 +140,9 @@ impl Recorder {
                 Err(std::fs::TryLockError::Error(e)) => return Err(e).ctx("lock", &rec.path),
             },
         }
-        let (seq, torn) = tail_state(&file, &rec.path)?;
+        let (seq, last_id, torn) = tail_state(&file, &rec.path)?;
         rec.seq = seq;
+        rec.ulid = UlidGenerator::after(&last_id);
         rec.file = Some(file);
         if torn {
             // Fence the torn tail: the fragment stays as its own (unreadable) line.
@@ -468,25 +469,25 @@ impl ToolCall {
     }
 }
 
-/// The last `seq` in the log (0 when empty) and whether it ends in a torn line. Reads backwards
+/// The last `seq` in the log (0 when empty), the last event's id, and whether the log ends in
+/// a torn line. Reads backwards
 /// from the end, a chunk at a time, so the cost does not grow with the log.
-fn tail_state(file: &File, path: &Path) -> Result<(u64, bool)> {
+fn tail_state(file: &File, path: &Path) -> Result<(u64, String, bool)> {
     use std::os::unix::fs::FileExt;
     const CHUNK: u64 = 64 * 1024;
     let len = file.metadata().ctx("stat", path)?.len();
     if len == 0 {
-        return Ok((0, false));
+        return Ok((0, String::new(), false));
     }
     let mut last = [0u8; 1];
     file.read_exact_at(&mut last, len - 1).ctx("read", path)?;
     let torn = last[0] != b'\n';
-    let seq_of = |line: &[u8]| -> Option<u64> {
+    let seq_of = |line: &[u8]| -> Option<(u64, String)> {
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
         }
-        serde_json::from_slice::<RawEvent>(line)
-            .ok()
-            .and_then(|r| r.seq)
+        let raw = serde_json::from_slice::<RawEvent>(line).ok()?;
+        Some((raw.seq?, raw.id.unwrap_or_default()))
     };
     // `carry` holds the bytes from `pos` to the end of the line being assembled. The segment
     // after the last newline is empty (clean end) or a torn fragment: never a line to trust.
@@ -501,16 +502,17 @@ fn tail_state(file: &File, path: &Path) -> Result<(u64, bool)> {
         carry = chunk;
         pos = start;
         while let Some(nl) = carry.iter().rposition(|&b| b == b'\n') {
-            if skipped_tail && let Some(seq) = seq_of(&carry[nl + 1..]) {
-                return Ok((seq, torn));
+            if skipped_tail && let Some((seq, id)) = seq_of(&carry[nl + 1..]) {
+                return Ok((seq, id, torn));
             }
             skipped_tail = true;
             carry.truncate(nl);
         }
         if pos == 0 {
             // What is left is the file's first line.
-            let seq = if skipped_tail { seq_of(&carry) } else { None };
-            return Ok((seq.unwrap_or(0), torn));
+            let (seq, id) =
+                if skipped_tail { seq_of(&carry) } else { None }.unwrap_or((0, String::new()));
+            return Ok((seq, id, torn));
         }
     }
 }

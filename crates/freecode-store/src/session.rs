@@ -466,7 +466,9 @@ impl SessionStore {
     /// Creates a session with a fresh UUID.
     pub fn create(&self, new: NewSession) -> Result<SessionId> {
         let id = SessionId::new(new_uuid())?;
-        self.create_with_id(new, &id)?;
+        // A fresh random UUID cannot exist elsewhere: skip the scan; the exclusive mkdir still
+        // refuses a clash in the project directory.
+        self.create_at(new, &id)?;
         Ok(id)
     }
 
@@ -482,6 +484,10 @@ impl SessionStore {
             Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
+        self.create_at(new, id)
+    }
+
+    fn create_at(&self, new: NewSession, id: &SessionId) -> Result<SessionPaths> {
         let project_dir = self.project_dir_for(&new.project_path)?;
         let paths = SessionPaths {
             dir: project_dir.join(id.as_str()),
@@ -940,27 +946,41 @@ impl SessionWriter {
             self.sync()?;
         }
         let now = self.store.now();
-        self.update_meta(|m| {
-            m.last_turn_at = now;
-            m.turn_count += 1;
-            m.aggregated_token_count = Some(m.aggregated_token_count.unwrap_or(0) + tokens);
-        })
+        // The log fsync above is the durability point; the counters are rewritten atomically
+        // but without a directory fsync (old or new after a power loss, never torn).
+        self.update_meta_with(
+            |m| {
+                m.last_turn_at = now;
+                m.turn_count += 1;
+                m.aggregated_token_count = Some(m.aggregated_token_count.unwrap_or(0) + tokens);
+            },
+            true,
+        )
     }
 
     /// Read-modify-write of the meta under the lock; `id` and `createdAt` are immutable and
     /// `updatedAt` becomes now.
     pub fn update_meta(&mut self, f: impl FnOnce(&mut SessionMeta)) -> Result<SessionMeta> {
+        self.update_meta_with(f, false)
+    }
+
+    fn update_meta_with(
+        &mut self,
+        f: impl FnOnce(&mut SessionMeta),
+        relaxed: bool,
+    ) -> Result<SessionMeta> {
         let mut meta = self.meta()?;
         let (id, created) = (meta.id.clone(), meta.created_at);
         f(&mut meta);
         meta.id = id;
         meta.created_at = created;
         meta.updated_at = self.store.now();
-        write_atomic(
-            &self.paths.meta(),
-            &meta.to_pretty_json(),
-            self.store.sync_rewrites(),
-        )?;
+        let bytes = meta.to_pretty_json();
+        if relaxed && self.store.sync_rewrites() {
+            fsutil::write_atomic_relaxed(&self.paths.meta(), &bytes)?;
+        } else {
+            write_atomic(&self.paths.meta(), &bytes, self.store.sync_rewrites())?;
+        }
         Ok(meta)
     }
 

@@ -238,28 +238,27 @@ impl ReplayBuilder {
 }
 
 impl Replay {
-    /// The original's `getSessionSummary` text.
+    /// The original's `getSessionSummary` text (lines joined by `\n`).
     pub fn summary_text(&self) -> String {
-        let mut out = format!(
-            "Session: {}\nTurns: {}\nTool Calls: {}\nCompactions: {}\n\n",
-            self.session_id, self.total_turns, self.total_calls, self.compact_count
-        );
+        let mut lines = vec![
+            format!("Session: {}", self.session_id),
+            format!("Turns: {}", self.total_turns),
+            format!("Tool Calls: {}", self.total_calls),
+            format!("Compactions: {}", self.compact_count),
+            String::new(),
+        ];
         if !self.errors.is_empty() {
-            out.push_str(&format!("Errors ({}):\n", self.errors.len()));
-            for e in self.errors.iter().take(5) {
-                out.push_str(&format!("  - {e}\n"));
-            }
+            lines.push(format!("Errors ({}):", self.errors.len()));
+            lines.extend(self.errors.iter().take(5).map(|e| format!("  - {e}")));
             if self.errors.len() > 5 {
-                out.push_str(&format!("  ... and {} more\n", self.errors.len() - 5));
+                lines.push(format!("  ... and {} more", self.errors.len() - 5));
             }
-            out.push('\n');
+            lines.push(String::new());
         }
         if let Some(last) = self.turns.last() {
-            out.push_str("Last turn tools:\n");
-            for c in last.calls.iter().take(5) {
-                out.push_str(&format!("  - {}\n", c.tool));
-            }
+            lines.push("Last turn tools:".to_owned());
+            lines.extend(last.calls.iter().take(5).map(|c| format!("  - {}", c.tool)));
         }
-        out
+        lines.join("\n")
     }
 }

@@ -33,6 +33,33 @@ impl UlidGenerator {
     }
 }
 
+impl UlidGenerator {
+    /// A generator whose ids sort after `last_id` (a 26-character ULID; anything else is
+    /// ignored), so a reopened log keeps increasing ids.
+    pub fn after(last_id: &str) -> Self {
+        match decode(last_id) {
+            Some((ms, random)) => Self {
+                last_ms: ms,
+                last_random: random,
+            },
+            None => Self::default(),
+        }
+    }
+}
+
+/// Decodes a 26-character ULID into its time and random parts.
+pub fn decode(id: &str) -> Option<(u64, u128)> {
+    if id.len() != 26 {
+        return None;
+    }
+    let mut value: u128 = 0;
+    for b in id.bytes() {
+        let d = ALPHABET.iter().position(|&c| c == b.to_ascii_uppercase())?;
+        value = value.checked_mul(32)?.checked_add(d as u128)?;
+    }
+    Some(((value >> 80) as u64, value & RANDOM_MASK))
+}
+
 /// Encodes time and randomness as 26 Crockford base32 characters.
 pub fn encode(ms: u64, random: u128) -> String {
     let value: u128 = (u128::from(ms & ((1 << 48) - 1)) << 80) | (random & RANDOM_MASK);
@@ -58,5 +85,9 @@ mod tests {
         assert_eq!(a.len(), 26);
         assert!(a < b && b < c && c < d, "{a} {b} {c} {d}");
         assert!(a.starts_with("01KF0E48H0"), "{a}"); // the original's time prefix for that ms
+        let mut resumed = UlidGenerator::after(&d);
+        assert!(resumed.next(1_768_467_605_000, || 0) > d);
+        assert_eq!(decode(&d), Some((1_768_467_605_000, 1)));
+        assert_eq!(decode("01KF0E48H0TXVY2GSD2F"), None); // the original's 20-character ids
     }
 }

@@ -7,5 +7,6 @@
 mod bad_input;
 mod compat;
 mod crash;
+mod rollout;
 mod store;
 mod support;
