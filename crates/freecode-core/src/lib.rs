@@ -20,6 +20,7 @@ mod string_enum;
 pub use ids::{IdError, SessionId};
 pub use message::{Part, Role, StoredMessage, ToolRef, Usage};
 pub use meta::{SessionMeta, SessionStatus};
+pub use record::Extra;
 
 /// The synthetic user message a resumed, interrupted session hands the model.
 pub const CONTINUE_MESSAGE: &str = "Continue from where you left off.";

@@ -3,7 +3,7 @@
 //!
 //! The original's MemoryService owns `messages`; we keep them verbatim and only add summaries.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::record::{FieldValue, json_record};
 
@@ -54,7 +54,7 @@ impl CompactionMemory {
             token_count: 0,
             total_compactions: 0,
             last_compaction_at: None,
-            extra: Map::new(),
+            extra: crate::Extra::new(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! Tool calls are stored as `assistant` messages with one `tool` part each. `usage` sits on at
 //! most one line per provider response, so a plain sum over a session is its real cost.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::record::{FieldValue, json_record};
 use crate::string_enum::string_enum;
@@ -63,7 +63,7 @@ impl Usage {
             cache_creation_input_tokens: None,
             cache_write_input_tokens: None,
             reasoning_tokens: None,
-            extra: Map::new(),
+            extra: crate::Extra::new(),
         }
     }
 
@@ -75,7 +75,7 @@ impl Usage {
     /// A copy with only the documented counters: what a writer persists (SPEC §19.34).
     pub fn whitelisted(&self) -> Self {
         Self {
-            extra: Map::new(),
+            extra: crate::Extra::new(),
             ..self.clone()
         }
     }
@@ -102,7 +102,7 @@ json_record! {
         /// `text`/`code`: the content.
         "content" => pub content: Option<String>,
         /// `tool`: the call.
-        "tool" => pub tool: Option<ToolRef>,
+        "tool" => pub tool: Option<Box<ToolRef>>,
         /// `tool`: the model-visible output, or the refusal or error text.
         "result" => pub result: Option<String>,
         /// `image`: base64 data without a `data:` prefix.
@@ -125,7 +125,7 @@ impl Part {
             data: None,
             media_type: None,
             alt_text: None,
-            extra: Map::new(),
+            extra: crate::Extra::new(),
         }
     }
 
@@ -149,11 +149,11 @@ impl Part {
     /// A tool part: the call and its result (the original always writes a result, maybe `""`).
     pub fn tool(name: impl Into<String>, args: Value, result: impl Into<String>) -> Self {
         Self {
-            tool: Some(ToolRef {
+            tool: Some(Box::new(ToolRef {
                 name: Some(name.into()),
                 args: Some(args),
-                extra: Map::new(),
-            }),
+                extra: crate::Extra::new(),
+            })),
             result: Some(result.into()),
             ..Self::empty(PartType::Tool)
         }
@@ -210,7 +210,7 @@ impl StoredMessage {
             timestamp,
             usage: None,
             interrupted: None,
-            extra: Map::new(),
+            extra: crate::Extra::new(),
         }
     }
 

@@ -74,7 +74,7 @@ impl SessionMeta {
             turn_count: 0,
             parent_id: None,
             aggregated_token_count: None,
-            extra: serde_json::Map::new(),
+            extra: crate::Extra::new(),
         }
     }
 

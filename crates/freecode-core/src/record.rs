@@ -8,7 +8,81 @@
 //! The `Serialize`/`Deserialize` impls are written out (no `#[serde(flatten)]`) because flatten
 //! buffers every record through an intermediate tree, which halves load speed on large logs.
 
-use serde_json::Value;
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+/// Keys a record does not know, in order. Allocated only when there are some: most records
+/// have none, and an empty map in every message and part would double a loaded log's memory.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Extra(Option<Box<Map<String, Value>>>);
+
+impl Extra {
+    /// No extra keys.
+    pub fn new() -> Self {
+        Self(None)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|m| m.is_empty())
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.0.as_ref()?.get(key)
+    }
+
+    /// Adds or replaces `key`.
+    pub fn insert(&mut self, key: String, value: Value) -> Option<Value> {
+        self.0
+            .get_or_insert_with(Default::default)
+            .insert(key, value)
+    }
+
+    /// Removes `key`.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        self.0.as_mut()?.shift_remove(key)
+    }
+
+    /// The keys and values, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.0.iter().flat_map(|m| m.iter())
+    }
+}
+
+impl<'a> IntoIterator for &'a Extra {
+    type Item = (&'a String, &'a Value);
+    type IntoIter = Box<dyn Iterator<Item = (&'a String, &'a Value)> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+/// A map key, borrowed from the input when it has no escapes (serde's `Cow<str>` always copies).
+pub struct Key<'de>(pub Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
 
 /// How a field behaves when absent (read) or empty (write).
 pub trait FieldValue: Sized {
@@ -50,7 +124,7 @@ macro_rules! json_record {
         pub struct $name {
             $( $(#[$fmeta])* pub $field: $ty, )+
             /// Keys this version does not know, kept in order through a read-modify-write.
-            pub extra: serde_json::Map<String, serde_json::Value>,
+            pub extra: $crate::record::Extra,
         }
 
         impl serde::Serialize for $name {
@@ -81,8 +155,8 @@ macro_rules! json_record {
                     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<$name, A::Error> {
                         use $crate::record::FieldValue;
                         $( let mut $field: Option<$ty> = None; )+
-                        let mut extra = serde_json::Map::new();
-                        while let Some(key) = a.next_key::<std::borrow::Cow<'de, str>>()? {
+                        let mut extra = $crate::record::Extra::new();
+                        while let Some($crate::record::Key(key)) = a.next_key::<$crate::record::Key<'de>>()? {
                             match key.as_ref() {
                                 $( $key => { $field = Some(a.next_value()?); } )+
                                 _ => { extra.insert(key.into_owned(), a.next_value()?); }

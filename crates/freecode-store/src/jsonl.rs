@@ -72,13 +72,15 @@ fn parse_one<T: DeserializeOwned>(no: u64, offset: u64, line: &[u8]) -> Result<T
     serde_json::from_slice(line).map_err(|e| issue(IssueKind::Malformed(e.to_string())))
 }
 
-/// Parses the complete lines of `buf[start..end]` (which begins at a line start), numbering from
-/// `first_line`.
+/// Parses the lines of `buf[start..end]` (which begins at a line start), numbering from
+/// `first_line`; `base` is the file offset of `buf[0]`, and an unterminated last line is torn
+/// only when `buf` ends at the end of the file (`eof`).
 fn parse_range<T: DeserializeOwned>(
     buf: &[u8],
-    start: usize,
-    end: usize,
+    (start, end): (usize, usize),
     first_line: u64,
+    base: u64,
+    eof: bool,
 ) -> (Vec<T>, Vec<LineIssue>, u64) {
     let mut items = Vec::new();
     let mut issues = Vec::new();
@@ -90,17 +92,19 @@ fn parse_range<T: DeserializeOwned>(
             Some(i) => (&buf[pos..pos + i], pos + i + 1),
             None => (&buf[pos..end], end),
         };
-        if nl.is_none() && end == buf.len() {
+        let offset = base + pos as u64;
+        if nl.is_none() && end == buf.len() && eof {
             if !is_blank(line) {
+                let len = line.len() as u64;
                 issues.push(LineIssue {
                     line: no,
-                    offset: pos as u64,
-                    len: line.len() as u64,
+                    offset,
+                    len,
                     kind: IssueKind::Torn,
                 });
             }
         } else if !is_blank(line) {
-            match parse_one(no, pos as u64, line) {
+            match parse_one(no, offset, line) {
                 Ok(v) => items.push(v),
                 Err(i) => issues.push(i),
             }
@@ -113,24 +117,31 @@ fn parse_range<T: DeserializeOwned>(
 
 /// Parses every line of a whole log held in memory, on several threads when it is large.
 pub fn parse_all<T: DeserializeOwned + Send>(buf: &[u8]) -> (Vec<T>, Vec<LineIssue>) {
+    let (items, issues, _) = parse_block(buf, 1, 0, true);
+    (items, issues)
+}
+
+/// Parses a block of lines starting at line `first_line` and file offset `base`, on several
+/// threads when it is large; `eof` says whether the block ends the file. Returns the items, the
+/// issues and the number of lines.
+pub fn parse_block<T: DeserializeOwned + Send>(
+    buf: &[u8],
+    first_line: u64,
+    base: u64,
+    eof: bool,
+) -> (Vec<T>, Vec<LineIssue>, u64) {
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(8);
     if buf.len() < PARALLEL_THRESHOLD || threads < 2 {
-        let (items, issues, _) = parse_range(buf, 0, buf.len(), 1);
-        return (items, issues);
+        return parse_range(buf, (0, buf.len()), first_line, base, eof);
     }
     // Chunk boundaries just after a newline, so every chunk starts at a line start.
     let mut bounds = vec![0];
     for k in 1..threads {
-        let guess = buf.len() * k / threads;
-        let prev = *bounds.last().unwrap_or(&0);
-        let at = buf[guess.max(prev)..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map(|i| guess.max(prev) + i + 1);
-        if let Some(at) = at {
-            bounds.push(at);
+        let from = (buf.len() * k / threads).max(*bounds.last().unwrap_or(&0));
+        if let Some(i) = buf[from..].iter().position(|&b| b == b'\n') {
+            bounds.push(from + i + 1);
         }
     }
     bounds.push(buf.len());
@@ -139,8 +150,8 @@ pub fn parse_all<T: DeserializeOwned + Send>(buf: &[u8]) -> (Vec<T>, Vec<LineIss
         let handles: Vec<_> = bounds
             .windows(2)
             .map(|w| {
-                let (a, b) = (w[0], w[1]);
-                s.spawn(move || parse_range::<T>(buf, a, b, 0))
+                let range = (w[0], w[1]);
+                s.spawn(move || parse_range::<T>(buf, range, 0, base, eof))
             })
             .collect();
         handles
@@ -151,16 +162,64 @@ pub fn parse_all<T: DeserializeOwned + Send>(buf: &[u8]) -> (Vec<T>, Vec<LineIss
     let total: usize = parts.iter().map(|p| p.0.len()).sum();
     let mut items = Vec::with_capacity(total);
     let mut issues = Vec::new();
-    let mut base = 1;
+    let mut next_line = first_line;
     for (mut it, iss, lines) in parts {
         items.append(&mut it);
         issues.extend(iss.into_iter().map(|mut i| {
-            i.line += base;
+            i.line += next_line;
             i
         }));
-        base += lines;
+        next_line += lines;
     }
-    (items, issues)
+    (items, issues, next_line - first_line)
+}
+
+/// Reads a whole log from `reader` a block at a time (about `block` bytes, cut at a newline),
+/// handing each block's items to `on_items`. Memory: one block plus what the caller keeps.
+pub fn read_blocks<T: DeserializeOwned + Send, R: Read>(
+    mut reader: R,
+    block: usize,
+    mut on_items: impl FnMut(Vec<T>),
+) -> std::io::Result<Vec<LineIssue>> {
+    let mut issues = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    let (mut line, mut base) = (1u64, 0u64);
+    let mut target = block.max(1);
+    loop {
+        let mut eof = false;
+        while buf.len() < target {
+            let start = buf.len();
+            buf.resize(target, 0);
+            let n = reader.read(&mut buf[start..])?;
+            buf.truncate(start + n);
+            if n == 0 {
+                eof = true;
+                break;
+            }
+        }
+        let cut = if eof {
+            buf.len()
+        } else {
+            match buf.iter().rposition(|&b| b == b'\n') {
+                Some(i) => i + 1,
+                // A line longer than the block: read on.
+                None => {
+                    target = buf.len() + block.max(1);
+                    continue;
+                }
+            }
+        };
+        let (items, iss, lines) = parse_block::<T>(&buf[..cut], line, base, eof);
+        on_items(items);
+        issues.extend(iss);
+        line += lines;
+        base += cut as u64;
+        buf.drain(..cut);
+        target = block.max(1);
+        if eof {
+            return Ok(issues);
+        }
+    }
 }
 
 /// One line read by a [`LineReader`].
@@ -288,6 +347,11 @@ mod tests {
         let buf = b"{\"a\":1}\nnot json\n\n{\"a\":\xff}\n{\"a\":\0}\n{\"a\":2}\n{\"a\":3";
         let (items, issues) = both(buf);
         assert_eq!(items.len(), 2);
+        for block in [1, 7, 16, 4096] {
+            let mut got: Vec<Value> = Vec::new();
+            let iss = read_blocks(&buf[..], block, |v: Vec<Value>| got.extend(v)).unwrap();
+            assert_eq!((&got, &iss), (&items, &issues), "block {block}");
+        }
         let got: Vec<_> = issues
             .iter()
             .map(|i| (i.line, i.offset, matches!(i.kind, IssueKind::Torn)))

@@ -211,7 +211,7 @@ impl Recorder {
             aggregate_id: self.aggregate_id.clone(),
             timestamp,
             kind,
-            extra: serde_json::Map::new(),
+            extra: freecode_core::Extra::new(),
         };
         self.write_raw(&event.to_line())?;
         self.seq += 1;

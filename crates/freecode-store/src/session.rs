@@ -739,13 +739,32 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// Reads a whole `messages.jsonl`; a missing file is an empty log.
+/// Bytes parsed at a time when loading a log: bounds the transient memory of a load.
+const LOAD_BLOCK: usize = 8 * 1024 * 1024;
+
+/// Reads a whole `messages.jsonl`; a missing file is an empty log. Peak memory is the messages
+/// plus one block of the file.
 pub fn read_messages_at(path: &Path) -> Result<MessageLog> {
-    let Some(buf) = read_optional(path)? else {
-        return Ok(MessageLog::default());
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(MessageLog::default()),
+        Err(e) => return Err(e).ctx("open", path),
     };
-    let (messages, issues) = jsonl::parse_all(&buf);
-    drop(buf);
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut messages: Vec<StoredMessage> = Vec::new();
+    let issues = jsonl::read_blocks(file, LOAD_BLOCK, |mut batch: Vec<StoredMessage>| {
+        for m in &mut batch {
+            m.parts.shrink_to_fit();
+        }
+        if messages.is_empty() && !batch.is_empty() {
+            // Size the result once from the first block's density instead of doubling.
+            let per_block = batch.len() as u64;
+            let blocks = size.div_ceil(LOAD_BLOCK as u64).max(1);
+            messages.reserve_exact((per_block * blocks) as usize + per_block as usize / 8);
+        }
+        messages.append(&mut batch);
+    })
+    .ctx("read", path)?;
     for i in &issues {
         tracing::warn!(path = %path.display(), "skipped {i}");
     }
@@ -1123,7 +1142,7 @@ impl SessionWriter {
             original_token_count: text_tokens(&messages[..cut]),
             summary_token_count: summary_tokens,
             content: summary.to_owned(),
-            extra: serde_json::Map::new(),
+            extra: freecode_core::Extra::new(),
         });
         memory.total_compactions += 1;
         memory.last_compaction_at = Some(now);

@@ -344,7 +344,7 @@ pub struct Event {
     /// What happened.
     pub kind: EventKind,
     /// Keys this version does not know, written back after the known ones.
-    pub extra: Map<String, Value>,
+    pub extra: crate::Extra,
 }
 
 /// Why a line is not an event of a known type.

@@ -517,7 +517,7 @@ fn everything_the_store_creates_is_private() {
         file_contents: serde_json::json!({"src/main.rs": "fn main() {}"}),
         last_updated: 1,
         turn_count: 1,
-        extra: serde_json::Map::new(),
+        extra: freecode_core::Extra::new(),
     };
     h.store.set_context_cache(&id, &cache).unwrap();
     append_raw(&h.log_path(&id), b"{\"torn");

@@ -703,7 +703,7 @@ fn a_compaction_interrupted_between_its_renames_is_finished() {
         original_token_count: 10,
         summary_token_count: 1,
         content: "the summary".to_owned(),
-        extra: serde_json::Map::new(),
+        extra: freecode_core::Extra::new(),
     });
     let memory_dir = h.store.home().memory_dir(&id);
     fs::create_dir_all(&memory_dir).unwrap();
