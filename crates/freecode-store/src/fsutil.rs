@@ -101,7 +101,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
         let _ = fs::remove_file(&tmp);
         return Err(e).ctx("rename into", path);
     }
-    if sync && let Some(dir) = path.parent() {
+    if sync {
+        // `Path::parent` of a bare file name is "", which names the current directory.
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         sync_dir(dir)?;
     }
     Ok(())

@@ -1,0 +1,403 @@
+//! [`SessionWriter`]: a session held for writing — the lock, the log open for appending, and
+//! every mutation (append, end of turn, meta update, interrupt mark, resume, compaction).
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::Path;
+
+use freecode_core::compaction::keep_last_n_user_turns;
+use freecode_core::memory::{CompactionMemory, Summary, estimate_tokens};
+use freecode_core::message::{Part, Role};
+use freecode_core::{CONTINUE_MESSAGE, SessionId, SessionMeta, SessionStatus, StoredMessage};
+
+use super::{
+    CompactionOutcome, Durability, MESSAGES_FILE, SessionContext, SessionPaths, SessionStore,
+    TORN_FILE, new_uuid, read_at, read_messages_at, read_meta_file, torn_tail_start,
+};
+use crate::error::{IoContext, Result, StoreError};
+use crate::fsutil::{self, create_dir_private, read_optional, write_atomic, write_temp};
+use crate::lock::SessionLock;
+use crate::rollout::Recorder;
+
+/// The compaction journal's contents: the temp files to move into place.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Journal {
+    messages: String,
+    memory: String,
+}
+
+/// A session held for writing: the lock plus the log open for appending.
+#[derive(Debug)]
+pub struct SessionWriter {
+    store: SessionStore,
+    id: SessionId,
+    pub(super) paths: SessionPaths,
+    _lock: SessionLock,
+    log: File,
+    unsynced: bool,
+    /// Bytes cut off a torn tail when the writer opened, if any: (offset, length).
+    pub repaired_tail: Option<(u64, u64)>,
+}
+
+impl SessionWriter {
+    pub(super) fn open(store: SessionStore, id: SessionId, paths: SessionPaths) -> Result<Self> {
+        let lock = SessionLock::acquire(&paths.dir, id.as_str(), store.config.lock_wait)?;
+        let mut w = Self {
+            log: fsutil::open_append(&paths.messages())?,
+            store,
+            id,
+            paths,
+            _lock: lock,
+            unsynced: false,
+            repaired_tail: None,
+        };
+        w.recover_compaction()?;
+        w.repair_torn_tail()?;
+        Ok(w)
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The session's paths.
+    pub fn paths(&self) -> &SessionPaths {
+        &self.paths
+    }
+
+    /// The current meta.
+    pub fn meta(&self) -> Result<SessionMeta> {
+        read_meta_file(&self.paths.meta())
+    }
+
+    fn repair_torn_tail(&mut self) -> Result<()> {
+        let path = self.paths.messages();
+        let Some(cut) = torn_tail_start(&mut self.log, &path)? else {
+            return Ok(());
+        };
+        let len = self.log.metadata().ctx("stat", &path)?.len();
+        let mut torn = vec![0u8; (len - cut) as usize];
+        read_at(&self.log, cut, &mut torn).ctx("read", &path)?;
+        // Keep the cut bytes for inspection, each fragment on its own line.
+        torn.push(b'\n');
+        let mut keep = fsutil::open_append(&self.paths.dir.join(TORN_FILE))?;
+        keep.write_all(&torn)
+            .and_then(|()| keep.sync_all())
+            .ctx("write", self.paths.dir.join(TORN_FILE))?;
+        self.log
+            .set_len(cut)
+            .and_then(|()| self.log.sync_all())
+            .ctx("truncate", &path)?;
+        tracing::warn!(path = %path.display(), offset = cut, bytes = len - cut, "cut a torn last line before appending");
+        self.repaired_tail = Some((cut, len - cut));
+        Ok(())
+    }
+
+    fn recover_compaction(&mut self) -> Result<()> {
+        let journal_path = self.paths.journal();
+        let Some(bytes) = read_optional(&journal_path)? else {
+            self.remove_stale_temps();
+            return Ok(());
+        };
+        // The journal was written atomically, so it parses unless someone edited it.
+        let j: Journal = serde_json::from_slice(&bytes).map_err(|source| StoreError::BadJson {
+            path: journal_path.clone(),
+            source,
+        })?;
+        let memory_dir = self.store.home.memory_dir(&self.id);
+        for (dir, tmp, target) in [
+            (&self.paths.dir, &j.messages, MESSAGES_FILE),
+            (&memory_dir, &j.memory, "memory.json"),
+        ] {
+            let tmp = dir.join(Path::new(tmp).file_name().unwrap_or_default());
+            if tmp.exists() {
+                fs::rename(&tmp, dir.join(target)).ctx("rename into", dir.join(target))?;
+                fsutil::sync_dir(dir)?;
+            }
+        }
+        fs::remove_file(&journal_path).ctx("remove", &journal_path)?;
+        fsutil::sync_dir(&self.paths.dir)?;
+        self.log = fsutil::open_append(&self.paths.messages())?;
+        tracing::warn!(session = %self.id, "completed a compaction interrupted by a crash");
+        Ok(())
+    }
+
+    fn remove_stale_temps(&self) {
+        // We hold the lock: no other writer has a temp file in flight here.
+        for dir in [self.paths.dir.clone(), self.store.home.memory_dir(&self.id)] {
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for e in rd.filter_map(|e| e.ok()) {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with('.') && name.ends_with(".tmp") {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    /// Appends one message as one `write` of one whole line.
+    pub fn append(&mut self, msg: &StoredMessage) -> Result<()> {
+        let line = msg.to_line();
+        self.log
+            .write_all(&line)
+            .ctx("append to", self.paths.messages())?;
+        if self.store.config.durability == Durability::EveryAppend {
+            self.log.sync_data().ctx("fsync", self.paths.messages())?;
+        } else {
+            self.unsynced = true;
+        }
+        Ok(())
+    }
+
+    /// Makes every append so far durable.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.unsynced {
+            self.log.sync_data().ctx("fsync", self.paths.messages())?;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Marks the end of a turn: the turn-boundary fsync point, and `lastTurnAt`, `turnCount`
+    /// and `aggregatedTokenCount` (plus `tokens`) are updated.
+    pub fn end_turn(&mut self, tokens: u64) -> Result<SessionMeta> {
+        if self.store.config.durability != Durability::Never {
+            self.sync()?;
+        }
+        let now = self.store.now();
+        // The log fsync above is the durability point; the counters are rewritten atomically
+        // but without a directory fsync (old or new after a power loss, never torn).
+        self.update_meta_with(
+            |m| {
+                m.last_turn_at = now;
+                m.turn_count += 1;
+                m.aggregated_token_count = Some(m.aggregated_token_count.unwrap_or(0) + tokens);
+            },
+            true,
+        )
+    }
+
+    /// Read-modify-write of the meta under the lock; `id` and `createdAt` are immutable and
+    /// `updatedAt` becomes now.
+    pub fn update_meta(&mut self, f: impl FnOnce(&mut SessionMeta)) -> Result<SessionMeta> {
+        self.update_meta_with(f, false)
+    }
+
+    fn update_meta_with(
+        &mut self,
+        f: impl FnOnce(&mut SessionMeta),
+        relaxed: bool,
+    ) -> Result<SessionMeta> {
+        let mut meta = self.meta()?;
+        let (id, created) = (meta.id.clone(), meta.created_at);
+        f(&mut meta);
+        meta.id = id;
+        meta.created_at = created;
+        meta.updated_at = self.store.now();
+        let bytes = meta.to_pretty_json();
+        if relaxed && self.store.sync_rewrites() {
+            fsutil::write_atomic_relaxed(&self.paths.meta(), &bytes)?;
+        } else {
+            write_atomic(&self.paths.meta(), &bytes, self.store.sync_rewrites())?;
+        }
+        Ok(meta)
+    }
+
+    /// Rewrites the log atomically with `bytes` and reopens it for appending.
+    fn replace_log(&mut self, bytes: &[u8]) -> Result<()> {
+        write_atomic(&self.paths.messages(), bytes, true)?;
+        self.log = fsutil::open_append(&self.paths.messages())?;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Marks message `message_id` (if given and found) `interrupted: true` with an atomic
+    /// rewrite and sets the status to `interrupted`. Holding the lock, no append can be lost.
+    /// Returns whether a message was marked.
+    pub fn mark_interrupted(&mut self, message_id: Option<&str>) -> Result<bool> {
+        let mut marked = false;
+        if let Some(target) = message_id {
+            let path = self.paths.messages();
+            let buf = read_optional(&path)?.unwrap_or_default();
+            // Search from the end: the target is the message being written, near the tail.
+            let mut end = buf.len();
+            while end > 0 {
+                let start = buf[..end - 1]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                let line = &buf[start..end];
+                if let Ok(mut msg) = serde_json::from_slice::<StoredMessage>(line)
+                    && msg.id == target
+                {
+                    if !msg.is_interrupted() {
+                        msg.interrupted = Some(true);
+                        let mut out = Vec::with_capacity(buf.len() + 20);
+                        out.extend_from_slice(&buf[..start]);
+                        out.extend_from_slice(&msg.to_line());
+                        out.extend_from_slice(&buf[end..]);
+                        self.replace_log(&out)?;
+                    }
+                    marked = true;
+                    break;
+                }
+                end = start;
+            }
+        }
+        self.update_meta(|m| m.status = SessionStatus::Interrupted)?;
+        Ok(marked)
+    }
+
+    /// Resumes the session for the agent loop. A deleted session is not found. After an
+    /// interrupt, the synthetic user message "Continue from where you left off." is appended
+    /// (persisted, so the model sees it and a reload shows the same) and the status goes back
+    /// to `active` (SPEC §19.21–22).
+    pub fn resume(mut self) -> Result<SessionContext> {
+        let mut meta = self.meta()?;
+        if meta.is_deleted() {
+            return Err(StoreError::NotFound {
+                id: self.id.to_string(),
+            });
+        }
+        let mut log = read_messages_at(&self.paths.messages())?;
+        if meta.status == SessionStatus::Interrupted {
+            let msg = StoredMessage::new(
+                new_uuid(),
+                Role::User,
+                vec![Part::text(CONTINUE_MESSAGE)],
+                self.store.now(),
+            );
+            self.append(&msg)?;
+            self.sync()?;
+            log.messages.push(msg);
+            meta = self.update_meta(|m| m.status = SessionStatus::Active)?;
+        }
+        let summary = self
+            .store
+            .compaction_memory(&self.id)?
+            .and_then(|m| m.latest_summary().map(|s| s.content.clone()));
+        Ok(SessionContext {
+            meta,
+            messages: log.messages,
+            issues: log.issues,
+            summary,
+        })
+    }
+
+    /// Compaction: keeps the last `keep_user_turns` user turns (slicing at a user message;
+    /// `0` is refused), records `summary` in `memory/<id>/memory.json`, and rewrites the log.
+    /// The summary and the trim commit together through a journal: after a crash the session
+    /// has both or neither. `compact.occurred` goes to `recorder`, or to the session's rollout
+    /// log opened for the purpose (the rollout log is never trimmed).
+    pub fn compact(
+        &mut self,
+        keep_user_turns: usize,
+        summary: &str,
+        recorder: Option<&mut Recorder>,
+    ) -> Result<CompactionOutcome> {
+        let path = self.paths.messages();
+        let buf = read_optional(&path)?.unwrap_or_default();
+        // Parse line by line, remembering where each message starts, so kept lines are copied
+        // byte for byte.
+        let mut starts = Vec::new();
+        let mut messages = Vec::new();
+        let mut pos = 0;
+        while pos < buf.len() {
+            let end = buf[pos..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(buf.len(), |i| pos + i + 1);
+            if let Ok(m) = serde_json::from_slice::<StoredMessage>(&buf[pos..end]) {
+                starts.push(pos);
+                messages.push(m);
+            }
+            pos = end;
+        }
+        let text_tokens =
+            |ms: &[StoredMessage]| ms.iter().map(|m| estimate_tokens(&m.text())).sum::<u64>();
+        let tokens_before = text_tokens(&messages);
+        let cut = keep_last_n_user_turns(&messages, keep_user_turns)?;
+        if cut == 0 {
+            return Ok(CompactionOutcome {
+                compacted: false,
+                tokens_before,
+                tokens_after: tokens_before,
+                messages_before: messages.len(),
+                messages_after: messages.len(),
+                reason: Some("nothing to compact".to_owned()),
+            });
+        }
+        let now = self.store.now();
+        let kept_tokens = text_tokens(&messages[cut..]);
+        let summary_tokens = estimate_tokens(summary);
+        let memory_path = self.store.home.memory_file(&self.id);
+        let mut memory = self
+            .store
+            .compaction_memory(&self.id)?
+            .unwrap_or_else(|| CompactionMemory::new(self.id.as_str()));
+        memory.summaries.push(Summary {
+            id: format!("summary-{}-{now}", self.id),
+            created_at: now,
+            original_message_count: cut as u64,
+            original_token_count: text_tokens(&messages[..cut]),
+            summary_token_count: summary_tokens,
+            content: summary.to_owned(),
+            extra: freecode_core::Extra::new(),
+        });
+        memory.total_compactions += 1;
+        memory.last_compaction_at = Some(now);
+        memory.token_count = summary_tokens + kept_tokens;
+
+        create_dir_private(&self.store.home.memory_dir(&self.id))?;
+        let messages_tmp = write_temp(&path, &buf[starts[cut]..], true)?;
+        let memory_tmp = write_temp(
+            &memory_path,
+            &serde_json::to_vec_pretty(&memory).unwrap_or_default(),
+            true,
+        )?;
+        let name = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let journal = Journal {
+            messages: name(&messages_tmp),
+            memory: name(&memory_tmp),
+        };
+        // The commit point: once the journal exists, recovery moves both files into place.
+        write_atomic(
+            &self.paths.journal(),
+            &serde_json::to_vec(&journal).unwrap_or_default(),
+            true,
+        )?;
+        self.recover_compaction()?;
+        let tokens_after = summary_tokens + kept_tokens;
+        match recorder {
+            Some(rec) => rec.compact_occurred(tokens_before, tokens_after)?,
+            None => {
+                let mut rec =
+                    Recorder::open(&self.store.home, &self.id, self.store.config.rollout)?;
+                rec.compact_occurred(tokens_before, tokens_after)?;
+            }
+        }
+        Ok(CompactionOutcome {
+            compacted: true,
+            tokens_before,
+            tokens_after,
+            messages_before: messages.len(),
+            messages_after: messages.len() - cut,
+            reason: None,
+        })
+    }
+}
+
+impl Drop for SessionWriter {
+    fn drop(&mut self) {
+        // Best effort: the durability setting decides; an error here has nowhere to go.
+        if self.unsynced && self.store.config.durability != Durability::Never {
+            let _ = self.log.sync_data();
+        }
+    }
+}
