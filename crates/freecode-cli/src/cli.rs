@@ -24,6 +24,10 @@ pub enum Command {
     /// List, show, fork, delete, restore and compact sessions.
     #[command(subcommand)]
     Session(commands::session::SessionCommand),
+    /// Show where a session's time went: model calls, tools, hangs (from its rollout log).
+    Trace(commands::trace::TraceArgs),
+    /// Print a session's turns and tool calls from its rollout log.
+    Replay(commands::trace::ReplayArgs),
 }
 
 impl Cli {
@@ -36,6 +40,8 @@ impl Cli {
         })?;
         match self.command {
             Command::Session(cmd) => cmd.run(&home),
+            Command::Trace(args) => args.run(&home),
+            Command::Replay(args) => args.run(&home),
         }
     }
 }

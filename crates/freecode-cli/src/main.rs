@@ -7,7 +7,9 @@
 
 mod cli;
 mod commands;
+mod otlp;
 mod render;
+mod trace_render;
 
 use std::process::ExitCode;
 

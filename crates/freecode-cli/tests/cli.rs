@@ -48,6 +48,7 @@ impl Ctx {
             .args(args)
             .env("FREECODE_HOME", &self.home)
             .env("NO_COLOR", "1")
+            .env("FREECODE_ROLLOUT", "off")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .output()

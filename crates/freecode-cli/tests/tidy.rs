@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -22,7 +24,12 @@ fn every_module_starts_with_a_doc_comment() {
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files = Vec::new();
     rust_files(&crates, &mut files);
-    assert!(files.len() > 10, "found only {} files under {}", files.len(), crates.display());
+    assert!(
+        files.len() > 10,
+        "found only {} files under {}",
+        files.len(),
+        crates.display()
+    );
     let missing: Vec<_> = files
         .iter()
         .filter(|p| {
@@ -30,5 +37,8 @@ fn every_module_starts_with_a_doc_comment() {
             !text.trim_start().starts_with("//!")
         })
         .collect();
-    assert!(missing.is_empty(), "files without a leading //! comment: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "files without a leading //! comment: {missing:#?}"
+    );
 }

@@ -103,7 +103,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
     }
     if sync {
         // `Path::parent` of a bare file name is "", which names the current directory.
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         sync_dir(dir)?;
     }
     Ok(())

@@ -1,3 +1,4 @@
 //! One module per top-level command.
 
 pub mod session;
+pub mod trace;

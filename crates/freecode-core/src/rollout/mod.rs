@@ -6,6 +6,7 @@
 //! - [`replay`] and [`trace`]: pure, streaming folds over events.
 
 pub mod event;
+pub mod otlp;
 pub mod replay;
 pub mod trace;
 pub mod ulid;

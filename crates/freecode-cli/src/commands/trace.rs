@@ -1,0 +1,570 @@
+//! `freecode trace` (SPEC §16.3) and `freecode replay` (SPEC §13.1): read a session's rollout log
+//! back as a waterfall of model calls and tools, or as turns and tool calls.
+//!
+//! Logs are streamed through [`read_events`] into the pure folds of
+//! [`freecode_core::rollout`] (constant memory however long the log); lines that are not events
+//! are reported on stderr. Differences from the original, all deliberate:
+//!
+//! - Open requests are aged against the current time, not the last event, so a final request
+//!   that never terminated shows as hung in a post-mortem (SPEC §19.32); `--json` and the OTLP
+//!   export use that same trace. (A log with nothing open still ends at its last event.)
+//! - `--list` is sorted, newest first (§19.36); colour and screen clearing only on a terminal.
+//! - `--follow` tails the file: appended complete lines are read as they arrive, the log is never
+//!   re-read from the start.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use freecode_core::SessionId;
+use freecode_core::rollout::replay::ReplayBuilder;
+use freecode_core::rollout::trace::{Trace, TraceBuilder};
+use freecode_core::rollout::{Event, RawEvent};
+use freecode_store::rollout::{EVENTS_FILE, ReadReport, events_path, read_events};
+use freecode_store::{Home, IssueKind, LineIssue};
+
+use crate::UserError;
+use crate::trace_render::{Palette, RenderOptions, format_duration, render_trace};
+
+/// `freecode trace`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Session id [default: the session whose log changed last]
+    #[arg(value_name = "ID")]
+    id: Option<String>,
+    /// Trace the session whose log changed last (the default without an ID).
+    #[arg(long, conflicts_with = "id")]
+    last: bool,
+    /// Show tool and denial rows (the default).
+    #[arg(long, overrides_with = "no_tools")]
+    tools: bool,
+    /// Hide tool and denial rows.
+    #[arg(long, overrides_with = "tools")]
+    no_tools: bool,
+    /// Only model calls that took at least N ms (tool rows hidden).
+    #[arg(long, value_name = "N")]
+    slow: Option<u64>,
+    /// Print the trace as JSON (with --list: the listing).
+    #[arg(long)]
+    json: bool,
+    /// List the recorded sessions, newest first.
+    #[arg(long, conflicts_with_all = ["id", "last", "follow", "otlp", "otlp_endpoint"])]
+    list: bool,
+    /// Re-render every second as the log grows, until ctrl-c.
+    #[arg(long, short = 'f', conflicts_with_all = ["json", "otlp", "otlp_endpoint"])]
+    follow: bool,
+    /// Stop --follow after N renders.
+    #[arg(long, value_name = "N", hide = true, requires = "follow")]
+    follow_iterations: Option<u64>,
+    /// Write the trace as an OTLP/HTTP JSON document to FILE instead of rendering it.
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    otlp: Option<PathBuf>,
+    /// Send the trace to an OTLP/HTTP collector instead of rendering it [default URL:
+    /// $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT]
+    #[arg(
+        long,
+        value_name = "URL",
+        num_args = 0..=1,
+        default_missing_value = "",
+        conflicts_with = "json"
+    )]
+    otlp_endpoint: Option<String>,
+}
+
+/// `freecode replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Session id.
+    id: String,
+    /// Print the replay as JSON (`null` when the session has no log).
+    #[arg(long)]
+    json: bool,
+}
+
+fn rollout_sessions_dir(home: &Home) -> PathBuf {
+    home.root().join("rollout").join("sessions")
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn print_line(s: &str) -> anyhow::Result<()> {
+    writeln!(std::io::stdout().lock(), "{s}")?;
+    Ok(())
+}
+
+fn no_events(id: &SessionId) -> String {
+    format!("No recorded events for session {id}")
+}
+
+fn issue_reason(kind: &IssueKind) -> String {
+    match kind {
+        IssueKind::Torn => "torn (unterminated) last line".to_owned(),
+        IssueKind::Malformed(m) => format!("malformed line: {m}"),
+        IssueKind::TooLong => "line too long".to_owned(),
+    }
+}
+
+/// Reports what a read skipped: a few lines individually, then a count.
+fn warn_skipped(path: &Path, report: &ReadReport) {
+    const SHOWN: usize = 5;
+    for issue in report.issues.iter().take(SHOWN) {
+        tracing::warn!("{}: skipped {issue}", path.display());
+    }
+    if report.issues.len() > SHOWN {
+        tracing::warn!(
+            "{}: skipped {} more unreadable line(s)",
+            path.display(),
+            report.issues.len() - SHOWN
+        );
+    }
+    if report.unknown > 0 {
+        tracing::warn!(
+            "{}: skipped {} event(s) of a type this version does not know",
+            path.display(),
+            report.unknown
+        );
+    }
+}
+
+/// The recorded sessions: every `rollout/sessions/<id>/events.jsonl` with a valid id.
+fn recorded_sessions(home: &Home) -> anyhow::Result<Vec<(SessionId, PathBuf)>> {
+    let dir = rollout_sessions_dir(home);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("read {}", dir.display()))),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry =
+            entry.map_err(|e| anyhow::Error::new(e).context(format!("read {}", dir.display())))?;
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|n| SessionId::new(n).ok()) else {
+            tracing::debug!("ignoring {}: not a session id", entry.path().display());
+            continue;
+        };
+        let path = entry.path().join(EVENTS_FILE);
+        if path.is_file() {
+            out.push((id, path));
+        }
+    }
+    Ok(out)
+}
+
+fn none_recorded(home: &Home) -> anyhow::Error {
+    UserError(format!(
+        "No recorded sessions found under {}.",
+        home.root().join("rollout").display()
+    ))
+    .into()
+}
+
+/// The session whose log was modified last (ties: the greater id).
+fn latest_session(home: &Home) -> anyhow::Result<SessionId> {
+    let mut best: Option<(std::time::SystemTime, SessionId)> = None;
+    for (id, path) in recorded_sessions(home)? {
+        let Ok(modified) = path.metadata().and_then(|m| m.modified()) else {
+            continue;
+        };
+        if best
+            .as_ref()
+            .is_none_or(|(t, b)| (modified, id.as_str()) > (*t, b.as_str()))
+        {
+            best = Some((modified, id));
+        }
+    }
+    best.map(|(_, id)| id).ok_or_else(|| none_recorded(home))
+}
+
+/// The trace fold of a whole log and its last timestamp; `None` when there is no log.
+fn fold_trace(path: &Path, id: &SessionId) -> anyhow::Result<Option<(TraceBuilder, Option<i64>)>> {
+    let mut builder = TraceBuilder::new(id.as_str());
+    let mut last = None;
+    let report = read_events(path, |e| {
+        last = Some(e.timestamp);
+        builder.apply(&e);
+    })?;
+    Ok(report.map(|r| {
+        warn_skipped(path, &r);
+        (builder, last)
+    }))
+}
+
+/// The current time, but never before the log's last event (a clock behind the log would
+/// otherwise shorten open spans).
+fn now_after(last_event: Option<i64>) -> i64 {
+    let now = freecode_store::now_ms();
+    last_event.map_or(now, |l| now.max(l))
+}
+
+/// The trace for a one-shot `trace`: open requests aged against the clock, so a request that
+/// never terminated is hung even when it is the log's last line (SPEC §19.32). A log with
+/// nothing open keeps the last event as its end, as in the original: the clock would only
+/// inflate `wall_ms` and "other" with the time since the session ended.
+fn post_mortem(builder: &TraceBuilder, last_event: Option<i64>) -> Trace {
+    let settled = builder.snapshot(None);
+    if settled.hung || settled.in_flight {
+        builder.snapshot(Some(now_after(last_event)))
+    } else {
+        settled
+    }
+}
+
+impl TraceArgs {
+    fn render_options(&self) -> RenderOptions {
+        RenderOptions {
+            slower_than_ms: self
+                .slow
+                .map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX)),
+            show_tools: !self.no_tools,
+            ..RenderOptions::default()
+        }
+    }
+
+    /// Runs the command against `home`.
+    pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        if self.list {
+            return list(home, self.json);
+        }
+        let id = match &self.id {
+            Some(s) => SessionId::new(s.as_str())?,
+            None => latest_session(home)?,
+        };
+        let path = events_path(home, &id);
+        if self.follow {
+            return follow(
+                &id,
+                &path,
+                &self.render_options(),
+                Palette::stdout(),
+                self.follow_iterations,
+            );
+        }
+        let exporting = self.otlp.is_some() || self.otlp_endpoint.is_some();
+        let Some((builder, last)) = fold_trace(&path, &id)? else {
+            if exporting {
+                return Err(UserError(no_events(&id)).into());
+            }
+            return print_line(&no_events(&id));
+        };
+        let trace = post_mortem(&builder, last);
+        if exporting {
+            return export(
+                &id,
+                &trace,
+                self.otlp.as_deref(),
+                self.otlp_endpoint.as_deref(),
+            );
+        }
+        if self.json {
+            return print_json(&trace);
+        }
+        print_line(&render_trace(
+            &trace,
+            &self.render_options(),
+            Palette::stdout(),
+        ))
+    }
+}
+
+/// `--otlp FILE` and `--otlp-endpoint [URL]` (empty: from `OTEL_EXPORTER_OTLP_*`); both may be
+/// given.
+fn export(
+    id: &SessionId,
+    trace: &Trace,
+    file: Option<&Path>,
+    endpoint: Option<&str>,
+) -> anyhow::Result<()> {
+    if let Some(path) = file {
+        crate::otlp::write_file(trace, path)?;
+        print_line(&format!("Exported {id} to {}", path.display()))?;
+    }
+    if let Some(endpoint) = endpoint {
+        let endpoint = Some(endpoint).filter(|e| !e.is_empty());
+        let url = crate::otlp::post(trace, endpoint)?;
+        print_line(&format!("Exported {id} to {url}"))?;
+    }
+    Ok(())
+}
+
+/// One `--list` row.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Recorded {
+    session_id: String,
+    /// First event's timestamp (ms), if any.
+    started_at: Option<i64>,
+    /// Last event's timestamp (ms), if any.
+    ended_at: Option<i64>,
+    /// Lines that are events, including types this version does not know.
+    events: u64,
+}
+
+fn list(home: &Home, json: bool) -> anyhow::Result<()> {
+    let sessions = recorded_sessions(home)?;
+    let mut rows = Vec::with_capacity(sessions.len());
+    for (id, path) in sessions {
+        let (mut first, mut last) = (None, None);
+        let report = read_events(&path, |e| {
+            first.get_or_insert(e.timestamp);
+            last = Some(e.timestamp);
+        })?;
+        let Some(report) = report else { continue };
+        warn_skipped(&path, &report);
+        rows.push(Recorded {
+            session_id: id.to_string(),
+            started_at: first,
+            ended_at: last,
+            events: report.events + report.unknown,
+        });
+    }
+    // Newest first; sessions without events last; ties by id for a stable order.
+    rows.sort_by(|a, b| {
+        b.started_at
+            .cmp(&a.started_at)
+            .then_with(|| a.session_id.cmp(&b.session_id))
+    });
+    if json {
+        return print_json(&rows);
+    }
+    let mut out = std::io::stdout().lock();
+    for r in &rows {
+        let start = r.started_at.map_or_else(|| "-".to_owned(), iso_utc);
+        let span = match (r.started_at, r.ended_at) {
+            (Some(a), Some(b)) => format_duration((b - a) as f64),
+            _ => format_duration(0.0),
+        };
+        writeln!(
+            out,
+            "{}  {start}  {} events  {span}",
+            r.session_id, r.events
+        )?;
+    }
+    Ok(())
+}
+
+/// A ms timestamp as JavaScript's `toISOString`: `2026-01-15T09:35:18.844Z`.
+fn iso_utc(ms: i64) -> String {
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(ts) => format!(
+            "{}.{:03}Z",
+            ts.strftime("%Y-%m-%dT%H:%M:%S"),
+            ms.rem_euclid(1000)
+        ),
+        Err(_) => ms.to_string(),
+    }
+}
+
+/// Reads the complete lines appended to a log since the last call, never re-reading.
+struct Tail {
+    reader: BufReader<File>,
+    /// Bytes of a line whose newline has not arrived yet.
+    partial: Vec<u8>,
+    /// 1-based number of the next line.
+    line: u64,
+    /// Byte offset of the next line.
+    offset: u64,
+}
+
+impl Tail {
+    fn new(file: File) -> Self {
+        Self {
+            reader: BufReader::new(file),
+            partial: Vec::new(),
+            line: 1,
+            offset: 0,
+        }
+    }
+
+    /// Feeds every complete line now in the file to `on_event`; returns how many lines were
+    /// not events (reported on stderr).
+    fn read_new(&mut self, path: &Path, mut on_event: impl FnMut(Event)) -> anyhow::Result<u64> {
+        let mut skipped = 0;
+        loop {
+            let n = self
+                .reader
+                .read_until(b'\n', &mut self.partial)
+                .map_err(|e| anyhow::Error::new(e).context(format!("read {}", path.display())))?;
+            if n == 0 || self.partial.last() != Some(&b'\n') {
+                // End of file, possibly mid-line: the rest of the line comes later.
+                if self.partial.len() > freecode_store::jsonl::MAX_LINE_BYTES {
+                    tracing::warn!(
+                        "{}: line {} (byte offset {}) is too long to follow; dropped",
+                        path.display(),
+                        self.line,
+                        self.offset
+                    );
+                    self.partial.clear();
+                }
+                return Ok(skipped);
+            }
+            let len = self.partial.len() as u64;
+            let line = &self.partial[..self.partial.len() - 1];
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                match serde_json::from_slice::<RawEvent>(line) {
+                    Ok(raw) => match Event::from_raw(raw) {
+                        Ok(e) => on_event(e),
+                        Err(_) => {
+                            skipped += 1;
+                            tracing::warn!(
+                                "{}: skipped line {}: an event of a type this version does not know",
+                                path.display(),
+                                self.line
+                            );
+                        }
+                    },
+                    Err(e) => {
+                        skipped += 1;
+                        tracing::warn!(
+                            "{}: skipped line {} (byte offset {}): malformed line: {e}",
+                            path.display(),
+                            self.line,
+                            self.offset
+                        );
+                    }
+                }
+            }
+            self.partial.clear();
+            self.line += 1;
+            self.offset += len;
+        }
+    }
+}
+
+/// `--follow`: tail the log and re-render every second, aged against the clock.
+fn follow(
+    id: &SessionId,
+    path: &Path,
+    opts: &RenderOptions,
+    palette: Palette,
+    iterations: Option<u64>,
+) -> anyhow::Result<()> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return print_line(&no_events(id)),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("open {}", path.display())));
+        }
+    };
+    let clear = std::io::stdout().is_terminal();
+    let mut tail = Tail::new(file);
+    let mut builder = TraceBuilder::new(id.as_str());
+    let mut last = None;
+    let mut renders = 0u64;
+    loop {
+        tail.read_new(path, |e| {
+            last = Some(e.timestamp);
+            builder.apply(&e);
+        })?;
+        // Aged to the clock once there is something to age (an empty log stays empty).
+        let trace = builder.snapshot(last.map(|l| now_after(Some(l))));
+        let mut out = std::io::stdout().lock();
+        if clear {
+            write!(out, "\x1b[2J\x1b[H")?;
+        }
+        writeln!(
+            out,
+            "{}\n\n{}",
+            render_trace(&trace, opts, palette),
+            palette.dim(&format!("watching {id} — ctrl-c to stop"))
+        )?;
+        out.flush()?;
+        drop(out);
+        renders += 1;
+        if iterations.is_some_and(|max| renders >= max) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+impl ReplayArgs {
+    /// Runs the command against `home`.
+    pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        let id = SessionId::new(self.id)?;
+        let path = events_path(home, &id);
+        let mut builder = ReplayBuilder::new(id.as_str());
+        let Some(report) = read_events(&path, |e| builder.apply(&e))? else {
+            if self.json {
+                return print_line("null");
+            }
+            return print_line(&no_events(&id));
+        };
+        warn_skipped(&path, &report);
+        for _ in 0..report.unknown {
+            builder.unknown_event();
+        }
+        for LineIssue {
+            line, offset, kind, ..
+        } in &report.issues
+        {
+            builder.skipped_line(*line, *offset, issue_reason(kind));
+        }
+        let replay = builder.finish();
+        if self.json {
+            print_json(&replay)
+        } else {
+            print_line(&replay.summary_text())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn line(seq: u64, ts: i64, extra: &str) -> String {
+        format!(
+            "{{\"type\":\"model.request\",\"id\":\"e{seq}\",\"seq\":{seq},\"aggregateID\":\"s\",\
+             \"timestamp\":{ts},\"turnId\":\"turn-0\",\"provider\":\"p\",\"model\":\"m\"{extra}}}\n"
+        )
+    }
+
+    #[test]
+    fn tail_reads_appended_complete_lines_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut w = File::create(&path).unwrap();
+        w.write_all(line(1, 1000, "").as_bytes()).unwrap();
+        let mut tail = Tail::new(File::open(&path).unwrap());
+        let mut seen = Vec::new();
+        assert_eq!(tail.read_new(&path, |e| seen.push(e.seq)).unwrap(), 0);
+        assert_eq!(seen, [1]);
+
+        // Half a line: held back until its newline arrives.
+        let second = line(2, 2000, "");
+        let (a, b) = second.split_at(40);
+        w.write_all(a.as_bytes()).unwrap();
+        tail.read_new(&path, |e| seen.push(e.seq)).unwrap();
+        assert_eq!(seen, [1]);
+        w.write_all(b.as_bytes()).unwrap();
+        w.write_all(b"not json\n\n").unwrap();
+        w.write_all(line(3, 3000, "").as_bytes()).unwrap();
+        assert_eq!(tail.read_new(&path, |e| seen.push(e.seq)).unwrap(), 1);
+        assert_eq!(seen, [1, 2, 3]);
+        assert_eq!(tail.line, 6);
+        assert_eq!(
+            tail.offset,
+            std::fs::metadata(&path).unwrap().len(),
+            "offsets count every byte"
+        );
+        // Nothing new: nothing read again.
+        tail.read_new(&path, |e| seen.push(e.seq)).unwrap();
+        assert_eq!(seen, [1, 2, 3]);
+    }
+
+    #[test]
+    fn iso_utc_is_javascripts_to_iso_string() {
+        assert_eq!(iso_utc(1_768_469_718_844), "2026-01-15T09:35:18.844Z");
+        assert_eq!(iso_utc(1_768_467_604_000), "2026-01-15T09:00:04.000Z");
+    }
+}

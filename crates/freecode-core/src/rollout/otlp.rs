@@ -1,0 +1,749 @@
+//! OTLP export of a [`Trace`] (SPEC §13.4): the OTLP/HTTP JSON `ExportTraceServiceRequest`
+//! document, and where to send it.
+//!
+//! Pure: [`trace_to_otlp`] maps a folded trace to the document, [`target_from_env`] and
+//! [`traces_url`] decide the endpoint. The CLI does the file and network I/O.
+//!
+//! Spans follow the OpenTelemetry GenAI semantic conventions: an `invoke_agent freecode` root,
+//! one `chat <model>` CLIENT span per model call, one `execute_tool <tool>` span per tool that
+//! ran and one zero-length, ERROR `execute_tool <tool>` span per refused call. Ids are
+//! deterministic (SHA-256 of the session id), so exporting the same session twice yields the
+//! same trace. Attribute values use the original's encodings: integers as decimal strings in
+//! `intValue`, times as strings of `ms × 10⁶`.
+//!
+//! Differences from the original's output, all deliberate:
+//!
+//! - the root span is named `invoke_agent freecode` (the original's later name; HEAD wrote
+//!   `session <first 8 of id>`) and carries `gen_ai.operation.name = "invoke_agent"`,
+//!   `gen_ai.agent.name = "freecode"` and `gen_ai.conversation.id`, plus
+//!   `freecode.redirects` / `freecode.redirects_skipped` when non-zero;
+//! - chat spans carry `gen_ai.provider.name` (the current name of `gen_ai.system`, which is
+//!   kept), `gen_ai.usage.cache_creation.input_tokens` when the response reported cache writes,
+//!   and `freecode.hung = true` when the request never terminated;
+//! - a request still in flight has no status (UNSET) instead of ERROR "model error": it has not
+//!   failed;
+//! - a tool span whose output says it failed is ERROR "tool failed" instead of OK;
+//! - refused calls appear as denied spans (the 19-event schema; HEAD had none).
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::trace::{DeniedSpan, ModelSpan, SpanStatus, ToolSpan, Trace};
+
+/// Name of the root span.
+pub const ROOT_SPAN_NAME: &str = "invoke_agent freecode";
+/// `service.name` of the resource and `gen_ai.agent.name` of the root span.
+pub const SERVICE_NAME: &str = "freecode";
+/// Name of the instrumentation scope.
+pub const SCOPE_NAME: &str = "freecode.rollout";
+
+/// `SPAN_KIND_INTERNAL`.
+pub const KIND_INTERNAL: u8 = 1;
+/// `SPAN_KIND_CLIENT`.
+pub const KIND_CLIENT: u8 = 3;
+/// `STATUS_CODE_OK`.
+pub const STATUS_OK: u8 = 1;
+/// `STATUS_CODE_ERROR`.
+pub const STATUS_ERROR: u8 = 2;
+
+/// Status message of a request that never terminated.
+pub const HUNG_MESSAGE: &str = "request never terminated";
+
+/// Signal-specific endpoint variable, read first.
+pub const ENV_TRACES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+/// Generic endpoint variable.
+pub const ENV_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// Comma-separated `key=value` headers.
+pub const ENV_HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
+
+/// Where to send an export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpTarget {
+    /// The endpoint as given (see [`traces_url`] for the URL actually posted to).
+    pub url: String,
+    /// Extra request headers, in the order given.
+    pub headers: Vec<(String, String)>,
+}
+
+/// The export target: an explicit, non-empty endpoint (no headers), else
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT`, with headers from
+/// `OTEL_EXPORTER_OTLP_HEADERS`. `None` when there is no endpoint at all. `env` looks a
+/// variable up (`|k| std::env::var(k).ok()` in the binary); empty values count as unset.
+pub fn target_from_env(
+    explicit: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Option<OtlpTarget> {
+    if let Some(url) = explicit.filter(|u| !u.is_empty()) {
+        return Some(OtlpTarget {
+            url: url.to_owned(),
+            headers: Vec::new(),
+        });
+    }
+    let url = [ENV_TRACES_ENDPOINT, ENV_ENDPOINT]
+        .into_iter()
+        .filter_map(&env)
+        .find(|v| !v.is_empty())?;
+    let headers = env(ENV_HEADERS)
+        .map(|h| parse_headers(&h))
+        .unwrap_or_default();
+    Some(OtlpTarget { url, headers })
+}
+
+/// Parses `k=v,k2=v2`: entries trimmed, split at the first `=`, key and value trimmed;
+/// entries without `=` or with an empty key are skipped, an empty value is kept, and a
+/// repeated key keeps its first position with the last value.
+fn parse_headers(s: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for entry in s.split(',') {
+        let Some((k, v)) = entry.split_once('=') else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if k.is_empty() {
+            continue;
+        }
+        match out.iter_mut().find(|(key, _)| key == k) {
+            Some(slot) => slot.1 = v.to_owned(),
+            None => out.push((k.to_owned(), v.to_owned())),
+        }
+    }
+    out
+}
+
+/// The URL to POST to: `endpoint` as is when it already contains `/v1/traces`, else with one
+/// trailing `/` removed and `/v1/traces` appended.
+pub fn traces_url(endpoint: &str) -> String {
+    if endpoint.contains("/v1/traces") {
+        return endpoint.to_owned();
+    }
+    let base = endpoint.strip_suffix('/').unwrap_or(endpoint);
+    format!("{base}/v1/traces")
+}
+
+/// Lowercase hex of the first `n` bytes of SHA-256(`input`).
+fn sha256_hex(input: &str, n: usize) -> String {
+    use std::fmt::Write as _;
+    let digest = Sha256::digest(input.as_bytes());
+    digest.iter().take(n).fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// The trace id of a session: the first 16 bytes of SHA-256(session id), as hex.
+pub fn trace_id(session_id: &str) -> String {
+    sha256_hex(session_id, 16)
+}
+
+/// A span id: the first 8 bytes of SHA-256(`"<traceId>:<suffix>"`), as hex. Suffixes are
+/// `root`, `model:<i>`, `tool:<i>` and `denied:<i>`.
+pub fn span_id(trace_id: &str, suffix: &str) -> String {
+    sha256_hex(&format!("{trace_id}:{suffix}"), 8)
+}
+
+/// `ms × 10⁶` as a decimal string (negative times clamp to 0: OTLP times are unsigned).
+fn nanos(ms: i64) -> String {
+    (i128::from(ms.max(0)) * 1_000_000).to_string()
+}
+
+/// An attribute list in the original's value encodings.
+#[derive(Default)]
+struct Attrs(Vec<Value>);
+
+impl Attrs {
+    fn push(&mut self, key: &str, value: Value) {
+        self.0.push(json!({ "key": key, "value": value }));
+    }
+    fn str(&mut self, key: &str, v: &str) {
+        self.push(key, json!({ "stringValue": v }));
+    }
+    fn int(&mut self, key: &str, v: impl Into<i128>) {
+        self.push(key, json!({ "intValue": v.into().to_string() }));
+    }
+    fn opt_int(&mut self, key: &str, v: Option<impl Into<i128>>) {
+        if let Some(v) = v {
+            self.int(key, v);
+        }
+    }
+    fn bool(&mut self, key: &str, v: bool) {
+        self.push(key, json!({ "boolValue": v }));
+    }
+}
+
+/// A span's status.
+enum Status {
+    /// No status at all (the span has not finished).
+    Unset,
+    Ok,
+    Error(Option<String>),
+}
+
+impl Status {
+    fn to_json(&self) -> Option<Value> {
+        match self {
+            Status::Unset => None,
+            Status::Ok => Some(json!({ "code": STATUS_OK })),
+            Status::Error(None) => Some(json!({ "code": STATUS_ERROR })),
+            Status::Error(Some(m)) => Some(json!({ "code": STATUS_ERROR, "message": m })),
+        }
+    }
+}
+
+/// Everything a span needs besides the trace id.
+struct SpanParts {
+    span_id: String,
+    parent: Option<String>,
+    name: String,
+    kind: u8,
+    start_ms: i64,
+    end_ms: i64,
+    attributes: Attrs,
+    status: Status,
+}
+
+impl SpanParts {
+    /// The span object, keys in the original's order.
+    fn into_json(self, trace_id: &str) -> Value {
+        let mut m = Map::new();
+        m.insert("traceId".into(), trace_id.into());
+        m.insert("spanId".into(), self.span_id.into());
+        if let Some(p) = self.parent {
+            m.insert("parentSpanId".into(), p.into());
+        }
+        m.insert("name".into(), self.name.into());
+        m.insert("kind".into(), self.kind.into());
+        m.insert("startTimeUnixNano".into(), nanos(self.start_ms).into());
+        m.insert("endTimeUnixNano".into(), nanos(self.end_ms).into());
+        m.insert("attributes".into(), Value::Array(self.attributes.0));
+        if let Some(s) = self.status.to_json() {
+            m.insert("status".into(), s);
+        }
+        Value::Object(m)
+    }
+}
+
+fn status_name(s: SpanStatus) -> &'static str {
+    match s {
+        SpanStatus::Ok => "ok",
+        SpanStatus::Error => "error",
+        SpanStatus::InFlight => "in_flight",
+        SpanStatus::Hung => "hung",
+    }
+}
+
+fn root_span(t: &Trace, root: &str) -> SpanParts {
+    let mut a = Attrs::default();
+    a.str("session.id", &t.session_id);
+    a.int("freecode.model_ms", t.model_ms);
+    a.int("freecode.tool_ms", t.tool_ms);
+    a.bool("freecode.hung", t.hung);
+    a.bool("freecode.in_flight", t.in_flight);
+    a.str("gen_ai.operation.name", "invoke_agent");
+    a.str("gen_ai.agent.name", SERVICE_NAME);
+    a.str("gen_ai.conversation.id", &t.session_id);
+    if t.redirects > 0 {
+        a.int("freecode.redirects", t.redirects);
+    }
+    if t.redirects_skipped > 0 {
+        a.int("freecode.redirects_skipped", t.redirects_skipped);
+    }
+    SpanParts {
+        span_id: root.to_owned(),
+        parent: None,
+        name: ROOT_SPAN_NAME.to_owned(),
+        kind: KIND_INTERNAL,
+        start_ms: t.started_at,
+        end_ms: t.started_at.saturating_add(t.wall_ms),
+        attributes: a,
+        status: if t.hung {
+            Status::Error(None)
+        } else {
+            Status::Ok
+        },
+    }
+}
+
+fn model_span(s: &ModelSpan, id: String, root: &str) -> SpanParts {
+    let mut a = Attrs::default();
+    a.str("gen_ai.operation.name", "chat");
+    a.str("gen_ai.system", &s.provider);
+    a.str("gen_ai.provider.name", &s.provider);
+    a.str("gen_ai.request.model", &s.model);
+    a.opt_int("gen_ai.usage.input_tokens", s.input_tokens);
+    a.opt_int("gen_ai.usage.output_tokens", s.output_tokens);
+    a.opt_int("gen_ai.usage.cache_read_input_tokens", s.cache_read_tokens);
+    a.opt_int(
+        "gen_ai.usage.cache_creation.input_tokens",
+        s.cache_write_tokens,
+    );
+    if !s.tool_calls.is_empty() {
+        a.str("gen_ai.response.tool_calls", &s.tool_calls.join(","));
+    }
+    a.str("freecode.turn_id", &s.turn_id);
+    a.str("freecode.status", status_name(s.status));
+    if s.status == SpanStatus::Hung {
+        a.bool("freecode.hung", true);
+    }
+    a.opt_int("freecode.ttft_ms", s.ttft_ms);
+    a.int("freecode.prompt_chars", s.prompt_chars);
+    a.int("freecode.message_count", s.message_count);
+    a.int("freecode.tool_count", s.tool_count);
+    if let Some(kind) = &s.error_kind {
+        a.str("freecode.error_kind", kind);
+    }
+    let status = match s.status {
+        SpanStatus::Ok => Status::Ok,
+        SpanStatus::InFlight => Status::Unset,
+        SpanStatus::Hung => Status::Error(Some(HUNG_MESSAGE.to_owned())),
+        SpanStatus::Error => Status::Error(Some(
+            s.error
+                .clone()
+                .filter(|e| !e.is_empty())
+                .unwrap_or_else(|| "model error".to_owned()),
+        )),
+    };
+    SpanParts {
+        span_id: id,
+        parent: Some(root.to_owned()),
+        name: format!("chat {}", s.model),
+        kind: KIND_CLIENT,
+        start_ms: s.started_at,
+        end_ms: s.started_at.saturating_add(s.duration_ms),
+        attributes: a,
+        status,
+    }
+}
+
+fn tool_span(s: &ToolSpan, id: String, root: &str) -> SpanParts {
+    let mut a = Attrs::default();
+    a.str("gen_ai.operation.name", "execute_tool");
+    a.str("gen_ai.tool.name", &s.tool);
+    SpanParts {
+        span_id: id,
+        parent: Some(root.to_owned()),
+        name: format!("execute_tool {}", s.tool),
+        kind: KIND_INTERNAL,
+        start_ms: s.started_at,
+        end_ms: s.started_at.saturating_add(s.duration_ms),
+        attributes: a,
+        status: if s.failed == Some(true) {
+            Status::Error(Some("tool failed".to_owned()))
+        } else {
+            Status::Ok
+        },
+    }
+}
+
+fn denied_span(s: &DeniedSpan, session_id: &str, id: String, root: &str) -> SpanParts {
+    let mut a = Attrs::default();
+    a.str("gen_ai.operation.name", "execute_tool");
+    a.str("gen_ai.tool.name", &s.tool);
+    a.str("gen_ai.conversation.id", session_id);
+    a.bool("freecode.denied", true);
+    a.str("freecode.deny_source", s.source.as_str());
+    SpanParts {
+        span_id: id,
+        parent: Some(root.to_owned()),
+        name: format!("execute_tool {}", s.tool),
+        kind: KIND_INTERNAL,
+        start_ms: s.at,
+        end_ms: s.at,
+        attributes: a,
+        status: Status::Error(Some(s.reason.clone())),
+    }
+}
+
+/// The OTLP/HTTP JSON `ExportTraceServiceRequest` for `trace`: spans in the order root, model
+/// calls, tools, refusals. Serialise it compactly for the request body.
+pub fn trace_to_otlp(trace: &Trace) -> Value {
+    let tid = trace_id(&trace.session_id);
+    let root = span_id(&tid, "root");
+    let mut spans = vec![root_span(trace, &root).into_json(&tid)];
+    for (i, s) in trace.model_spans.iter().enumerate() {
+        let id = span_id(&tid, &format!("model:{i}"));
+        spans.push(model_span(s, id, &root).into_json(&tid));
+    }
+    for (i, s) in trace.tool_spans.iter().enumerate() {
+        let id = span_id(&tid, &format!("tool:{i}"));
+        spans.push(tool_span(s, id, &root).into_json(&tid));
+    }
+    for (i, s) in trace.denied_spans.iter().enumerate() {
+        let id = span_id(&tid, &format!("denied:{i}"));
+        spans.push(denied_span(s, &trace.session_id, id, &root).into_json(&tid));
+    }
+    json!({
+        "resourceSpans": [{
+            "resource": {
+                "attributes": [{ "key": "service.name", "value": { "stringValue": SERVICE_NAME } }]
+            },
+            "scopeSpans": [{
+                "scope": { "name": SCOPE_NAME },
+                "spans": spans
+            }]
+        }]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::rollout::trace::TraceBuilder;
+    use crate::rollout::{DenySource, Event, RawEvent};
+
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
+    }
+
+    fn read_json(rel: &str) -> Value {
+        let p = fixtures().join(rel);
+        serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("{p:?}: {e}"))).unwrap()
+    }
+
+    /// The trace of a fixture log, read line by line as the store's reader does.
+    fn fixture_trace(scenario: &str) -> Trace {
+        let ids = read_json("scenario-ids.json");
+        let id = ids[scenario].as_str().unwrap();
+        let log = fixtures().join(format!("home/.freecode/rollout/sessions/{id}/events.jsonl"));
+        let text = std::fs::read_to_string(&log).unwrap();
+        let mut b = TraceBuilder::new(id);
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let raw: RawEvent = serde_json::from_str(line).unwrap();
+            b.apply(&Event::from_raw(raw).unwrap());
+        }
+        b.snapshot(None)
+    }
+
+    fn spans_mut(doc: &mut Value) -> &mut Vec<Value> {
+        doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+            .as_array_mut()
+            .unwrap()
+    }
+
+    fn attrs_mut(span: &mut Value) -> &mut Vec<Value> {
+        span["attributes"].as_array_mut().unwrap()
+    }
+
+    /// Removes attribute `key` from `span`, returning its value.
+    fn take_attr(span: &mut Value, key: &str) -> Option<Value> {
+        let attrs = attrs_mut(span);
+        let pos = attrs.iter().position(|a| a["key"] == key)?;
+        Some(attrs.remove(pos)["value"].take())
+    }
+
+    fn attr<'a>(span: &'a Value, key: &str) -> Option<&'a Value> {
+        span["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == key)
+            .map(|a| &a["value"])
+    }
+
+    /// Checks every documented difference between our document and the original's for the
+    /// same trace, and rewrites ours into the original's form. Whatever is left must be equal.
+    fn undo_documented_differences(trace: &Trace, ours: &mut Value, theirs: &Value) {
+        let their_spans = theirs["resourceSpans"][0]["scopeSpans"][0]["spans"]
+            .as_array()
+            .unwrap();
+        let spans = spans_mut(ours);
+        assert_eq!(spans.len(), their_spans.len(), "span count");
+        assert!(
+            trace.denied_spans.is_empty(),
+            "the original's logs have no refusals"
+        );
+
+        // Root: the IDX name, and three gen_ai attributes appended after the original's.
+        let root = &mut spans[0];
+        assert_eq!(root["name"], ROOT_SPAN_NAME);
+        assert_eq!(
+            their_spans[0]["name"],
+            format!("session {}", &trace.session_id[..8])
+        );
+        root["name"] = their_spans[0]["name"].clone();
+        let added = attrs_mut(root).split_off(5);
+        assert_eq!(
+            added,
+            vec![
+                json!({"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}),
+                json!({"key": "gen_ai.agent.name", "value": {"stringValue": "freecode"}}),
+                json!({"key": "gen_ai.conversation.id", "value": {"stringValue": trace.session_id}}),
+            ]
+        );
+        assert_eq!((trace.redirects, trace.redirects_skipped), (0, 0));
+
+        // Chat spans.
+        for (i, m) in trace.model_spans.iter().enumerate() {
+            let span = &mut spans[1 + i];
+            assert_eq!(
+                take_attr(span, "gen_ai.provider.name"),
+                Some(json!({"stringValue": m.provider}))
+            );
+            // The original's fold dropped cacheWriteTokens.
+            assert_eq!(
+                take_attr(span, "gen_ai.usage.cache_creation.input_tokens"),
+                m.cache_write_tokens
+                    .map(|n| json!({"intValue": n.to_string()}))
+            );
+            assert_eq!(
+                take_attr(span, "freecode.hung"),
+                (m.status == SpanStatus::Hung).then(|| json!({"boolValue": true}))
+            );
+            if m.status == SpanStatus::InFlight {
+                assert!(span.get("status").is_none(), "in flight: status unset");
+                assert_eq!(
+                    their_spans[1 + i]["status"],
+                    json!({"code": 2, "message": "model error"})
+                );
+                span["status"] = their_spans[1 + i]["status"].clone();
+            }
+        }
+        // Tool spans: none of the original's logs has a failed tool.
+        assert!(trace.tool_spans.iter().all(|t| t.failed != Some(true)));
+    }
+
+    const SCENARIOS: [&str; 5] = [
+        "S1_full",
+        "S2_interrupted",
+        "S5_deleted",
+        "S7_compacted",
+        "S8_odd_path",
+    ];
+
+    #[test]
+    fn matches_the_originals_documents_modulo_documented_differences() {
+        for scenario in SCENARIOS {
+            let trace = fixture_trace(scenario);
+            let theirs = read_json(&format!("expected/rollout/{scenario}/traceToOtlp.json"));
+            let mut ours = trace_to_otlp(&trace);
+            undo_documented_differences(&trace, &mut ours, &theirs);
+            assert_eq!(ours, theirs, "{scenario}");
+        }
+    }
+
+    #[test]
+    fn the_scenarios_exercise_each_difference() {
+        let s1 = fixture_trace("S1_full");
+        assert!(s1.model_spans.iter().any(|m| m.status == SpanStatus::Hung));
+        assert!(
+            s1.model_spans
+                .iter()
+                .any(|m| m.cache_write_tokens.is_some())
+        );
+        let s2 = fixture_trace("S2_interrupted");
+        assert!(
+            s2.model_spans
+                .iter()
+                .any(|m| m.status == SpanStatus::InFlight)
+        );
+        let doc = trace_to_otlp(&s1);
+        let spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+            .as_array()
+            .unwrap();
+        let hung = spans
+            .iter()
+            .find(|s| attr(s, "freecode.status") == Some(&json!({"stringValue": "hung"})))
+            .unwrap();
+        assert_eq!(
+            hung["status"],
+            json!({"code": 2, "message": "request never terminated"})
+        );
+        assert_eq!(
+            attr(hung, "freecode.hung"),
+            Some(&json!({"boolValue": true}))
+        );
+    }
+
+    #[test]
+    fn compact_body_equals_the_originals_request_body() {
+        let trace = fixture_trace("S1_full");
+        let theirs = read_json("expected/rollout/S1_full/traceToOtlp.json");
+        let body = std::fs::read_to_string(
+            fixtures().join("expected/rollout/S1_full/otlp-export-request-body.json"),
+        )
+        .unwrap();
+        let mut ours = trace_to_otlp(&trace);
+        undo_documented_differences(&trace, &mut ours, &theirs);
+        assert_eq!(serde_json::to_string(&ours).unwrap(), body);
+    }
+
+    #[test]
+    fn ids_are_sha256_prefixes() {
+        let t = trace_id("68d44408-94df-4f2f-ae2e-ffffdb68e297");
+        assert_eq!(t, "f53a5df48433a0faa4d98bf072d6af89");
+        assert_eq!(span_id(&t, "root"), "0835cb33679287d4");
+        assert_eq!(span_id(&t, "model:0"), "eee2b7dc2607c57d");
+    }
+
+    #[test]
+    fn target_from_env_reproduces_the_original() {
+        let fixture = read_json("expected/rollout/otlpTargetFromEnv.json");
+        let env: HashMap<String, String> = fixture["env"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+            .collect();
+        let target = target_from_env(None, |k| env.get(k).cloned()).unwrap();
+        assert_eq!(target.url, fixture["target"]["endpoint"]);
+        let expected: Vec<(String, String)> = fixture["target"]["headers"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(target.headers, expected);
+    }
+
+    #[test]
+    fn target_precedence_and_absence() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let all = env(&[
+            (ENV_TRACES_ENDPOINT, "http://traces"),
+            (ENV_ENDPOINT, "http://generic"),
+            (ENV_HEADERS, "a=1"),
+        ]);
+        // An explicit endpoint wins and takes no headers.
+        assert_eq!(
+            target_from_env(Some("http://cli"), all),
+            Some(OtlpTarget {
+                url: "http://cli".into(),
+                headers: vec![]
+            })
+        );
+        // An empty explicit endpoint means "from the environment".
+        let t = target_from_env(Some(""), all).unwrap();
+        assert_eq!(t.url, "http://traces");
+        assert_eq!(t.headers, vec![("a".to_owned(), "1".to_owned())]);
+        let t = target_from_env(
+            None,
+            env(&[(ENV_TRACES_ENDPOINT, ""), (ENV_ENDPOINT, "http://generic")]),
+        )
+        .unwrap();
+        assert_eq!(t.url, "http://generic");
+        assert!(t.headers.is_empty());
+        assert_eq!(target_from_env(None, env(&[(ENV_HEADERS, "a=1")])), None);
+        assert_eq!(target_from_env(None, |_| None), None);
+    }
+
+    #[test]
+    fn header_parsing_edges() {
+        assert_eq!(
+            parse_headers("a=1, b = x=y ,,c,=d, a=2,e="),
+            vec![
+                ("a".to_owned(), "2".to_owned()),
+                ("b".to_owned(), "x=y".to_owned()),
+                ("e".to_owned(), String::new()),
+            ]
+        );
+    }
+
+    #[test]
+    fn traces_url_follows_the_originals_requests() {
+        let cases = read_json("expected/rollout/S1_full/exportTrace-requests.json");
+        for case in cases.as_array().unwrap() {
+            let endpoint = case["target"]["endpoint"].as_str().unwrap();
+            let path = case["requests"][0]["url"].as_str().unwrap();
+            assert_eq!(
+                traces_url(endpoint),
+                format!("http://127.0.0.1:PORT{path}"),
+                "{endpoint}"
+            );
+        }
+        assert_eq!(traces_url("http://h/v1/traces/"), "http://h/v1/traces/");
+        assert_eq!(traces_url("http://h//"), "http://h//v1/traces");
+    }
+
+    #[test]
+    fn idx_spans_denied_failed_redirects() {
+        let trace = Trace {
+            session_id: "s".into(),
+            started_at: 1_000,
+            ended_at: 5_000,
+            wall_ms: 4_000,
+            model_spans: vec![],
+            tool_spans: vec![ToolSpan {
+                tool: "bash".into(),
+                started_at: 2_000,
+                duration_ms: 10,
+                args: Some(json!({"command": "false"})),
+                failed: Some(true),
+            }],
+            denied_spans: vec![DeniedSpan {
+                tool: "edit".into(),
+                at: 3_000,
+                args: Some(json!({"filePath": "a.ts"})),
+                source: DenySource::Mode,
+                reason: "read-only".into(),
+            }],
+            model_ms: 0,
+            tool_ms: 10,
+            input_tokens: 0,
+            output_tokens: 0,
+            cache_read_tokens: 0,
+            hung: false,
+            in_flight: false,
+            redirects: 2,
+            redirects_skipped: 1,
+        };
+        let doc = trace_to_otlp(&trace);
+        let spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+            .as_array()
+            .unwrap();
+        let tid = trace_id("s");
+        let root = span_id(&tid, "root");
+        assert_eq!(
+            attr(&spans[0], "freecode.redirects"),
+            Some(&json!({"intValue": "2"}))
+        );
+        assert_eq!(
+            attr(&spans[0], "freecode.redirects_skipped"),
+            Some(&json!({"intValue": "1"}))
+        );
+        assert_eq!(
+            spans[1]["status"],
+            json!({"code": 2, "message": "tool failed"})
+        );
+        assert_eq!(
+            spans[2],
+            json!({
+                "traceId": tid,
+                "spanId": span_id(&tid, "denied:0"),
+                "parentSpanId": root,
+                "name": "execute_tool edit",
+                "kind": 1,
+                "startTimeUnixNano": "3000000000",
+                "endTimeUnixNano": "3000000000",
+                "attributes": [
+                    {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                    {"key": "gen_ai.tool.name", "value": {"stringValue": "edit"}},
+                    {"key": "gen_ai.conversation.id", "value": {"stringValue": "s"}},
+                    {"key": "freecode.denied", "value": {"boolValue": true}},
+                    {"key": "freecode.deny_source", "value": {"stringValue": "mode"}},
+                ],
+                "status": {"code": 2, "message": "read-only"},
+            })
+        );
+    }
+
+    #[test]
+    fn empty_trace_is_a_lone_root() {
+        let trace = TraceBuilder::new("x").snapshot(None);
+        let doc = trace_to_otlp(&trace);
+        let spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+            .as_array()
+            .unwrap();
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0]["startTimeUnixNano"], "0");
+        assert_eq!(spans[0]["status"], json!({"code": 1}));
+    }
+}
