@@ -20,7 +20,8 @@ use crate::UserError;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The original's message when neither `--otlp` nor the environment names an endpoint.
-const NO_ENDPOINT: &str = "No OTLP endpoint. Pass --otlp-endpoint <url> or set OTEL_EXPORTER_OTLP_ENDPOINT.";
+const NO_ENDPOINT: &str =
+    "No OTLP endpoint. Pass --otlp-endpoint <url> or set OTEL_EXPORTER_OTLP_ENDPOINT.";
 
 /// Writes the OTLP/JSON document of `trace` to `path`: compact JSON plus a newline, created
 /// 0600 in a temp file beside `path`, synced, then renamed over it.

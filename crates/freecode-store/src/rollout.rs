@@ -106,6 +106,8 @@ pub struct Recorder {
     seq: u64,
     ulid: UlidGenerator,
     unsynced: bool,
+    /// A write failed part-way: the log may end in a fragment, fenced before the next event.
+    torn: bool,
 }
 
 impl Recorder {
@@ -120,6 +122,7 @@ impl Recorder {
             seq: 0,
             ulid: UlidGenerator::default(),
             unsynced: false,
+            torn: false,
         };
         if !config.enabled {
             return Ok(rec);
@@ -162,6 +165,7 @@ impl Recorder {
             seq: 0,
             ulid: UlidGenerator::default(),
             unsynced: false,
+            torn: false,
         }
     }
 
@@ -186,7 +190,15 @@ impl Recorder {
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
         if let Some(f) = self.file.as_mut() {
-            f.write_all(bytes).ctx("append to", &self.path)?;
+            if self.torn {
+                // A failed write may have left a fragment: never glue an event onto it.
+                f.write_all(b"\n").ctx("append to", &self.path)?;
+                self.torn = false;
+            }
+            if let Err(e) = f.write_all(bytes) {
+                self.torn = true;
+                return Err(e).ctx("append to", &self.path);
+            }
             if self.config.durability == Durability::EveryAppend {
                 f.sync_data().ctx("fsync", &self.path)?;
             } else {
@@ -470,8 +482,11 @@ impl ToolCall {
 }
 
 /// The last `seq` in the log (0 when empty), the last event's id, and whether the log ends in
-/// a torn line. Reads backwards
-/// from the end, a chunk at a time, so the cost does not grow with the log.
+/// a torn (unterminated) line. Reads backwards from the end: the cost is the length of the last
+/// few lines, never of the log.
+///
+/// A torn fragment that is nevertheless a whole event (a write cut just before its newline) is
+/// the last event: the fence makes it readable, so the next `seq` must follow it.
 fn tail_state(file: &File, path: &Path) -> Result<(u64, String, bool)> {
     use std::os::unix::fs::FileExt;
     const CHUNK: u64 = 64 * 1024;
@@ -479,9 +494,23 @@ fn tail_state(file: &File, path: &Path) -> Result<(u64, String, bool)> {
     if len == 0 {
         return Ok((0, String::new(), false));
     }
-    let mut last = [0u8; 1];
-    file.read_exact_at(&mut last, len - 1).ctx("read", path)?;
-    let torn = last[0] != b'\n';
+    let read = |from: u64, to: u64| -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
+        file.read_exact_at(&mut buf, from).ctx("read", path)?;
+        Ok(buf)
+    };
+    // The offset just after the last newline before `end`, scanning back a chunk at a time.
+    let line_start = |end: u64| -> Result<u64> {
+        let mut pos = end;
+        while pos > 0 {
+            let from = pos.saturating_sub(CHUNK);
+            if let Some(i) = read(from, pos)?.iter().rposition(|&b| b == b'\n') {
+                return Ok(from + i as u64 + 1);
+            }
+            pos = from;
+        }
+        Ok(0)
+    };
     let seq_of = |line: &[u8]| -> Option<(u64, String)> {
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
@@ -489,31 +518,18 @@ fn tail_state(file: &File, path: &Path) -> Result<(u64, String, bool)> {
         let raw = serde_json::from_slice::<RawEvent>(line).ok()?;
         Some((raw.seq?, raw.id.unwrap_or_default()))
     };
-    // `carry` holds the bytes from `pos` to the end of the line being assembled. The segment
-    // after the last newline is empty (clean end) or a torn fragment: never a line to trust.
-    let mut pos = len;
-    let mut carry: Vec<u8> = Vec::new();
-    let mut skipped_tail = false;
+    let torn = read(len - 1, len)?[0] != b'\n';
+    // Lines from the end: [start, end) without the newline.
+    let mut end = if torn { len } else { len - 1 };
     loop {
-        let start = pos.saturating_sub(CHUNK);
-        let mut chunk = vec![0u8; (pos - start) as usize];
-        file.read_exact_at(&mut chunk, start).ctx("read", path)?;
-        chunk.extend_from_slice(&carry);
-        carry = chunk;
-        pos = start;
-        while let Some(nl) = carry.iter().rposition(|&b| b == b'\n') {
-            if skipped_tail && let Some((seq, id)) = seq_of(&carry[nl + 1..]) {
-                return Ok((seq, id, torn));
-            }
-            skipped_tail = true;
-            carry.truncate(nl);
-        }
-        if pos == 0 {
-            // What is left is the file's first line.
-            let (seq, id) =
-                if skipped_tail { seq_of(&carry) } else { None }.unwrap_or((0, String::new()));
+        let start = line_start(end)?;
+        if let Some((seq, id)) = seq_of(&read(start, end)?) {
             return Ok((seq, id, torn));
         }
+        if start == 0 {
+            return Ok((0, String::new(), torn));
+        }
+        end = start - 1;
     }
 }
 

@@ -1,0 +1,1026 @@
+//! Rollout-log benchmarks against the TypeScript original's timings
+//! (`/work/shared/reference/BENCH.md`): recording 1,000,000 events, re-opening a recorder on
+//! that log, replaying it and folding it into a trace.
+//!
+//! Every figure stands beside the raw cost of the same bytes in the same run (a plain write of
+//! the same lines; a plain read of the file), so the rollout code's own overhead over the
+//! hardware is visible. Temp files live under the target directory (real disk, never a tmpfs).
+//! Peak memory is the VmHWM of a fresh child process (this binary re-executed with
+//! `--child-<what>`), median of three.
+//!
+//! `FREECODE_BENCH_QUICK=1` scales every count down ten times. Every argument that is not a
+//! `--child-…` mode (such as `--bench`, which `cargo bench` passes) is ignored.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use freecode_core::SessionId;
+use freecode_core::rollout::replay::ReplayBuilder;
+use freecode_core::rollout::trace::TraceBuilder;
+use freecode_core::rollout::{Event, EventKind, ModelErrorKind, RawEvent};
+use freecode_store::lock::LockWait;
+use freecode_store::rollout::{
+    ModelRequest, ModelResponse, Recorder, RecorderConfig, events_path, read_events,
+};
+use freecode_store::{Durability, Home};
+use serde_json::json;
+use tempfile::TempDir;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+// ----- the original's medians (BENCH.md) -------------------------------------------------------
+
+/// Record 1,000,000 events: 7.58 s.
+const ORIG_RECORD: (f64, u64) = (7.58, 1_000_000);
+/// Re-open a recorder on the 1,000,000-event log (counts its lines): 0.92 s, 593 MiB.
+const ORIG_REOPEN: (f64, u64) = (0.92, 1);
+/// Replay the 1,000,000-event log: 2.13 s, 806 MiB.
+const ORIG_REPLAY: (f64, u64) = (2.13, 1_000_000);
+/// Trace: load 1.73 s + fold 0.24 s = 1.97 s, 822 MiB.
+const ORIG_TRACE: (f64, u64) = (1.97, 1_000_000);
+/// The fold alone: 0.24 s.
+const ORIG_FOLD: (f64, u64) = (0.24, 1_000_000);
+/// What `freecode trace` computes (load, fold, render): 3.25 s, 1,122 MiB.
+const ORIG_TRACE_CMD: (f64, u64) = (3.25, 1_000_000);
+/// The original's `events.jsonl` for 1,000,000 events.
+const ORIG_LOG_BYTES: u64 = 270_233_351;
+
+/// Events per turn in BENCH.md's mix.
+const TURN: u64 = 10;
+/// Peak-memory goal for replay and trace.
+const PEAK_GOAL_MIB: u64 = 64;
+
+struct Scale {
+    quick: bool,
+    events: u64,
+    reopens: u64,
+    /// Sizes of the last line for the long-last-line re-open rows, MiB.
+    long_lines: &'static [u64],
+}
+
+impl Scale {
+    fn from_env() -> Self {
+        let quick = std::env::var("FREECODE_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        Self {
+            quick,
+            events: if quick { 100_000 } else { 1_000_000 },
+            reopens: if quick { 100 } else { 1_000 },
+            long_lines: if quick { &[1, 4] } else { &[1, 4, 16, 32] },
+        }
+    }
+}
+
+// ----- the event mix -----------------------------------------------------------------------------
+
+/// A 300-character tool output.
+fn tool_output() -> String {
+    let src = "export function appendLine(handle: FileHandle, msg: StoredMessage) {\n  const line = JSON.stringify(msg) + '\\n';\n  return handle.write(line);\n}\n";
+    src.repeat(300 / src.len() + 1).chars().take(300).collect()
+}
+
+fn model_call(r: &mut Recorder, turn: &str, t: u64) -> Res<()> {
+    let mut call = r.model_request(
+        turn,
+        ModelRequest {
+            provider: "anthropic".to_owned(),
+            model: "claude-sonnet-4-5".to_owned(),
+            message_count: 10 + t % 40,
+            tool_count: 15,
+            prompt_chars: 48_000,
+            streamed: true,
+        },
+    )?;
+    call.first_token(r)?;
+    call.response(
+        r,
+        ModelResponse {
+            input_tokens: Some(12_000),
+            output_tokens: Some(200),
+            cache_read_tokens: Some(11_000),
+            tool_calls: vec!["read_file".to_owned()],
+            text_chars: 40,
+            ..Default::default()
+        },
+    )?;
+    Ok(())
+}
+
+/// The tenth event of a turn, rotating through the remaining types.
+fn other_event(t: u64, turn: &str) -> EventKind {
+    let turn_id = turn.to_owned();
+    match t % 10 {
+        0 => EventKind::HookTriggered {
+            hook_name: "format-on-save".to_owned(),
+            hook_event: "PostToolUse".to_owned(),
+            blocked: false,
+        },
+        1 => EventKind::SkillInvoked {
+            skill_name: "code-review".to_owned(),
+            implicit: true,
+        },
+        2 => EventKind::CompactOccurred {
+            before_tokens: 150_000,
+            after_tokens: 40_000,
+        },
+        3 => EventKind::ContextOverflow {
+            before_tokens: 201_000,
+        },
+        4 => EventKind::ParseError {
+            turn_id,
+            parser: "tool-args".to_owned(),
+            error: "Unexpected token } in JSON at position 41".to_owned(),
+        },
+        5 => EventKind::HookBlocked {
+            hook_name: "bash".to_owned(),
+            reason: "no reason".to_owned(),
+        },
+        6 => EventKind::SubagentStart {
+            subagent_id: format!("sub-{t}"),
+            task: "Find every caller of appendMessage".to_owned(),
+        },
+        7 => EventKind::SubagentStop {
+            subagent_id: format!("sub-{}", t - 1),
+            result: "3 callers: loop.ts, fork.ts, import.ts".to_owned(),
+        },
+        8 => EventKind::ModelError {
+            turn_id,
+            provider: "anthropic".to_owned(),
+            model: "claude-sonnet-4-5".to_owned(),
+            duration_ms: 1_200,
+            kind: ModelErrorKind::Provider,
+            error: "429 Too Many Requests".to_owned(),
+        },
+        _ => EventKind::TurnAborted {
+            turn_id,
+            reason: "user interrupted".to_owned(),
+        },
+    }
+}
+
+fn rec_config() -> RecorderConfig {
+    RecorderConfig {
+        enabled: true,
+        durability: Durability::Never,
+        lock_wait: LockWait::Fail,
+        clock: freecode_store::now_ms,
+    }
+}
+
+/// Records `n` events of BENCH.md's mix (ten a turn) through the recorder API.
+fn record_mix(home: &Home, id: &SessionId, n: u64) -> Res<u64> {
+    let output = tool_output();
+    let mut r = Recorder::open(home, id, rec_config())?;
+    for t in 0..n / TURN {
+        // Turn ids restart with every agent loop (SPEC §6.5): twenty iterations a loop.
+        let turn = format!("turn-{}", t % 20);
+        model_call(&mut r, &turn, t)?;
+        r.turn_started(&turn)?;
+        let call = r.function_call(&turn, "read_file", json!({"path": "src/store.ts"}))?;
+        call.output(&mut r, &output, false)?;
+        model_call(&mut r, &turn, t)?;
+        r.record(other_event(t, &turn))?;
+    }
+    Ok(r.seq())
+}
+
+// ----- plumbing --------------------------------------------------------------------------------
+
+/// Where temp dirs go: the target directory's tmp (real disk), never `/tmp`.
+fn bench_base() -> Res<PathBuf> {
+    let base = match option_env!("CARGO_TARGET_TMPDIR") {
+        Some(d) => PathBuf::from(d),
+        None => match std::env::var_os("CARGO_TARGET_TMPDIR") {
+            Some(d) => PathBuf::from(d),
+            None => PathBuf::from("target/bench-tmp"),
+        },
+    }
+    .join("freecode-rollout-bench");
+    fs::create_dir_all(&base)?;
+    Ok(fs::canonicalize(&base)?)
+}
+
+/// Flushes dirty pages so one row's write-back does not land in the next.
+fn settle() {
+    let _ = Command::new("sync").status();
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn time<T>(f: impl FnOnce() -> Res<T>) -> Res<(Duration, T)> {
+    let t = Instant::now();
+    let v = f()?;
+    Ok((t.elapsed(), v))
+}
+
+fn fmt_dur(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.1} ms", s * 1e3)
+    } else if s >= 1e-6 {
+        format!("{:.2} µs", s * 1e6)
+    } else {
+        format!("{:.0} ns", s * 1e9)
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn open_append(path: &Path) -> Res<File> {
+    Ok(OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)?)
+}
+
+/// The lines of `buf`, each with its newline.
+fn lines_of(buf: &[u8]) -> Vec<&[u8]> {
+    buf.split_inclusive(|&b| b == b'\n').collect()
+}
+
+/// One `write` per line to a fresh `O_APPEND` file: the floor for one write per event.
+fn raw_write_per_line(path: &Path, lines: &[&[u8]]) -> Res<Duration> {
+    Ok(time(|| {
+        let mut f = open_append(path)?;
+        for l in lines {
+            f.write_all(l)?;
+        }
+        Ok(())
+    })?
+    .0)
+}
+
+/// The same bytes through a 1 MiB buffer: bulk writing.
+fn raw_write_buffered(path: &Path, lines: &[&[u8]]) -> Res<Duration> {
+    Ok(time(|| {
+        let mut f = BufWriter::with_capacity(1 << 20, open_append(path)?);
+        for l in lines {
+            f.write_all(l)?;
+        }
+        f.flush()?;
+        Ok(())
+    })?
+    .0)
+}
+
+/// A plain streaming read of the file, 256 KiB at a time (the reader's buffer size).
+fn raw_read(path: &Path) -> Res<u64> {
+    let mut f = File::open(path)?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(total);
+        }
+        total += n as u64;
+    }
+}
+
+// ----- the table -------------------------------------------------------------------------------
+
+enum Goal {
+    None,
+    /// At least this many times faster per item than the original.
+    SpeedUp(f64),
+}
+
+struct Row {
+    name: String,
+    n: u64,
+    ours: Duration,
+    orig: Option<(f64, u64)>,
+    raw: Option<Duration>,
+    raw_what: &'static str,
+    goal: Goal,
+}
+
+impl Row {
+    fn new(name: impl Into<String>, n: u64, ours: Duration) -> Self {
+        Self {
+            name: name.into(),
+            n,
+            ours,
+            orig: None,
+            raw: None,
+            raw_what: "",
+            goal: Goal::None,
+        }
+    }
+    fn orig(mut self, o: (f64, u64)) -> Self {
+        self.orig = Some(o);
+        self
+    }
+    fn raw(mut self, raw: Duration, what: &'static str) -> Self {
+        self.raw = Some(raw);
+        self.raw_what = what;
+        self
+    }
+    fn goal(mut self, g: Goal) -> Self {
+        self.goal = g;
+        self
+    }
+    fn per_item(&self) -> f64 {
+        self.ours.as_secs_f64() / self.n.max(1) as f64
+    }
+    fn speed_up(&self) -> Option<f64> {
+        self.orig
+            .map(|(t, n)| (t / n as f64) / self.per_item().max(1e-12))
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "| # | benchmark | n | total | per item | original per item | vs original | raw same bytes | ours/raw | goal |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (i, r) in rows.iter().enumerate() {
+        let orig = r.orig.map_or("—".to_owned(), |(t, n)| {
+            fmt_dur(Duration::from_secs_f64(t / n as f64))
+        });
+        let vs = r
+            .speed_up()
+            .map_or("—".to_owned(), |s| format!("{s:.1}× faster"));
+        let raw = r.raw.map_or("—".to_owned(), fmt_dur);
+        let over = r.raw.map_or("—".to_owned(), |raw| {
+            format!(
+                "{:.2}×",
+                r.ours.as_secs_f64() / raw.as_secs_f64().max(1e-12)
+            )
+        });
+        let goal = match r.goal {
+            Goal::None => "—".to_owned(),
+            Goal::SpeedUp(g) => {
+                let ok = r.speed_up().is_some_and(|s| s >= g);
+                format!("≥{g}× orig: {}", if ok { "MET" } else { "MISSED" })
+            }
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {orig} | {vs} | {raw} | {over} | {goal} |",
+            i + 1,
+            r.name,
+            r.n,
+            fmt_dur(r.ours),
+            fmt_dur(Duration::from_secs_f64(r.per_item())),
+        );
+    }
+    println!();
+    println!("Raw baselines (plain std::fs, same bytes, same run):");
+    for (i, r) in rows.iter().enumerate() {
+        if !r.raw_what.is_empty() {
+            println!("  {:>2}. {}", i + 1, r.raw_what);
+        }
+    }
+}
+
+// ----- benchmarks ------------------------------------------------------------------------------
+
+/// Record `n` events at `Never`, against the same lines written raw. Returns the log kept for
+/// the reading rows.
+fn bench_record(
+    dir: &Path,
+    n: u64,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Res<(Home, SessionId)> {
+    let home = Home::new(dir.join("home"));
+    let home_s = home.root().to_string_lossy().into_owned();
+    let n_s = n.to_string();
+    // Each run in a fresh process, as BENCH.md's were.
+    let record = |id: &str| -> Res<Duration> {
+        settle();
+        let [_, _, seq, ns] = child(&["--child-record", &home_s, id, &n_s])?;
+        if seq != n {
+            return Err(format!("recorded {seq} events, expected {n}").into());
+        }
+        Ok(Duration::from_nanos(ns))
+    };
+    let keep = SessionId::new("bench-rollout-0")?;
+    let first = record(keep.as_str())?;
+    let src = events_path(&home, &keep);
+    let src_s = src.to_string_lossy().into_owned();
+    let buf = fs::read(&src)?;
+    if lines_of(&buf).len() as u64 != n {
+        return Err(format!("{} lines for {n} events", lines_of(&buf).len()).into());
+    }
+    notes.push(format!(
+        "log: {n} events, {} bytes ({}), {:.1} bytes a line (original: {ORIG_LOG_BYTES} bytes, \
+         {:.1} a line; our ids are 26-character ULIDs, the original's 20); first recording run \
+         {}",
+        buf.len(),
+        mib(buf.len() as u64),
+        buf.len() as f64 / n as f64,
+        ORIG_LOG_BYTES as f64 / 1e6,
+        fmt_dur(first)
+    ));
+    drop(buf);
+    let (mut ours, mut per_line, mut buffered, mut serialise) =
+        (vec![first], Vec::new(), Vec::new(), Vec::new());
+    let raw_dir = dir.join("raw");
+    fs::create_dir_all(&raw_dir)?;
+    for k in 1..=2 {
+        ours.push(record(&format!("bench-rollout-{k}"))?);
+    }
+    for k in 1..=3 {
+        for (mode, out) in [("per-line", &mut per_line), ("buffered", &mut buffered)] {
+            settle();
+            let dst = raw_dir.join(format!("{mode}-{k}"));
+            let [_, _, bytes, ns] =
+                child(&["--child-raw-write", &src_s, &dst.to_string_lossy(), mode])?;
+            if bytes != fs::metadata(&src)?.len() {
+                return Err(format!("raw {mode} wrote {bytes} bytes").into());
+            }
+            out.push(Duration::from_nanos(ns));
+        }
+    }
+    // Where the time goes: building and serialising the events without writing them.
+    let events: Vec<Event> = {
+        let mut v = Vec::with_capacity(n as usize);
+        read_events(&events_path(&home, &keep), |e| v.push(e))?;
+        v
+    };
+    for _ in 0..3 {
+        serialise.push(
+            time(|| {
+                let mut bytes = 0usize;
+                for e in &events {
+                    bytes += e.to_line().len();
+                }
+                Ok(bytes)
+            })?
+            .0,
+        );
+    }
+    drop(events);
+    let per_line = median(&mut per_line);
+    rows.push(
+        Row::new(
+            format!("record {n} events (BENCH.md mix) at Durability::Never"),
+            n,
+            median(&mut ours),
+        )
+        .orig(ORIG_RECORD)
+        .raw(
+            per_line,
+            "one write() per line of the same bytes to a fresh O_APPEND file (the floor for one write per event)",
+        )
+        .goal(Goal::SpeedUp(10.0)),
+    );
+    rows.push(
+        Row::new(
+            "  └ the same lines written through a 1 MiB BufWriter (not what a recorder may do)",
+            n,
+            median(&mut buffered),
+        )
+        .orig(ORIG_RECORD)
+        .raw(per_line, "one write() per line (row above's raw)"),
+    );
+    rows.push(
+        Row::new(
+            "  └ Event::to_line() of the same events, no I/O (serialisation share)",
+            n,
+            median(&mut serialise),
+        )
+        .raw(per_line, "one write() per line (row above's raw)"),
+    );
+    Ok((home, keep))
+}
+
+/// Re-open a recorder on the log: median of many opens, against reading the whole file (what
+/// the original does to count lines).
+fn bench_reopen(
+    home: &Home,
+    id: &SessionId,
+    scale: &Scale,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Res<()> {
+    let path = events_path(home, id);
+    let len = fs::metadata(&path)?.len();
+    let mut ours = Vec::new();
+    for _ in 0..scale.reopens {
+        let (t, r) = time(|| Ok(Recorder::open(home, id, rec_config())?))?;
+        if r.seq() != scale.events {
+            return Err(format!("reopened at seq {}, expected {}", r.seq(), scale.events).into());
+        }
+        drop(r);
+        ours.push(t);
+    }
+    let mut raw = Vec::new();
+    for _ in 0..3 {
+        raw.push(time(|| Ok(fs::read(&path)?.len()))?.0);
+    }
+    // The O(1) floor: open, lock, read the last 64 KiB.
+    let mut floor = Vec::new();
+    for _ in 0..scale.reopens {
+        floor.push(
+            time(|| {
+                let f = OpenOptions::new().read(true).append(true).open(&path)?;
+                f.try_lock()?;
+                let mut tail = vec![0u8; 64 * 1024];
+                f.read_exact_at(&mut tail, len.saturating_sub(64 * 1024))?;
+                Ok(tail.len())
+            })?
+            .0,
+        );
+    }
+    let floor = median(&mut floor);
+    rows.push(
+        Row::new(
+            format!("re-open a recorder on the {}-event log", scale.events),
+            1,
+            median(&mut ours),
+        )
+        .orig(ORIG_REOPEN)
+        .raw(
+            median(&mut raw),
+            "fs::read of the whole events.jsonl (what counting lines needs)",
+        )
+        .goal(Goal::SpeedUp(1000.0)),
+    );
+    notes.push(format!(
+        "re-open floor (open O_APPEND + flock + pread of the last 64 KiB): {}; a recorder open \
+         also creates the directory (mkdir -p) and parses the last line",
+        fmt_dur(floor)
+    ));
+    Ok(())
+}
+
+/// Re-open a recorder on a log whose last line is `mib_len` MiB: `tail_state` reads backwards
+/// 64 KiB at a time, re-copying and re-scanning everything gathered so far at every step.
+fn bench_reopen_long_last_line(
+    dir: &Path,
+    scale: &Scale,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+) -> Res<()> {
+    let mut per_mib = Vec::new();
+    for &size in scale.long_lines {
+        let home = Home::new(dir.join(format!("long-{size}")));
+        let id = SessionId::new("long-last-line")?;
+        {
+            let mut r = Recorder::open(&home, &id, rec_config())?;
+            r.turn_started("turn-0")?;
+            let call = r.function_call("turn-0", "bash", json!({"command": "cat big.log"}))?;
+            call.output(&mut r, &"x".repeat((size as usize) << 20), false)?;
+        }
+        let path = events_path(&home, &id);
+        let mut ours = Vec::new();
+        for _ in 0..3 {
+            let (t, r) = time(|| Ok(Recorder::open(&home, &id, rec_config())?))?;
+            if r.seq() != 3 {
+                return Err(format!("long-line log reopened at seq {}", r.seq()).into());
+            }
+            drop(r);
+            ours.push(t);
+        }
+        let mut raw = Vec::new();
+        for _ in 0..3 {
+            raw.push(time(|| Ok(fs::read(&path)?.len()))?.0);
+        }
+        let t = median(&mut ours);
+        per_mib.push((size, t));
+        rows.push(
+            Row::new(
+                format!("re-open a recorder on a log whose last line is {size} MiB"),
+                1,
+                t,
+            )
+            .orig(ORIG_REOPEN)
+            .raw(median(&mut raw), "fs::read of the whole events.jsonl"),
+        );
+    }
+    if let (Some(a), Some(b)) = (per_mib.first(), per_mib.last())
+        && b.0 > a.0
+    {
+        let growth = b.1.as_secs_f64() / a.1.as_secs_f64().max(1e-12);
+        notes.push(format!(
+            "re-open with a long last line: {} MiB → {} MiB is {:.0}× the size and {growth:.0}× \
+             the time ({} → {}): quadratic. tail_state() prepends each 64 KiB chunk to \
+             everything read so far (a fresh Vec and a full copy per step) and rposition()s the \
+             whole carry again each time, so a last line of L bytes costs ~L²/64 KiB of copying \
+             and scanning",
+            a.0,
+            b.0,
+            b.0 as f64 / a.0 as f64,
+            fmt_dur(a.1),
+            fmt_dur(b.1)
+        ));
+    }
+    Ok(())
+}
+
+/// Replay and trace over the log, timed in this process, against a plain read of the file.
+fn bench_read(home: &Home, id: &SessionId, n: u64, rows: &mut Vec<Row>) -> Res<()> {
+    let path = events_path(home, id);
+    settle();
+    let (mut replay_t, mut trace_t, mut raw_t, mut json_t) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        raw_t.push(time(|| raw_read(&path))?.0);
+        let (t, (turns, calls)) = time(|| replay_once(&path))?;
+        if (turns, calls) != (n / TURN, n / TURN) {
+            return Err(format!("replay: {turns} turns, {calls} calls").into());
+        }
+        replay_t.push(t);
+        let (t, (model, tools)) = time(|| trace_once(&path))?;
+        if (model, tools) != (2 * n / TURN, n / TURN) {
+            return Err(format!("trace: {model} model spans, {tools} tool spans").into());
+        }
+        trace_t.push(t);
+        json_t.push(
+            time(|| {
+                let mut b = TraceBuilder::new(id.as_str());
+                read_events(&path, |e| b.apply(&e))?;
+                Ok(serde_json::to_vec(&b.finish(None))?.len())
+            })?
+            .0,
+        );
+    }
+    let raw = median(&mut raw_t);
+    let raw_what = "plain read of events.jsonl, 256 KiB at a time (no parsing)";
+    rows.push(
+        Row::new(
+            format!("replay {n} events: read_events + ReplayBuilder"),
+            n,
+            median(&mut replay_t),
+        )
+        .orig(ORIG_REPLAY)
+        .raw(raw, raw_what)
+        .goal(Goal::SpeedUp(10.0)),
+    );
+    rows.push(
+        Row::new(
+            format!("trace {n} events: read_events + TraceBuilder (load + fold)"),
+            n,
+            median(&mut trace_t),
+        )
+        .orig(ORIG_TRACE)
+        .raw(raw, raw_what)
+        .goal(Goal::SpeedUp(10.0)),
+    );
+
+    // Where load time goes: line splitting, typed parse, a pure JSON syntax scan; one thread.
+    let (mut split_t, mut typed_t, mut scan_t) = (Vec::new(), Vec::new(), Vec::new());
+    let buf = fs::read(&path)?;
+    let lines: Vec<&[u8]> = buf
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    for _ in 0..3 {
+        split_t.push(
+            time(|| {
+                let f = std::io::BufReader::with_capacity(256 * 1024, File::open(&path)?);
+                let mut lr = freecode_store::jsonl::LineReader::new(f, 0);
+                let mut k = 0u64;
+                while let Some(l) = lr.next_line()? {
+                    k += l.len;
+                }
+                Ok(k)
+            })?
+            .0,
+        );
+        typed_t.push(
+            time(|| {
+                for l in &lines {
+                    let raw: RawEvent = serde_json::from_slice(l)?;
+                    std::hint::black_box(Event::from_raw(raw).ok());
+                }
+                Ok(())
+            })?
+            .0,
+        );
+        scan_t.push(
+            time(|| {
+                for l in &lines {
+                    let v: serde::de::IgnoredAny = serde_json::from_slice(l)?;
+                    std::hint::black_box(v);
+                }
+                Ok(())
+            })?
+            .0,
+        );
+    }
+    drop(lines);
+    drop(buf);
+    rows.push(
+        Row::new(
+            "  └ jsonl::LineReader alone over the file (line splitting + per-line copy)",
+            n,
+            median(&mut split_t),
+        )
+        .raw(raw, raw_what),
+    );
+    rows.push(
+        Row::new(
+            "  └ parse only, 1 thread, no I/O: from_slice::<RawEvent> + Event::from_raw per line",
+            n,
+            median(&mut typed_t),
+        )
+        .raw(
+            median(&mut scan_t),
+            "same lines through serde_json::from_slice::<IgnoredAny> (syntax scan only, 1 thread)",
+        ),
+    );
+
+    // The fold alone, over events already in memory.
+    let mut events = Vec::with_capacity(n as usize);
+    read_events(&path, |e| events.push(e))?;
+    let (mut fold_t, mut apply_t) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let mut finish_t = Duration::ZERO;
+        let (t, spans) = time(|| {
+            let mut b = TraceBuilder::new(id.as_str());
+            for e in &events {
+                b.apply(e);
+            }
+            let t0 = Instant::now();
+            let spans = b.finish(None).model_spans.len();
+            finish_t = t0.elapsed();
+            Ok(spans)
+        })?;
+        std::hint::black_box(spans);
+        fold_t.push(t);
+        apply_t.push(t.saturating_sub(finish_t));
+    }
+    drop(events);
+    rows.push(
+        Row::new(
+            "  └ TraceBuilder fold alone: apply() × n + finish() (events in memory)",
+            n,
+            median(&mut fold_t),
+        )
+        .orig(ORIG_FOLD)
+        .goal(Goal::SpeedUp(10.0)),
+    );
+    rows.push(Row::new(
+        "    └ of which apply() × n (finish() clones every span)",
+        n,
+        median(&mut apply_t),
+    ));
+    rows.push(
+        Row::new(
+            "`freecode trace` minus render: load + fold + the trace as JSON (what --json prints)",
+            n,
+            median(&mut json_t),
+        )
+        .orig(ORIG_TRACE_CMD)
+        .raw(raw, raw_what),
+    );
+    Ok(())
+}
+
+fn replay_once(path: &Path) -> Res<(u64, u64)> {
+    let mut b = ReplayBuilder::new("bench");
+    let report = read_events(path, |e| b.apply(&e))?.ok_or("no log")?;
+    for _ in 0..report.unknown {
+        b.unknown_event();
+    }
+    for i in &report.issues {
+        b.skipped_line(i.line, i.offset, i.to_string());
+    }
+    let r = b.finish();
+    Ok((r.total_turns, r.total_calls))
+}
+
+fn trace_once(path: &Path) -> Res<(u64, u64)> {
+    let mut b = TraceBuilder::new("bench");
+    read_events(path, |e| b.apply(&e))?.ok_or("no log")?;
+    let t = b.finish(None);
+    Ok((t.model_spans.len() as u64, t.tool_spans.len() as u64))
+}
+
+// ----- child processes (peak memory) -------------------------------------------------------------
+
+/// VmHWM (peak resident set) of this process, in KiB.
+fn vm_hwm_kib() -> Res<u64> {
+    let status = fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .ok_or("no VmHWM in /proc/self/status")?;
+    Ok(line
+        .split_whitespace()
+        .nth(1)
+        .ok_or("bad VmHWM line")?
+        .parse()?)
+}
+
+fn run_child(mode: &str, rest: &[String]) -> Res<()> {
+    let arg = |i: usize| rest.get(i).ok_or("missing child argument");
+    let before = vm_hwm_kib()?;
+    let t = Instant::now();
+    let count = match mode {
+        "--child-read" => raw_read(Path::new(arg(0)?))?,
+        "--child-replay" => replay_once(Path::new(arg(0)?))?.0,
+        "--child-trace" => trace_once(Path::new(arg(0)?))?.0,
+        "--child-trace-unfinished" => {
+            // The fold's state before finish(), which copies every span into the Trace.
+            let mut b = TraceBuilder::new("bench");
+            let mut k = 0u64;
+            read_events(Path::new(arg(0)?), |e| {
+                k += 1;
+                b.apply(&e);
+            })?;
+            let after = vm_hwm_kib()?;
+            let ns = t.elapsed().as_nanos();
+            println!("CHILD {before} {after} {k} {ns}");
+            drop(b);
+            return Ok(());
+        }
+        "--child-record" => {
+            // Also a way to leave a log behind for profiling the readers.
+            let home = Home::new(arg(0)?);
+            let id = SessionId::new(arg(1)?.as_str())?;
+            record_mix(&home, &id, arg(2)?.parse()?)?
+        }
+        "--child-raw-write" => {
+            // The lines of an existing log, written again: read first, outside the timing.
+            let buf = fs::read(arg(0)?)?;
+            let lines = lines_of(&buf);
+            let dst = Path::new(arg(1)?);
+            let t = match arg(2)?.as_str() {
+                "per-line" => raw_write_per_line(dst, &lines)?,
+                _ => raw_write_buffered(dst, &lines)?,
+            };
+            let after = vm_hwm_kib()?;
+            println!("CHILD {before} {after} {} {}", buf.len(), t.as_nanos());
+            return Ok(());
+        }
+        "--child-reopen" => {
+            let home = Home::new(arg(0)?);
+            let id = SessionId::new(arg(1)?.as_str())?;
+            Recorder::open(&home, &id, rec_config())?.seq()
+        }
+        _ => return Err(format!("unknown child mode {mode}").into()),
+    };
+    let ns = t.elapsed().as_nanos();
+    let after = vm_hwm_kib()?;
+    println!("CHILD {before} {after} {count} {ns}");
+    Ok(())
+}
+
+/// Runs this binary as a child; returns its report: start KiB, peak KiB, count, ns.
+fn child(args: &[&str]) -> Res<[u64; 4]> {
+    let out = Command::new(std::env::current_exe()?).args(args).output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "child {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let text = String::from_utf8(out.stdout)?;
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("CHILD "))
+        .ok_or("child printed no report")?;
+    let v = line
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<Vec<u64>, _>>()?;
+    match v[..] {
+        [a, b, c, d] => Ok([a, b, c, d]),
+        _ => Err(format!("bad child report {line:?}").into()),
+    }
+}
+
+fn bench_memory(home: &Home, id: &SessionId, mem: &mut Vec<String>) -> Res<()> {
+    let path = events_path(home, id);
+    let file_bytes = fs::metadata(&path)?.len();
+    let path_s = path.to_string_lossy().into_owned();
+    let home_s = home.root().to_string_lossy().into_owned();
+    let rows: [(&str, Vec<&str>, Option<u64>); 5] = [
+        (
+            "replay: read_events + ReplayBuilder",
+            vec!["--child-replay", &path_s],
+            Some(806),
+        ),
+        (
+            "trace: read_events + TraceBuilder + finish()",
+            vec!["--child-trace", &path_s],
+            Some(822),
+        ),
+        (
+            "  └ trace fold state before finish()",
+            vec!["--child-trace-unfinished", &path_s],
+            None,
+        ),
+        (
+            "re-open a recorder",
+            vec!["--child-reopen", &home_s, id.as_str()],
+            Some(593),
+        ),
+        (
+            "raw: plain read, 256 KiB buffer",
+            vec!["--child-read", &path_s],
+            None,
+        ),
+    ];
+    for (label, args, orig) in rows {
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            runs.push(child(&args)?);
+        }
+        runs.sort_by_key(|r| r[1]);
+        let [before, after, _count, ns] = runs[1];
+        let goal = match orig {
+            Some(_) if label.starts_with("re-open") => "—".to_owned(),
+            Some(_) => format!(
+                "≤{PEAK_GOAL_MIB} MiB: {}",
+                if after <= PEAK_GOAL_MIB * 1024 {
+                    "MET"
+                } else {
+                    "MISSED"
+                }
+            ),
+            None => "—".to_owned(),
+        };
+        mem.push(format!(
+            "| {label} | {} | {} | {} | {} | {} | {goal} |",
+            fmt_dur(Duration::from_nanos(ns)),
+            mib(after * 1024),
+            mib(after.saturating_sub(before) * 1024),
+            orig.map_or("—".to_owned(), |m| format!("{m} MiB")),
+            mib(file_bytes),
+        ));
+    }
+    Ok(())
+}
+
+// ----- main ------------------------------------------------------------------------------------
+
+fn main() -> Res<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(pos) = args.iter().position(|a| a.starts_with("--child-")) {
+        return run_child(&args[pos], &args[pos + 1..]);
+    }
+    let scale = Scale::from_env();
+    let base = bench_base()?;
+    let tmp: TempDir = tempfile::Builder::new().prefix("run-").tempdir_in(&base)?;
+    eprintln!(
+        "freecode-store rollout bench{}: temp dir {}",
+        if scale.quick {
+            " (QUICK: counts / 10)"
+        } else {
+            ""
+        },
+        tmp.path().display()
+    );
+    let (mut rows, mut notes, mut mem) = (Vec::new(), Vec::new(), Vec::new());
+
+    eprintln!("[1/5] record");
+    let (home, id) = bench_record(tmp.path(), scale.events, &mut rows, &mut notes)?;
+    eprintln!("[2/5] re-open");
+    bench_reopen(&home, &id, &scale, &mut rows, &mut notes)?;
+    bench_reopen_long_last_line(tmp.path(), &scale, &mut rows, &mut notes)?;
+    eprintln!("[3/5] replay and trace");
+    bench_read(&home, &id, scale.events, &mut rows)?;
+    eprintln!("[4/5] peak memory");
+    bench_memory(&home, &id, &mut mem)?;
+
+    println!();
+    println!(
+        "freecode-store rollout log vs the TypeScript original (BENCH.md medians){}",
+        if scale.quick {
+            " — QUICK run, counts / 10; per-item figures compared"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "Times are medians: 3 runs for record and its raw writes (each in a fresh process), {} re-opens (3 for long last lines), 5 for replay/trace.",
+        scale.reopens
+    );
+    println!();
+    print_table(&rows);
+    println!();
+    println!("Peak memory in a fresh child process (VmHWM; median of 3 children):");
+    println!("| what | time | peak RSS | peak minus start | original peak | file | goal |");
+    println!("|---|---|---|---|---|---|---|");
+    for m in &mem {
+        println!("{m}");
+    }
+    println!(
+        "The original's peaks include ~75 MiB of Node baseline. `freecode trace`'s render lives in \
+         freecode-cli (not a dependency of this crate) and is not measured here."
+    );
+    println!();
+    for n in &notes {
+        println!("note: {n}");
+    }
+    eprintln!("[5/5] cleaning up");
+    drop(tmp);
+    Ok(())
+}
