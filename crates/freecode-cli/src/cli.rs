@@ -28,6 +28,13 @@ pub enum Command {
     Trace(commands::trace::TraceArgs),
     /// Print a session's turns and tool calls from its rollout log.
     Replay(commands::trace::ReplayArgs),
+    /// Full-text search over every message and tool output, ranked, with snippets.
+    Search(commands::index::SearchArgs),
+    /// Turns, tool calls by tool (total and p95 duration), model time and tokens.
+    Stats(commands::index::StatsArgs),
+    /// Maintain the session index (`state/freecode.db`), derived from the files.
+    #[command(subcommand)]
+    Index(commands::index::IndexCommand),
 }
 
 impl Cli {
@@ -42,6 +49,9 @@ impl Cli {
             Command::Session(cmd) => cmd.run(&home),
             Command::Trace(args) => args.run(&home),
             Command::Replay(args) => args.run(&home),
+            Command::Search(args) => commands::index::search(&home, args),
+            Command::Stats(args) => commands::index::stats(&home, args),
+            Command::Index(cmd) => cmd.run(&home),
         }
     }
 }

@@ -21,6 +21,11 @@ impl Style {
         }
     }
 
+    /// Whether colour is on.
+    pub fn enabled(self) -> bool {
+        self.on
+    }
+
     fn wrap(self, code: &str, s: &str) -> String {
         if self.on {
             format!("\x1b[{code}m{s}\x1b[0m")

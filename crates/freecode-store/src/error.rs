@@ -61,6 +61,15 @@ pub enum StoreError {
         /// What is wrong with it.
         why: &'static str,
     },
+    /// The SQLite database (thread store, session index) failed.
+    #[error("database {}", path.display())]
+    Db {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
     /// A compaction request that would break the log.
     #[error(transparent)]
     Compaction(#[from] CompactionError),

@@ -12,10 +12,12 @@
 pub mod error;
 pub mod fsutil;
 pub mod home;
+pub mod index;
 pub mod jsonl;
 pub mod lock;
 pub mod rollout;
 pub mod session;
+pub mod threads;
 
 pub use error::StoreError;
 pub use home::Home;

@@ -180,11 +180,23 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let listing = store.list(&ListFilter {
+    let filter = ListFilter {
         status,
         project_path: None,
         include_deleted: a.all,
-    })?;
+    };
+    // Served from the index when it can be used (one stat per session, no file opened); the
+    // scan gives the same answer when it cannot.
+    let listing = match crate::commands::index::open_index(store.home())? {
+        Some(mut ix) => match ix.list(&filter) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!("session index failed ({e}); scanning the files");
+                store.list(&filter)?
+            }
+        },
+        None => store.list(&filter)?,
+    };
     for (path, why) in &listing.problems {
         tracing::warn!("skipped {}: {why}", path.display());
     }

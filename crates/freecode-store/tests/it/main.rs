@@ -7,6 +7,9 @@
 mod bad_input;
 mod compat;
 mod crash;
+mod index;
 mod rollout;
+mod rollout_crash;
 mod store;
 mod support;
+mod threads;

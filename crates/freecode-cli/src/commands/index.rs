@@ -1,0 +1,320 @@
+//! `freecode search`, `freecode stats` and `freecode index rebuild`: the readers served by the
+//! SQLite session index, with a scan of the files when SQLite cannot be used.
+//!
+//! The backend is chosen once, at first use: SQLite at `state/freecode.db`, or — when it cannot be
+//! opened, the state directory is read-only, or `FREECODE_THREAD_STORE=json` — the JSON thread
+//! store, in which case these commands scan the files instead (same matches, simpler ranking).
+
+use std::io::{IsTerminal, Write};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use freecode_core::SessionId;
+use freecode_store::index::{
+    SearchHit, SearchQuery, SessionIndex, Stats, StatsScope, search_scan, stats_scan,
+};
+use freecode_store::threads::{BackendChoice, BackendKind, open_thread_store};
+use freecode_store::{Home, SessionStore};
+
+use crate::UserError;
+use crate::render::{Style, local_time, truncate};
+use crate::trace_render::{count, format_duration};
+
+/// Environment switch for the thread-store backend: `json`, `sqlite` or `auto`.
+pub const BACKEND_ENV: &str = "FREECODE_THREAD_STORE";
+
+fn backend_choice() -> anyhow::Result<BackendChoice> {
+    match std::env::var(BACKEND_ENV).unwrap_or_default().trim() {
+        "" | "auto" => Ok(BackendChoice::Auto),
+        "sqlite" => Ok(BackendChoice::Sqlite),
+        "json" => Ok(BackendChoice::Json),
+        other => {
+            Err(UserError(format!("{BACKEND_ENV}={other:?}: use auto, sqlite or json")).into())
+        }
+    }
+}
+
+/// The session index when the SQLite backend is selected; `None` means: scan the files.
+pub fn open_index(home: &Home) -> anyhow::Result<Option<SessionIndex>> {
+    let choice = backend_choice()?;
+    let (_store, selected) = open_thread_store(home, choice);
+    if selected.kind != BackendKind::Sqlite {
+        tracing::info!(
+            "session index unavailable ({}); scanning the files",
+            selected.reason
+        );
+        return Ok(None);
+    }
+    match SessionIndex::open(home) {
+        Ok(ix) => Ok(Some(ix)),
+        Err(e) => {
+            tracing::warn!("session index unavailable ({e}); scanning the files");
+            Ok(None)
+        }
+    }
+}
+
+/// `freecode search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Words to find in messages and tool output (every word must match the start of a word).
+    query: String,
+    /// Only sessions whose project path contains this.
+    #[arg(long, value_name = "P")]
+    project: Option<String>,
+    /// Only messages since DATE: `2026-01-15`, an RFC 3339 time, or `7d` / `12h` / `30m` ago.
+    #[arg(long, value_name = "DATE")]
+    since: Option<String>,
+    /// At most N hits.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    limit: usize,
+    /// Print a JSON array of hits.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `freecode stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// One session.
+    id: Option<String>,
+    /// Sessions whose project path contains this.
+    #[arg(long, value_name = "P", conflicts_with = "id")]
+    project: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `freecode index …`.
+#[derive(Debug, Subcommand)]
+pub enum IndexCommand {
+    /// Drop the session index and rebuild it from the files.
+    Rebuild {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Parses `--since`: a date (local midnight), an RFC 3339 time, or a span ago (`7d`, `12h`, `30m`).
+pub fn parse_since(s: &str, now_ms: i64) -> anyhow::Result<i64> {
+    let s = s.trim();
+    if let Some((num, unit)) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i))
+        && !num.is_empty()
+        && let Ok(n) = num.parse::<i64>()
+    {
+        let ms = match unit {
+            "d" => Some(86_400_000),
+            "h" => Some(3_600_000),
+            "m" => Some(60_000),
+            "s" => Some(1_000),
+            _ => None,
+        };
+        if let Some(ms) = ms {
+            return Ok(now_ms - n.saturating_mul(ms));
+        }
+    }
+    if let Ok(ts) = s.parse::<jiff::Timestamp>() {
+        return Ok(ts.as_millisecond());
+    }
+    if let Ok(date) = s.parse::<jiff::civil::Date>() {
+        let zoned = date
+            .to_zoned(jiff::tz::TimeZone::system())
+            .context("local midnight")?;
+        return Ok(zoned.timestamp().as_millisecond());
+    }
+    Err(UserError(format!(
+        "--since {s:?}: expected a date (2026-01-15), an RFC 3339 time, or 7d / 12h / 30m"
+    ))
+    .into())
+}
+
+fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// Runs `freecode search`.
+pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
+    let since = a
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, freecode_store::now_ms()))
+        .transpose()?;
+    let q = SearchQuery {
+        text: a.query.clone(),
+        project: a.project,
+        since,
+        limit: a.limit,
+    };
+    let hits = match open_index(home)? {
+        Some(mut ix) => ix.search(&q)?,
+        None => search_scan(&SessionStore::open(home.clone())?, &q)?,
+    };
+    if a.json {
+        return print_json(&hits);
+    }
+    render_hits(&hits)
+}
+
+fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
+    let st = Style::stdout();
+    let mut out = std::io::stdout().lock();
+    if hits.is_empty() {
+        writeln!(out, "No matches.")?;
+        return Ok(());
+    }
+    for h in hits {
+        let title = if h.title.is_empty() {
+            "(no title)"
+        } else {
+            &h.title
+        };
+        writeln!(
+            out,
+            "{}  {}  {:<9}  {}",
+            st.id(&h.session_id),
+            local_time(h.timestamp),
+            h.role,
+            st.dim(&truncate(title, 60))
+        )?;
+        let one_line: String = h
+            .snippet
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let snippet = if st.enabled() {
+            one_line.replace('[', "\x1b[1m").replace(']', "\x1b[0m")
+        } else {
+            one_line
+        };
+        writeln!(out, "    {snippet}")?;
+    }
+    Ok(())
+}
+
+/// Runs `freecode stats`.
+pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
+    let scope = match (a.id, a.project) {
+        (Some(id), _) => StatsScope::Session(SessionId::new(id)?),
+        (None, Some(p)) => StatsScope::Project(p),
+        (None, None) => StatsScope::All,
+    };
+    let store = SessionStore::open(home.clone())?;
+    if let StatsScope::Session(id) = &scope {
+        store.meta(id)?; // a clear "not found" rather than empty stats
+    }
+    let stats = match open_index(home)? {
+        Some(mut ix) => ix.stats(&scope)?,
+        None => stats_scan(&store, &scope)?,
+    };
+    if a.json {
+        return print_json(&stats);
+    }
+    render_stats(&stats)
+}
+
+fn render_stats(s: &Stats) -> anyhow::Result<()> {
+    let st = Style::stdout();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{}",
+        st.bold(&format!(
+            "{} session(s), {} turns, {} messages",
+            s.sessions, s.turns, s.messages
+        ))
+    )?;
+    let failed = if s.model_errors > 0 {
+        format!(", {} failed", s.model_errors)
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "  model   {:>9}  {} calls{failed}",
+        format_duration(s.model_ms as f64),
+        s.model_calls
+    )?;
+    writeln!(
+        out,
+        "  tokens  in={} out={} cached={} cache-write={}",
+        count(s.input_tokens.max(0) as u64),
+        count(s.output_tokens.max(0) as u64),
+        count(s.cache_read_tokens.max(0) as u64),
+        count(s.cache_write_tokens.max(0) as u64)
+    )?;
+    if s.tools.is_empty() {
+        writeln!(out, "  {}", st.dim("no tool calls recorded"))?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  {:<24} {:>6} {:>9} {:>9}",
+        "tool", "calls", "total", "p95"
+    )?;
+    for t in &s.tools {
+        writeln!(
+            out,
+            "  {:<24} {:>6} {:>9} {:>9}",
+            truncate(&t.tool, 24),
+            t.calls,
+            format_duration(t.total_ms as f64),
+            format_duration(t.p95_ms as f64)
+        )?;
+    }
+    Ok(())
+}
+
+impl IndexCommand {
+    /// Runs `freecode index …`.
+    pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        match self {
+            Self::Rebuild { json } => {
+                let Some(mut ix) = open_index(home)? else {
+                    return Err(UserError(
+                        "the session index needs the SQLite backend, which is not available here (see FREECODE_LOG=info)"
+                            .into(),
+                    )
+                    .into());
+                };
+                let bar = std::io::stderr().is_terminal();
+                let report = ix.rebuild(|done, total| {
+                    if bar && (done % 64 == 0 || done == total) {
+                        let width = 30;
+                        let filled = (done * width).checked_div(total).unwrap_or(width);
+                        eprint!(
+                            "\r[{}{}] {done}/{total} sessions",
+                            "#".repeat(filled),
+                            " ".repeat(width - filled)
+                        );
+                        if done == total {
+                            eprintln!();
+                        }
+                    }
+                })?;
+                if json {
+                    print_json(&serde_json::json!({
+                        "sessions": report.sessions,
+                        "messages": report.messages,
+                        "events": report.events,
+                        "database": ix.path(),
+                    }))
+                } else {
+                    writeln!(
+                        std::io::stdout().lock(),
+                        "indexed {} sessions, {} messages, {} rollout events into {}",
+                        report.sessions,
+                        report.messages,
+                        report.events,
+                        ix.path().display()
+                    )?;
+                    Ok(())
+                }
+            }
+        }
+    }
+}

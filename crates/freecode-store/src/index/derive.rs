@@ -1,0 +1,394 @@
+//! Deriving index rows from the files: messages (full-text), the thread store's threads, turns
+//! and tool calls, and rollout spans — each log read from its watermark.
+
+use std::io::{BufReader, Seek, SeekFrom};
+
+use freecode_core::compaction::is_user_turn;
+use freecode_core::message::{PartType, Role};
+use freecode_core::rollout::{Event, EventKind, RawEvent};
+use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
+use rusqlite::{Connection, Transaction, params};
+
+use super::{Found, SessionIndex, Stamp, db_err};
+use crate::error::{IoContext, Result};
+use crate::jsonl::LineReader;
+use crate::rollout::EVENTS_FILE;
+
+/// Where indexing of a session's logs stands.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Watermarks {
+    pub log_offset: i64,
+    pub log_ino: i64,
+    pub log_line: i64,
+    pub turn_number: i64,
+    pub tool_seq: i64,
+    pub ev_offset: i64,
+    pub ev_ino: i64,
+}
+
+/// The thread a session is: same id, the meta's fields. `interrupted` is an active thread.
+pub(crate) fn put_thread(tx: &Transaction<'_>, meta: &SessionMeta) -> rusqlite::Result<()> {
+    let status = match meta.status {
+        SessionStatus::Archived => "archived",
+        SessionStatus::Deleted => "deleted",
+        _ => "active",
+    };
+    tx.execute(
+        "INSERT INTO threads (id, title, createdAt, updatedAt, lastTurnAt, status, projectPath, provider,
+           turnCount, iterationCount)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)
+         ON CONFLICT(id) DO UPDATE SET title = ?2, createdAt = ?3, updatedAt = ?4, lastTurnAt = ?5,
+           status = ?6, projectPath = ?7, provider = ?8, turnCount = ?9",
+        params![
+            meta.id,
+            meta.title,
+            meta.created_at,
+            meta.updated_at,
+            meta.last_turn_at,
+            status,
+            meta.project_path,
+            meta.provider,
+            i64::try_from(meta.turn_count).unwrap_or(i64::MAX)
+        ],
+    )?;
+    Ok(())
+}
+
+/// Drops a session's derived message rows and turns (before re-reading its log whole).
+fn forget_messages(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "DELETE FROM idx_messages_fts WHERE rowid IN (SELECT rowid FROM idx_messages WHERE sessionId = ?1)",
+        [id],
+    )?;
+    tx.execute("DELETE FROM idx_messages WHERE sessionId = ?1", [id])?;
+    tx.execute(
+        "DELETE FROM tool_calls WHERE turnId IN (SELECT id FROM turns WHERE threadId = ?1)",
+        [id],
+    )?;
+    tx.execute("DELETE FROM turns WHERE threadId = ?1", [id])?;
+    Ok(())
+}
+
+fn forget_events(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+    tx.execute("DELETE FROM idx_tool_spans WHERE sessionId = ?1", [id])?;
+    tx.execute("DELETE FROM idx_model_spans WHERE sessionId = ?1", [id])?;
+    Ok(())
+}
+
+/// Removes everything derived from a session that is gone.
+pub(crate) fn forget_session(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+    forget_messages(tx, id)?;
+    forget_events(tx, id)?;
+    tx.execute("DELETE FROM threads WHERE id = ?1", [id])?;
+    tx.execute("DELETE FROM idx_sessions WHERE id = ?1", [id])?;
+    Ok(())
+}
+
+/// Drops every derived row (the thread store's own threads, made by its API, stay).
+pub(crate) fn clear(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "BEGIN;
+         DELETE FROM tool_calls WHERE turnId IN (SELECT t.id FROM turns t JOIN idx_sessions s ON s.id = t.threadId);
+         DELETE FROM turns WHERE threadId IN (SELECT id FROM idx_sessions);
+         DELETE FROM threads WHERE id IN (SELECT id FROM idx_sessions);
+         DELETE FROM idx_messages_fts;
+         DELETE FROM idx_messages;
+         DELETE FROM idx_tool_spans;
+         DELETE FROM idx_model_spans;
+         DELETE FROM idx_sessions;
+         COMMIT;",
+    )
+}
+
+/// The searchable text of a message: text and code, and each tool's name and result.
+pub(crate) fn message_text(m: &StoredMessage) -> String {
+    let mut out = String::new();
+    let mut push = |s: &str| {
+        if !s.is_empty() {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(s);
+        }
+    };
+    for p in &m.parts {
+        match p.kind {
+            PartType::Text | PartType::Code => push(p.content.as_deref().unwrap_or("")),
+            PartType::Tool => {
+                push(
+                    p.tool
+                        .as_ref()
+                        .and_then(|t| t.name.as_deref())
+                        .unwrap_or(""),
+                );
+                push(p.result.as_deref().unwrap_or(""));
+            }
+            PartType::Image | PartType::Other(_) => {}
+        }
+    }
+    out
+}
+
+fn to_i64(v: Option<u64>) -> i64 {
+    v.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+/// Indexes one message: its row, its text, and its place in the derived thread.
+fn index_message(
+    tx: &Transaction<'_>,
+    id: &str,
+    line: i64,
+    m: &StoredMessage,
+    w: &mut Watermarks,
+) -> rusqlite::Result<()> {
+    let usage = m.usage.as_ref();
+    tx.execute(
+        "INSERT INTO idx_messages (sessionId, line, msgId, role, timestamp, inputTokens, outputTokens, cacheRead, cacheWrite)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            id,
+            line,
+            m.id,
+            m.role.as_str(),
+            m.timestamp,
+            to_i64(usage.and_then(|u| u.input_tokens)),
+            to_i64(usage.and_then(|u| u.output_tokens)),
+            to_i64(usage.and_then(|u| u.cache_read_input_tokens)),
+            to_i64(usage.and_then(|u| u.cache_write_input_tokens.or(u.cache_creation_input_tokens))),
+        ],
+    )?;
+    let rowid = tx.last_insert_rowid();
+    tx.execute(
+        "INSERT INTO idx_messages_fts (rowid, text) VALUES (?1, ?2)",
+        params![rowid, message_text(m)],
+    )?;
+
+    // The derived thread: a user turn opens a turn; assistant text is its response; each tool
+    // part is one of its tool calls.
+    let turn_id = |n: i64| format!("{id}:{n}");
+    if is_user_turn(m) {
+        w.turn_number += 1;
+        w.tool_seq = 0;
+        tx.execute(
+            "INSERT OR REPLACE INTO turns (id, threadId, turnNumber, prompt, createdAt, toolCallCount)
+             VALUES (?1, ?2, ?3, ?4, ?5, 0)",
+            params![turn_id(w.turn_number), id, w.turn_number, m.text(), m.timestamp],
+        )?;
+        return Ok(());
+    }
+    if m.role != Role::Assistant {
+        return Ok(());
+    }
+    if w.turn_number == 0 {
+        // A log that starts with the assistant (an old or trimmed log): an implicit first turn.
+        w.turn_number = 1;
+        tx.execute(
+            "INSERT OR REPLACE INTO turns (id, threadId, turnNumber, prompt, createdAt, toolCallCount)
+             VALUES (?1, ?2, 1, '', ?3, 0)",
+            params![turn_id(1), id, m.timestamp],
+        )?;
+    }
+    let tid = turn_id(w.turn_number);
+    for p in &m.parts {
+        match p.kind {
+            PartType::Text | PartType::Code => {
+                let text = p.content.as_deref().unwrap_or("");
+                if !text.is_empty() {
+                    tx.execute(
+                        "UPDATE turns SET response = CASE WHEN response IS NULL OR response = '' THEN ?2
+                           ELSE response || char(10) || ?2 END WHERE id = ?1",
+                        params![tid, text],
+                    )?;
+                }
+            }
+            PartType::Tool | PartType::Other(_) => {
+                w.tool_seq += 1;
+                let tool = p.tool.as_ref();
+                let args = tool.and_then(|t| t.args.as_ref()).map(|a| a.to_string());
+                tx.execute(
+                    "INSERT OR REPLACE INTO tool_calls (id, turnId, toolName, args, result, sequence)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![
+                        format!("{tid}:{}", w.tool_seq),
+                        tid,
+                        tool.and_then(|t| t.name.as_deref()).unwrap_or(""),
+                        args,
+                        p.result,
+                        w.tool_seq
+                    ],
+                )?;
+                tx.execute(
+                    "UPDATE turns SET toolCallCount = toolCallCount + 1 WHERE id = ?1",
+                    [&tid],
+                )?;
+            }
+            PartType::Image => {}
+        }
+    }
+    Ok(())
+}
+
+fn index_event(tx: &Transaction<'_>, id: &str, e: &Event) -> rusqlite::Result<()> {
+    match &e.kind {
+        EventKind::FunctionOutput {
+            tool,
+            duration_ms,
+            failed,
+            ..
+        } => {
+            tx.execute(
+                "INSERT INTO idx_tool_spans (sessionId, tool, durationMs, failed) VALUES (?1, ?2, ?3, ?4)",
+                params![id, tool, duration_ms, failed.unwrap_or(false)],
+            )?;
+        }
+        EventKind::ModelResponse {
+            duration_ms,
+            input_tokens,
+            output_tokens,
+            cache_read_tokens,
+            cache_write_tokens,
+            ..
+        } => {
+            tx.execute(
+                "INSERT INTO idx_model_spans (sessionId, durationMs, ok, inputTokens, outputTokens, cacheRead, cacheWrite)
+                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6)",
+                params![
+                    id,
+                    duration_ms,
+                    to_i64(*input_tokens),
+                    to_i64(*output_tokens),
+                    to_i64(*cache_read_tokens),
+                    to_i64(*cache_write_tokens)
+                ],
+            )?;
+        }
+        EventKind::ModelError { duration_ms, .. } => {
+            tx.execute(
+                "INSERT INTO idx_model_spans (sessionId, durationMs, ok) VALUES (?1, ?2, 0)",
+                params![id, duration_ms],
+            )?;
+        }
+        EventKind::TurnStarted { .. }
+        | EventKind::TurnAborted { .. }
+        | EventKind::FunctionCall { .. }
+        | EventKind::FunctionDenied { .. }
+        | EventKind::CompactOccurred { .. }
+        | EventKind::SubagentStart { .. }
+        | EventKind::SubagentStop { .. }
+        | EventKind::SkillInvoked { .. }
+        | EventKind::HookTriggered { .. }
+        | EventKind::HookBlocked { .. }
+        | EventKind::ContextOverflow { .. }
+        | EventKind::ParseError { .. }
+        | EventKind::ModelRequest { .. }
+        | EventKind::ModelFirstToken { .. }
+        | EventKind::RedirectTriggered { .. }
+        | EventKind::RedirectSkipped { .. } => {}
+    }
+    Ok(())
+}
+
+/// Reads the complete lines of `path` from `offset`, handing each to `on_line(line_no, bytes)`.
+/// Returns the offset after the last complete line and the last line number.
+fn read_from(
+    path: &std::path::Path,
+    offset: i64,
+    first_line: i64,
+    mut on_line: impl FnMut(i64, &[u8]) -> rusqlite::Result<()>,
+) -> Result<Option<(i64, i64)>> {
+    let Some(mut file) = SessionIndex::open_log(path)? else {
+        return Ok(None);
+    };
+    let start = u64::try_from(offset).unwrap_or(0);
+    file.seek(SeekFrom::Start(start)).ctx("seek", path)?;
+    let mut lines = LineReader::new(BufReader::with_capacity(256 * 1024, file), start);
+    let (mut end, mut no) = (offset, first_line);
+    while let Some(line) = lines.next_line().ctx("read", path)? {
+        if !line.terminated {
+            break; // a line being written (or torn): index it once it is complete
+        }
+        no += 1;
+        end = i64::try_from(line.offset + line.len + 1).unwrap_or(i64::MAX);
+        on_line(no, &line.bytes).map_err(db_err(path))?;
+    }
+    Ok(Some((end, no)))
+}
+
+/// Brings one session's message and rollout logs up to date from their watermarks.
+pub(crate) fn index_logs(ix: &mut SessionIndex, f: &Found) -> Result<(u64, u64)> {
+    let Some(mut w) = ix.watermarks(&f.id)? else {
+        return Ok((0, 0));
+    };
+    let before = w;
+    let (mut messages, mut events) = (0u64, 0u64);
+    let db_path = ix.path().to_owned();
+    let log = ix.messages_path(f);
+    let ev_path = SessionId::new(f.id.as_str())
+        .map(|sid| ix.home.rollout_dir(&sid).join(EVENTS_FILE))
+        .unwrap_or_default();
+    let log_stamp = Stamp::of(&log);
+    let ev_stamp = Stamp::of(&ev_path);
+    let log_restart = log_stamp.is_some_and(|s| s.ino != w.log_ino || s.size < w.log_offset);
+    let ev_restart = ev_stamp.is_some_and(|s| s.ino != w.ev_ino || s.size < w.ev_offset);
+    let log_grew = log_stamp.is_some_and(|s| log_restart || s.size > w.log_offset);
+    let ev_grew = ev_stamp.is_some_and(|s| ev_restart || s.size > w.ev_offset);
+    if !log_grew && !ev_grew {
+        return Ok((0, 0));
+    }
+    let tx = ix.conn.transaction().map_err(db_err(&db_path))?;
+    if let (true, Some(s)) = (log_grew, log_stamp) {
+        if log_restart {
+            forget_messages(&tx, &f.id).map_err(db_err(&db_path))?;
+            w = Watermarks {
+                log_ino: s.ino,
+                ev_offset: w.ev_offset,
+                ev_ino: w.ev_ino,
+                ..Watermarks::default()
+            };
+        }
+        let id = f.id.as_str();
+        let res = read_from(&log, w.log_offset, w.log_line, |no, bytes| {
+            if let Ok(m) = serde_json::from_slice::<StoredMessage>(bytes) {
+                messages += 1;
+                index_message(&tx, id, no, &m, &mut w)?;
+            }
+            Ok(())
+        })?;
+        if let Some((end, no)) = res {
+            w.log_offset = end;
+            w.log_line = no;
+        }
+    }
+    if let (true, Some(s)) = (ev_grew, ev_stamp) {
+        if ev_restart {
+            forget_events(&tx, &f.id).map_err(db_err(&db_path))?;
+            w.ev_offset = 0;
+            w.ev_ino = s.ino;
+        }
+        let id = f.id.as_str();
+        let res = read_from(&ev_path, w.ev_offset, 0, |_, bytes| {
+            if let Ok(Ok(e)) = serde_json::from_slice::<RawEvent>(bytes).map(Event::from_raw) {
+                events += 1;
+                index_event(&tx, id, &e)?;
+            }
+            Ok(())
+        })?;
+        if let Some((end, _)) = res {
+            w.ev_offset = end;
+        }
+    }
+    if w.log_offset != before.log_offset
+        || w.ev_offset != before.ev_offset
+        || log_restart
+        || ev_restart
+    {
+        tx.execute(
+            "UPDATE idx_sessions SET logOffset = ?2, logIno = ?3, logLine = ?4, turnNumber = ?5, toolSeq = ?6,
+               evOffset = ?7, evIno = ?8 WHERE id = ?1",
+            params![f.id, w.log_offset, w.log_ino, w.log_line, w.turn_number, w.tool_seq, w.ev_offset, w.ev_ino],
+        )
+        .map_err(db_err(&db_path))?;
+    }
+    tx.commit().map_err(db_err(&db_path))?;
+    Ok((messages, events))
+}

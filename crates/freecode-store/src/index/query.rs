@@ -1,0 +1,493 @@
+//! The index's readers: full-text search (FTS5, ranked, with snippets) and stats — and the same
+//! answers computed by scanning the files, for when SQLite cannot be used.
+//!
+//! Matching is the same on both paths: the query is split into words (Unicode letters and digits,
+//! lower-cased); a message matches when every query word begins some word of its text (an FTS5
+//! prefix query). Ranking differs: the index orders by BM25, the scan by how many query words hit
+//! and then by time.
+
+use std::collections::BTreeMap;
+
+use freecode_core::SessionId;
+use freecode_core::rollout::EventKind;
+use rusqlite::params;
+use serde::Serialize;
+
+use super::derive::message_text;
+use super::{SessionIndex, db_err};
+use crate::error::Result;
+use crate::rollout::{events_path, read_events};
+use crate::session::{ListFilter, SessionStore};
+
+/// A search request.
+#[derive(Debug, Clone, Default)]
+pub struct SearchQuery {
+    /// The words to find.
+    pub text: String,
+    /// Only sessions whose project path contains this.
+    pub project: Option<String>,
+    /// Only messages at or after this time, ms.
+    pub since: Option<i64>,
+    /// At most this many hits.
+    pub limit: usize,
+}
+
+/// One matching message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchHit {
+    /// The session.
+    pub session_id: String,
+    /// The session's title.
+    pub title: String,
+    /// The session's project.
+    pub project_path: String,
+    /// The message.
+    pub message_id: String,
+    /// `user` or `assistant`.
+    pub role: String,
+    /// When it was written, ms.
+    pub timestamp: i64,
+    /// The text around the match, matches between `[` and `]`.
+    pub snippet: String,
+    /// Relevance: lower is better (BM25 in the index; minus the words hit in a scan).
+    pub rank: f64,
+}
+
+/// The words of a text, as both search paths see them.
+pub fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn fts_query(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| format!("\"{}\"*", w.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl SessionIndex {
+    /// Searches every message and tool output, after bringing the index up to date.
+    pub fn search(&mut self, q: &SearchQuery) -> Result<Vec<SearchHit>> {
+        self.refresh(|_, _| {})?;
+        let ws = words(&q.text);
+        if ws.is_empty() || q.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT m.sessionId, s.metaJson, s.projectPath, m.msgId, m.role, m.timestamp,
+                        snippet(idx_messages_fts, 0, '[', ']', '…', 16), bm25(idx_messages_fts)
+                 FROM idx_messages_fts
+                 JOIN idx_messages m ON m.rowid = idx_messages_fts.rowid
+                 JOIN idx_sessions s ON s.id = m.sessionId
+                 WHERE idx_messages_fts MATCH ?1 AND s.status != 'deleted'
+                   AND (?2 IS NULL OR instr(s.projectPath, ?2) > 0)
+                   AND (?3 IS NULL OR m.timestamp >= ?3)
+                 ORDER BY bm25(idx_messages_fts), m.timestamp DESC
+                 LIMIT ?4",
+            )
+            .map_err(db_err(self.path()))?;
+        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![fts_query(&ws), q.project, q.since, limit], |r| {
+                let meta: String = r.get(1)?;
+                let title = serde_json::from_str::<serde_json::Value>(&meta)
+                    .ok()
+                    .and_then(|v| v.get("title").and_then(|t| t.as_str()).map(str::to_owned))
+                    .unwrap_or_default();
+                Ok(SearchHit {
+                    session_id: r.get(0)?,
+                    title,
+                    project_path: r.get(2)?,
+                    message_id: r.get(3)?,
+                    role: r.get(4)?,
+                    timestamp: r.get(5)?,
+                    snippet: r.get(6)?,
+                    rank: r.get(7)?,
+                })
+            })
+            .map_err(db_err(self.path()))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err(self.path()))
+    }
+
+    /// Stats of one session, a project, or everything, from the index (brought up to date).
+    pub fn stats(&mut self, scope: &StatsScope) -> Result<Stats> {
+        self.refresh(|_, _| {})?;
+        let (clause, arg): (&str, Option<String>) = match scope {
+            StatsScope::Session(id) => ("s.id = ?1", Some(id.to_string())),
+            StatsScope::Project(p) => ("instr(s.projectPath, ?1) > 0", Some(p.clone())),
+            StatsScope::All => ("?1 IS NULL", None),
+        };
+        let path = self.path().to_owned();
+        let one = |sql: &str| -> Result<i64> {
+            self.conn
+                .query_row(&sql.replace("{scope}", clause), [&arg], |r| {
+                    r.get::<_, Option<i64>>(0)
+                })
+                .map(Option::unwrap_or_default)
+                .map_err(db_err(&path))
+        };
+        let sessions = one("SELECT count(*) FROM idx_sessions s WHERE {scope}")?;
+        let turns = one(
+            "SELECT count(*) FROM turns t JOIN idx_sessions s ON s.id = t.threadId WHERE {scope}",
+        )?;
+        let messages = one(
+            "SELECT count(*) FROM idx_messages m JOIN idx_sessions s ON s.id = m.sessionId WHERE {scope}",
+        )?;
+        let mut acc = StatsAcc {
+            sessions: sessions as u64,
+            turns: turns as u64,
+            messages: messages as u64,
+            ..StatsAcc::default()
+        };
+        {
+            let sql = "SELECT t.tool, t.durationMs FROM idx_tool_spans t JOIN idx_sessions s ON s.id = t.sessionId WHERE {scope}"
+                .replace("{scope}", clause);
+            let mut stmt = self.conn.prepare(&sql).map_err(db_err(&path))?;
+            let rows = stmt
+                .query_map([&arg], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                })
+                .map_err(db_err(&path))?;
+            for row in rows {
+                let (tool, d) = row.map_err(db_err(&path))?;
+                acc.tools.entry(tool).or_default().push(d);
+            }
+        }
+        {
+            let sql = "SELECT m.durationMs, m.ok, m.inputTokens, m.outputTokens, m.cacheRead, m.cacheWrite
+                       FROM idx_model_spans m JOIN idx_sessions s ON s.id = m.sessionId WHERE {scope}"
+                .replace("{scope}", clause);
+            let mut stmt = self.conn.prepare(&sql).map_err(db_err(&path))?;
+            let rows = stmt
+                .query_map([&arg], |r| {
+                    Ok(ModelRow {
+                        duration_ms: r.get(0)?,
+                        ok: r.get(1)?,
+                        tokens: [r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?],
+                    })
+                })
+                .map_err(db_err(&path))?;
+            for row in rows {
+                acc.model(row.map_err(db_err(&path))?);
+            }
+        }
+        if acc.model_calls == 0 {
+            let sql = "SELECT sum(m.inputTokens), sum(m.outputTokens), sum(m.cacheRead), sum(m.cacheWrite)
+                       FROM idx_messages m JOIN idx_sessions s ON s.id = m.sessionId WHERE {scope}"
+                .replace("{scope}", clause);
+            let t: [Option<i64>; 4] = self
+                .conn
+                .query_row(&sql, [&arg], |r| {
+                    Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?])
+                })
+                .map_err(db_err(&path))?;
+            acc.usage = t.map(|v| v.unwrap_or(0));
+        }
+        Ok(acc.finish())
+    }
+}
+
+/// What [`SessionIndex::stats`] covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatsScope {
+    /// One session.
+    Session(SessionId),
+    /// Sessions whose project path contains this.
+    Project(String),
+    /// Every session.
+    All,
+}
+
+/// Tool calls of one tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStats {
+    /// Tool name.
+    pub tool: String,
+    /// Calls that ran.
+    pub calls: u64,
+    /// Total duration, ms.
+    pub total_ms: i64,
+    /// 95th percentile duration, ms (nearest rank).
+    pub p95_ms: i64,
+}
+
+/// Turns, tool calls, model time and tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stats {
+    /// Sessions covered.
+    pub sessions: u64,
+    /// User turns.
+    pub turns: u64,
+    /// Messages.
+    pub messages: u64,
+    /// Tool calls that ran, by tool (most time first), from the rollout logs.
+    pub tools: Vec<ToolStats>,
+    /// Model calls.
+    pub model_calls: u64,
+    /// Model calls that failed.
+    pub model_errors: u64,
+    /// Time spent in model calls, ms.
+    pub model_ms: i64,
+    /// Input tokens (inclusive of cache reads).
+    pub input_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+    /// Cache-read input tokens.
+    pub cache_read_tokens: i64,
+    /// Cache-write input tokens.
+    pub cache_write_tokens: i64,
+}
+
+struct ModelRow {
+    duration_ms: i64,
+    ok: bool,
+    tokens: [i64; 4],
+}
+
+#[derive(Default)]
+struct StatsAcc {
+    sessions: u64,
+    turns: u64,
+    messages: u64,
+    tools: BTreeMap<String, Vec<i64>>,
+    model_calls: u64,
+    model_errors: u64,
+    model_ms: i64,
+    /// From model spans, or (no rollout) from message usage.
+    usage: [i64; 4],
+}
+
+impl StatsAcc {
+    fn model(&mut self, r: ModelRow) {
+        self.model_calls += 1;
+        self.model_errors += u64::from(!r.ok);
+        self.model_ms += r.duration_ms;
+        for (a, b) in self.usage.iter_mut().zip(r.tokens) {
+            *a += b;
+        }
+    }
+
+    fn finish(self) -> Stats {
+        let mut tools: Vec<ToolStats> = self
+            .tools
+            .into_iter()
+            .map(|(tool, mut d)| {
+                d.sort_unstable();
+                let rank = (d.len() * 95).div_ceil(100).max(1);
+                ToolStats {
+                    tool,
+                    calls: d.len() as u64,
+                    total_ms: d.iter().sum(),
+                    p95_ms: d[rank - 1],
+                }
+            })
+            .collect();
+        tools.sort_by(|a, b| b.total_ms.cmp(&a.total_ms).then(a.tool.cmp(&b.tool)));
+        Stats {
+            sessions: self.sessions,
+            turns: self.turns,
+            messages: self.messages,
+            tools,
+            model_calls: self.model_calls,
+            model_errors: self.model_errors,
+            model_ms: self.model_ms,
+            input_tokens: self.usage[0],
+            output_tokens: self.usage[1],
+            cache_read_tokens: self.usage[2],
+            cache_write_tokens: self.usage[3],
+        }
+    }
+}
+
+fn snippet_of(text: &str, query: &[String]) -> String {
+    // The text with each word that a query word begins wrapped in [ ], around the first hit.
+    let mut out = String::new();
+    let mut first_hit = None;
+    let mut word_start = None;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mut marks = Vec::new();
+    for (i, &(pos, c)) in chars.iter().enumerate() {
+        if c.is_alphanumeric() {
+            word_start.get_or_insert(pos);
+        }
+        let at_end = i + 1 == chars.len() || !chars[i + 1].1.is_alphanumeric();
+        if let (Some(start), true, true) = (word_start, c.is_alphanumeric(), at_end) {
+            let end = pos + c.len_utf8();
+            let w = text[start..end].to_lowercase();
+            if query.iter().any(|q| w.starts_with(q.as_str())) {
+                first_hit.get_or_insert(start);
+                marks.push((start, end));
+            }
+            word_start = None;
+        }
+    }
+    let Some(hit) = first_hit else {
+        return String::new();
+    };
+    let from = text[..hit]
+        .char_indices()
+        .rev()
+        .nth(60)
+        .map_or(0, |(i, _)| i);
+    let to = text[hit..]
+        .char_indices()
+        .nth(120)
+        .map_or(text.len(), |(i, _)| hit + i);
+    if from > 0 {
+        out.push('…');
+    }
+    let mut pos = from;
+    for (s, e) in marks.into_iter().filter(|(s, e)| *s >= from && *e <= to) {
+        out.push_str(&text[pos..s]);
+        out.push('[');
+        out.push_str(&text[s..e]);
+        out.push(']');
+        pos = e;
+    }
+    out.push_str(&text[pos..to]);
+    if to < text.len() {
+        out.push('…');
+    }
+    out.replace('\n', " ")
+}
+
+/// Search without the index: reads every session's log (the JSON-backend fallback).
+pub fn search_scan(store: &SessionStore, q: &SearchQuery) -> Result<Vec<SearchHit>> {
+    let ws = words(&q.text);
+    if ws.is_empty() || q.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let listing = store.list(&ListFilter::default())?;
+    let mut hits = Vec::new();
+    for meta in listing.sessions {
+        if q.project
+            .as_deref()
+            .is_some_and(|p| !meta.project_path.contains(p))
+        {
+            continue;
+        }
+        let Ok(id) = SessionId::new(meta.id.as_str()) else {
+            continue;
+        };
+        store.stream_messages(
+            &id,
+            |m| {
+                if q.since.is_some_and(|s| m.timestamp < s) {
+                    return;
+                }
+                let text = message_text(&m);
+                let tokens = words(&text);
+                let hit = ws
+                    .iter()
+                    .filter(|w| tokens.iter().any(|t| t.starts_with(w.as_str())))
+                    .count();
+                if hit == ws.len() {
+                    hits.push(SearchHit {
+                        session_id: meta.id.clone(),
+                        title: meta.title.clone(),
+                        project_path: meta.project_path.clone(),
+                        message_id: m.id.clone(),
+                        role: m.role.as_str().to_owned(),
+                        timestamp: m.timestamp,
+                        snippet: snippet_of(&text, &ws),
+                        rank: -(hit as f64),
+                    });
+                }
+            },
+            |_| {},
+        )?;
+    }
+    hits.sort_by(|a, b| {
+        a.rank
+            .total_cmp(&b.rank)
+            .then(b.timestamp.cmp(&a.timestamp))
+    });
+    hits.truncate(q.limit);
+    Ok(hits)
+}
+
+/// Stats without the index: reads the logs of the sessions in scope.
+pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<Stats> {
+    let listing = store.list(&ListFilter {
+        include_deleted: true,
+        ..ListFilter::default()
+    })?;
+    let mut acc = StatsAcc::default();
+    let mut msg_usage = [0i64; 4];
+    for meta in listing.sessions {
+        let keep = match scope {
+            StatsScope::Session(id) => meta.id == id.as_str(),
+            StatsScope::Project(p) => meta.project_path.contains(p.as_str()),
+            StatsScope::All => true,
+        };
+        let Ok(id) = SessionId::new(meta.id.as_str()) else {
+            continue;
+        };
+        if !keep {
+            continue;
+        }
+        acc.sessions += 1;
+        store.stream_messages(
+            &id,
+            |m| {
+                acc.messages += 1;
+                acc.turns += u64::from(freecode_core::compaction::is_user_turn(&m));
+                if let Some(u) = &m.usage {
+                    let v = [
+                        u.input_tokens,
+                        u.output_tokens,
+                        u.cache_read_input_tokens,
+                        u.cache_write_input_tokens.or(u.cache_creation_input_tokens),
+                    ];
+                    for (a, b) in msg_usage.iter_mut().zip(v) {
+                        *a += b.map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX));
+                    }
+                }
+            },
+            |_| {},
+        )?;
+        let tok = |v: Option<u64>| v.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
+        read_events(&events_path(store.home(), &id), |e| match e.kind {
+            EventKind::FunctionOutput {
+                tool, duration_ms, ..
+            } => acc.tools.entry(tool).or_default().push(duration_ms),
+            EventKind::ModelResponse {
+                duration_ms,
+                input_tokens,
+                output_tokens,
+                cache_read_tokens,
+                cache_write_tokens,
+                ..
+            } => acc.model(ModelRow {
+                duration_ms,
+                ok: true,
+                tokens: [
+                    tok(input_tokens),
+                    tok(output_tokens),
+                    tok(cache_read_tokens),
+                    tok(cache_write_tokens),
+                ],
+            }),
+            EventKind::ModelError { duration_ms, .. } => acc.model(ModelRow {
+                duration_ms,
+                ok: false,
+                tokens: [0; 4],
+            }),
+            _ => {}
+        })?;
+    }
+    if acc.model_calls == 0 {
+        acc.usage = msg_usage;
+    }
+    Ok(acc.finish())
+}

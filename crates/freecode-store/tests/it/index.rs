@@ -1,0 +1,312 @@
+//! The session index: the same answers as scanning the files, without opening session files
+//! when fresh, incremental from per-file watermarks, and wired to the thread store.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use freecode_core::SessionId;
+use freecode_core::message::{Part, Role};
+use freecode_core::{SessionStatus, StoredMessage};
+use freecode_store::index::{SearchQuery, SessionIndex, StatsScope, search_scan, stats_scan};
+use freecode_store::{Home, ListFilter, NewSession, SessionStore};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+    let mut p = std::fs::metadata(to).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o700);
+    std::fs::set_permissions(to, p).unwrap();
+}
+
+/// A writable copy of the original's home, without its thread-store database (the index makes
+/// its own), and a store over it.
+fn fixture_home() -> (tempfile::TempDir, SessionStore) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join(".freecode");
+    copy_tree(&fixtures().join("home/.freecode"), &root);
+    for f in ["freecode.db", "store.json"] {
+        let _ = std::fs::remove_file(root.join("state").join(f));
+    }
+    for d in ["sessions", "state", "rollout", "memory"] {
+        let _ = std::fs::create_dir_all(root.join(d));
+    }
+    let store = SessionStore::with_config(Home::new(&root), crate::support::quiet()).unwrap();
+    (tmp, store)
+}
+
+fn ids(v: &[freecode_core::SessionMeta]) -> Vec<String> {
+    v.iter().map(|m| m.id.clone()).collect()
+}
+
+#[test]
+fn listing_from_the_index_equals_the_scan() {
+    let (_tmp, store) = fixture_home();
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    let filters = [
+        ListFilter::default(),
+        ListFilter {
+            include_deleted: true,
+            ..Default::default()
+        },
+        ListFilter {
+            status: Some(SessionStatus::Deleted),
+            ..Default::default()
+        },
+        ListFilter {
+            status: Some(SessionStatus::Interrupted),
+            ..Default::default()
+        },
+        ListFilter {
+            project_path: Some("/home/dev/projects/my-app".into()),
+            ..Default::default()
+        },
+        ListFilter {
+            project_path: Some("C:\\Users\\john\\Projects\\win-app".into()),
+            ..Default::default()
+        },
+    ];
+    for f in &filters {
+        let scan = store.list(f).unwrap().sessions;
+        let indexed = ix.list(f).unwrap().sessions;
+        assert_eq!(indexed, scan, "{f:?}");
+    }
+    assert_eq!(ix.list(&ListFilter::default()).unwrap().sessions.len(), 10);
+}
+
+/// Overwrites every meta.json with garbage of the same size and puts its mtime back: a reader
+/// that opened it would fail, a `stat` sees nothing changed.
+fn poison_metas(root: &Path) {
+    for project in std::fs::read_dir(root.join("sessions")).unwrap() {
+        for session in std::fs::read_dir(project.unwrap().path()).unwrap() {
+            let meta = session.unwrap().path().join("meta.json");
+            let Ok(md) = std::fs::metadata(&meta) else {
+                continue;
+            };
+            let mtime = md.modified().unwrap();
+            std::fs::write(&meta, vec![b'#'; md.len() as usize]).unwrap();
+            File::options()
+                .write(true)
+                .open(&meta)
+                .unwrap()
+                .set_modified(mtime)
+                .unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_fresh_index_lists_without_opening_a_session_file_and_sees_new_sessions() {
+    let (tmp, store) = fixture_home();
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    let before = ix.list(&ListFilter::default()).unwrap().sessions;
+    poison_metas(&tmp.path().join(".freecode"));
+    assert!(
+        store
+            .list(&ListFilter::default())
+            .unwrap()
+            .sessions
+            .is_empty(),
+        "the files are unreadable now"
+    );
+    let after = ix.list(&ListFilter::default()).unwrap();
+    assert_eq!(after.sessions, before, "served from the index");
+    assert!(after.problems.is_empty());
+
+    // Written behind the index's back — by another process, or by the original (plain write).
+    let id = store
+        .create(NewSession {
+            title: "new".into(),
+            project_path: "/p".into(),
+            provider: "x".into(),
+            model: None,
+        })
+        .unwrap();
+    let listed = ix.list(&ListFilter::default()).unwrap().sessions;
+    assert_eq!(listed.len(), before.len() + 1);
+    assert_eq!(listed[0].id, id.as_str(), "newest first");
+    let dir = tmp
+        .path()
+        .join(".freecode/sessions/home__dev__legacy/11111111-2222-4333-8444-555555555555");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("meta.json"),
+        r#"{"id":"11111111-2222-4333-8444-555555555555","title":"from the original","projectPath":"/home/dev/legacy","provider":"claude","status":"active","createdAt":1,"updatedAt":1,"lastTurnAt":1,"turnCount":0}"#,
+    )
+    .unwrap();
+    let listed = ix.list(&ListFilter::default()).unwrap().sessions;
+    assert!(listed.iter().any(|m| m.title == "from the original"));
+    // And a removed session disappears.
+    store.purge(&id).unwrap();
+    assert!(!ids(&ix.list(&ListFilter::default()).unwrap().sessions).contains(&id.to_string()));
+}
+
+#[test]
+fn search_matches_the_scan_and_follows_appends_and_rewrites() {
+    let (_tmp, store) = fixture_home();
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    let key = |h: &freecode_store::index::SearchHit| (h.session_id.clone(), h.message_id.clone());
+    for text in [
+        "dark",
+        "toggle settings",
+        "ダークモード",
+        "invoice",
+        "Blocked hook",
+        "nothing-like-this",
+    ] {
+        let q = SearchQuery {
+            text: text.into(),
+            limit: 100,
+            ..Default::default()
+        };
+        let mut a: Vec<_> = ix.search(&q).unwrap().iter().map(key).collect();
+        let mut b: Vec<_> = search_scan(&store, &q).unwrap().iter().map(key).collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "{text}");
+    }
+    let q = SearchQuery {
+        text: "dark".into(),
+        limit: 100,
+        ..Default::default()
+    };
+    let hits = ix.search(&q).unwrap();
+    assert!(
+        hits.iter()
+            .all(|h| h.snippet.to_lowercase().contains("[dark")),
+        "{hits:#?}"
+    );
+    let scoped = ix
+        .search(&SearchQuery {
+            project: Some("snake".into()),
+            ..q.clone()
+        })
+        .unwrap();
+    assert!(scoped.iter().all(|h| h.project_path.contains("snake")));
+
+    // An appended message is found at the next search (incremental: read from the watermark).
+    let id = SessionId::new("68d44408-94df-4f2f-ae2e-ffffdb68e297").unwrap();
+    let m = StoredMessage::new(
+        "m-new",
+        Role::User,
+        vec![Part::text("zebra crossing")],
+        1_800_000_000_000,
+    );
+    store.append(&id, &m).unwrap();
+    let q = SearchQuery {
+        text: "zebra".into(),
+        limit: 10,
+        ..Default::default()
+    };
+    assert_eq!(
+        ix.search(&q)
+            .unwrap()
+            .iter()
+            .map(|h| h.message_id.as_str())
+            .collect::<Vec<_>>(),
+        ["m-new"]
+    );
+    let since = SearchQuery {
+        since: Some(1_900_000_000_000),
+        ..q.clone()
+    };
+    assert!(ix.search(&since).unwrap().is_empty());
+    // A rewrite (compaction) re-reads the log whole: trimmed text is no longer found.
+    store.compact(&id, 1, "summary").unwrap();
+    let old = SearchQuery {
+        text: "settings component".into(),
+        limit: 10,
+        ..Default::default()
+    };
+    assert!(
+        ix.search(&old)
+            .unwrap()
+            .iter()
+            .all(|h| h.session_id != id.as_str())
+    );
+    assert_eq!(ix.search(&q).unwrap().len(), 1);
+}
+
+#[test]
+fn stats_match_the_scan() {
+    let (_tmp, store) = fixture_home();
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    let s1 = SessionId::new("68d44408-94df-4f2f-ae2e-ffffdb68e297").unwrap();
+    for scope in [
+        StatsScope::All,
+        StatsScope::Session(s1.clone()),
+        StatsScope::Project("my-app".into()),
+    ] {
+        assert_eq!(
+            ix.stats(&scope).unwrap(),
+            stats_scan(&store, &scope).unwrap(),
+            "{scope:?}"
+        );
+    }
+    let s = ix.stats(&StatsScope::Session(s1)).unwrap();
+    assert_eq!(
+        s.model_calls, 8,
+        "five answers and three errors; the hung request has no end yet"
+    );
+    assert_eq!(s.model_errors, 3);
+    assert_eq!(s.tools.iter().map(|t| t.calls).sum::<u64>(), 4);
+    let agent = s.tools.iter().find(|t| t.tool == "agent").unwrap();
+    assert_eq!(agent.p95_ms, agent.total_ms, "one call: p95 is that call");
+}
+
+#[test]
+fn sessions_become_threads_in_the_thread_store() {
+    let (_tmp, store) = fixture_home();
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    ix.refresh(|_, _| {}).unwrap();
+    let (threads, _) = freecode_store::threads::open_thread_store(
+        store.home(),
+        freecode_store::threads::BackendChoice::Sqlite,
+    );
+    let s1 = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
+    let t = threads.get_thread(s1).unwrap().unwrap();
+    assert_eq!(t.title, "Add dark mode toggle");
+    let view = threads.get_turn_items_view(s1, None).unwrap();
+    assert_eq!(
+        view.len(),
+        3,
+        "three user turns (the image caption is not a turn)"
+    );
+    assert_eq!(
+        view[0].prompt,
+        "Add a dark mode toggle to the settings page"
+    );
+    assert_eq!(view[0].tool_calls.len(), 4);
+    assert_eq!(view[0].tool_calls[0].tool_name, "read_file");
+}
+
+#[test]
+fn rebuild_gives_the_same_index() {
+    let (_tmp, store) = fixture_home();
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    let first = ix.refresh(|_, _| {}).unwrap();
+    let again = ix.refresh(|_, _| {}).unwrap();
+    assert_eq!(
+        (again.messages, again.events, again.metas_read),
+        (0, 0, 0),
+        "nothing changed: nothing read"
+    );
+    let mut seen = Vec::new();
+    let rebuilt = ix.rebuild(|done, total| seen.push((done, total))).unwrap();
+    assert_eq!(
+        (rebuilt.messages, rebuilt.events),
+        (first.messages, first.events)
+    );
+    assert_eq!(seen.last(), Some(&(first.sessions, first.sessions)));
+}
