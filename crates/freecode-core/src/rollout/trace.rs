@@ -302,10 +302,15 @@ impl TraceBuilder {
     /// The trace as of `now` (ms); `None` ages open requests against the last event, as the
     /// original does. Open requests are `hung` once open for [`HANG_THRESHOLD_MS`].
     pub fn snapshot(&self, now: Option<i64>) -> Trace {
+        self.clone().finish(now)
+    }
+
+    /// Consumes the fold (no copy of the spans); see [`TraceBuilder::snapshot`].
+    pub fn finish(self, now: Option<i64>) -> Trace {
         let started_at = self.first_ts.unwrap_or(0);
         let ended_at = self.last_ts.unwrap_or(started_at);
         let as_of = now.unwrap_or(ended_at);
-        let mut spans = self.model_spans.clone();
+        let mut spans = self.model_spans;
         let (mut hung, mut in_flight) = (false, false);
         for &i in &self.open {
             let s = &mut spans[i];
@@ -321,7 +326,7 @@ impl TraceBuilder {
         let sum =
             |f: fn(&ModelSpan) -> Option<u64>| spans.iter().map(|s| f(s).unwrap_or(0)).sum::<u64>();
         Trace {
-            session_id: self.session_id.clone(),
+            session_id: self.session_id,
             started_at,
             ended_at,
             wall_ms: (as_of - started_at).max(0),
@@ -331,18 +336,13 @@ impl TraceBuilder {
             output_tokens: sum(|s| s.output_tokens),
             cache_read_tokens: sum(|s| s.cache_read_tokens),
             model_spans: spans,
-            tool_spans: self.tool_spans.clone(),
-            denied_spans: self.denied_spans.clone(),
+            tool_spans: self.tool_spans,
+            denied_spans: self.denied_spans,
             hung,
             in_flight,
             redirects: self.redirects,
             redirects_skipped: self.redirects_skipped,
         }
-    }
-
-    /// Consumes the fold; see [`TraceBuilder::snapshot`].
-    pub fn finish(self, now: Option<i64>) -> Trace {
-        self.snapshot(now)
     }
 }
 
