@@ -24,7 +24,11 @@ fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(e.path(), &dst).unwrap();
         }
     }
-    std::process::Command::new("chmod").args(["-R", "u+w"]).arg(to).status().unwrap();
+    std::process::Command::new("chmod")
+        .args(["-R", "u+w"])
+        .arg(to)
+        .status()
+        .unwrap();
 }
 
 struct Home {
@@ -59,7 +63,11 @@ impl Home {
 
     fn json(&self, backend: &str, args: &[&str]) -> Value {
         let out = self.run(backend, args);
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 }
@@ -69,7 +77,12 @@ fn hit_keys(v: &Value) -> Vec<(String, String)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|h| (h["sessionId"].as_str().unwrap().to_owned(), h["messageId"].as_str().unwrap().to_owned()))
+        .map(|h| {
+            (
+                h["sessionId"].as_str().unwrap().to_owned(),
+                h["messageId"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     k.sort();
     k
@@ -85,19 +98,45 @@ fn sqlite_and_json_backends_answer_the_same() {
         vec!["stats", "68d44408-94df-4f2f-ae2e-ffffdb68e297", "--json"],
         vec!["stats", "--project", "snake", "--json"],
     ] {
-        assert_eq!(home.json("sqlite", &args), home.json("json", &args), "{args:?}");
+        assert_eq!(
+            home.json("sqlite", &args),
+            home.json("json", &args),
+            "{args:?}"
+        );
     }
-    assert!(home.root.join("state/freecode.db").exists(), "the index was built");
+    assert!(
+        home.root.join("state/freecode.db").exists(),
+        "the index was built"
+    );
     for q in ["dark mode", "invoice", "ダークモード", "zzz-nothing"] {
         let a = home.json("sqlite", &["search", q, "--json", "--limit", "100"]);
         let b = home.json("json", &["search", q, "--json", "--limit", "100"]);
         assert_eq!(hit_keys(&a), hit_keys(&b), "{q}");
     }
-    let hits = home.json("sqlite", &["search", "dark", "--json", "--since", "2026-01-15T09:30:00Z"]);
-    assert!(hits.as_array().unwrap().iter().all(|h| h["timestamp"].as_i64().unwrap() >= 1_768_469_400_000));
+    let hits = home.json(
+        "sqlite",
+        &[
+            "search",
+            "dark",
+            "--json",
+            "--since",
+            "2026-01-15T09:30:00Z",
+        ],
+    );
+    assert!(
+        hits.as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["timestamp"].as_i64().unwrap() >= 1_768_469_400_000)
+    );
     let text = String::from_utf8(home.run("sqlite", &["search", "dark mode"]).stdout).unwrap();
     assert!(text.contains("[dark]"), "{text}");
-    assert_eq!(home.run("sqlite", &["search", "x", "--since", "yesterday-ish"]).status.code(), Some(1));
+    assert_eq!(
+        home.run("sqlite", &["search", "x", "--since", "yesterday-ish"])
+            .status
+            .code(),
+        Some(1)
+    );
 }
 
 #[test]
@@ -113,7 +152,11 @@ fn a_corrupt_database_never_blocks_a_command() {
         assert!(!hit_keys(&home.json("auto", &["search", "invoice", "--json"])).is_empty());
         assert_eq!(home.json("auto", &["stats", "--json"])["sessions"], 11);
         let out = home.run("auto", &["index", "rebuild"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(String::from_utf8_lossy(&out.stdout).contains("indexed 11 sessions"));
     }
 }
@@ -122,11 +165,26 @@ fn a_corrupt_database_never_blocks_a_command() {
 fn a_read_only_home_is_read_without_writing_to_it() {
     let home = Home::new();
     let state = home.root.join("state");
-    std::process::Command::new("chmod").args(["0555"]).arg(&state).status().unwrap();
+    std::process::Command::new("chmod")
+        .args(["0555"])
+        .arg(&state)
+        .status()
+        .unwrap();
     let listed = home.json("auto", &["session", "list", "--json"]);
     assert_eq!(listed.as_array().unwrap().len(), 10);
-    assert!(!state.join("freecode.db").exists(), "nothing written into a read-only state dir");
+    assert!(
+        !state.join("freecode.db").exists(),
+        "nothing written into a read-only state dir"
+    );
     let out = home.run("auto", &["index", "rebuild"]);
-    assert_eq!(out.status.code(), Some(1), "no index without SQLite: a clear user error");
-    std::process::Command::new("chmod").args(["0700"]).arg(&state).status().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "no index without SQLite: a clear user error"
+    );
+    std::process::Command::new("chmod")
+        .args(["0700"])
+        .arg(&state)
+        .status()
+        .unwrap();
 }
