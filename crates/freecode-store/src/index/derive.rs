@@ -142,9 +142,8 @@ fn index_message(
     w: &mut Watermarks,
 ) -> rusqlite::Result<()> {
     let usage = m.usage.as_ref();
-    tx.execute(
-        "INSERT INTO idx_messages (sessionId, line, msgId, role, timestamp, inputTokens, outputTokens, cacheRead, cacheWrite)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    tx.prepare_cached("INSERT INTO idx_messages (sessionId, line, msgId, role, timestamp, inputTokens, outputTokens, cacheRead, cacheWrite)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(
         params![
             id,
             line,
@@ -158,10 +157,8 @@ fn index_message(
         ],
     )?;
     let rowid = tx.last_insert_rowid();
-    tx.execute(
-        "INSERT INTO idx_messages_fts (rowid, text) VALUES (?1, ?2)",
-        params![rowid, message_text(m)],
-    )?;
+    tx.prepare_cached("INSERT INTO idx_messages_fts (rowid, text) VALUES (?1, ?2)")?
+        .execute(params![rowid, message_text(m)])?;
 
     // The derived thread: a user turn opens a turn; assistant text is its response; each tool
     // part is one of its tool calls.
@@ -169,9 +166,8 @@ fn index_message(
     if is_user_turn(m) {
         w.turn_number += 1;
         w.tool_seq = 0;
-        tx.execute(
-            "INSERT OR REPLACE INTO turns (id, threadId, turnNumber, prompt, createdAt, toolCallCount)
-             VALUES (?1, ?2, ?3, ?4, ?5, 0)",
+        tx.prepare_cached("INSERT OR REPLACE INTO turns (id, threadId, turnNumber, prompt, createdAt, toolCallCount)
+             VALUES (?1, ?2, ?3, ?4, ?5, 0)")?.execute(
             params![turn_id(w.turn_number), id, w.turn_number, m.text(), m.timestamp],
         )?;
         return Ok(());
@@ -182,9 +178,8 @@ fn index_message(
     if w.turn_number == 0 {
         // A log that starts with the assistant (an old or trimmed log): an implicit first turn.
         w.turn_number = 1;
-        tx.execute(
-            "INSERT OR REPLACE INTO turns (id, threadId, turnNumber, prompt, createdAt, toolCallCount)
-             VALUES (?1, ?2, 1, '', ?3, 0)",
+        tx.prepare_cached("INSERT OR REPLACE INTO turns (id, threadId, turnNumber, prompt, createdAt, toolCallCount)
+             VALUES (?1, ?2, 1, '', ?3, 0)")?.execute(
             params![turn_id(1), id, m.timestamp],
         )?;
     }
@@ -194,9 +189,8 @@ fn index_message(
             PartType::Text | PartType::Code => {
                 let text = p.content.as_deref().unwrap_or("");
                 if !text.is_empty() {
-                    tx.execute(
-                        "UPDATE turns SET response = CASE WHEN response IS NULL OR response = '' THEN ?2
-                           ELSE response || char(10) || ?2 END WHERE id = ?1",
+                    tx.prepare_cached("UPDATE turns SET response = CASE WHEN response IS NULL OR response = '' THEN ?2
+                           ELSE response || char(10) || ?2 END WHERE id = ?1")?.execute(
                         params![tid, text],
                     )?;
                 }
@@ -205,9 +199,8 @@ fn index_message(
                 w.tool_seq += 1;
                 let tool = p.tool.as_ref();
                 let args = tool.and_then(|t| t.args.as_ref()).map(|a| a.to_string());
-                tx.execute(
-                    "INSERT OR REPLACE INTO tool_calls (id, turnId, toolName, args, result, sequence)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                tx.prepare_cached("INSERT OR REPLACE INTO tool_calls (id, turnId, toolName, args, result, sequence)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?.execute(
                     params![
                         format!("{tid}:{}", w.tool_seq),
                         tid,
@@ -217,10 +210,10 @@ fn index_message(
                         w.tool_seq
                     ],
                 )?;
-                tx.execute(
+                tx.prepare_cached(
                     "UPDATE turns SET toolCallCount = toolCallCount + 1 WHERE id = ?1",
-                    [&tid],
-                )?;
+                )?
+                .execute([&tid])?;
             }
             PartType::Image => {}
         }
@@ -236,8 +229,7 @@ fn index_event(tx: &Transaction<'_>, id: &str, e: &Event) -> rusqlite::Result<()
             failed,
             ..
         } => {
-            tx.execute(
-                "INSERT INTO idx_tool_spans (sessionId, tool, durationMs, failed) VALUES (?1, ?2, ?3, ?4)",
+            tx.prepare_cached("INSERT INTO idx_tool_spans (sessionId, tool, durationMs, failed) VALUES (?1, ?2, ?3, ?4)")?.execute(
                 params![id, tool, duration_ms, failed.unwrap_or(false)],
             )?;
         }
@@ -249,9 +241,8 @@ fn index_event(tx: &Transaction<'_>, id: &str, e: &Event) -> rusqlite::Result<()
             cache_write_tokens,
             ..
         } => {
-            tx.execute(
-                "INSERT INTO idx_model_spans (sessionId, durationMs, ok, inputTokens, outputTokens, cacheRead, cacheWrite)
-                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6)",
+            tx.prepare_cached("INSERT INTO idx_model_spans (sessionId, durationMs, ok, inputTokens, outputTokens, cacheRead, cacheWrite)
+                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6)")?.execute(
                 params![
                     id,
                     duration_ms,
@@ -263,10 +254,10 @@ fn index_event(tx: &Transaction<'_>, id: &str, e: &Event) -> rusqlite::Result<()
             )?;
         }
         EventKind::ModelError { duration_ms, .. } => {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO idx_model_spans (sessionId, durationMs, ok) VALUES (?1, ?2, 0)",
-                params![id, duration_ms],
-            )?;
+            )?
+            .execute(params![id, duration_ms])?;
         }
         EventKind::TurnStarted { .. }
         | EventKind::TurnAborted { .. }
