@@ -17,12 +17,14 @@ CREATE TABLE IF NOT EXISTS idx_sessions (
   logOffset   INTEGER NOT NULL DEFAULT 0,
   logIno      INTEGER NOT NULL DEFAULT 0,
   logLine     INTEGER NOT NULL DEFAULT 0,
+  logSeen     INTEGER NOT NULL DEFAULT 0, -- the file's size when last read (a torn tail is not re-read)
   -- the derived thread's current turn
   turnNumber  INTEGER NOT NULL DEFAULT 0,
   toolSeq     INTEGER NOT NULL DEFAULT 0,
   -- watermark of the rollout log
   evOffset    INTEGER NOT NULL DEFAULT 0,
-  evIno       INTEGER NOT NULL DEFAULT 0
+  evIno       INTEGER NOT NULL DEFAULT 0,
+  evSeen      INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS idx_sessions_order ON idx_sessions(lastTurnAt DESC, createdAt DESC, id);
 CREATE INDEX IF NOT EXISTS idx_sessions_project ON idx_sessions(projectPath);

@@ -259,6 +259,7 @@ impl<R: BufRead> LineReader<R> {
         let mut bytes = Vec::new();
         let mut len = 0u64;
         let mut terminated = false;
+        let mut too_long = false;
         loop {
             let buf = self.inner.fill_buf()?;
             if buf.is_empty() {
@@ -269,9 +270,11 @@ impl<R: BufRead> LineReader<R> {
                 None => (buf.len(), false),
             };
             let content = if done { &buf[..take - 1] } else { &buf[..take] };
-            if bytes.len() + content.len() <= MAX_LINE_BYTES {
+            if !too_long && bytes.len() + content.len() <= MAX_LINE_BYTES {
                 bytes.extend_from_slice(content);
             } else {
+                // Past the limit the line is only measured, never kept.
+                too_long = true;
                 bytes = Vec::new();
             }
             len += content.len() as u64;

@@ -13,7 +13,7 @@ use freecode_core::SessionId;
 use freecode_store::index::{
     SearchHit, SearchQuery, SessionIndex, Stats, StatsScope, search_scan, stats_scan,
 };
-use freecode_store::threads::{BackendChoice, BackendKind, open_thread_store};
+use freecode_store::threads::BackendChoice;
 use freecode_store::{Home, SessionStore};
 
 use crate::UserError;
@@ -34,14 +34,22 @@ fn backend_choice() -> anyhow::Result<BackendChoice> {
     }
 }
 
-/// The session index when the SQLite backend is selected; `None` means: scan the files.
+/// The session index when the SQLite backend can be used; `None` means: scan the files. Opens
+/// the database once (recovering a corrupt one); never writes into a read-only home.
 pub fn open_index(home: &Home) -> anyhow::Result<Option<SessionIndex>> {
-    let choice = backend_choice()?;
-    let (_store, selected) = open_thread_store(home, choice);
-    if selected.kind != BackendKind::Sqlite {
+    if backend_choice()? == BackendChoice::Json {
+        tracing::info!("session index not used: {BACKEND_ENV}=json; scanning the files");
+        return Ok(None);
+    }
+    let state = home.state_dir();
+    let read_only = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o222 == 0)
+    };
+    if read_only(&state) || (!state.exists() && read_only(home.root())) {
         tracing::info!(
-            "session index unavailable ({}); scanning the files",
-            selected.reason
+            "session index not used: {} is read-only; scanning the files",
+            state.display()
         );
         return Ok(None);
     }

@@ -20,6 +20,8 @@ pub(crate) struct Watermarks {
     pub log_offset: i64,
     pub log_ino: i64,
     pub log_line: i64,
+    pub log_seen: i64,
+    pub ev_seen: i64,
     pub turn_number: i64,
     pub tool_seq: i64,
     pub ev_offset: i64,
@@ -140,6 +142,7 @@ fn index_message(
     line: i64,
     m: &StoredMessage,
     w: &mut Watermarks,
+    fts: &mut Vec<(i64, String)>,
 ) -> rusqlite::Result<()> {
     let usage = m.usage.as_ref();
     tx.prepare_cached("INSERT INTO idx_messages (sessionId, line, msgId, role, timestamp, inputTokens, outputTokens, cacheRead, cacheWrite)
@@ -156,9 +159,9 @@ fn index_message(
             to_i64(usage.and_then(|u| u.cache_write_input_tokens.or(u.cache_creation_input_tokens))),
         ],
     )?;
-    let rowid = tx.last_insert_rowid();
-    tx.prepare_cached("INSERT INTO idx_messages_fts (rowid, text) VALUES (?1, ?2)")?
-        .execute(params![rowid, message_text(m)])?;
+    // Full-text rows are written at the end of the transaction: a statement savepoint (foreign
+    // keys) makes FTS5 flush its pending terms, and one segment per message is slow to write.
+    fts.push((tx.last_insert_rowid(), message_text(m)));
 
     // The derived thread: a user turn opens a turn; assistant text is its response; each tool
     // part is one of its tool calls.
@@ -305,11 +308,14 @@ fn read_from(
     Ok(Some((end, no)))
 }
 
-/// Brings one session's message and rollout logs up to date from their watermarks.
-pub(crate) fn index_logs(ix: &mut SessionIndex, f: &Found) -> Result<(u64, u64)> {
-    let Some(mut w) = ix.watermarks(&f.id)? else {
-        return Ok((0, 0));
-    };
+/// Brings one session's message and rollout logs up to date from their watermarks `w` (the
+/// session's indexed row). A file whose size is what it was when last read is skipped without
+/// opening it — even when it ends in a torn line, which is read again only once it changes.
+pub(crate) fn index_logs(
+    ix: &mut SessionIndex,
+    f: &Found,
+    mut w: Watermarks,
+) -> Result<(u64, u64)> {
     let before = w;
     let (mut messages, mut events) = (0u64, 0u64);
     let db_path = ix.path().to_owned();
@@ -321,27 +327,31 @@ pub(crate) fn index_logs(ix: &mut SessionIndex, f: &Found) -> Result<(u64, u64)>
     let ev_stamp = Stamp::of(&ev_path);
     let log_restart = log_stamp.is_some_and(|s| s.ino != w.log_ino || s.size < w.log_offset);
     let ev_restart = ev_stamp.is_some_and(|s| s.ino != w.ev_ino || s.size < w.ev_offset);
-    let log_grew = log_stamp.is_some_and(|s| log_restart || s.size > w.log_offset);
-    let ev_grew = ev_stamp.is_some_and(|s| ev_restart || s.size > w.ev_offset);
-    if !log_grew && !ev_grew {
+    let log_changed = log_stamp.is_some_and(|s| log_restart || s.size != w.log_seen);
+    let ev_changed = ev_stamp.is_some_and(|s| ev_restart || s.size != w.ev_seen);
+    if !log_changed && !ev_changed {
         return Ok((0, 0));
     }
     let tx = ix.conn.transaction().map_err(db_err(&db_path))?;
-    if let (true, Some(s)) = (log_grew, log_stamp) {
+    let mut fts: Vec<(i64, String)> = Vec::new();
+    if let (true, Some(s)) = (log_changed, log_stamp) {
         if log_restart {
             forget_messages(&tx, &f.id).map_err(db_err(&db_path))?;
             w = Watermarks {
                 log_ino: s.ino,
-                ev_offset: w.ev_offset,
-                ev_ino: w.ev_ino,
-                ..Watermarks::default()
+                log_offset: 0,
+                log_line: 0,
+                turn_number: 0,
+                tool_seq: 0,
+                log_seen: 0,
+                ..w
             };
         }
         let id = f.id.as_str();
         let res = read_from(&log, w.log_offset, w.log_line, |no, bytes| {
             if let Ok(m) = serde_json::from_slice::<StoredMessage>(bytes) {
                 messages += 1;
-                index_message(&tx, id, no, &m, &mut w)?;
+                index_message(&tx, id, no, &m, &mut w, &mut fts)?;
             }
             Ok(())
         })?;
@@ -349,8 +359,9 @@ pub(crate) fn index_logs(ix: &mut SessionIndex, f: &Found) -> Result<(u64, u64)>
             w.log_offset = end;
             w.log_line = no;
         }
+        w.log_seen = s.size;
     }
-    if let (true, Some(s)) = (ev_grew, ev_stamp) {
+    if let (true, Some(s)) = (ev_changed, ev_stamp) {
         if ev_restart {
             forget_events(&tx, &f.id).map_err(db_err(&db_path))?;
             w.ev_offset = 0;
@@ -367,17 +378,43 @@ pub(crate) fn index_logs(ix: &mut SessionIndex, f: &Found) -> Result<(u64, u64)>
         if let Some((end, _)) = res {
             w.ev_offset = end;
         }
+        w.ev_seen = s.size;
     }
-    if w.log_offset != before.log_offset
-        || w.ev_offset != before.ev_offset
-        || log_restart
-        || ev_restart
     {
-        tx.execute(
+        let mut ins = tx
+            .prepare_cached("INSERT INTO idx_messages_fts (rowid, text) VALUES (?1, ?2)")
+            .map_err(db_err(&db_path))?;
+        for (rowid, text) in &fts {
+            ins.execute(params![rowid, text])
+                .map_err(db_err(&db_path))?;
+        }
+    }
+    let moved = (w.log_offset, w.ev_offset, w.log_seen, w.ev_seen)
+        != (
+            before.log_offset,
+            before.ev_offset,
+            before.log_seen,
+            before.ev_seen,
+        );
+    if moved || log_restart || ev_restart {
+        tx.prepare_cached(
             "UPDATE idx_sessions SET logOffset = ?2, logIno = ?3, logLine = ?4, turnNumber = ?5, toolSeq = ?6,
-               evOffset = ?7, evIno = ?8 WHERE id = ?1",
-            params![f.id, w.log_offset, w.log_ino, w.log_line, w.turn_number, w.tool_seq, w.ev_offset, w.ev_ino],
+               evOffset = ?7, evIno = ?8, logSeen = ?9, evSeen = ?10 WHERE id = ?1",
         )
+        .and_then(|mut st| {
+            st.execute(params![
+                f.id,
+                w.log_offset,
+                w.log_ino,
+                w.log_line,
+                w.turn_number,
+                w.tool_seq,
+                w.ev_offset,
+                w.ev_ino,
+                w.log_seen,
+                w.ev_seen
+            ])
+        })
         .map_err(db_err(&db_path))?;
     }
     tx.commit().map_err(db_err(&db_path))?;

@@ -23,7 +23,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use freecode_core::{SessionId, SessionMeta};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 pub use query::{
     SearchHit, SearchQuery, Stats, StatsScope, ToolStats, search_scan, stats_scan, words,
@@ -277,8 +277,13 @@ impl SessionIndex {
         let found = self.scan(None)?;
         report.sessions = found.len();
         self.sync_metas(&found, true, &mut report)?;
+        let mut marks = self.all_watermarks()?;
         for (i, f) in found.iter().enumerate() {
-            let (m, e) = derive::index_logs(self, f)?;
+            // A session whose meta could not be read has no row, and no logs to index.
+            let Some(w) = marks.remove(&f.id) else {
+                continue;
+            };
+            let (m, e) = derive::index_logs(self, f, w)?;
             report.messages += m;
             report.events += e;
             progress(i + 1, found.len());
@@ -353,25 +358,34 @@ impl SessionIndex {
         }
     }
 
-    /// The indexed row of a session, if any.
-    pub(crate) fn watermarks(&self, id: &str) -> Result<Option<derive::Watermarks>> {
-        self.conn
-            .query_row(
-                "SELECT logOffset, logIno, logLine, turnNumber, toolSeq, evOffset, evIno FROM idx_sessions WHERE id = ?1",
-                [id],
-                |r| {
-                    Ok(derive::Watermarks {
-                        log_offset: r.get(0)?,
-                        log_ino: r.get(1)?,
-                        log_line: r.get(2)?,
-                        turn_number: r.get(3)?,
-                        tool_seq: r.get(4)?,
-                        ev_offset: r.get(5)?,
-                        ev_ino: r.get(6)?,
-                    })
-                },
+    /// The watermarks of every indexed session, in one query.
+    pub(crate) fn all_watermarks(&self) -> Result<HashMap<String, derive::Watermarks>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, logOffset, logIno, logLine, turnNumber, toolSeq, evOffset, evIno, logSeen, evSeen
+                 FROM idx_sessions",
             )
-            .optional()
+            .map_err(db_err(&self.path))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    derive::Watermarks {
+                        log_offset: r.get(1)?,
+                        log_ino: r.get(2)?,
+                        log_line: r.get(3)?,
+                        turn_number: r.get(4)?,
+                        tool_seq: r.get(5)?,
+                        ev_offset: r.get(6)?,
+                        ev_ino: r.get(7)?,
+                        log_seen: r.get(8)?,
+                        ev_seen: r.get(9)?,
+                    },
+                ))
+            })
+            .map_err(db_err(&self.path))?;
+        rows.collect::<rusqlite::Result<HashMap<_, _>>>()
             .map_err(db_err(&self.path))
     }
 }

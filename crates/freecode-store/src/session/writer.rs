@@ -12,7 +12,7 @@ use freecode_core::{CONTINUE_MESSAGE, SessionId, SessionMeta, SessionStatus, Sto
 
 use super::{
     CompactionOutcome, Durability, MESSAGES_FILE, SessionContext, SessionPaths, SessionStore,
-    TORN_FILE, new_uuid, read_at, read_messages_at, read_meta_file, torn_tail_start,
+    TORN_FILE, new_uuid, read_messages_at, read_meta_file, torn_tail_start,
 };
 use crate::error::{IoContext, Result, StoreError};
 use crate::fsutil::{self, create_dir_private, read_optional, write_atomic, write_temp};
@@ -77,14 +77,16 @@ impl SessionWriter {
             return Ok(());
         };
         let len = self.log.metadata().ctx("stat", &path)?.len();
-        let mut torn = vec![0u8; (len - cut) as usize];
-        read_at(&self.log, cut, &mut torn).ctx("read", &path)?;
-        // Keep the cut bytes for inspection, each fragment on its own line.
-        torn.push(b'\n');
-        let mut keep = fsutil::open_append(&self.paths.dir.join(TORN_FILE))?;
-        keep.write_all(&torn)
+        // Keep the cut bytes for inspection (streamed, whatever their size), each fragment on
+        // its own line.
+        let torn_path = self.paths.dir.join(TORN_FILE);
+        let mut keep = fsutil::open_append(&torn_path)?;
+        let mut reader = &self.log;
+        std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(cut)).ctx("seek", &path)?;
+        std::io::copy(&mut std::io::Read::take(reader, len - cut), &mut keep)
+            .and_then(|_| keep.write_all(b"\n"))
             .and_then(|()| keep.sync_all())
-            .ctx("write", self.paths.dir.join(TORN_FILE))?;
+            .ctx("write", &torn_path)?;
         self.log
             .set_len(cut)
             .and_then(|()| self.log.sync_all())

@@ -37,6 +37,9 @@ const THREAD_COLS: &str = "id, title, createdAt, updatedAt, lastTurnAt, status, 
                            provider, turnCount, iterationCount, goal, goalStatus, goalUpdatedAt";
 const TURN_COLS: &str =
     "id, threadId, turnNumber, prompt, response, createdAt, durationMs, toolCallCount";
+/// Databases up to this size get a full `PRAGMA quick_check` when opened.
+const QUICK_CHECK_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
 const CALL_COLS: &str = "id, turnId, toolName, args, result, error, durationMs, sequence";
 const THREAD_ORDER: &str = "ORDER BY lastTurnAt DESC, createdAt DESC, id ASC";
 const TURN_ORDER: &str = "ORDER BY turnNumber ASC, createdAt ASC, id ASC";
@@ -164,8 +167,17 @@ impl SqliteThreadStore {
         let conn = Connection::open(path).map_err(classify("open database"))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(classify("configure database"))?;
+        // A full quick_check reads every page: affordable on a small database, seconds on a
+        // large index. Past the limit only the schema is read; damage deeper in surfaces as a
+        // corruption error when a query reaches it.
+        let small = std::fs::metadata(path).map_or(true, |m| m.len() <= QUICK_CHECK_MAX_BYTES);
+        let probe = if small {
+            "PRAGMA quick_check"
+        } else {
+            "SELECT 'ok' FROM (SELECT count(*) FROM sqlite_master)"
+        };
         let check: Vec<String> = conn
-            .prepare("PRAGMA quick_check")
+            .prepare(probe)
             .and_then(|mut s| {
                 s.query_map([], |r| r.get::<_, String>(0))?
                     .collect::<rusqlite::Result<Vec<String>>>()
