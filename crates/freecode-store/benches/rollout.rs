@@ -607,10 +607,8 @@ fn bench_reopen_long_last_line(
         let growth = b.1.as_secs_f64() / a.1.as_secs_f64().max(1e-12);
         notes.push(format!(
             "re-open with a long last line: {} MiB → {} MiB is {:.0}× the size and {growth:.0}× \
-             the time ({} → {}): quadratic. tail_state() prepends each 64 KiB chunk to \
-             everything read so far (a fresh Vec and a full copy per step) and rposition()s the \
-             whole carry again each time, so a last line of L bytes costs ~L²/64 KiB of copying \
-             and scanning",
+             the time ({} → {}): the recorder finds the last line's start scanning back 64 KiB at \
+             a time, then reads and parses that one line",
             a.0,
             b.0,
             b.0 as f64 / a.0 as f64,
