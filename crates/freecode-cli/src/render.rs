@@ -7,18 +7,21 @@ pub fn color_enabled(stream: &impl IsTerminal) -> bool {
     stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-/// Styles for one output stream.
-#[derive(Debug, Clone, Copy)]
+/// ANSI styles for one output stream, on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Style {
     on: bool,
 }
 
 impl Style {
-    /// Styles for stdout.
+    /// Colours on (`true`) or plain text.
+    pub fn new(on: bool) -> Self {
+        Self { on }
+    }
+
+    /// Styles for stdout: on for a terminal with `NO_COLOR` unset.
     pub fn stdout() -> Self {
-        Self {
-            on: color_enabled(&std::io::stdout()),
-        }
+        Self::new(color_enabled(&std::io::stdout()))
     }
 
     /// Whether colour is on.
@@ -49,9 +52,24 @@ impl Style {
         self.wrap("1", s)
     }
 
-    /// Red (warnings in data, e.g. interrupted).
+    /// Red (warnings in data, e.g. interrupted; hangs).
     pub fn red(self, s: &str) -> String {
         self.wrap("31", s)
+    }
+
+    /// Green.
+    pub fn green(self, s: &str) -> String {
+        self.wrap("32", s)
+    }
+
+    /// Yellow (slow or failed calls).
+    pub fn yellow(self, s: &str) -> String {
+        self.wrap("33", s)
+    }
+
+    /// Cyan (model rows).
+    pub fn cyan(self, s: &str) -> String {
+        self.wrap("36", s)
     }
 }
 

@@ -39,62 +39,8 @@ impl Default for RenderOptions {
     }
 }
 
-/// The ANSI styles the waterfall uses, on or off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Palette {
-    on: bool,
-}
-
-impl Palette {
-    /// Colours on (`true`) or plain text.
-    pub fn new(on: bool) -> Self {
-        Self { on }
-    }
-
-    /// Colours for stdout: on for a terminal with `NO_COLOR` unset (see
-    /// [`crate::render::color_enabled`]).
-    pub fn stdout() -> Self {
-        Self::new(crate::render::color_enabled(&std::io::stdout()))
-    }
-
-    fn wrap(self, code: &str, s: &str) -> String {
-        if self.on {
-            format!("\x1b[{code}m{s}\x1b[0m")
-        } else {
-            s.to_owned()
-        }
-    }
-
-    /// Dim.
-    pub fn dim(self, s: &str) -> String {
-        self.wrap("2", s)
-    }
-
-    /// Bold.
-    pub fn bold(self, s: &str) -> String {
-        self.wrap("1", s)
-    }
-
-    /// Red.
-    pub fn red(self, s: &str) -> String {
-        self.wrap("31", s)
-    }
-
-    /// Green.
-    pub fn green(self, s: &str) -> String {
-        self.wrap("32", s)
-    }
-
-    /// Yellow.
-    pub fn yellow(self, s: &str) -> String {
-        self.wrap("33", s)
-    }
-
-    /// Cyan.
-    pub fn cyan(self, s: &str) -> String {
-        self.wrap("36", s)
-    }
-}
+/// The ANSI styles the waterfall uses: the CLI's one [`Style`](crate::render::Style).
+pub use crate::render::Style as Palette;
 
 /// JavaScript's `Math.round` (halves round up, towards +∞).
 fn js_round(x: f64) -> f64 {
