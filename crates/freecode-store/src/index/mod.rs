@@ -26,7 +26,8 @@ use freecode_core::{SessionId, SessionMeta};
 use rusqlite::{Connection, params};
 
 pub use query::{
-    SearchHit, SearchQuery, Stats, StatsScope, ToolStats, search_scan, stats_scan, words,
+    RANK_LIMIT, SearchHit, SearchQuery, Stats, StatsScope, ToolStats, search_scan, stats_scan,
+    words,
 };
 
 use crate::error::{IoContext, Result, StoreError};

@@ -50,7 +50,8 @@ pub struct SearchHit {
     pub timestamp: i64,
     /// The text around the match, matches between `[` and `]`.
     pub snippet: String,
-    /// Relevance: lower is better (BM25 in the index; minus the words hit in a scan).
+    /// Relevance: lower is better (BM25 in the index — 0 when more than [`RANK_LIMIT`] messages
+    /// match and the newest are returned; minus the words hit in a scan).
     pub rank: f64,
 }
 
@@ -61,6 +62,9 @@ pub fn words(text: &str) -> Vec<String> {
         .map(str::to_lowercase)
         .collect()
 }
+
+/// Past this many matches, search returns the newest instead of ranking them all.
+pub const RANK_LIMIT: i64 = 20_000;
 
 fn fts_query(words: &[String]) -> String {
     words
@@ -78,24 +82,41 @@ impl SessionIndex {
         if ws.is_empty() || q.limit == 0 {
             return Ok(Vec::new());
         }
+        let fts = fts_query(&ws);
+        // Ranking scores every match: fine for thousands, seconds for a word in most messages.
+        // Past RANK_LIMIT matches, the newest come first instead (rank 0).
+        let matches: i64 = self
+            .conn
+            .prepare_cached("SELECT count(*) FROM idx_messages_fts WHERE idx_messages_fts MATCH ?1")
+            .and_then(|mut st| st.query_row([&fts], |r| r.get(0)))
+            .map_err(db_err(self.path()))?;
+        let (rank, order) = if matches > RANK_LIMIT {
+            ("0.0", "idx_messages_fts.rowid DESC")
+        } else {
+            (
+                "bm25(idx_messages_fts)",
+                "bm25(idx_messages_fts), m.timestamp DESC",
+            )
+        };
+        let sql = format!(
+            "SELECT m.sessionId, s.metaJson, s.projectPath, m.msgId, m.role, m.timestamp,
+                    snippet(idx_messages_fts, 0, '[', ']', '…', 16), {rank}
+             FROM idx_messages_fts
+             JOIN idx_messages m ON m.rowid = idx_messages_fts.rowid
+             JOIN idx_sessions s ON s.id = m.sessionId
+             WHERE idx_messages_fts MATCH ?1 AND s.status != 'deleted'
+               AND (?2 IS NULL OR instr(s.projectPath, ?2) > 0)
+               AND (?3 IS NULL OR m.timestamp >= ?3)
+             ORDER BY {order}
+             LIMIT ?4"
+        );
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT m.sessionId, s.metaJson, s.projectPath, m.msgId, m.role, m.timestamp,
-                        snippet(idx_messages_fts, 0, '[', ']', '…', 16), bm25(idx_messages_fts)
-                 FROM idx_messages_fts
-                 JOIN idx_messages m ON m.rowid = idx_messages_fts.rowid
-                 JOIN idx_sessions s ON s.id = m.sessionId
-                 WHERE idx_messages_fts MATCH ?1 AND s.status != 'deleted'
-                   AND (?2 IS NULL OR instr(s.projectPath, ?2) > 0)
-                   AND (?3 IS NULL OR m.timestamp >= ?3)
-                 ORDER BY bm25(idx_messages_fts), m.timestamp DESC
-                 LIMIT ?4",
-            )
+            .prepare_cached(&sql)
             .map_err(db_err(self.path()))?;
         let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
         let rows = stmt
-            .query_map(params![fts_query(&ws), q.project, q.since, limit], |r| {
+            .query_map(params![fts, q.project, q.since, limit], |r| {
                 let meta: String = r.get(1)?;
                 let title = serde_json::from_str::<serde_json::Value>(&meta)
                     .ok()

@@ -310,3 +310,50 @@ fn rebuild_gives_the_same_index() {
     );
     assert_eq!(seen.last(), Some(&(first.sessions, first.sessions)));
 }
+
+#[test]
+fn a_word_in_too_many_messages_returns_the_newest_unranked() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = freecode_store::StoreConfig {
+        durability: freecode_store::Durability::Never,
+        ..crate::support::quiet()
+    };
+    let store = SessionStore::with_config(Home::new(dir.path()), cfg).unwrap();
+    let id = store
+        .create(NewSession {
+            title: "t".into(),
+            project_path: "/p".into(),
+            provider: "x".into(),
+            model: None,
+        })
+        .unwrap();
+    let mut w = store.writer(&id).unwrap();
+    let n = freecode_store::index::RANK_LIMIT + 5;
+    for i in 0..n {
+        w.append(&StoredMessage::new(
+            format!("m{i}"),
+            Role::User,
+            vec![Part::text("common word")],
+            i,
+        ))
+        .unwrap();
+    }
+    drop(w);
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    let hits = ix
+        .search(&SearchQuery {
+            text: "common".into(),
+            limit: 3,
+            ..Default::default()
+        })
+        .unwrap();
+    let got: Vec<_> = hits
+        .iter()
+        .map(|h| (h.message_id.clone(), h.rank))
+        .collect();
+    let newest = |k: i64| format!("m{}", n - 1 - k);
+    assert_eq!(
+        got,
+        vec![(newest(0), 0.0), (newest(1), 0.0), (newest(2), 0.0)]
+    );
+}
