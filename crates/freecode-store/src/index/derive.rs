@@ -86,20 +86,25 @@ pub(crate) fn forget_session(tx: &Transaction<'_>, id: &str) -> rusqlite::Result
     Ok(())
 }
 
+/// The full-text table's definition, exactly as the index migration creates it (checked by a
+/// test): `clear` drops and recreates the table, far faster than deleting its rows one by one.
+pub(crate) const FTS_DDL: &str = "CREATE VIRTUAL TABLE IF NOT EXISTS idx_messages_fts USING fts5(text, tokenize = 'unicode61 remove_diacritics 0');";
+
 /// Drops every derived row (the thread store's own threads, made by its API, stay).
 pub(crate) fn clear(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(
+    conn.execute_batch(&format!(
         "BEGIN;
          DELETE FROM tool_calls WHERE turnId IN (SELECT t.id FROM turns t JOIN idx_sessions s ON s.id = t.threadId);
          DELETE FROM turns WHERE threadId IN (SELECT id FROM idx_sessions);
          DELETE FROM threads WHERE id IN (SELECT id FROM idx_sessions);
-         DELETE FROM idx_messages_fts;
+         DROP TABLE idx_messages_fts;
+         {FTS_DDL}
          DELETE FROM idx_messages;
          DELETE FROM idx_tool_spans;
          DELETE FROM idx_model_spans;
          DELETE FROM idx_sessions;
-         COMMIT;",
-    )
+         COMMIT;"
+    ))
 }
 
 /// The searchable text of a message: text and code, and each tool's name and result.
@@ -419,4 +424,12 @@ pub(crate) fn index_logs(
     }
     tx.commit().map_err(db_err(&db_path))?;
     Ok((messages, events))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_fts_definition_is_the_migrations() {
+        assert!(super::super::MIGRATIONS[0].sql.contains(super::FTS_DDL));
+    }
 }
