@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::record::{FieldValue, json_record};
-use crate::string_enum::string_enum;
+use crate::string_enum;
 
 string_enum! {
     /// Who wrote a message. Tool calls are `assistant` messages.

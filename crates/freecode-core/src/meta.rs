@@ -4,7 +4,7 @@
 //! version does not know are kept in `extra` and written back after the known ones.
 
 use crate::record::{FieldValue, json_record};
-use crate::string_enum::string_enum;
+use crate::string_enum;
 
 string_enum! {
     /// The lifecycle state of a session.

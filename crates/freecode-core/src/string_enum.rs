@@ -5,6 +5,7 @@
 
 /// Declares a `Copy`-free string enum with known variants and an `Other(String)` catch-all,
 /// with `serde` implementations that write the exact strings.
+#[macro_export]
 macro_rules! string_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
@@ -53,5 +54,3 @@ macro_rules! string_enum {
         }
     };
 }
-
-pub(crate) use string_enum;

@@ -10,7 +10,7 @@ use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
 use crate::record::json_record;
-use crate::string_enum::string_enum;
+use crate::string_enum;
 
 string_enum! {
     /// Who refused a tool call (`function.denied.source`).

@@ -15,56 +15,7 @@ use std::cmp::{Ordering, Reverse};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-/// Declares a string enum that keeps values it does not know (`Other`), written as the exact
-/// strings.
-macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $($(#[$vmeta])* $variant,)+
-            /// A value this version does not know; kept verbatim.
-            Other(String),
-        }
-
-        impl $name {
-            /// The string written on disk.
-            pub fn as_str(&self) -> &str {
-                match self {
-                    $(Self::$variant => $text,)+
-                    Self::Other(s) => s,
-                }
-            }
-
-            /// Parses the on-disk string; unknown values become `Other`.
-            pub fn parse(s: &str) -> Self {
-                match s {
-                    $($text => Self::$variant,)+
-                    other => Self::Other(other.to_owned()),
-                }
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = <std::borrow::Cow<'de, str> as Deserialize>::deserialize(d)?;
-                Ok(Self::parse(&s))
-            }
-        }
-    };
-}
+use freecode_core::string_enum;
 
 string_enum! {
     /// A thread's lifecycle (`ThreadStatus`; there is no `interrupted`).
