@@ -45,7 +45,16 @@ use rusqlite::{Connection, OpenFlags};
 use serde_json::json;
 use tempfile::TempDir;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{
+    Res, bench_base as bench_base_in, fmt_dur, fs_type, median, settle, time, vm_hwm_kib,
+};
+
+fn bench_base() -> Res<std::path::PathBuf> {
+    bench_base_in("freecode-index-bench")
+}
 
 const GIB: u64 = 1024 * 1024 * 1024;
 const MIB: u64 = 1024 * 1024;
@@ -302,38 +311,6 @@ fn fake_clock() -> i64 {
 
 // ----- plumbing --------------------------------------------------------------------------------
 
-/// Where temp dirs go: the target directory's tmp (real disk), never `/tmp`.
-fn bench_base() -> Res<PathBuf> {
-    let base = match option_env!("CARGO_TARGET_TMPDIR") {
-        Some(d) => PathBuf::from(d),
-        None => match std::env::var_os("CARGO_TARGET_TMPDIR") {
-            Some(d) => PathBuf::from(d),
-            None => PathBuf::from("target/bench-tmp"),
-        },
-    }
-    .join("freecode-index-bench");
-    fs::create_dir_all(&base)?;
-    Ok(fs::canonicalize(&base)?)
-}
-
-/// The file-system type the path lives on, from `/proc/mounts` (longest mount-point prefix).
-fn fs_type(path: &Path) -> String {
-    let Ok(mounts) = fs::read_to_string("/proc/mounts") else {
-        return "unknown".to_owned();
-    };
-    let mut best = (0, "unknown".to_owned());
-    for line in mounts.lines() {
-        let mut it = line.split_whitespace();
-        let (Some(dev), Some(mp), Some(ty)) = (it.next(), it.next(), it.next()) else {
-            continue;
-        };
-        if path.starts_with(mp) && mp.len() >= best.0 {
-            best = (mp.len(), format!("{ty} ({dev} on {mp})"));
-        }
-    }
-    best.1
-}
-
 struct Dirs {
     base: PathBuf,
     /// Removed at the end (or on an error return).
@@ -351,11 +328,6 @@ impl Dirs {
     }
 }
 
-/// Flushes dirty pages so one phase's write-back does not land in the next one's timing.
-fn settle() {
-    let _ = Command::new("sync").status();
-}
-
 fn store_at(home: &Home) -> Res<SessionStore> {
     Ok(SessionStore::with_config(
         home.clone(),
@@ -364,17 +336,6 @@ fn store_at(home: &Home) -> Res<SessionStore> {
             ..Default::default()
         },
     )?)
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v.get(v.len() / 2).copied().unwrap_or_default()
-}
-
-fn time<T>(f: impl FnOnce() -> Res<T>) -> Res<(Duration, T)> {
-    let t = Instant::now();
-    let v = f()?;
-    Ok((t.elapsed(), v))
 }
 
 /// The median of `runs` timings (3 when one run takes over half a second), after one warm-up
@@ -391,19 +352,6 @@ fn timed<T>(runs: usize, mut f: impl FnMut() -> Res<T>) -> Res<(Duration, T)> {
         ts.push(time(&mut f)?.0);
     }
     Ok((median(&mut ts), v))
-}
-
-fn fmt_dur(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s >= 1.0 {
-        format!("{s:.2} s")
-    } else if s >= 1e-3 {
-        format!("{:.1} ms", s * 1e3)
-    } else if s >= 1e-6 {
-        format!("{:.2} µs", s * 1e6)
-    } else {
-        format!("{:.0} ns", s * 1e9)
-    }
 }
 
 fn fmt_size(b: u64) -> String {
@@ -1570,20 +1518,6 @@ fn bench_stats(c: &Corpus1M, rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Re
 }
 
 // ----- child processes -------------------------------------------------------------------------
-
-/// VmHWM (peak resident set) of this process, in KiB.
-fn vm_hwm_kib() -> Res<u64> {
-    let status = fs::read_to_string("/proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .ok_or("no VmHWM in /proc/self/status")?;
-    Ok(line
-        .split_whitespace()
-        .nth(1)
-        .ok_or("bad VmHWM line")?
-        .parse()?)
-}
 
 fn run_child(mode: &str, rest: &[String]) -> Res<()> {
     let arg = |i: usize| rest.get(i).ok_or("missing child argument");

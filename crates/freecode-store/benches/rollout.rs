@@ -13,8 +13,8 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,16 @@ use freecode_store::{Durability, Home};
 use serde_json::json;
 use tempfile::TempDir;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{
+    Res, bench_base as bench_base_in, fmt_dur, median, open_append, settle, time, vm_hwm_kib,
+};
+
+fn bench_base() -> Res<std::path::PathBuf> {
+    bench_base_in("freecode-rollout-bench")
+}
 
 // ----- the original's medians (BENCH.md) -------------------------------------------------------
 
@@ -189,59 +198,8 @@ fn record_mix(home: &Home, id: &SessionId, n: u64) -> Res<u64> {
 
 // ----- plumbing --------------------------------------------------------------------------------
 
-/// Where temp dirs go: the target directory's tmp (real disk), never `/tmp`.
-fn bench_base() -> Res<PathBuf> {
-    let base = match option_env!("CARGO_TARGET_TMPDIR") {
-        Some(d) => PathBuf::from(d),
-        None => match std::env::var_os("CARGO_TARGET_TMPDIR") {
-            Some(d) => PathBuf::from(d),
-            None => PathBuf::from("target/bench-tmp"),
-        },
-    }
-    .join("freecode-rollout-bench");
-    fs::create_dir_all(&base)?;
-    Ok(fs::canonicalize(&base)?)
-}
-
-/// Flushes dirty pages so one row's write-back does not land in the next.
-fn settle() {
-    let _ = Command::new("sync").status();
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v.get(v.len() / 2).copied().unwrap_or_default()
-}
-
-fn time<T>(f: impl FnOnce() -> Res<T>) -> Res<(Duration, T)> {
-    let t = Instant::now();
-    let v = f()?;
-    Ok((t.elapsed(), v))
-}
-
-fn fmt_dur(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s >= 1.0 {
-        format!("{s:.2} s")
-    } else if s >= 1e-3 {
-        format!("{:.1} ms", s * 1e3)
-    } else if s >= 1e-6 {
-        format!("{:.2} µs", s * 1e6)
-    } else {
-        format!("{:.0} ns", s * 1e9)
-    }
-}
-
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
-}
-
-fn open_append(path: &Path) -> Res<File> {
-    Ok(OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)?)
 }
 
 /// The lines of `buf`, each with its newline.
@@ -800,20 +758,6 @@ fn trace_once(path: &Path) -> Res<(u64, u64)> {
 }
 
 // ----- child processes (peak memory) -------------------------------------------------------------
-
-/// VmHWM (peak resident set) of this process, in KiB.
-fn vm_hwm_kib() -> Res<u64> {
-    let status = fs::read_to_string("/proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .ok_or("no VmHWM in /proc/self/status")?;
-    Ok(line
-        .split_whitespace()
-        .nth(1)
-        .ok_or("bad VmHWM line")?
-        .parse()?)
-}
 
 fn run_child(mode: &str, rest: &[String]) -> Res<()> {
     let arg = |i: usize| rest.get(i).ok_or("missing child argument");

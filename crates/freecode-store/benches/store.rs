@@ -25,7 +25,17 @@ use freecode_store::{
 };
 use tempfile::TempDir;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{
+    Res, bench_base as bench_base_in, fmt_dur, fs_type, median, open_append, settle, time,
+    vm_hwm_kib,
+};
+
+fn bench_base() -> Res<std::path::PathBuf> {
+    bench_base_in("freecode-store-bench")
+}
 
 // ----- the original's medians (BENCH.md) -------------------------------------------------------
 
@@ -243,38 +253,6 @@ fn new_session(i: u64) -> NewSession {
 
 // ----- plumbing --------------------------------------------------------------------------------
 
-/// Where temp dirs go: the target directory's tmp (real disk), never `/tmp`.
-fn bench_base() -> Res<PathBuf> {
-    let base = match option_env!("CARGO_TARGET_TMPDIR") {
-        Some(d) => PathBuf::from(d),
-        None => match std::env::var_os("CARGO_TARGET_TMPDIR") {
-            Some(d) => PathBuf::from(d),
-            None => PathBuf::from("target/bench-tmp"),
-        },
-    }
-    .join("freecode-store-bench");
-    fs::create_dir_all(&base)?;
-    Ok(fs::canonicalize(&base)?)
-}
-
-/// The file-system type the path lives on, from `/proc/mounts` (longest mount-point prefix).
-fn fs_type(path: &Path) -> String {
-    let Ok(mounts) = fs::read_to_string("/proc/mounts") else {
-        return "unknown".to_owned();
-    };
-    let mut best = (0, "unknown".to_owned());
-    for line in mounts.lines() {
-        let mut it = line.split_whitespace();
-        let (Some(dev), Some(mp), Some(ty)) = (it.next(), it.next(), it.next()) else {
-            continue;
-        };
-        if path.starts_with(mp) && mp.len() >= best.0 {
-            best = (mp.len(), format!("{ty} ({dev} on {mp})"));
-        }
-    }
-    best.1
-}
-
 struct Dirs {
     base: PathBuf,
     /// Kept until the end: deleting trees mid-run makes a discard-mounted disk noisy (BENCH.md).
@@ -302,11 +280,6 @@ fn create_probe(dirs: &mut Dirs) -> Res<Duration> {
     Ok(median(&mut v))
 }
 
-/// Flushes dirty pages between benchmarks so one row's write-back does not land in the next.
-fn settle() {
-    let _ = Command::new("sync").status();
-}
-
 fn store_at(root: &Path, durability: Durability) -> Res<SessionStore> {
     Ok(SessionStore::with_config(
         Home::new(root.join("home")),
@@ -315,30 +288,6 @@ fn store_at(root: &Path, durability: Durability) -> Res<SessionStore> {
             ..Default::default()
         },
     )?)
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v.get(v.len() / 2).copied().unwrap_or_default()
-}
-
-fn time<T>(f: impl FnOnce() -> Res<T>) -> Res<(Duration, T)> {
-    let t = Instant::now();
-    let v = f()?;
-    Ok((t.elapsed(), v))
-}
-
-fn fmt_dur(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s >= 1.0 {
-        format!("{s:.2} s")
-    } else if s >= 1e-3 {
-        format!("{:.1} ms", s * 1e3)
-    } else if s >= 1e-6 {
-        format!("{:.2} µs", s * 1e6)
-    } else {
-        format!("{:.0} ns", s * 1e9)
-    }
 }
 
 fn fmt_bytes(b: u64) -> String {
@@ -363,14 +312,6 @@ fn dir_usage(dir: &Path) -> Res<(u64, u64)> {
         }
     }
     Ok((files, bytes))
-}
-
-fn open_append(path: &Path) -> Res<File> {
-    Ok(OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)?)
 }
 
 // ----- the table -------------------------------------------------------------------------------
@@ -1150,20 +1091,6 @@ fn bench_fork(root: &Path, id: &SessionId, n: u64, rows: &mut Vec<Row>) -> Res<(
 }
 
 // ----- child processes -------------------------------------------------------------------------
-
-/// VmHWM (peak resident set) of this process, in KiB.
-fn vm_hwm_kib() -> Res<u64> {
-    let status = fs::read_to_string("/proc/self/status")?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .ok_or("no VmHWM in /proc/self/status")?;
-    Ok(line
-        .split_whitespace()
-        .nth(1)
-        .ok_or("bad VmHWM line")?
-        .parse()?)
-}
 
 fn run_child(mode: &str, rest: &[String]) -> Res<()> {
     let arg = |i: usize| rest.get(i).ok_or("missing child argument");
