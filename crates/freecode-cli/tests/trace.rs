@@ -4,9 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{copy_tree, fixtures};
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
 
@@ -28,27 +31,8 @@ const SCENARIOS: [(&str, &str); 5] = [
     ("S8_odd_path", S8),
 ];
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
-}
-
 fn expected(rel: &str) -> String {
     std::fs::read_to_string(fixtures().join("expected/rollout").join(rel)).unwrap()
-}
-
-/// Copies a tree, leaving the copies writable (the fixtures are read-only).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o600)).unwrap();
-        }
-    }
 }
 
 fn strip_ansi(s: &str) -> String {
