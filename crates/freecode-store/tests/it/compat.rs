@@ -3,16 +3,12 @@
 //!
 //! Deliberate differences (docs/compatibility.md) are asserted explicitly, never skipped.
 
-use std::path::{Path, PathBuf};
+use crate::support::{copy_tree, fixtures};
 
 use freecode_core::project_key::{format_original, is_original_dir_name, parse_original};
 use freecode_core::{SessionId, SessionStatus, StoredMessage};
 use freecode_store::{Home, ListFilter, NewSession, SessionStore, StoreError};
 use serde_json::Value;
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
-}
 
 fn expected(rel: &str) -> Value {
     let p = fixtures().join("expected").join(rel);
@@ -31,19 +27,6 @@ fn scenarios() -> Vec<(String, SessionId)> {
         .filter(|(k, _)| k.starts_with('S'))
         .map(|(k, v)| (k.clone(), SessionId::new(v.as_str().unwrap()).unwrap()))
         .collect()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-        }
-    }
 }
 
 /// A writable copy of the original's home in a temp dir.

@@ -1,34 +1,15 @@
 //! The session index: the same answers as scanning the files, without opening session files
 //! when fresh, incremental from per-file watermarks, and wired to the thread store.
 
+use crate::support::{copy_tree, fixtures};
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use freecode_core::SessionId;
 use freecode_core::message::{Part, Role};
 use freecode_core::{SessionStatus, StoredMessage};
 use freecode_store::index::{SearchQuery, SessionIndex, StatsScope, search_scan, stats_scan};
 use freecode_store::{Home, ListFilter, NewSession, SessionStore};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-        }
-    }
-    let mut p = std::fs::metadata(to).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o700);
-    std::fs::set_permissions(to, p).unwrap();
-}
 
 /// A writable copy of the original's home, without its thread-store database (the index makes
 /// its own), and a store over it.

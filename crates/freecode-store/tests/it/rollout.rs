@@ -3,7 +3,7 @@
 //!
 //! Deliberate differences (docs/compatibility.md) are asserted explicitly.
 
-use std::path::{Path, PathBuf};
+use crate::support::fixtures;
 
 use freecode_core::SessionId;
 use freecode_core::rollout::replay::ReplayBuilder;
@@ -16,10 +16,6 @@ use freecode_store::rollout::{
 use freecode_store::{Durability, Home, StoreError};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
-}
 
 fn expected(rel: &str) -> Value {
     let p = fixtures().join("expected/rollout").join(rel);

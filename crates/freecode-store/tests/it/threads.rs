@@ -6,6 +6,7 @@
 //! Where our fixed behaviour deliberately differs from the original's recorded answer, the test
 //! asserts both the original's value and ours, naming the §19.39 item.
 
+use crate::support::fixtures;
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -1405,10 +1406,6 @@ fn unopenable_database_falls_back_to_json() {
 }
 
 // ---- the original's stores -------------------------------------------------------------------
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
-}
 
 fn expected(rel: &str) -> Value {
     let p = fixtures().join("expected/thread-store").join(rel);
