@@ -115,12 +115,6 @@ fn parse_range<T: DeserializeOwned>(
     (items, issues, no - first_line)
 }
 
-/// Parses every line of a whole log held in memory, on several threads when it is large.
-pub fn parse_all<T: DeserializeOwned + Send>(buf: &[u8]) -> (Vec<T>, Vec<LineIssue>) {
-    let (items, issues, _) = parse_block(buf, 1, 0, true);
-    (items, issues)
-}
-
 /// Parses a block of lines starting at line `first_line` and file offset `base`, on several
 /// threads when it is large; `eof` says whether the block ends the file. Returns the items, the
 /// issues and the number of lines.
@@ -336,7 +330,8 @@ mod tests {
     use serde_json::Value;
 
     fn both(buf: &[u8]) -> (Vec<Value>, Vec<LineIssue>) {
-        let a: (Vec<Value>, Vec<LineIssue>) = parse_all(buf);
+        let (items, issues, _) = parse_block::<Value>(buf, 1, 0, true);
+        let a = (items, issues);
         let mut items = Vec::new();
         let mut issues = Vec::new();
         stream(buf, |v: Value| items.push(v), |i| issues.push(i)).unwrap();
