@@ -5,15 +5,18 @@
 //! `memory.json`), the project-directory key, the history mapping the agent loop uses after a
 //! reload, and the compaction selection. `freecode-store` does the I/O around them.
 
+pub mod bundle;
 pub mod compaction;
 pub mod context_cache;
 pub mod history;
 pub mod ids;
+pub mod interrupt;
 pub mod memory;
 pub mod message;
 pub mod meta;
 pub mod project_key;
 mod record;
+pub mod redact;
 pub mod rollout;
 mod string_enum;
 

@@ -4,12 +4,13 @@
 //! - [`write_atomic`] replaces a file so that after a crash at any instant it is the old or the
 //!   new one: temp file in the same directory → fsync → rename → fsync the directory.
 //! - Appends are one `write` of one whole line on a file opened with `O_APPEND`.
+//! - [`busy`] / [`exit_when_idle`]: a forced exit waits for the write in progress to finish.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::error::{IoContext, Result};
 
@@ -96,6 +97,7 @@ pub fn write_temp(path: &Path, bytes: &[u8], sync: bool) -> Result<std::path::Pa
 /// Atomically replaces `path` with `bytes`. With `sync`, the data and the rename are durable
 /// when this returns; without it the replacement is still all-or-nothing for a process crash.
 pub fn write_atomic(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
+    let _busy = busy();
     let tmp = write_temp(path, bytes, sync)?;
     if let Err(e) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);
@@ -116,6 +118,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
 /// still the old one or the new one (the new data is on disk before the rename), but the rename
 /// itself may be lost. For frequent updates whose latest value can be rebuilt (turn counters).
 pub fn write_atomic_relaxed(path: &Path, bytes: &[u8]) -> Result<()> {
+    let _busy = busy();
     let tmp = write_temp(path, bytes, true)?;
     if let Err(e) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);
@@ -141,4 +144,44 @@ pub fn remove_tree(path: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e).ctx("inspect", path),
     }
+}
+
+/// Writes in progress in this process (appends and whole-file rewrites), for [`exit_when_idle`].
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// Set once the process has decided to exit: no new write starts after it.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Held for the length of one write to the home (see [`busy`]); dropping it ends the write.
+#[must_use = "the write is only covered while the guard lives"]
+pub struct Busy(());
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Marks a write as in progress until the guard drops. Once [`exit_when_idle`] has started, a
+/// new write never starts: the calling thread parks until the process exits, so a forced exit
+/// (a second Ctrl+C) never leaves a half-written temp file renamed, or a line half appended.
+pub fn busy() -> Busy {
+    IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+    if EXITING.load(Ordering::SeqCst) {
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        loop {
+            std::thread::park();
+        }
+    }
+    Busy(())
+}
+
+/// Exits the process with `code` once no write is in progress (waiting at most `max_wait`):
+/// the forced exit of a second Ctrl+C (SPEC §19.23), which must not tear a file.
+pub fn exit_when_idle(code: i32, max_wait: std::time::Duration) -> ! {
+    EXITING.store(true, Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + max_wait;
+    while IN_FLIGHT.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    std::process::exit(code)
 }

@@ -8,6 +8,7 @@
 //! - [`jsonl`] reads line logs tolerantly: bad and torn lines are skipped and reported.
 //! - [`SessionStore`] and [`SessionWriter`] are the session operations of SPEC §8 with the
 //!   §19 bugs fixed.
+//! - [`share`] exports a session as a redacted bundle and imports one as a new session.
 
 pub mod error;
 pub mod fsutil;
@@ -17,6 +18,7 @@ pub mod jsonl;
 pub mod lock;
 pub mod rollout;
 pub mod session;
+pub mod share;
 pub mod threads;
 
 pub use error::StoreError;

@@ -225,7 +225,9 @@ impl Recorder {
             kind,
             extra: freecode_core::Extra::new(),
         };
+        let busy = crate::fsutil::busy();
         self.write_raw(&event.to_line())?;
+        drop(busy);
         self.seq += 1;
         Ok(Some(Recorded {
             id: event.id,

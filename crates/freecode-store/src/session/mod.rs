@@ -102,6 +102,9 @@ pub struct NewSession {
     pub model: Option<String>,
 }
 
+/// Files written with an imported session, from its new id: (path in the home, bytes).
+pub type ExtraFiles<'a> = dyn Fn(&SessionId) -> Vec<(PathBuf, Vec<u8>)> + 'a;
+
 /// Filters of [`SessionStore::list`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListFilter {
@@ -469,6 +472,58 @@ impl SessionStore {
         // refuses a clash in the project directory.
         self.create_at(new, &id)?;
         Ok(id)
+    }
+
+    /// Creates a session with a fresh UUID that already holds `messages` (an import): the log
+    /// is written whole (temp → fsync → rename), then `extra_files` (paths in the home, each
+    /// written atomically), then `meta.json` last, as `edit` shapes it. Until the meta lands the
+    /// session is invisible; on any error everything written so far is removed.
+    pub fn create_populated(
+        &self,
+        new: NewSession,
+        messages: &[StoredMessage],
+        extra_files: &ExtraFiles<'_>,
+        edit: impl FnOnce(&mut SessionMeta),
+    ) -> Result<SessionId> {
+        let id = SessionId::new(new_uuid())?;
+        let project_dir = self.project_dir_for(&new.project_path)?;
+        let paths = SessionPaths {
+            dir: project_dir.join(id.as_str()),
+        };
+        create_dir_exclusive(&paths.dir).ctx("create directory", &paths.dir)?;
+        let extras = extra_files(&id);
+        let result = (|| {
+            let mut log = Vec::new();
+            for m in messages {
+                log.extend_from_slice(&m.to_line());
+            }
+            write_atomic(&paths.messages(), &log, true)?;
+            for (path, bytes) in &extras {
+                if let Some(dir) = path.parent() {
+                    fsutil::create_dir_private(dir)?;
+                }
+                write_atomic(path, bytes, true)?;
+            }
+            let mut meta = SessionMeta::new(
+                &id,
+                new.title,
+                new.project_path,
+                new.provider,
+                new.model,
+                self.now(),
+            );
+            edit(&mut meta);
+            meta.id = id.as_str().to_owned();
+            write_atomic(&paths.meta(), &meta.to_pretty_json(), true)?;
+            fsutil::sync_dir(&project_dir)
+        })();
+        if result.is_err() {
+            let _ = fsutil::remove_tree(&paths.dir);
+            for (path, _) in &extras {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        result.map(|()| id)
     }
 
     /// Creates a session with the given id; fails if any session has it (never overwrites).

@@ -142,6 +142,7 @@ impl SessionWriter {
     /// Appends one message as one `write` of one whole line.
     pub fn append(&mut self, msg: &StoredMessage) -> Result<()> {
         let line = msg.to_line();
+        let _busy = crate::fsutil::busy();
         self.log
             .write_all(&line)
             .ctx("append to", self.paths.messages())?;
@@ -219,6 +220,8 @@ impl SessionWriter {
     /// rewrite and sets the status to `interrupted`. Holding the lock, no append can be lost.
     /// Returns whether a message was marked.
     pub fn mark_interrupted(&mut self, message_id: Option<&str>) -> Result<bool> {
+        // The marked line and the status land together before a forced exit.
+        let _busy = crate::fsutil::busy();
         let mut marked = false;
         if let Some(target) = message_id {
             let path = self.paths.messages();
@@ -299,6 +302,8 @@ impl SessionWriter {
         summary: &str,
         recorder: Option<&mut Recorder>,
     ) -> Result<CompactionOutcome> {
+        // The journal, the summary and the trim finish together before a forced exit.
+        let _busy = crate::fsutil::busy();
         let path = self.paths.messages();
         let buf = read_optional(&path)?.unwrap_or_default();
         // Parse line by line, remembering where each message starts, so kept lines are copied

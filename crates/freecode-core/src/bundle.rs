@@ -1,0 +1,490 @@
+//! The one versioned export format of a session (SPEC §9.3, §15, §19.25), and the readers of
+//! the shapes the original wrote.
+//!
+//! A [`Bundle`] is `{format, version, exportedAt, expiresAt?, meta, messages, summaries?,
+//! rollout?, memories?, counts, redactions?}`: the session's meta and messages in their on-disk
+//! shapes (parts in full, usage, interrupted), the compaction summaries, optionally the rollout
+//! events and the project's memory entries, and the counts a reader checks.
+//!
+//! [`parse_bundle`] reads, all or nothing, with every message validated:
+//! - our bundle (any `version` above [`BUNDLE_VERSION`] is refused by name);
+//! - the seed's plain `{meta, messages}` body (what the original's `export` POSTed);
+//! - `{metadata, messages}` (what the original's `import` expected), and the original's local
+//!   `ExportedSession` v1 (`store/remote.ts`), whose flat `{id, role, content}` messages become
+//!   one text part each.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::memory::Summary;
+use crate::message::{Part, Role, StoredMessage};
+use crate::meta::SessionMeta;
+
+/// The `format` tag of a bundle.
+pub const BUNDLE_FORMAT: &str = "freecode.session-bundle";
+/// The bundle version this build writes and reads.
+pub const BUNDLE_VERSION: u64 = 1;
+/// Most messages a bundle may carry.
+pub const MAX_MESSAGES: usize = 1_000_000;
+/// Most rollout events a bundle may carry.
+pub const MAX_EVENTS: usize = 5_000_000;
+/// Most memory entries a bundle may carry.
+pub const MAX_MEMORIES: usize = 10_000;
+
+/// A project memory entry (`projects/<slug>/memory/<type>/<name>.md`), as `store/remote.ts`
+/// exports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryEntry {
+    /// File stem; `[A-Za-z0-9._-]`, checked on import.
+    pub name: String,
+    /// One-line description (front matter).
+    #[serde(default)]
+    pub description: String,
+    /// `user`, `feedback`, `project` or `reference`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The body after the front matter.
+    #[serde(default)]
+    pub content: String,
+    /// Milliseconds (the original wrote fractional values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<f64>,
+    /// Milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<f64>,
+    /// Tags (front matter).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Name of an entry this one replaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
+}
+
+/// How many of each item a bundle holds; checked on import.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Messages.
+    pub messages: u64,
+    /// Rollout events.
+    #[serde(default)]
+    pub events: u64,
+    /// Memory entries.
+    #[serde(default)]
+    pub memories: u64,
+}
+
+/// One redaction made before export: what kind, and where (never the value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedactionNote {
+    /// The kind of secret (`aws_access_key_id`, `env_assignment`, …).
+    pub kind: String,
+    /// Where: `messages[3].parts[1].result`, `rollout[10].output`, …
+    pub location: String,
+}
+
+/// A session ready to leave the machine, or just arrived.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bundle {
+    /// Always [`BUNDLE_FORMAT`].
+    pub format: String,
+    /// [`BUNDLE_VERSION`].
+    pub version: u64,
+    /// When it was made, ms.
+    pub exported_at: i64,
+    /// When the share expires, ms, if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    /// The session's `meta.json`.
+    pub meta: SessionMeta,
+    /// The session's `messages.jsonl`, in order.
+    pub messages: Vec<StoredMessage>,
+    /// Compaction summaries (`memory/<id>/memory.json`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summaries: Vec<Summary>,
+    /// The rollout log's events, if included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Vec<Value>>,
+    /// The project's memory entries, if included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memories: Option<Vec<MemoryEntry>>,
+    /// What the bundle holds.
+    pub counts: Counts,
+    /// The redactions made, if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<RedactionNote>,
+}
+
+impl Bundle {
+    /// A bundle of `meta` and `messages` with the counts filled in.
+    pub fn new(meta: SessionMeta, messages: Vec<StoredMessage>, exported_at: i64) -> Self {
+        let mut b = Self {
+            format: BUNDLE_FORMAT.to_owned(),
+            version: BUNDLE_VERSION,
+            exported_at,
+            expires_at: None,
+            meta,
+            messages,
+            summaries: Vec::new(),
+            rollout: None,
+            memories: None,
+            counts: Counts::default(),
+            redactions: Vec::new(),
+        };
+        b.recount();
+        b
+    }
+
+    /// Sets [`Bundle::counts`] from the contents.
+    pub fn recount(&mut self) {
+        self.counts = Counts {
+            messages: self.messages.len() as u64,
+            events: self.rollout.as_ref().map_or(0, |r| r.len() as u64),
+            memories: self.memories.as_ref().map_or(0, |m| m.len() as u64),
+        };
+    }
+
+    /// The bundle as compact JSON.
+    pub fn to_json(&self) -> Vec<u8> {
+        // A struct of plain data always serialises.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// Which shape an imported body had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceShape {
+    /// Our versioned bundle.
+    Bundle,
+    /// The seed's `{meta, messages}`.
+    SeedPlain,
+    /// `{metadata, messages}` with messages in parts form.
+    Metadata,
+    /// The original's `ExportedSession` v1 with flat `content` messages.
+    LegacyFlat,
+}
+
+/// Why a body is not an importable session.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BundleError {
+    /// Not JSON, or nested too deep, or truncated.
+    #[error("not a session bundle: invalid JSON ({0})")]
+    Json(String),
+    /// A newer or unknown version.
+    #[error("bundle version {0} is not supported (this freecode reads version {BUNDLE_VERSION})")]
+    Version(u64),
+    /// A required part is missing or has the wrong type.
+    #[error("not a session bundle: {0}")]
+    Shape(String),
+    /// A message failed validation.
+    #[error("invalid message {index}: {reason}")]
+    Message {
+        /// Position in `messages`.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// More items than allowed.
+    #[error("bundle too large: {what} {count} > {max}")]
+    TooMany {
+        /// What was counted.
+        what: &'static str,
+        /// How many there were.
+        count: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// The declared counts disagree with the contents (truncated or tampered plain bundle).
+    #[error("bundle counts disagree with its contents: {0}")]
+    Counts(String),
+}
+
+/// Parses and validates an imported body; see the module docs for the accepted shapes.
+pub fn parse_bundle(bytes: &[u8]) -> Result<(Bundle, SourceShape), BundleError> {
+    // serde_json refuses nesting deeper than 128, which stops depth bombs; width is bounded by
+    // the caller's byte limit.
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| BundleError::Json(e.to_string()))?;
+    let Value::Object(mut obj) = v else {
+        return Err(BundleError::Shape("the body is not a JSON object".into()));
+    };
+    let shape = if obj.get("format").and_then(Value::as_str) == Some(BUNDLE_FORMAT) {
+        SourceShape::Bundle
+    } else if obj.contains_key("format") {
+        return Err(BundleError::Shape(format!(
+            "unknown format {}",
+            obj.get("format").map(Value::to_string).unwrap_or_default()
+        )));
+    } else if obj.contains_key("meta") {
+        SourceShape::SeedPlain
+    } else if obj.contains_key("metadata") {
+        let flat = obj
+            .get("messages")
+            .and_then(Value::as_array)
+            .is_some_and(|ms| ms.iter().any(|m| m.get("parts").is_none()));
+        if flat {
+            SourceShape::LegacyFlat
+        } else {
+            SourceShape::Metadata
+        }
+    } else {
+        return Err(BundleError::Shape(
+            "expected a bundle, {meta, messages} or {metadata, messages}".into(),
+        ));
+    };
+    if shape == SourceShape::Bundle {
+        let version = obj.get("version").and_then(Value::as_u64).unwrap_or(0);
+        if version != BUNDLE_VERSION {
+            return Err(BundleError::Version(version));
+        }
+    } else if shape == SourceShape::LegacyFlat
+        && let Some(v) = obj.get("version").and_then(Value::as_u64)
+        && v != 1
+    {
+        return Err(BundleError::Version(v));
+    }
+
+    let meta_value = obj
+        .remove(if obj.contains_key("meta") {
+            "meta"
+        } else {
+            "metadata"
+        })
+        .ok_or_else(|| BundleError::Shape("missing meta".into()))?;
+    let meta = parse_meta(meta_value)?;
+    let Some(Value::Array(raw_messages)) = obj.remove("messages") else {
+        return Err(BundleError::Shape("messages must be an array".into()));
+    };
+    bound("messages", raw_messages.len(), MAX_MESSAGES)?;
+    let mut messages = Vec::with_capacity(raw_messages.len());
+    for (index, m) in raw_messages.into_iter().enumerate() {
+        let msg = if shape == SourceShape::LegacyFlat {
+            flat_message(m)
+        } else {
+            serde_json::from_value::<StoredMessage>(m).map_err(|e| e.to_string())
+        }
+        .map_err(|reason| BundleError::Message { index, reason })?;
+        validate_message(&msg).map_err(|reason| BundleError::Message { index, reason })?;
+        messages.push(msg);
+    }
+
+    let exported_at = obj.get("exportedAt").and_then(Value::as_i64).unwrap_or(0);
+    let mut bundle = Bundle::new(meta, messages, exported_at);
+    bundle.expires_at = obj.get("expiresAt").and_then(Value::as_i64);
+    if let Some(s) = obj.remove("summaries") {
+        bundle.summaries =
+            serde_json::from_value(s).map_err(|e| BundleError::Shape(format!("summaries: {e}")))?;
+    }
+    if let Some(r) = obj.remove("rollout").filter(|r| !r.is_null()) {
+        let Value::Array(events) = r else {
+            return Err(BundleError::Shape("rollout must be an array".into()));
+        };
+        bound("rollout events", events.len(), MAX_EVENTS)?;
+        if let Some(i) = events.iter().position(|e| !e.is_object()) {
+            return Err(BundleError::Shape(format!(
+                "rollout event {i} is not an object"
+            )));
+        }
+        bundle.rollout = Some(events);
+    }
+    if let Some(m) = obj.remove("memories").filter(|m| !m.is_null()) {
+        let memories: Vec<MemoryEntry> =
+            serde_json::from_value(m).map_err(|e| BundleError::Shape(format!("memories: {e}")))?;
+        bound("memories", memories.len(), MAX_MEMORIES)?;
+        for m in &memories {
+            if !valid_memory_name(&m.name) {
+                return Err(BundleError::Shape(format!(
+                    "memory name {:?} is not [A-Za-z0-9._-]{{1,128}}",
+                    m.name
+                )));
+            }
+            if !matches!(
+                m.kind.as_str(),
+                "user" | "feedback" | "project" | "reference"
+            ) {
+                return Err(BundleError::Shape(format!(
+                    "memory {:?} has unknown type {:?}",
+                    m.name, m.kind
+                )));
+            }
+        }
+        bundle.memories = Some(memories);
+    }
+    if let Some(r) = obj.remove("redactions") {
+        bundle.redactions = serde_json::from_value(r).unwrap_or_default();
+    }
+    bundle.recount();
+    if shape == SourceShape::Bundle {
+        let declared: Counts = obj
+            .remove("counts")
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| BundleError::Shape(format!("counts: {e}")))?
+            .ok_or_else(|| BundleError::Shape("missing counts".into()))?;
+        if declared != bundle.counts {
+            return Err(BundleError::Counts(format!(
+                "declares {} messages, {} events, {} memories; holds {}, {}, {}",
+                declared.messages,
+                declared.events,
+                declared.memories,
+                bundle.counts.messages,
+                bundle.counts.events,
+                bundle.counts.memories
+            )));
+        }
+    }
+    Ok((bundle, shape))
+}
+
+fn bound(what: &'static str, count: usize, max: usize) -> Result<(), BundleError> {
+    if count > max {
+        return Err(BundleError::TooMany { what, count, max });
+    }
+    Ok(())
+}
+
+/// Whether `name` may become a memory file stem.
+pub fn valid_memory_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn parse_meta(v: Value) -> Result<SessionMeta, BundleError> {
+    let Value::Object(mut o) = v else {
+        return Err(BundleError::Shape("meta must be an object".into()));
+    };
+    for key in ["title", "projectPath", "provider"] {
+        match o.get(key) {
+            Some(Value::String(_)) => {}
+            Some(Value::Null) | None if key == "title" => {
+                o.insert(key.into(), Value::String(String::new()));
+            }
+            _ => {
+                return Err(BundleError::Shape(format!("meta.{key} must be a string")));
+            }
+        }
+    }
+    // What the importer replaces anyway may be missing or odd in a foreign body.
+    o.entry("id")
+        .or_insert_with(|| Value::String(String::new()));
+    o.entry("status")
+        .or_insert_with(|| Value::String("active".into()));
+    for key in ["createdAt", "updatedAt", "lastTurnAt", "turnCount"] {
+        let ok = o.get(key).is_some_and(|v| v.as_f64().is_some());
+        if !ok {
+            o.insert(key.into(), Value::from(0));
+        }
+    }
+    serde_json::from_value(Value::Object(o)).map_err(|e| BundleError::Shape(format!("meta: {e}")))
+}
+
+fn flat_message(v: Value) -> Result<StoredMessage, String> {
+    let id = v.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+    let role = match v.get("role").and_then(Value::as_str) {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        other => return Err(format!("role {other:?} is not user or assistant")),
+    };
+    let content = v
+        .get("content")
+        .and_then(Value::as_str)
+        .ok_or("content must be a string")?;
+    let timestamp = v.get("timestamp").and_then(Value::as_i64).unwrap_or(0);
+    Ok(StoredMessage::new(
+        id,
+        role,
+        vec![Part::text(content)],
+        timestamp,
+    ))
+}
+
+fn validate_message(m: &StoredMessage) -> Result<(), String> {
+    if let Role::Other(r) = &m.role {
+        return Err(format!("role {r:?} is not user or assistant"));
+    }
+    if m.id.len() > 256 {
+        return Err("id longer than 256 bytes".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn meta() -> SessionMeta {
+        SessionMeta::new(
+            &crate::SessionId::new("abc").unwrap(),
+            "t".into(),
+            "/p".into(),
+            "openai".into(),
+            Some("gpt".into()),
+            1,
+        )
+    }
+
+    #[test]
+    fn bundle_round_trips_and_checks_counts() {
+        let b = Bundle::new(
+            meta(),
+            vec![StoredMessage::new(
+                "m1",
+                Role::User,
+                vec![Part::text("hi")],
+                5,
+            )],
+            9,
+        );
+        let bytes = b.to_json();
+        let (back, shape) = parse_bundle(&bytes).unwrap();
+        assert_eq!(shape, SourceShape::Bundle);
+        assert_eq!(back, b);
+        let tampered = String::from_utf8(bytes)
+            .unwrap()
+            .replace("\"messages\":1", "\"messages\":2");
+        assert!(matches!(
+            parse_bundle(tampered.as_bytes()),
+            Err(BundleError::Counts(_))
+        ));
+    }
+
+    #[test]
+    fn versions_and_shapes() {
+        let mut v: Value =
+            serde_json::from_slice(&Bundle::new(meta(), vec![], 0).to_json()).unwrap();
+        v["version"] = 2.into();
+        assert_eq!(
+            parse_bundle(&serde_json::to_vec(&v).unwrap()),
+            Err(BundleError::Version(2))
+        );
+        assert!(matches!(parse_bundle(b"[1]"), Err(BundleError::Shape(_))));
+        assert!(matches!(
+            parse_bundle(b"{\"meta\":{"),
+            Err(BundleError::Json(_))
+        ));
+        let deep = "[".repeat(10_000);
+        assert!(matches!(
+            parse_bundle(deep.as_bytes()),
+            Err(BundleError::Json(_))
+        ));
+        let bad_role = br#"{"meta":{"title":"t","projectPath":"/p","provider":"x"},"messages":[{"id":"1","role":"system","parts":[],"timestamp":1}]}"#;
+        assert!(matches!(
+            parse_bundle(bad_role),
+            Err(BundleError::Message { index: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn legacy_flat_messages_become_text_parts() {
+        let body = br#"{"version":1,"metadata":{"id":"x","title":"T","projectPath":"/p","provider":"openai","status":"active","createdAt":1,"updatedAt":2,"lastTurnAt":1,"turnCount":0},"messages":[{"id":"a","role":"user","content":"hello","timestamp":3}],"memories":[],"exportedAt":4}"#;
+        let (b, shape) = parse_bundle(body).unwrap();
+        assert_eq!(shape, SourceShape::LegacyFlat);
+        assert_eq!(b.messages[0].text(), "hello");
+        assert_eq!(b.meta.title, "T");
+    }
+}

@@ -1,0 +1,1747 @@
+//! Secret redaction for session transcripts that are about to leave the machine.
+//!
+//! [`scan`] finds secrets in a text and [`redact`] replaces each one with `[REDACTED:<kind>]`
+//! ([`SecretKind::name`]). A finding covers only the secret *value*: in `PASSWORD=hunter2` or
+//! `"api_key": "…"` the key name and the quotes stay visible, in `https://user:pw@host` only `pw`
+//! goes, in `Authorization: Bearer …` only the token goes. The patterns are compiled once per
+//! process ([`Redactor::global`]); the format-specific ones only run when a cheap substring
+//! check finds their prefix, so a text without secrets costs a few linear passes (a few
+//! milliseconds per MiB).
+//!
+//! # What is caught
+//!
+//! - **Tokens with a recognisable format**: AWS access key ids (`AKIA`/`ASIA` + 16 base-32
+//!   characters), GitHub (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_` + 36 or more, `github_pat_`),
+//!   GitLab (`glpat-`, `gldt-`, `glrt-`, …), Slack (`xoxb-`, `xoxp-`, …, `xapp-`, and the path
+//!   of incoming-webhook URLs), Stripe (`sk_live_`, `rk_live_`, `sk_test_`, `rk_test_`,
+//!   `whsec_`), Google API keys (`AIza` + 35), OpenAI (`sk-`, `sk-proj-`, `sk-svcacct-`,
+//!   `sk-admin-`), Anthropic (`sk-ant-`), npm (`npm_`), PyPI (`pypi-AgE…`), Hugging Face (`hf_`),
+//!   JWTs (`eyJ…` header, payload and signature), and PEM/PGP private key blocks from the `BEGIN`
+//!   line through the `END` line (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP … variants; literal `\n`
+//!   escapes as in a JSON string work too; a block cut off before its `END` line is redacted
+//!   through its last base64 line).
+//! - **Secrets known by their context**: AWS secret access keys (40 base64 characters) after an
+//!   `aws_secret_access_key`/`SecretAccessKey` key, `Authorization:` header values (`Bearer`,
+//!   `token`, … → [`SecretKind::BearerToken`], `Basic` → [`SecretKind::BasicAuth`]), `Bearer
+//!   <token>` anywhere else, the password of `scheme://user:password@host` (and the user of
+//!   `https://<token>@host` when it looks like a token), `--password value` style command-line
+//!   flags and the password of `curl -u user:password`.
+//! - **Assignments** ([`SecretKind::EnvAssignment`]): `KEY=value`, `export KEY="value"`,
+//!   `key: value`, `"key": "value"`, `key = 'value'`, `key := value`, `key => value`, also inside
+//!   JSON-escaped text (`\"key\": \"value\"`), whose key names a secret. The key is split into
+//!   words (on `_`, `-`, `.` and camelCase). It names a secret when a word is `password`,
+//!   `passwd`, `passphrase`, `secret`, `token`, `apikey`, `accesskey`, `privatekey`, `secretkey`
+//!   or ends with one of those (`dbpassword`, `authtoken`); when its *last* word is `pass`/`pwd`
+//!   after another word (`DB_PASS`; not `PASS` alone, test output, `PWD`, the working directory,
+//!   or `pass_through`); when a word is `key` after `api`, `access`, `private`, `secret`,
+//!   `client`, `signing`, … (see the source); or when a word is `auth` (weaker, below). Then no
+//!   word after the last such word may describe metadata about the secret
+//!   (`PASSWORD_MIN_LENGTH`, `TOKEN_URL`, `SECRET_NAME`, `AWS_ACCESS_KEY_ID`, `token_type`,
+//!   `SSH_AUTH_SOCK`, `PASSWORD_FILE`, `token_start`, …). Plurals and other words are not the
+//!   secret word: `max_tokens`, `input_tokens`, `tokenizer`, `author`, `Authorization` (the
+//!   header has its own rule), `secrets`. Quoted values are redacted inside the quotes only; an
+//!   unquoted value runs to the next whitespace, quote, `,`, `;`, `&`, `|`, `<`, `>`, `)`, `]`,
+//!   `}` or backslash (so JSON-escaped `\n` ends it).
+//!
+//! # Look-alikes left alone
+//!
+//! - Values that say nothing: empty; `true`/`false`/`null`/`none`/`nil`/`undefined`/`yes`/`no`/
+//!   `on`/`off`; a number of at most 6 digits or `0x` + 6 hex digits (so a numeric PIN of up to
+//!   6 digits is *not* redacted: settings such as `AUTH=1` are far more common); placeholders —
+//!   `<…>`, `{…}`, `${VAR}`, `$VAR` (a one-case name: `$ecretP4ss` is still a password), `$(cmd)`,
+//!   `{{ … }}` templates, masks made only of `*`, `x`, `X`, `.`, `-`, `_`, `#`, `•`, `…`
+//!   (`xxx`, `***`), elided examples (`ghp_…`, `sk-...`), values starting with `your-`/`your_`/
+//!   `YOUR_`/`yourCamel` or ending in `_here`/`-here`, the words `password`, `secret`, `token`,
+//!   `value`, `example`, `placeholder`, `redacted`, `todo`, and anything already
+//!   `[REDACTED:…]`. `changeme` is **kept** redacted: it is often the real password.
+//! - Names instead of values: an identifier with a secret word as a whole word
+//!   (`password=password`, `token: githubToken`, `Kind::Token => "github_token"`, but not
+//!   `abc123secret`).
+//! - Unquoted values that are code: containing `(`, `[`, `{`, `::` or `->`; followed by `{` or
+//!   `(`; starting with `&`, `*`, `@` or `_`; dotted paths (`self.token`, `process.env.TOKEN`);
+//!   type names (`api_key: str`, `token: String`, `password: Option<…>`; `password: str = "x"`
+//!   still redacts `x`); declarations (`let`/`const`/`var`/`val`/`type`/`pub`/… `token = tok`:
+//!   a variable, literals in code are quoted); ABNF (`token = 1*tchar`); prose words
+//!   (`token: the …`, `auth: required`, `id-token: write`). After a `:` also capitalised words
+//!   and CamelCase types (`token: Literal`, `password: CFStringRef`, but not random tokens such
+//!   as `K7GHQ2MZPX`), struct-literal fields (`token: cached,`) and a lowercase word followed by
+//!   more words (`ACCESS_KEY: alias for …`); and a `:` needs a space before an unquoted value
+//!   (`Token::new`, `PASS:TestFoo`, `auth:login`).
+//! - Quoted values that are not one: text between two string literals
+//!   (`print("Password: ", end="")`) and backtick inline code that is not one credential-looking
+//!   word (the secret: `x = y`).
+//! - Stricter values for weak keys: a key whose only secret word is `auth`, and `--flag value`
+//!   flags, need at least 8 (flags: 6) characters with a digit, mixed case or a symbol (`auth:
+//!   basic`, "pass the `--token` flag" stay).
+//! - Format tokens need their full length and a word boundary on both sides (`AKIA` in prose,
+//!   `task-sk-1`, `sk-learn`, `ghp_` in an identifier); OpenAI keys also need digits, upper and
+//!   lower case and a 16-character alphanumeric run; `Bearer` in prose needs a 16+ character token
+//!   with a digit; header values need 8+ characters that are not a lone lowercase word, a type
+//!   name or a placeholder name (`Bearer OAUTH2_TOKEN`); a key block needs base64 in it.
+//! - Nothing is flagged for entropy alone: git SHAs, UUIDs, hex hashes, base64 blobs (images) and
+//!   paths such as `src/secret_store.rs` are left alone.
+//!
+//! Overlaps are resolved by specificity first, then length: a private key block beats
+//! everything inside it, a format token beats the assignment, header or URL it sits in (so
+//! `GITHUB_TOKEN=ghp_…` is a [`SecretKind::GithubToken`]), and the remaining findings are sorted
+//! and disjoint. A text with findings is scanned again with them redacted until nothing new
+//! turns up, so redacting is idempotent.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// What kind of secret a finding is: the stable snake_case [`name`](Self::name) appears in the
+/// placeholders and in `--dry-run` output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SecretKind {
+    /// AWS access key id, `AKIA…`/`ASIA…`.
+    AwsAccessKeyId,
+    /// AWS secret access key (40 base64 characters after its key name).
+    AwsSecretAccessKey,
+    /// GitHub token: `ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`.
+    GithubToken,
+    /// GitLab token: `glpat-` and the other `gl…-` prefixes.
+    GitlabToken,
+    /// Slack token: `xoxb-`, `xoxp-`, `xoxa-`, `xoxr-`, `xoxs-`, `xoxe-`, `xoxo-`, `xapp-`.
+    SlackToken,
+    /// The secret path of a Slack incoming-webhook URL.
+    SlackWebhook,
+    /// Stripe secret or restricted key (`sk_live_`, `rk_live_`, `sk_test_`, `rk_test_`) or
+    /// webhook signing secret (`whsec_`).
+    StripeKey,
+    /// Google API key, `AIza…`.
+    GoogleApiKey,
+    /// OpenAI API key: `sk-…`, `sk-proj-…`, `sk-svcacct-…`, `sk-admin-…`.
+    OpenAiKey,
+    /// Anthropic API key, `sk-ant-…`.
+    AnthropicKey,
+    /// npm access token, `npm_…`.
+    NpmToken,
+    /// PyPI upload token, `pypi-AgE…`.
+    PypiToken,
+    /// Hugging Face access token, `hf_…`.
+    HuggingFaceToken,
+    /// A whole PEM/PGP private key block.
+    PrivateKeyBlock,
+    /// A JSON Web Token.
+    JwtToken,
+    /// The credentials of an `Authorization:` header (other than `Basic`) or a `Bearer <token>`.
+    BearerToken,
+    /// The credentials of an `Authorization: Basic` header or of `curl -u user:password`.
+    BasicAuth,
+    /// The password in `scheme://user:password@host`, or a token used as the user.
+    UrlCredentials,
+    /// The value of a secret command-line flag (`--password value`).
+    CliFlag,
+    /// The value of an assignment whose key names a secret (`PASSWORD=…`, `"token": "…"`).
+    EnvAssignment,
+}
+
+impl SecretKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [SecretKind; 20] = [
+        Self::AwsAccessKeyId,
+        Self::AwsSecretAccessKey,
+        Self::GithubToken,
+        Self::GitlabToken,
+        Self::SlackToken,
+        Self::SlackWebhook,
+        Self::StripeKey,
+        Self::GoogleApiKey,
+        Self::OpenAiKey,
+        Self::AnthropicKey,
+        Self::NpmToken,
+        Self::PypiToken,
+        Self::HuggingFaceToken,
+        Self::PrivateKeyBlock,
+        Self::JwtToken,
+        Self::BearerToken,
+        Self::BasicAuth,
+        Self::UrlCredentials,
+        Self::CliFlag,
+        Self::EnvAssignment,
+    ];
+
+    /// The stable snake_case name, as used in `[REDACTED:<name>]`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::AwsAccessKeyId => "aws_access_key_id",
+            Self::AwsSecretAccessKey => "aws_secret_access_key",
+            Self::GithubToken => "github_token",
+            Self::GitlabToken => "gitlab_token",
+            Self::SlackToken => "slack_token",
+            Self::SlackWebhook => "slack_webhook",
+            Self::StripeKey => "stripe_key",
+            Self::GoogleApiKey => "google_api_key",
+            Self::OpenAiKey => "openai_key",
+            Self::AnthropicKey => "anthropic_key",
+            Self::NpmToken => "npm_token",
+            Self::PypiToken => "pypi_token",
+            Self::HuggingFaceToken => "huggingface_token",
+            Self::PrivateKeyBlock => "private_key_block",
+            Self::JwtToken => "jwt_token",
+            Self::BearerToken => "bearer_token",
+            Self::BasicAuth => "basic_auth",
+            Self::UrlCredentials => "url_credentials",
+            Self::CliFlag => "cli_flag",
+            Self::EnvAssignment => "env_assignment",
+        }
+    }
+
+    /// The kind with this [`name`](Self::name).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// How specific a match of this kind is; on overlap the higher rank wins.
+    fn rank(self) -> u8 {
+        match self {
+            Self::PrivateKeyBlock => 100,
+            Self::AnthropicKey => 95,
+            Self::AwsAccessKeyId
+            | Self::GithubToken
+            | Self::GitlabToken
+            | Self::SlackToken
+            | Self::SlackWebhook
+            | Self::StripeKey
+            | Self::GoogleApiKey
+            | Self::OpenAiKey
+            | Self::NpmToken
+            | Self::PypiToken
+            | Self::HuggingFaceToken => 90,
+            Self::JwtToken => 80,
+            Self::AwsSecretAccessKey => 70,
+            Self::BearerToken | Self::BasicAuth => 60,
+            Self::UrlCredentials => 50,
+            Self::CliFlag => 20,
+            Self::EnvAssignment => 10,
+        }
+    }
+}
+
+impl fmt::Display for SecretKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One secret found in a text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Finding {
+    /// What kind of secret it is.
+    pub kind: SecretKind,
+    /// Byte offset of the first byte of the secret value.
+    pub start: usize,
+    /// Byte offset just past the secret value.
+    pub end: usize,
+}
+
+impl Finding {
+    /// The byte range of the secret value.
+    pub fn range(&self) -> Range<usize> {
+        self.start..self.end
+    }
+}
+
+/// What every placeholder starts with: `[REDACTED:<kind name>]`.
+pub const PLACEHOLDER_PREFIX: &str = "[REDACTED:";
+
+/// The text that replaces a secret of this kind, `[REDACTED:<kind name>]`.
+pub fn placeholder(kind: SecretKind) -> String {
+    format!("{PLACEHOLDER_PREFIX}{}]", kind.name())
+}
+
+/// The secrets in `text`, sorted by start and non-overlapping (see the [module docs](self)).
+pub fn scan(text: &str) -> Vec<Finding> {
+    Redactor::global().scan(text)
+}
+
+/// `text` with every secret replaced by `[REDACTED:<kind name>]`, and the findings (offsets in
+/// the *input*). Borrowed when nothing was found.
+pub fn redact(text: &str) -> (Cow<'_, str>, Vec<Finding>) {
+    Redactor::global().redact(text)
+}
+
+/// `text` with the given findings replaced by their placeholders. The findings must be sorted,
+/// non-overlapping, in bounds and on character boundaries, as [`scan`] returns them; findings
+/// that are not are skipped.
+pub fn apply<'a>(text: &'a str, findings: &[Finding]) -> Cow<'a, str> {
+    if findings.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + findings.len() * 16);
+    let mut last = 0;
+    for f in findings {
+        let (Some(before), true) = (text.get(last..f.start), f.start < f.end) else {
+            continue;
+        };
+        if text.get(f.start..f.end).is_none() {
+            continue;
+        }
+        out.push_str(before);
+        out.push_str(PLACEHOLDER_PREFIX);
+        out.push_str(f.kind.name());
+        out.push(']');
+        last = f.end;
+    }
+    out.push_str(&text[last..]);
+    Cow::Owned(out)
+}
+
+/// The compiled detectors. Build one with [`Redactor::new`] or share the process-wide
+/// [`Redactor::global`] (what [`scan`] and [`redact`] use).
+#[derive(Debug)]
+pub struct Redactor {
+    simple: Vec<Simple>,
+    authorization: Regex,
+    assignment: Regex,
+    cli_flag: Regex,
+    cli_user: Regex,
+}
+
+impl Default for Redactor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+static GLOBAL: LazyLock<Redactor> = LazyLock::new(Redactor::new);
+
+/// A byte that cannot surround a token of the given alphabet.
+type Boundary = fn(u8) -> bool;
+
+/// A pattern whose match (or capture group) is the secret.
+#[derive(Debug)]
+struct Simple {
+    kind: SecretKind,
+    /// Case-sensitive substrings one of which must occur for the pattern to run; empty: always.
+    anchors: &'static [&'static str],
+    regex: Regex,
+    /// The capture group holding the secret (0: the whole match).
+    group: usize,
+    /// The secret must not be preceded or followed by a byte of this class.
+    boundary: Option<Boundary>,
+    /// A last check on the secret.
+    validate: fn(&str) -> bool,
+}
+
+struct SimpleSpec {
+    kind: SecretKind,
+    anchors: &'static [&'static str],
+    pattern: &'static str,
+    group: usize,
+    boundary: Option<Boundary>,
+    validate: fn(&str) -> bool,
+}
+
+fn is_alnum(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+}
+
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn is_token_byte(b: u8) -> bool {
+    is_word(b) || b == b'-'
+}
+
+fn is_base64_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/')
+}
+
+fn always(_: &str) -> bool {
+    true
+}
+
+const PRIVATE_KEY_PATTERN: &str = concat!(
+    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
+    r"(?:",
+    // The whole block, through its END line.
+    r#"[A-Za-z0-9+/=:,.\\"' \t\r\n-]*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"#,
+    r"|",
+    // A block cut off: the header lines and base64 lines that follow.
+    r"(?:(?:\r?\n|\\r|\\n|[ \t])+(?:Proc-Type:[^\r\n\\]*|DEK-Info:[^\r\n\\]*|[A-Za-z0-9+/=]{16,}))+",
+    r")"
+);
+
+const SIMPLE_SPECS: &[SimpleSpec] = &[
+    SimpleSpec {
+        kind: SecretKind::PrivateKeyBlock,
+        anchors: &["-----BEGIN"],
+        pattern: PRIVATE_KEY_PATTERN,
+        group: 0,
+        boundary: None,
+        validate: has_key_material,
+    },
+    SimpleSpec {
+        kind: SecretKind::AwsAccessKeyId,
+        anchors: &["AKIA", "ASIA"],
+        pattern: r"(?:AKIA|ASIA)[A-Z2-7]{16}",
+        group: 0,
+        boundary: Some(is_alnum),
+        validate: always,
+    },
+    SimpleSpec {
+        kind: SecretKind::GithubToken,
+        anchors: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+        pattern: r"gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}",
+        group: 0,
+        boundary: Some(is_word),
+        validate: always,
+    },
+    SimpleSpec {
+        kind: SecretKind::GitlabToken,
+        anchors: &["gl"],
+        pattern: r"gl(?:pat|dt|rt|ptt|oas|cbt|soat|ffct|imt)-[A-Za-z0-9_-]{20,}",
+        group: 0,
+        boundary: Some(is_token_byte),
+        validate: always,
+    },
+    SimpleSpec {
+        kind: SecretKind::SlackToken,
+        anchors: &["xox", "xapp-"],
+        pattern: r"xox[abposer]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,}",
+        group: 0,
+        boundary: Some(is_token_byte),
+        validate: has_digit,
+    },
+    SimpleSpec {
+        kind: SecretKind::SlackWebhook,
+        anchors: &["hooks.slack.com/"],
+        pattern: r"https://hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/]{16,})",
+        group: 1,
+        boundary: Some(is_word),
+        validate: has_digit,
+    },
+    SimpleSpec {
+        kind: SecretKind::StripeKey,
+        anchors: &["k_live_", "k_test_", "whsec_"],
+        pattern: r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,247}|whsec_[A-Za-z0-9]{24,}",
+        group: 0,
+        boundary: Some(is_word),
+        validate: always,
+    },
+    SimpleSpec {
+        kind: SecretKind::GoogleApiKey,
+        anchors: &["AIza"],
+        pattern: r"AIza[0-9A-Za-z_-]{35}",
+        group: 0,
+        boundary: Some(is_token_byte),
+        validate: always,
+    },
+    SimpleSpec {
+        kind: SecretKind::AnthropicKey,
+        anchors: &["sk-ant-"],
+        pattern: r"sk-ant-[A-Za-z0-9_-]{20,}",
+        group: 0,
+        boundary: Some(is_token_byte),
+        validate: always,
+    },
+    SimpleSpec {
+        kind: SecretKind::OpenAiKey,
+        anchors: &["sk-"],
+        pattern: r"sk-[A-Za-z0-9_-]{20,}",
+        group: 0,
+        boundary: Some(is_token_byte),
+        validate: valid_openai_key,
+    },
+    SimpleSpec {
+        kind: SecretKind::NpmToken,
+        anchors: &["npm_"],
+        pattern: r"npm_[A-Za-z0-9]{36}",
+        group: 0,
+        boundary: Some(is_word),
+        validate: has_digit_and_letter,
+    },
+    SimpleSpec {
+        kind: SecretKind::PypiToken,
+        anchors: &["pypi-AgE"],
+        pattern: r"pypi-AgE[A-Za-z0-9_-]{50,}",
+        group: 0,
+        boundary: Some(is_token_byte),
+        validate: always,
+    },
+    SimpleSpec {
+        kind: SecretKind::HuggingFaceToken,
+        anchors: &["hf_"],
+        pattern: r"hf_[A-Za-z0-9]{34,}",
+        group: 0,
+        boundary: Some(is_word),
+        validate: has_both_cases,
+    },
+    SimpleSpec {
+        kind: SecretKind::JwtToken,
+        anchors: &["eyJ"],
+        pattern: concat!(
+            r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*",
+            r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+        ),
+        group: 0,
+        boundary: Some(is_token_byte),
+        validate: always,
+    },
+    SimpleSpec {
+        kind: SecretKind::AwsSecretAccessKey,
+        anchors: &["ecret", "ECRET"],
+        pattern: concat!(
+            r"(?i-u:aws_?secret_?(?:access_?)?key|secret_?access_?key)",
+            r#"\\?["'`]?[ \t]*(?::|=>|=)[ \t]*\\?["'`]?([A-Za-z0-9/+]{40})"#
+        ),
+        group: 1,
+        boundary: Some(is_base64_byte),
+        validate: always,
+    },
+    SimpleSpec {
+        kind: SecretKind::BearerToken,
+        anchors: &["earer"],
+        pattern: r"(?-u:\b)[Bb]earer[ \t]+([A-Za-z0-9._~+/=-]{16,})",
+        group: 1,
+        boundary: None,
+        validate: valid_loose_bearer,
+    },
+    SimpleSpec {
+        kind: SecretKind::UrlCredentials,
+        anchors: &["://"],
+        pattern: r#"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:"'<>\\]*:([^\s/?#@"'<>\\]+)@"#,
+        group: 1,
+        boundary: None,
+        validate: valid_url_password,
+    },
+    SimpleSpec {
+        kind: SecretKind::UrlCredentials,
+        anchors: &["://"],
+        pattern: r"(?-u:\b)(?:https?|git|git\+https|ssh)://([A-Za-z0-9_~.-]{20,})@",
+        group: 1,
+        boundary: None,
+        validate: valid_url_user_token,
+    },
+];
+
+const AUTHORIZATION_PATTERN: &str = concat!(
+    r"(?i-u:(?:proxy-)?authorization)",
+    r#"\\?["'`]?[ \t]*[:=][ \t]*\\?["'`]?"#,
+    r"(?:([A-Za-z][A-Za-z-]*)[ \t]+)?",
+    r"([A-Za-z0-9._~+/=-]+)"
+);
+
+const ASSIGNMENT_PATTERN: &str = concat!(
+    r"[A-Za-z0-9_.-]*(?i-u:pass|pwd|secret|token|auth|key)[A-Za-z0-9_.-]*",
+    r#"(?:\\?["'`])?[ \t]*(?::=|=>|={1,3}|:)[ \t]*"#
+);
+
+const CLI_FLAG_PATTERN: &str =
+    r"--([A-Za-z0-9-]*(?i-u:pass|pwd|secret|token|key|auth)[A-Za-z0-9-]*)[ \t]+";
+
+const CLI_USER_PATTERN: &str = r"(?:-u|--user)[ \t]+";
+
+#[allow(
+    clippy::expect_used,
+    reason = "the patterns are constants; a bad one fails every test"
+)]
+fn compile(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("built-in redaction pattern compiles")
+}
+
+impl Redactor {
+    /// Compiles the detectors (a few milliseconds; prefer [`Redactor::global`]).
+    pub fn new() -> Self {
+        let simple = SIMPLE_SPECS
+            .iter()
+            .map(|s| Simple {
+                kind: s.kind,
+                anchors: s.anchors,
+                regex: compile(s.pattern),
+                group: s.group,
+                boundary: s.boundary,
+                validate: s.validate,
+            })
+            .collect();
+        Self {
+            simple,
+            authorization: compile(AUTHORIZATION_PATTERN),
+            assignment: compile(ASSIGNMENT_PATTERN),
+            cli_flag: compile(CLI_FLAG_PATTERN),
+            cli_user: compile(CLI_USER_PATTERN),
+        }
+    }
+
+    /// The process-wide instance, compiled on first use.
+    pub fn global() -> &'static Redactor {
+        &GLOBAL
+    }
+
+    /// The secrets in `text`, sorted by start and non-overlapping.
+    ///
+    /// When a text had findings, it is scanned again with them redacted, until nothing new
+    /// turns up: a candidate that lost an overlap (a token running into a key block) can match
+    /// once its neighbour is a placeholder, and redacting twice must change nothing.
+    pub fn scan(&self, text: &str) -> Vec<Finding> {
+        let mut findings = self.scan_once(text);
+        for _ in 0..MAX_EXTRA_PASSES {
+            if findings.is_empty() {
+                break;
+            }
+            let redacted = apply(text, &findings);
+            let more = self.scan_once(&redacted);
+            if more.is_empty() {
+                break;
+            }
+            findings.extend(map_back(&findings, &more));
+            findings.sort_by_key(|f| f.start);
+        }
+        findings
+    }
+
+    /// One pass of every detector, overlaps resolved.
+    fn scan_once(&self, text: &str) -> Vec<Finding> {
+        let mut found = Vec::new();
+        for s in &self.simple {
+            if s.anchors.is_empty() || s.anchors.iter().any(|a| text.contains(a)) {
+                s.collect(text, &mut found);
+            }
+        }
+        if text.contains("uthorization") || text.contains("UTHORIZATION") {
+            self.collect_authorization(text, &mut found);
+        }
+        self.collect_assignments(text, &mut found);
+        if text.contains("--") {
+            self.collect_cli_flags(text, &mut found);
+        }
+        if text.contains("-u") {
+            self.collect_cli_users(text, &mut found);
+        }
+        resolve(text, found)
+    }
+
+    /// `text` with every secret replaced by `[REDACTED:<kind name>]`, and the findings.
+    /// Borrowed when nothing was found.
+    pub fn redact<'a>(&self, text: &'a str) -> (Cow<'a, str>, Vec<Finding>) {
+        let findings = self.scan(text);
+        (apply(text, &findings), findings)
+    }
+
+    fn collect_authorization(&self, text: &str, out: &mut Vec<Finding>) {
+        for caps in self.authorization.captures_iter(text) {
+            let Some(token) = caps.get(2) else { continue };
+            let scheme = caps.get(1).map(|m| m.as_str());
+            let value = token.as_str();
+            if !valid_header_credentials(value) {
+                continue;
+            }
+            let kind = if scheme.is_some_and(|s| s.eq_ignore_ascii_case("basic")) {
+                SecretKind::BasicAuth
+            } else {
+                SecretKind::BearerToken
+            };
+            push(out, kind, token.start(), token.end());
+        }
+    }
+
+    fn collect_assignments(&self, text: &str, out: &mut Vec<Finding>) {
+        let bytes = text.as_bytes();
+        for m in self.assignment.find_iter(text) {
+            // The match is `key`, an optional closing quote, blanks, the separator, blanks.
+            let span = &bytes[m.start()..m.end()];
+            let key_len = span
+                .iter()
+                .position(|&b| !(is_word(b) || b == b'.' || b == b'-'))
+                .unwrap_or(span.len());
+            let key = text[m.start()..m.start() + key_len].trim_start_matches(['-', '.']);
+            let Some(strength) = classify_key(key) else {
+                continue;
+            };
+            let before = &text[..m.start()];
+            // `Kind::Token => …`: a path in code, not a key.
+            if before.ends_with("::") {
+                continue;
+            }
+            // `let token = …`: in code an unquoted value is a variable, not a literal.
+            let declared = {
+                let b = before.trim_end_matches([' ', '\t']);
+                b.len() < before.len()
+                    && DECLARATION_KEYWORDS.iter().any(|k| {
+                        b.strip_suffix(k).is_some_and(|r| {
+                            r.is_empty() || r.ends_with(|c: char| !c.is_ascii_alphanumeric())
+                        })
+                    })
+            };
+            let rest = &span[key_len..];
+            let blanks = rest
+                .iter()
+                .rev()
+                .take_while(|&&b| b == b' ' || b == b'\t')
+                .count();
+            let sep_is_colon = rest[..rest.len() - blanks].ends_with(b":");
+            // `Token::new`, `a :: b`: a path, not an assignment.
+            if sep_is_colon && bytes.get(m.end()) == Some(&b':') {
+                continue;
+            }
+            let Some(value) = parse_value(text, m.end()) else {
+                continue;
+            };
+            // `key:value` without a space is only an assignment when the value is quoted (JSON).
+            if sep_is_colon && !value.quoted && blanks == 0 {
+                continue;
+            }
+            if let Some(v) = judge(text, value, strength, true)
+                && (v.quoted || !(declared || (sep_is_colon && colon_code_or_prose(text, v))))
+            {
+                push(out, SecretKind::EnvAssignment, v.start, v.end);
+            }
+        }
+    }
+
+    fn collect_cli_flags(&self, text: &str, out: &mut Vec<Finding>) {
+        let bytes = text.as_bytes();
+        for caps in self.cli_flag.captures_iter(text) {
+            let (Some(all), Some(flag)) = (caps.get(0), caps.get(1)) else {
+                continue;
+            };
+            if !starts_argument(bytes, all.start()) {
+                continue;
+            }
+            if classify_key(flag.as_str()).is_none() {
+                continue;
+            }
+            let Some(value) = parse_value(text, all.end()) else {
+                continue;
+            };
+            if let Some(v) = judge(text, value, Strength::Cli, false) {
+                push(out, SecretKind::CliFlag, v.start, v.end);
+            }
+        }
+    }
+
+    fn collect_cli_users(&self, text: &str, out: &mut Vec<Finding>) {
+        let bytes = text.as_bytes();
+        for m in self.cli_user.find_iter(text) {
+            if !starts_argument(bytes, m.start()) {
+                continue;
+            }
+            let Some(value) = parse_value(text, m.end()) else {
+                continue;
+            };
+            let raw = &text[value.start..value.end];
+            let Some(colon) = raw.find(':') else { continue };
+            let password = Value {
+                start: value.start + colon + 1,
+                quoted: true,
+                ..value
+            };
+            if password.start >= password.end {
+                continue;
+            }
+            if let Some(v) = judge(text, password, Strength::Cli, false) {
+                push(out, SecretKind::BasicAuth, v.start, v.end);
+            }
+        }
+    }
+}
+
+impl Simple {
+    fn collect(&self, text: &str, out: &mut Vec<Finding>) {
+        if self.group == 0 {
+            for m in self.regex.find_iter(text) {
+                self.consider(text, m.start(), m.end(), out);
+            }
+        } else {
+            for caps in self.regex.captures_iter(text) {
+                if let Some(m) = caps.get(self.group) {
+                    self.consider(text, m.start(), m.end(), out);
+                }
+            }
+        }
+    }
+
+    fn consider(&self, text: &str, start: usize, end: usize, out: &mut Vec<Finding>) {
+        let bytes = text.as_bytes();
+        if let Some(bad) = self.boundary {
+            let before = start > 0 && bad(bytes[start - 1]);
+            let after = end < bytes.len() && bad(bytes[end]);
+            if before || after {
+                return;
+            }
+        }
+        if (self.validate)(&text[start..end]) {
+            push(out, self.kind, start, end);
+        }
+    }
+}
+
+/// Keywords that, before `name =`/`name:`, make it a declaration in code.
+const DECLARATION_KEYWORDS: &[&str] = &[
+    "let",
+    "let mut",
+    "const",
+    "var",
+    "val",
+    "type",
+    "pub",
+    "static",
+    "readonly",
+    "private",
+    "public",
+    "protected",
+];
+
+/// How many times a text with findings is rescanned with them redacted.
+const MAX_EXTRA_PASSES: usize = 4;
+
+/// Maps findings in `apply(text, done)` back to offsets in `text`. They never overlap a
+/// placeholder, so each lies in a stretch of original text between two of `done`.
+fn map_back(done: &[Finding], more: &[Finding]) -> Vec<Finding> {
+    // (start in the redacted text, start in the original, length) of each kept stretch.
+    let mut kept = Vec::with_capacity(done.len() + 1);
+    let (mut orig, mut red) = (0, 0);
+    for f in done {
+        kept.push((red, orig, f.start - orig));
+        red += f.start - orig + PLACEHOLDER_PREFIX.len() + f.kind.name().len() + 1;
+        orig = f.end;
+    }
+    kept.push((red, orig, usize::MAX - orig));
+    more.iter()
+        .filter_map(|m| {
+            let i = kept
+                .partition_point(|&(r, _, _)| r <= m.start)
+                .checked_sub(1)?;
+            let (r, o, len) = kept[i];
+            (m.end - r <= len).then_some(Finding {
+                kind: m.kind,
+                start: o + (m.start - r),
+                end: o + (m.end - r),
+            })
+        })
+        .collect()
+}
+
+fn push(out: &mut Vec<Finding>, kind: SecretKind, start: usize, end: usize) {
+    if start < end {
+        out.push(Finding { kind, start, end });
+    }
+}
+
+/// Whether a command-line argument can start at `pos` (start of text or after a separator).
+fn starts_argument(bytes: &[u8], pos: usize) -> bool {
+    pos == 0
+        || matches!(
+            bytes[pos - 1],
+            b' ' | b'\t' | b'\n' | b'\r' | b'"' | b'\'' | b'`' | b'(' | b'[' | b','
+        )
+}
+
+/// Keeps the most specific, then longest, candidates; drops anything overlapping an existing
+/// placeholder; returns them sorted by start.
+fn resolve(text: &str, mut found: Vec<Finding>) -> Vec<Finding> {
+    if found.is_empty() {
+        return found;
+    }
+    let placeholders = placeholder_ranges(text);
+    found.retain(|f| {
+        text.is_char_boundary(f.start)
+            && text.is_char_boundary(f.end)
+            && !placeholders
+                .iter()
+                .any(|p| p.start < f.end && f.start < p.end)
+    });
+    found.sort_by(|a, b| {
+        b.kind
+            .rank()
+            .cmp(&a.kind.rank())
+            .then((b.end - b.start).cmp(&(a.end - a.start)))
+            .then(a.start.cmp(&b.start))
+    });
+    let mut taken: BTreeMap<usize, Finding> = BTreeMap::new();
+    for f in found {
+        // Intervals in `taken` are disjoint: only the last one starting before `f.end` can
+        // reach into `f`.
+        if let Some((_, prev)) = taken.range(..f.end).next_back()
+            && prev.end > f.start
+        {
+            continue;
+        }
+        taken.insert(f.start, f);
+    }
+    taken.into_values().collect()
+}
+
+/// The `[REDACTED:…]` placeholders already in `text`.
+fn placeholder_ranges(text: &str) -> Vec<Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find(PLACEHOLDER_PREFIX) {
+        let start = from + i;
+        let body = start + PLACEHOLDER_PREFIX.len();
+        let end = text[body..]
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .map_or(text.len(), |j| body + j);
+        let end = if text.as_bytes().get(end) == Some(&b']') {
+            end + 1
+        } else {
+            end
+        };
+        ranges.push(start..end);
+        from = end.max(start + 1);
+    }
+    ranges
+}
+
+// ---- assignment keys -------------------------------------------------------------------------
+
+/// How much evidence a value needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Strength {
+    /// The key names a secret: any value that is not a placeholder or code.
+    Normal,
+    /// The key's only secret word is `auth`: the value must look like a credential.
+    Weak,
+    /// A command-line flag value: it must look like a credential.
+    Cli,
+}
+
+/// Words that are secrets by themselves, or as the end of a word (`dbpassword`).
+const SECRET_STEMS: &[&str] = &[
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "accesskey",
+    "privatekey",
+    "secretkey",
+];
+
+/// Words that make a following `key` a secret (`API_KEY`, `signing_key`).
+const KEY_QUALIFIERS: &[&str] = &[
+    "api",
+    "access",
+    "private",
+    "secret",
+    "client",
+    "signing",
+    "encryption",
+    "master",
+    "hmac",
+    "jwt",
+    "session",
+    "license",
+    "app",
+];
+
+/// Words that, after the secret word, say the value is *about* the secret, not the secret.
+const META_WORDS: &[&str] = &[
+    "length",
+    "len",
+    "min",
+    "max",
+    "minimum",
+    "maximum",
+    "ttl",
+    "timeout",
+    "expiry",
+    "expires",
+    "expiration",
+    "expire",
+    "lifetime",
+    "age",
+    "count",
+    "limit",
+    "limits",
+    "size",
+    "file",
+    "files",
+    "path",
+    "dir",
+    "directory",
+    "url",
+    "uri",
+    "urls",
+    "endpoint",
+    "host",
+    "hostname",
+    "port",
+    "name",
+    "names",
+    "type",
+    "kind",
+    "id",
+    "ids",
+    "enabled",
+    "enable",
+    "disabled",
+    "disable",
+    "required",
+    "header",
+    "prefix",
+    "suffix",
+    "field",
+    "env",
+    "var",
+    "variable",
+    "provider",
+    "manager",
+    "method",
+    "mode",
+    "algorithm",
+    "alg",
+    "format",
+    "encoding",
+    "version",
+    "usage",
+    "budget",
+    "rate",
+    "param",
+    "parameter",
+    "policy",
+    "rotation",
+    "hint",
+    "label",
+    "description",
+    "location",
+    "region",
+    "arn",
+    "ref",
+    "sock",
+    "socket",
+    "stdin",
+    "store",
+    "vault",
+    "helper",
+    "command",
+    "cmd",
+    "flag",
+    "option",
+    "options",
+    "regex",
+    "pattern",
+    "validation",
+    "validator",
+    "strength",
+    "schema",
+    "scheme",
+    "strategy",
+    "backend",
+    "server",
+    "service",
+    "domain",
+    "issuer",
+    "audience",
+    "scope",
+    "scopes",
+    "realm",
+    "callback",
+    "redirect",
+    "flow",
+    "level",
+    "interval",
+    "duration",
+    "seconds",
+    "secs",
+    "ms",
+    "at",
+    "date",
+    "time",
+    "timestamp",
+    "created",
+    "updated",
+    "changed",
+    "index",
+    "idx",
+    "valid",
+    "set",
+    "source",
+    "cache",
+    "fingerprint",
+    "log",
+    "prompt",
+    "placeholder",
+    "message",
+    "msg",
+    "error",
+    "text",
+    "title",
+    "help",
+    "response",
+    "request",
+    "result",
+    "handler",
+    "client",
+    "builder",
+    "parser",
+    "start",
+    "end",
+    "tree",
+    "stream",
+];
+
+/// The words of an ASCII identifier, split on non-alphanumerics and camelCase (`APIKey` →
+/// `API`, `Key`), in their original case.
+fn words(ident: &str) -> Vec<&str> {
+    let b = ident.as_bytes();
+    let mut out = Vec::new();
+    let mut start = None;
+    for i in 0..b.len() {
+        let c = b[i];
+        if !c.is_ascii_alphanumeric() {
+            if let Some(s) = start.take() {
+                out.push(&ident[s..i]);
+            }
+            continue;
+        }
+        if let Some(s) = start
+            && c.is_ascii_uppercase()
+        {
+            let prev = b[i - 1];
+            let next_lower = b.get(i + 1).is_some_and(u8::is_ascii_lowercase);
+            if prev.is_ascii_lowercase()
+                || prev.is_ascii_digit()
+                || (prev.is_ascii_uppercase() && next_lower)
+            {
+                out.push(&ident[s..i]);
+                start = Some(i);
+            }
+        }
+        if start.is_none() {
+            start = Some(i);
+        }
+    }
+    if let Some(s) = start {
+        out.push(&ident[s..]);
+    }
+    out
+}
+
+fn ends_with_ci(word: &str, suffix: &str) -> bool {
+    let (w, s) = (word.as_bytes(), suffix.as_bytes());
+    w.len() >= s.len() && w[w.len() - s.len()..].eq_ignore_ascii_case(s)
+}
+
+fn in_ci(list: &[&str], word: &str) -> bool {
+    list.iter().any(|w| w.eq_ignore_ascii_case(word))
+}
+
+/// Whether word `i` of `words` is a secret word, and how strong.
+fn secret_word(words: &[&str], i: usize) -> Option<Strength> {
+    let w = words[i];
+    if SECRET_STEMS.iter().any(|s| ends_with_ci(w, s)) {
+        return Some(Strength::Normal);
+    }
+    // `DB_PASS`, `smtp_pwd`; not `PASS` alone (test output), `PWD` (the working directory) or
+    // `pass_through`, `needless_pass_by_value`.
+    if (w.eq_ignore_ascii_case("pass") || w.eq_ignore_ascii_case("pwd"))
+        && words.len() > 1
+        && i == words.len() - 1
+    {
+        return Some(Strength::Normal);
+    }
+    if w.eq_ignore_ascii_case("key") && i > 0 && in_ci(KEY_QUALIFIERS, words[i - 1]) {
+        return Some(Strength::Normal);
+    }
+    w.eq_ignore_ascii_case("auth").then_some(Strength::Weak)
+}
+
+/// Whether an assignment key (or flag name) names a secret, and how strong the evidence is.
+fn classify_key(key: &str) -> Option<Strength> {
+    let words = words(key);
+    let mut last = None;
+    let mut strength = Strength::Weak;
+    for i in 0..words.len() {
+        if let Some(s) = secret_word(&words, i) {
+            last = Some(i);
+            if s == Strength::Normal {
+                strength = Strength::Normal;
+            }
+        }
+    }
+    let last = last?;
+    if words[last + 1..].iter().any(|w| in_ci(META_WORDS, w)) {
+        return None;
+    }
+    Some(strength)
+}
+
+// ---- values ----------------------------------------------------------------------------------
+
+/// A candidate value: a byte range, and whether it was inside quotes.
+#[derive(Debug, Clone, Copy)]
+struct Value {
+    start: usize,
+    end: usize,
+    quoted: bool,
+    /// Quoted in backticks: a JS template literal, or inline code in Markdown prose.
+    backtick: bool,
+}
+
+fn is_unquoted_terminator(b: u8) -> bool {
+    b.is_ascii_whitespace()
+        || matches!(
+            b,
+            b'"' | b'\''
+                | b'`'
+                | b','
+                | b';'
+                | b')'
+                | b']'
+                | b'}'
+                | b'\\'
+                | b'&'
+                | b'|'
+                | b'<'
+                | b'>'
+        )
+}
+
+/// The value starting at `pos`: the inside of `"…"`, `'…'`, `` `…` `` or JSON-escaped `\"…\"`
+/// (on one line), or an unquoted run up to a terminator.
+fn parse_value(text: &str, pos: usize) -> Option<Value> {
+    let b = text.as_bytes();
+    let first = *b.get(pos)?;
+    if first == b'\\' && matches!(b.get(pos + 1), Some(b'"' | b'\'')) {
+        let quote = b[pos + 1];
+        let start = pos + 2;
+        let mut i = start;
+        while i + 1 < b.len() {
+            match b[i] {
+                b'\n' | b'\r' => return None,
+                b'\\' if b[i + 1] == quote => {
+                    return (i > start).then_some(Value {
+                        start,
+                        end: i,
+                        quoted: true,
+                        backtick: false,
+                    });
+                }
+                b'\\' => i += 2,
+                _ => i += 1,
+            }
+        }
+        return None;
+    }
+    if matches!(first, b'"' | b'\'' | b'`') {
+        let start = pos + 1;
+        let mut i = start;
+        while i < b.len() {
+            let c = b[i];
+            if c == b'\n' || c == b'\r' {
+                return None;
+            }
+            if c == b'\\' && first != b'\'' {
+                i += 2;
+                continue;
+            }
+            if c == first {
+                return (i > start).then_some(Value {
+                    start,
+                    end: i,
+                    quoted: true,
+                    backtick: first == b'`',
+                });
+            }
+            i += 1;
+        }
+        return None;
+    }
+    let mut i = pos;
+    while i < b.len() && !is_unquoted_terminator(b[i]) {
+        i += 1;
+    }
+    (i > pos).then_some(Value {
+        start: pos,
+        end: i,
+        quoted: false,
+        backtick: false,
+    })
+}
+
+/// The part of `value` to redact, if any, after the look-alike rules; `follow` allows one step
+/// past a type hint (`password: str = "x"`) or into a prefixed string literal (`b"x"`).
+fn judge(text: &str, value: Value, strength: Strength, follow: bool) -> Option<Value> {
+    let v = &text[value.start..value.end];
+    let bytes = text.as_bytes();
+    if follow && !value.quoted {
+        // Python string prefixes: b"…", r'…', f"…".
+        if matches!(
+            v,
+            "b" | "r" | "u" | "f" | "br" | "rb" | "fr" | "rf" | "B" | "R" | "U" | "F"
+        ) && matches!(bytes.get(value.end), Some(b'"' | b'\''))
+        {
+            let inner = parse_value(text, value.end)?;
+            if v.contains(['f', 'F']) && text[inner.start..inner.end].contains('{') {
+                return None;
+            }
+            return judge(text, inner, strength, false);
+        }
+        // A type hint with a default: `password: str = "hunter2"`.
+        if is_type_name(v) {
+            let mut i = value.end;
+            while bytes.get(i).is_some_and(|b| *b == b' ' || *b == b'\t') {
+                i += 1;
+            }
+            if bytes.get(i) == Some(&b'=') && bytes.get(i + 1) != Some(&b'=') {
+                i += 1;
+                while bytes.get(i).is_some_and(|b| *b == b' ' || *b == b'\t') {
+                    i += 1;
+                }
+                let next = parse_value(text, i)?;
+                return judge(text, next, strength, false);
+            }
+            return None;
+        }
+    }
+    // `print("Password: ", end="")`: the "value" is the text between two string literals.
+    let between_literals =
+        value.quoted && v.starts_with(|c: char| c.is_whitespace() || ",;)+.".contains(c));
+    // Inline code after a colon in prose ("the secret: `x = y`") is only a value when it is
+    // one credential-looking word.
+    let prose_code = value.backtick
+        && (v.contains(|c: char| c.is_whitespace() || c == '=' || c == ':') || !credential_like(v));
+    if v.trim().is_empty()
+        || between_literals
+        || prose_code
+        || is_placeholder(v)
+        || is_keyword(v)
+        || is_short_number(v)
+        || is_secret_name(v)
+        || (!value.quoted
+            && (is_code(v) || is_type_name(v) || is_stopword(v) || opens_block(bytes, value.end)))
+    {
+        return None;
+    }
+    let ok = match strength {
+        Strength::Normal => true,
+        Strength::Weak => v.len() >= 8 && credential_like(v),
+        Strength::Cli => v.len() >= 6 && credential_like(v) && !v.starts_with('-'),
+    };
+    ok.then_some(value)
+}
+
+fn has_digit(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_digit())
+}
+
+fn has_both_cases(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_uppercase()) && s.bytes().any(|b| b.is_ascii_lowercase())
+}
+
+fn has_digit_and_letter(s: &str) -> bool {
+    has_digit(s) && s.bytes().any(|b| b.is_ascii_alphabetic())
+}
+
+fn longest_alnum_run(s: &str) -> usize {
+    s.split(|c: char| !c.is_ascii_alphanumeric())
+        .map(str::len)
+        .max()
+        .unwrap_or(0)
+}
+
+/// A credential rather than a word: a digit, mixed case, or a symbol.
+fn credential_like(s: &str) -> bool {
+    has_digit(s)
+        || has_both_cases(s)
+        || s.bytes()
+            .any(|b| !b.is_ascii_alphanumeric() && !matches!(b, b'-' | b'_' | b'.' | b' '))
+}
+
+/// A key block holds base64, not prose that mentions the BEGIN and END lines.
+fn has_key_material(s: &str) -> bool {
+    s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '='))
+        .any(|run| run.len() >= 16)
+}
+
+fn valid_openai_key(s: &str) -> bool {
+    let body = s.strip_prefix("sk-").unwrap_or(s);
+    let body = ["proj-", "svcacct-", "admin-", "None-"]
+        .iter()
+        .find_map(|p| body.strip_prefix(p))
+        .unwrap_or(body);
+    body.len() >= 20 && has_digit(body) && has_both_cases(body) && longest_alnum_run(body) >= 16
+}
+
+fn valid_loose_bearer(s: &str) -> bool {
+    has_digit_and_letter(s) && !is_placeholder(s) && !is_secret_name(s)
+}
+
+fn valid_header_credentials(s: &str) -> bool {
+    const SCHEMES: &[&str] = &[
+        "bearer",
+        "basic",
+        "token",
+        "digest",
+        "negotiate",
+        "ntlm",
+        "apikey",
+    ];
+    s.len() >= 8
+        && !SCHEMES.iter().any(|w| s.eq_ignore_ascii_case(w))
+        && !s.bytes().all(|b| b.is_ascii_lowercase())
+        && !is_placeholder(s)
+        && !is_secret_name(s)
+        && !is_type_like(s)
+        && credential_like(s)
+}
+
+fn valid_url_password(s: &str) -> bool {
+    !is_placeholder(s) && !is_secret_name(s)
+}
+
+fn valid_url_user_token(s: &str) -> bool {
+    has_digit_and_letter(s) && longest_alnum_run(s) >= 16 && !is_placeholder(s)
+}
+
+/// `true`, `null`, … (any case).
+fn is_keyword(v: &str) -> bool {
+    const KEYWORDS: &[&str] = &[
+        "true",
+        "false",
+        "null",
+        "none",
+        "nil",
+        "undefined",
+        "yes",
+        "no",
+        "on",
+        "off",
+    ];
+    KEYWORDS.iter().any(|k| v.eq_ignore_ascii_case(k))
+}
+
+/// A number of at most 6 digits (a setting, not a secret).
+fn is_short_number(v: &str) -> bool {
+    let (digits, hex) = match v.strip_prefix("0x") {
+        Some(h) => (h, true),
+        None => (v, false),
+    };
+    (1..=6).contains(&digits.len())
+        && digits.bytes().all(|b| {
+            if hex {
+                b.is_ascii_hexdigit()
+            } else {
+                b.is_ascii_digit()
+            }
+        })
+}
+
+/// After `key:`, an unquoted value that is a type (`token: Literal`), a struct-literal field
+/// (`token: cached,`) or the first word of a sentence (`ACCESS_KEY: alias for …`).
+fn colon_code_or_prose(text: &str, v: Value) -> bool {
+    let value = &text[v.start..v.end];
+    let rest = &text[v.end..];
+    if is_type_like(value) || rest.starts_with([',', ';', ')', '}']) {
+        return true;
+    }
+    let word = value.bytes().all(|b| b.is_ascii_lowercase());
+    let more = rest.trim_start_matches([' ', '\t']);
+    word && more.len() < rest.len() && more.starts_with(|c: char| c.is_ascii_alphabetic())
+}
+
+/// A type name or a capitalised word — `Boolean`, `CFStringRef`, `T`, `C1`, `Tries` — rather
+/// than a random token (`AbX9kLm2Qr`, `K7GHQ2MZPX`).
+fn is_type_like(v: &str) -> bool {
+    let b = v.as_bytes();
+    if b.is_empty() || b.len() > 40 || !b[0].is_ascii_uppercase() {
+        return false;
+    }
+    if !b.iter().all(u8::is_ascii_alphanumeric) {
+        return false;
+    }
+    words(v).iter().all(|w| {
+        let w = w.as_bytes();
+        let rest = &w[1..];
+        let letters = rest.iter().take_while(|b| b.is_ascii_lowercase()).count();
+        rest[letters..].iter().all(u8::is_ascii_digit)
+            || (w.len() <= 5 && w.iter().all(u8::is_ascii_uppercase))
+            || (w.len() <= 3 && rest.iter().all(u8::is_ascii_digit))
+    })
+}
+
+/// A value that stands for a secret rather than being one.
+fn is_placeholder(v: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "password",
+        "passwd",
+        "pass",
+        "secret",
+        "token",
+        "redacted",
+        "<redacted>",
+        "placeholder",
+        "replace_me",
+        "replace-me",
+        "replaceme",
+        "todo",
+        "tbd",
+        "fixme",
+        "n/a",
+        "value",
+        "example",
+    ];
+    if v.starts_with(PLACEHOLDER_PREFIX) || WORDS.iter().any(|w| v.eq_ignore_ascii_case(w)) {
+        return true;
+    }
+    // Masks: `***`, `xxxx`, `...`, `XXXX-XXXX`.
+    if v.chars()
+        .all(|c| matches!(c, '*' | 'x' | 'X' | '.' | '-' | '_' | '#' | '•' | '…'))
+    {
+        return true;
+    }
+    // `<token>`, `{token}`, `{{ .Values.token }}`, `${TOKEN}`.
+    if (v.starts_with('<') && v.ends_with('>'))
+        || v.starts_with('{')
+        || v.contains("{{")
+        || v.contains("${")
+    {
+        return true;
+    }
+    if v.starts_with("$(") || v.starts_with("%(") || v == "%s" {
+        return true;
+    }
+    // `$VAR`: one-case names only, so `$ecretP4ss` is still a password.
+    if let Some(name) = v.strip_prefix('$')
+        && !name.is_empty()
+        && name.bytes().all(is_word)
+        && (name.bytes().all(|b| !b.is_ascii_lowercase() || b == b'_')
+            || name.bytes().all(|b| !b.is_ascii_uppercase()))
+    {
+        return true;
+    }
+    let lower = v.to_ascii_lowercase();
+    if let Some(rest) = v.get(4..)
+        && lower.starts_with("your")
+        && (rest.starts_with(['-', '_', ' ', '.'])
+            || rest.starts_with(|c: char| c.is_ascii_uppercase()))
+    {
+        return true;
+    }
+    // An elided example: `ghp_…`, `sk-...`.
+    if let Some(head) = v.strip_suffix('…').or_else(|| v.strip_suffix("..."))
+        && head.len() <= 8
+    {
+        return true;
+    }
+    lower.ends_with("_here") || lower.ends_with("-here")
+}
+
+/// Type names seen after `name:` in Python, TypeScript and Rust signatures.
+fn is_type_name(v: &str) -> bool {
+    const TYPES: &[&str] = &[
+        "str",
+        "string",
+        "String",
+        "bytes",
+        "int",
+        "bool",
+        "boolean",
+        "number",
+        "any",
+        "Any",
+        "unknown",
+        "object",
+        "Object",
+        "char",
+        "impl",
+        "dyn",
+        "Option",
+        "Optional",
+        "Secret",
+        "SecretStr",
+        "SecretString",
+        "SecretBox",
+        "Box",
+        "Arc",
+        "Rc",
+        "Vec",
+        "Cow",
+        "Token",
+        "Text",
+        "Union",
+        "List",
+        "Dict",
+        "Mapping",
+        "Sequence",
+        "u8",
+        "u32",
+        "u64",
+        "i32",
+        "i64",
+        "usize",
+    ];
+    TYPES.contains(&v)
+}
+
+/// Prose words that follow `token:` or `auth:` in ordinary sentences.
+fn is_stopword(v: &str) -> bool {
+    const STOPWORDS: &[&str] = &[
+        "the", "a", "an", "is", "are", "was", "be", "it", "its", "this", "that", "to", "of", "in",
+        "for", "see", "use", "set", "not", "and", "or", "required", "optional", "unset", "empty",
+        "missing", "invalid", "expired", "provided", "present", "hidden", "masked", "read",
+        "write", "self", "this", "if", "match", "await", "new",
+    ];
+    STOPWORDS.iter().any(|w| v.eq_ignore_ascii_case(w))
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut b = s.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_' || c == b'$')
+        && b.all(|c| is_word(c) || c == b'$')
+}
+
+/// An unquoted value that is an expression in code, not data.
+fn is_code(v: &str) -> bool {
+    if v.contains(['(', '[', '{']) || v.contains("::") || v.contains("->") {
+        return true;
+    }
+    // References, pointers, decorators, private names: `&str`, `*mut`, `@token`, `__u32`.
+    if v.starts_with(['&', '@', '*', '_']) {
+        return true;
+    }
+    // Grammar (ABNF repetition): `token = 1*tchar`.
+    if v.trim_start_matches(|c: char| c.is_ascii_digit())
+        .starts_with('*')
+    {
+        return true;
+    }
+    // Dotted paths: `self.token`, `process.env.GITHUB_TOKEN`.
+    if v.contains('.') && v.split('.').all(is_identifier) {
+        return true;
+    }
+    // Pure punctuation: YAML `|`, `>-`, `-`.
+    !v.bytes().any(|b| b.is_ascii_alphanumeric()) && v.is_ascii()
+}
+
+/// An identifier that itself names a secret — a variable or a field name, not its value:
+/// `password=password`, `token: accessToken`, `Kind::Token => "github_token"`.
+fn is_secret_name(v: &str) -> bool {
+    if !is_identifier(v) {
+        return false;
+    }
+    // Whole words only: `abc123secret` is a value, `githubToken` a name.
+    const NAMES: &[&str] = &[
+        "password",
+        "passwd",
+        "passphrase",
+        "pass",
+        "pwd",
+        "secret",
+        "token",
+        "apikey",
+        "key",
+        "auth",
+    ];
+    words(v).iter().any(|w| in_ci(NAMES, w))
+}
+
+/// Whether the next non-blank byte at or after `pos` opens a block or a call: `Value {`.
+fn opens_block(bytes: &[u8], pos: usize) -> bool {
+    let next = bytes[pos.min(bytes.len())..]
+        .iter()
+        .find(|&&b| b != b' ' && b != b'\t');
+    matches!(next, Some(b'{' | b'('))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn words_split_like_identifiers() {
+        assert_eq!(words("OPENAI_API_KEY"), ["OPENAI", "API", "KEY"]);
+        assert_eq!(words("apiKey"), ["api", "Key"]);
+        assert_eq!(words("APIKey"), ["API", "Key"]);
+        assert_eq!(words("_authToken"), ["auth", "Token"]);
+        assert_eq!(
+            words("spring.datasource.password"),
+            ["spring", "datasource", "password"]
+        );
+        assert_eq!(words("oauth2Token"), ["oauth2", "Token"]);
+        assert_eq!(words("x-api-key"), ["x", "api", "key"]);
+    }
+
+    #[test]
+    fn keys_are_classified() {
+        for key in [
+            "PASSWORD",
+            "DB_PASSWORD",
+            "db_pass",
+            "GITHUB_TOKEN",
+            "api_key",
+            "apiKey",
+            "APIKEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "client_secret",
+            "PRIVATE_KEY",
+            "access_token",
+            "SECRET_KEY_BASE",
+            "x-api-key",
+            "PRIVATE-TOKEN",
+            "_authToken",
+            "passphrase",
+            "AUTH_TOKEN",
+        ] {
+            assert_eq!(classify_key(key), Some(Strength::Normal), "{key}");
+        }
+        assert_eq!(classify_key("auth"), Some(Strength::Weak));
+        assert_eq!(classify_key("NPM_AUTH"), Some(Strength::Weak));
+        for key in [
+            "PASSWORD_MIN_LENGTH",
+            "MIN_PASSWORD_LENGTH",
+            "max_tokens",
+            "input_tokens",
+            "tokenizer",
+            "author",
+            "Authorization",
+            "TOKEN_URL",
+            "SECRET_NAME",
+            "AWS_ACCESS_KEY_ID",
+            "token_type",
+            "SSH_AUTH_SOCK",
+            "PASS",
+            "PWD",
+            "OLDPWD",
+            "cache_key",
+            "key",
+            "secrets",
+            "api_key_name",
+            "GIT_ASKPASS",
+            "PASSWORD_FILE",
+        ] {
+            assert_eq!(classify_key(key), None, "{key}");
+        }
+    }
+
+    #[test]
+    fn placeholders() {
+        for v in [
+            "${TOKEN}",
+            "$TOKEN",
+            "$token",
+            "<your-token>",
+            "xxx",
+            "***",
+            "your_api_key_here",
+            "YOUR_TOKEN",
+            "{{ .Values.password }}",
+            "$(cat /run/secrets/pw)",
+            "[REDACTED:env_assignment]",
+        ] {
+            assert!(is_placeholder(v), "{v}");
+        }
+        for v in ["hunter2", "changeme", "$ecretP4ss", "yourself123"] {
+            assert!(!is_placeholder(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn every_pattern_compiles() {
+        let r = Redactor::new();
+        assert_eq!(r.simple.len(), SIMPLE_SPECS.len());
+    }
+}

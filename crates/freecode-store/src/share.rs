@@ -1,0 +1,462 @@
+//! Export and import of whole sessions as [`Bundle`]s (SPEC §9.3, §15, §19.5–8, 19, 25).
+//!
+//! - [`export_bundle`] gathers a session's meta, messages, compaction summaries and, on request,
+//!   its rollout events and the project's memory entries, then redacts known secret formats
+//!   from every string in it ([`freecode_core::redact`]); the bundle lists what was redacted
+//!   and where, never the value.
+//! - [`import_bundle`] writes a validated bundle as a **new** session (fresh id, new message ids
+//!   where an id is missing or repeated, `importedFrom` in the meta) all or nothing, and never
+//!   overwrites anything: memory entries are imported only when asked, and an entry whose name
+//!   exists locally is skipped, not replaced (§19.6).
+//! - The local variant of §15 lives under `remote/`: [`save_to_remote`] writes a bundle file
+//!   there (0600, atomically); import reads any file.
+
+use std::path::{Path, PathBuf};
+
+use freecode_core::bundle::{Bundle, MemoryEntry, RedactionNote, valid_memory_name};
+use freecode_core::memory::CompactionMemory;
+use freecode_core::redact;
+use freecode_core::{SessionId, SessionMeta, SessionStatus};
+use serde_json::Value;
+
+use crate::error::{IoContext, StoreError};
+use crate::fsutil::{self, create_dir_private, write_atomic};
+use crate::home::Home;
+use crate::session::{NewSession, SessionStore};
+
+/// Why an export or import failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ShareError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The body is not an importable session.
+    #[error(transparent)]
+    Bundle(#[from] freecode_core::bundle::BundleError),
+    /// A deleted session is not exported.
+    #[error("session {0} is deleted; restore it before exporting")]
+    Deleted(String),
+}
+
+/// What to put in an export.
+#[derive(Debug, Clone, Default)]
+pub struct ExportOptions {
+    /// Include the rollout log's events.
+    pub include_rollout: bool,
+    /// Include the project's memory entries.
+    pub include_memories: bool,
+    /// Skip redaction (only for a file that stays on this machine).
+    pub no_redact: bool,
+    /// When the share will expire, ms.
+    pub expires_at: Option<i64>,
+}
+
+/// Builds the bundle of session `id`, redacted unless told otherwise.
+pub fn export_bundle(
+    store: &SessionStore,
+    id: &SessionId,
+    opts: &ExportOptions,
+) -> Result<Bundle, ShareError> {
+    let meta = store.meta(id)?;
+    if meta.is_deleted() {
+        return Err(ShareError::Deleted(id.to_string()));
+    }
+    let messages = store.messages(id)?.messages;
+    let mut bundle = Bundle::new(meta.clone(), messages, crate::now_ms());
+    bundle.expires_at = opts.expires_at;
+    if let Some(mem) = store.compaction_memory(id)? {
+        bundle.summaries = mem.summaries;
+    }
+    if opts.include_rollout {
+        let path = crate::rollout::events_path(store.home(), id);
+        let mut events = Vec::new();
+        if let Some(bytes) = fsutil::read_optional(&path)? {
+            for line in bytes.split(|&b| b == b'\n') {
+                if let Ok(v @ Value::Object(_)) = serde_json::from_slice::<Value>(line) {
+                    events.push(v);
+                }
+            }
+        }
+        bundle.rollout = Some(events);
+    }
+    if opts.include_memories {
+        bundle.memories = Some(project_memories(store.home(), &meta.project_path)?);
+    }
+    if !opts.no_redact {
+        bundle.redactions = redact_bundle(&mut bundle);
+    }
+    bundle.recount();
+    Ok(bundle)
+}
+
+/// Replaces every known-format secret in the bundle's strings by a placeholder and returns
+/// what was replaced, where.
+pub fn redact_bundle(b: &mut Bundle) -> Vec<RedactionNote> {
+    let mut notes = Vec::new();
+    let mut fix = |s: &mut String, loc: &dyn Fn() -> String| {
+        let (out, findings) = redact::redact(s);
+        if findings.is_empty() {
+            return;
+        }
+        let here = loc();
+        for f in &findings {
+            notes.push(RedactionNote {
+                kind: f.kind.name().to_owned(),
+                location: here.clone(),
+            });
+        }
+        *s = out.into_owned();
+    };
+    fix(&mut b.meta.title, &|| "meta.title".to_owned());
+    for (i, m) in b.messages.iter_mut().enumerate() {
+        for (j, p) in m.parts.iter_mut().enumerate() {
+            let at = |field: &str| format!("messages[{i}].parts[{j}].{field}");
+            if let Some(c) = p.content.as_mut() {
+                fix(c, &|| at("content"));
+            }
+            if let Some(r) = p.result.as_mut() {
+                fix(r, &|| at("result"));
+            }
+            if let Some(a) = p.alt_text.as_mut() {
+                fix(a, &|| at("altText"));
+            }
+            if let Some(args) = p.tool.as_mut().and_then(|t| t.args.as_mut()) {
+                let base = at("tool.args");
+                redact_value(args, &base, &mut fix);
+            }
+        }
+    }
+    for (i, s) in b.summaries.iter_mut().enumerate() {
+        fix(&mut s.content, &|| format!("summaries[{i}].content"));
+    }
+    if let Some(events) = b.rollout.as_mut() {
+        for (i, e) in events.iter_mut().enumerate() {
+            redact_value(e, &format!("rollout[{i}]"), &mut fix);
+        }
+    }
+    if let Some(mems) = b.memories.as_mut() {
+        for (i, m) in mems.iter_mut().enumerate() {
+            fix(&mut m.content, &|| format!("memories[{i}].content"));
+            fix(&mut m.description, &|| format!("memories[{i}].description"));
+        }
+    }
+    notes
+}
+
+fn redact_value(v: &mut Value, at: &str, fix: &mut impl FnMut(&mut String, &dyn Fn() -> String)) {
+    match v {
+        Value::String(s) => fix(s, &|| at.to_owned()),
+        Value::Array(items) => {
+            for (i, x) in items.iter_mut().enumerate() {
+                redact_value(x, &format!("{at}[{i}]"), fix);
+            }
+        }
+        Value::Object(map) => {
+            for (k, x) in map.iter_mut() {
+                redact_value(x, &format!("{at}.{k}"), fix);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Where an import came from, recorded in the new meta as `importedFrom`.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// The URL (without its key fragment) or file it came from.
+    pub source: String,
+    /// Also write the bundle's memory entries into the project (never overwriting).
+    pub with_memories: bool,
+}
+
+/// What an import wrote.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// The new session.
+    pub id: SessionId,
+    /// Its meta.
+    pub meta: SessionMeta,
+    /// Messages written.
+    pub messages: usize,
+    /// Message ids replaced because they were missing or repeated.
+    pub renumbered: usize,
+    /// Rollout events written.
+    pub events: usize,
+    /// Memory entries written, as paths.
+    pub memories_written: Vec<PathBuf>,
+    /// Memory entries not written: their name exists locally, or memories were not asked for.
+    pub memories_skipped: Vec<String>,
+}
+
+/// Writes `bundle` as a new session; see the module docs.
+pub fn import_bundle(
+    store: &SessionStore,
+    mut bundle: Bundle,
+    opts: &ImportOptions,
+) -> Result<Imported, ShareError> {
+    let home = store.home().clone();
+    let mut seen = std::collections::HashSet::new();
+    let mut renumbered = 0;
+    for m in &mut bundle.messages {
+        if m.id.is_empty() || !seen.insert(m.id.clone()) {
+            m.id = uuid::Uuid::new_v4().to_string();
+            seen.insert(m.id.clone());
+            renumbered += 1;
+        }
+    }
+    let src = bundle.meta.clone();
+    let title = if src.title.ends_with(" (imported)") {
+        src.title.clone()
+    } else {
+        format!("{} (imported)", src.title)
+    };
+    let new = NewSession {
+        title,
+        project_path: src.project_path.clone(),
+        provider: src.provider.clone(),
+        model: src.model.clone(),
+    };
+    let summaries = std::mem::take(&mut bundle.summaries);
+    let rollout = bundle.rollout.take().unwrap_or_default();
+    let event_count = rollout.len();
+    let now = crate::now_ms();
+    let extra = |id: &SessionId| {
+        let mut files = Vec::new();
+        if !summaries.is_empty() {
+            let mut mem = CompactionMemory::new(id.as_str());
+            mem.total_compactions = summaries.len() as u64;
+            mem.last_compaction_at = summaries.last().map(|s| s.created_at);
+            mem.summaries = summaries.clone();
+            files.push((
+                home.memory_file(id),
+                serde_json::to_vec_pretty(&mem).unwrap_or_default(),
+            ));
+        }
+        if !rollout.is_empty() {
+            let mut log = Vec::new();
+            for e in &rollout {
+                let mut e = e.clone();
+                if let Some(o) = e.as_object_mut() {
+                    o.insert("aggregateId".into(), Value::String(id.to_string()));
+                }
+                if let Ok(line) = serde_json::to_vec(&e) {
+                    log.extend_from_slice(&line);
+                    log.push(b'\n');
+                }
+            }
+            files.push((crate::rollout::events_path(&home, id), log));
+        }
+        files
+    };
+    let message_count = bundle.messages.len();
+    let id = store.create_populated(new, &bundle.messages, &extra, |m| {
+        m.status = SessionStatus::Active;
+        m.turn_count = src.turn_count;
+        if src.last_turn_at > 0 {
+            m.last_turn_at = src.last_turn_at;
+        }
+        m.aggregated_token_count = src.aggregated_token_count;
+        let mut from = serde_json::Map::new();
+        if !src.id.is_empty() {
+            from.insert("sessionId".into(), Value::String(src.id.clone()));
+        }
+        if !opts.source.is_empty() {
+            from.insert("source".into(), Value::String(opts.source.clone()));
+        }
+        if bundle.exported_at > 0 {
+            from.insert("exportedAt".into(), Value::from(bundle.exported_at));
+        }
+        from.insert("importedAt".into(), Value::from(now));
+        m.extra
+            .insert("importedFrom".to_owned(), Value::Object(from));
+    })?;
+    let meta = store.meta(&id)?;
+    let mut written = Vec::new();
+    let mut skipped = Vec::new();
+    for entry in bundle.memories.unwrap_or_default() {
+        if !opts.with_memories {
+            skipped.push(entry.name);
+            continue;
+        }
+        match save_memory(&home, &src.project_path, &entry)? {
+            Some(p) => written.push(p),
+            None => skipped.push(entry.name),
+        }
+    }
+    Ok(Imported {
+        id,
+        meta,
+        messages: message_count,
+        renumbered,
+        events: event_count,
+        memories_written: written,
+        memories_skipped: skipped,
+    })
+}
+
+/// Writes a bundle to `remote/<id>.json` (or `path`), pretty, 0600, atomically; returns the path.
+pub fn save_to_remote(
+    home: &Home,
+    bundle: &Bundle,
+    path: Option<&Path>,
+) -> Result<PathBuf, ShareError> {
+    let path = match path {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let id = SessionId::new(bundle.meta.id.clone()).map_err(StoreError::from)?;
+            home.remote_dir().join(format!("{}.json", id.as_str()))
+        }
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        create_dir_private(dir)?;
+    }
+    let mut bytes = serde_json::to_vec_pretty(bundle).unwrap_or_default();
+    bytes.push(b'\n');
+    write_atomic(&path, &bytes, true)?;
+    Ok(path)
+}
+
+/// The project-memory directory name the original used: the path's last segment with every
+/// character outside `[A-Za-z0-9_-]` replaced by `_` (SPEC §1).
+pub fn memory_slug(project_path: &str) -> String {
+    let base = project_path
+        .trim_end_matches(['/', '\\'])
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or("");
+    let slug: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if slug.is_empty() {
+        "_root".to_owned()
+    } else {
+        slug
+    }
+}
+
+fn memory_root(home: &Home, project_path: &str) -> PathBuf {
+    home.root()
+        .join("projects")
+        .join(memory_slug(project_path))
+        .join("memory")
+}
+
+/// Reads the project's memory entries (`projects/<slug>/memory/<type>/<name>.md`).
+pub fn project_memories(home: &Home, project_path: &str) -> Result<Vec<MemoryEntry>, StoreError> {
+    let root = memory_root(home, project_path);
+    let mut out = Vec::new();
+    for kind in ["user", "feedback", "project", "reference"] {
+        let dir = root.join(kind);
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e).ctx("read directory", &dir),
+        };
+        let mut files: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        files.sort();
+        for path in files {
+            let text = std::fs::read_to_string(&path).ctx("read", &path)?;
+            let modified = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as f64);
+            if let Some(mut e) = parse_memory_file(&text, kind) {
+                e.created_at = e.created_at.or(modified);
+                e.updated_at = e.updated_at.or(modified);
+                out.push(e);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parses a memory file: `---` front matter (`name`, `description`, `type`, `tags`,
+/// `supersedes`) then the body.
+pub fn parse_memory_file(text: &str, default_kind: &str) -> Option<MemoryEntry> {
+    let rest = text.strip_prefix("---\n")?;
+    let end = rest.find("\n---")?;
+    let (front, body) = rest.split_at(end);
+    let body = body.strip_prefix("\n---")?.strip_prefix('\n').unwrap_or("");
+    let mut e = MemoryEntry {
+        name: String::new(),
+        description: String::new(),
+        kind: default_kind.to_owned(),
+        content: body.to_owned(),
+        created_at: None,
+        updated_at: None,
+        tags: Vec::new(),
+        supersedes: None,
+    };
+    for line in front.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = v.trim().to_owned();
+        match k.trim() {
+            "name" => e.name = v,
+            "description" => e.description = v,
+            "type" => e.kind = v,
+            "tags" => {
+                e.tags = v
+                    .split(',')
+                    .map(|t| t.trim().to_owned())
+                    .filter(|t| !t.is_empty())
+                    .collect();
+            }
+            "supersedes" => e.supersedes = Some(v),
+            _ => {}
+        }
+    }
+    valid_memory_name(&e.name).then_some(e)
+}
+
+/// Writes one memory entry unless a file of that name exists; `Ok(None)` when skipped.
+fn save_memory(
+    home: &Home,
+    project_path: &str,
+    e: &MemoryEntry,
+) -> Result<Option<PathBuf>, StoreError> {
+    let dir = memory_root(home, project_path).join(&e.kind);
+    let path = dir.join(format!("{}.md", e.name));
+    if path.exists() {
+        return Ok(None);
+    }
+    create_dir_private(&dir)?;
+    let mut text = format!(
+        "---\nname: {}\ndescription: {}\ntype: {}\n",
+        e.name,
+        e.description.replace('\n', " "),
+        e.kind
+    );
+    if !e.tags.is_empty() {
+        text.push_str(&format!("tags: {}\n", e.tags.join(", ")));
+    }
+    text.push_str("---\n");
+    text.push_str(&e.content);
+    // Exclusive create: a file that appeared since the check is not replaced either.
+    use std::io::Write as _;
+    match fsutil::create_new(&path) {
+        Ok(mut f) => {
+            f.write_all(text.as_bytes()).ctx("write", &path)?;
+            f.sync_all().ctx("fsync", &path)?;
+            Ok(Some(path))
+        }
+        Err(StoreError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::AlreadyExists =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,589 @@
+//! The share client: upload, download and revoke, plus the local record of shares made.
+//!
+//! - Transport: HTTPS only, except to loopback (`127.0.0.0/8`, `::1`, `localhost`), where
+//!   plain HTTP is allowed for local servers and tests (SPEC §19.8). 30 s overall timeout, like
+//!   the original. Downloads are bounded ([`MAX_DOWNLOAD`]).
+//! - [`Client::share`] encrypts a bundle under a fresh key ([`crate::crypto`]) and returns the
+//!   URL with the key in its fragment; `plain` sends the seed's `{meta, messages}` JSON body
+//!   to a server that expects it.
+//! - [`Client::fetch`] downloads and decrypts (or reads a plain body) and validates it as a
+//!   bundle; nothing is written here — the caller imports it.
+//! - [`ShareLog`] is `shares.json` in the home (0600): every share made, with its delete token,
+//!   so `freecode share revoke` works even after the session is purged.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use freecode_core::bundle::{Bundle, BundleError, SourceShape, parse_bundle};
+use freecode_store::Home;
+use serde::{Deserialize, Serialize};
+
+use crate::crypto::{self, CryptoError, ShareKey};
+
+/// Overall timeout of one request.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest body a download reads.
+pub const MAX_DOWNLOAD: u64 = 64 * 1024 * 1024;
+/// The endpoint when `config.json` names none.
+pub const DEFAULT_ENDPOINT: &str = "https://sync.freecode.dev";
+/// Default share lifetime, days (`syncUrlExpiryDays`).
+pub const DEFAULT_EXPIRY_DAYS: u64 = 7;
+
+/// Why a share operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Not a URL this client can use.
+    #[error("invalid URL {url:?}: {why}")]
+    BadUrl {
+        /// The URL.
+        url: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// Plain HTTP to a host that is not loopback.
+    #[error(
+        "refusing to send a session over plain HTTP to {host}: use https:// (plain http is allowed only to loopback)"
+    )]
+    Insecure {
+        /// The host.
+        host: String,
+    },
+    /// The request did not complete.
+    #[error("cannot reach {url}: {why}")]
+    Transport {
+        /// The URL.
+        url: String,
+        /// The transport error.
+        why: String,
+    },
+    /// The server answered with an error status.
+    #[error("{url} answered {status}: {message}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// HTTP status.
+        status: u16,
+        /// The server's error message, if any.
+        message: String,
+    },
+    /// The share does not exist (never did, or was revoked).
+    #[error("share not found: {0} (it never existed or was revoked)")]
+    NotFound(String),
+    /// The share expired.
+    #[error("share expired: {0}")]
+    Expired(String),
+    /// The body passed the size bound.
+    #[error("download from {url} is larger than {limit} bytes")]
+    TooLarge {
+        /// The URL.
+        url: String,
+        /// The bound.
+        limit: u64,
+    },
+    /// An encrypted share fetched without its key.
+    #[error(
+        "the share is encrypted but the URL has no key: use the whole URL, including the part after '#'"
+    )]
+    MissingKey,
+    /// Decryption failed.
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+    /// The body is not an importable session.
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    /// The server's answer was not what the protocol says.
+    #[error("unexpected answer from {url}: {why}")]
+    Protocol {
+        /// The URL.
+        url: String,
+        /// What was wrong.
+        why: String,
+    },
+    /// The local share log failed.
+    #[error(transparent)]
+    Store(#[from] freecode_store::StoreError),
+}
+
+/// A share URL taken apart: `<base>/<code>#<key>`.
+#[derive(Debug, Clone)]
+pub struct ShareUrl {
+    /// The URL without its fragment: what is sent over the wire.
+    pub url: String,
+    /// The last path segment.
+    pub code: String,
+    /// The key from the fragment, if present.
+    pub key: Option<ShareKey>,
+}
+
+impl ShareUrl {
+    /// Parses and checks the transport rule; a fragment that is present must be a valid key.
+    pub fn parse(s: &str) -> Result<Self, ClientError> {
+        let (url, fragment) = match s.split_once('#') {
+            Some((u, f)) => (u, Some(f)),
+            None => (s, None),
+        };
+        check_transport(url)?;
+        let code = url
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+            .to_owned();
+        let key = match fragment {
+            Some(f) if !f.is_empty() => Some(ShareKey::from_fragment(f)?),
+            _ => None,
+        };
+        Ok(Self {
+            url: url.to_owned(),
+            code,
+            key,
+        })
+    }
+}
+
+/// Refuses anything but `https://`, or `http://` to a loopback host.
+pub fn check_transport(url: &str) -> Result<(), ClientError> {
+    let bad = |why| ClientError::BadUrl {
+        url: url.to_owned(),
+        why,
+    };
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or("");
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    if host.is_empty() {
+        return Err(bad("no host"));
+    }
+    match scheme.to_ascii_lowercase().as_str() {
+        "https" => Ok(()),
+        "http" if is_loopback(host) => Ok(()),
+        "http" => Err(ClientError::Insecure {
+            host: host.to_owned(),
+        }),
+        _ => Err(bad("only https:// (or http:// to loopback) is supported")),
+    }
+}
+
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// What the server returned for an upload.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    /// The share URL, without a key.
+    pub url: String,
+    /// When it expires, ms.
+    #[serde(default)]
+    pub expires_at: Option<i64>,
+    /// The token that revokes it, if the server issues one.
+    #[serde(default)]
+    pub delete_token: Option<String>,
+}
+
+/// A share made: the URL to hand out (with the key) and the server's receipt.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// The URL to hand out: the server's URL plus `#<key>` when encrypted.
+    pub url: String,
+    /// What the server returned.
+    pub receipt: Receipt,
+    /// Whether the body was encrypted.
+    pub encrypted: bool,
+}
+
+/// A blocking share client.
+#[derive(Debug, Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    api_key: Option<String>,
+    max_download: u64,
+}
+
+impl Client {
+    /// A client sending `api_key` as a bearer token on uploads, if given.
+    pub fn new(api_key: Option<String>) -> Self {
+        Self::with_timeout(api_key, TIMEOUT)
+    }
+
+    /// Like [`Client::new`] with another overall timeout per request.
+    pub fn with_timeout(api_key: Option<String>, timeout: Duration) -> Self {
+        let agent = ureq::Agent::new_with_config(
+            ureq::Agent::config_builder()
+                .timeout_global(Some(timeout))
+                .http_status_as_error(false)
+                .build(),
+        );
+        Self {
+            agent,
+            api_key: api_key.filter(|k| !k.is_empty()),
+            max_download: MAX_DOWNLOAD,
+        }
+    }
+
+    /// Sets the download bound.
+    pub fn max_download(mut self, bytes: u64) -> Self {
+        self.max_download = bytes;
+        self
+    }
+
+    /// Uploads `bundle` to `endpoint` (`POST <endpoint>/upload`): encrypted unless `plain`.
+    pub fn share(
+        &self,
+        endpoint: &str,
+        bundle: &Bundle,
+        plain: bool,
+        expires_in: Option<Duration>,
+    ) -> Result<Shared, ClientError> {
+        let upload = format!("{}/upload", endpoint.trim_end_matches('/'));
+        check_transport(&upload)?;
+        if plain {
+            // The seed's body: {meta, messages}.
+            let body = serde_json::json!({"meta": bundle.meta, "messages": bundle.messages});
+            let bytes = serde_json::to_vec(&body).unwrap_or_default();
+            let receipt = self.upload(&upload, &bytes, "application/json", expires_in)?;
+            return Ok(Shared {
+                url: receipt.url.clone(),
+                receipt,
+                encrypted: false,
+            });
+        }
+        let key = ShareKey::generate()?;
+        let sealed = crypto::seal(&key, &bundle.to_json())?;
+        let receipt = self.upload(&upload, &sealed, "application/octet-stream", expires_in)?;
+        Ok(Shared {
+            url: format!("{}#{}", receipt.url, key.to_fragment()),
+            receipt,
+            encrypted: true,
+        })
+    }
+
+    fn upload(
+        &self,
+        url: &str,
+        body: &[u8],
+        content_type: &str,
+        expires_in: Option<Duration>,
+    ) -> Result<Receipt, ClientError> {
+        // `Expect: 100-continue` lets the server refuse (401, 413) before the body is sent, so
+        // the answer is its status, not a broken pipe.
+        let mut req = self
+            .agent
+            .post(url)
+            .header("Content-Type", content_type)
+            .header("Expect", "100-continue");
+        if let Some(k) = &self.api_key {
+            req = req.header("Authorization", &format!("Bearer {k}"));
+        }
+        if let Some(d) = expires_in {
+            req = req.header("x-freecode-expires-in", &d.as_secs().max(1).to_string());
+        }
+        let mut resp = req.send(body).map_err(|e| transport(url, e))?;
+        let status = resp.status().as_u16();
+        let bytes = read_limited(&mut resp, url, 1024 * 1024)?;
+        if !(200..300).contains(&status) {
+            return Err(status_error(url, status, &bytes));
+        }
+        let receipt: Receipt =
+            serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol {
+                url: url.to_owned(),
+                why: format!("upload answer is not {{url, expiresAt}}: {e}"),
+            })?;
+        check_transport(&receipt.url).map_err(|_| ClientError::Protocol {
+            url: url.to_owned(),
+            why: format!(
+                "the server returned an unusable share URL {:?}",
+                receipt.url
+            ),
+        })?;
+        Ok(receipt)
+    }
+
+    /// Downloads a share and returns the validated bundle and the shape it came in.
+    pub fn fetch(&self, share_url: &str) -> Result<(Bundle, SourceShape), ClientError> {
+        let share = ShareUrl::parse(share_url)?;
+        let mut resp = self
+            .agent
+            .get(&share.url)
+            .call()
+            .map_err(|e| transport(&share.url, e))?;
+        let status = resp.status().as_u16();
+        let bytes = read_limited(&mut resp, &share.url, self.max_download)?;
+        match status {
+            200..=299 => {}
+            404 => return Err(ClientError::NotFound(share.url)),
+            410 => return Err(ClientError::Expired(share.url)),
+            _ => return Err(status_error(&share.url, status, &bytes)),
+        }
+        decode_body(&bytes, share.key.as_ref())
+    }
+
+    /// Revokes a share with its delete token (`DELETE <url>`).
+    pub fn revoke(&self, share_url: &str, delete_token: &str) -> Result<(), ClientError> {
+        let share = ShareUrl::parse(share_url)?;
+        let mut resp = self
+            .agent
+            .delete(&share.url)
+            .header("x-freecode-delete-token", delete_token)
+            .call()
+            .map_err(|e| transport(&share.url, e))?;
+        let status = resp.status().as_u16();
+        let bytes = read_limited(&mut resp, &share.url, 64 * 1024)?;
+        match status {
+            200..=299 => Ok(()),
+            404 | 410 => Err(ClientError::NotFound(share.url)),
+            _ => Err(status_error(&share.url, status, &bytes)),
+        }
+    }
+}
+
+/// Turns downloaded bytes into a bundle: decrypts an envelope with `key`, or parses plain JSON.
+pub fn decode_body(
+    bytes: &[u8],
+    key: Option<&ShareKey>,
+) -> Result<(Bundle, SourceShape), ClientError> {
+    if crypto::is_envelope(bytes) {
+        let key = key.ok_or(ClientError::MissingKey)?;
+        let plain = crypto::open(key, bytes)?;
+        let (b, shape) = parse_bundle(&plain)?;
+        return Ok((b, shape));
+    }
+    Ok(parse_bundle(bytes)?)
+}
+
+fn read_limited(
+    resp: &mut ureq::http::Response<ureq::Body>,
+    url: &str,
+    limit: u64,
+) -> Result<Vec<u8>, ClientError> {
+    if let Some(len) = resp
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        && len > limit
+    {
+        return Err(ClientError::TooLarge {
+            url: url.to_owned(),
+            limit,
+        });
+    }
+    resp.body_mut()
+        .with_config()
+        .limit(limit)
+        .read_to_vec()
+        .map_err(|e| match e {
+            ureq::Error::BodyExceedsLimit(_) => ClientError::TooLarge {
+                url: url.to_owned(),
+                limit,
+            },
+            e => transport(url, e),
+        })
+}
+
+fn transport(url: &str, e: ureq::Error) -> ClientError {
+    ClientError::Transport {
+        url: url.to_owned(),
+        why: e.to_string(),
+    }
+}
+
+fn status_error(url: &str, status: u16, body: &[u8]) -> ClientError {
+    let message = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned());
+    ClientError::Status {
+        url: url.to_owned(),
+        status,
+        message,
+    }
+}
+
+/// The sync settings of `config.json`: `syncEndpoint`, `syncApiKey`, `syncUrlExpiryDays`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncConfig {
+    /// Where shares go.
+    pub endpoint: String,
+    /// Bearer token for uploads.
+    pub api_key: Option<String>,
+    /// Default share lifetime.
+    pub expiry_days: u64,
+}
+
+impl SyncConfig {
+    /// Reads `config.json`; a missing file, bad JSON or empty values give the defaults (as the
+    /// original), with a warning for bad JSON.
+    pub fn load(home: &Home) -> Self {
+        let path = home.config_file();
+        let v: serde_json::Value = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "config.json is not valid JSON; using defaults");
+                serde_json::Value::Null
+            }),
+            Err(_) => serde_json::Value::Null,
+        };
+        let s = |k: &str| {
+            v.get(k)
+                .and_then(|x| x.as_str())
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(str::to_owned)
+        };
+        Self {
+            endpoint: s("syncEndpoint").unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()),
+            api_key: s("syncApiKey"),
+            expiry_days: v
+                .get("syncUrlExpiryDays")
+                .and_then(serde_json::Value::as_u64)
+                .filter(|d| *d > 0)
+                .unwrap_or(DEFAULT_EXPIRY_DAYS),
+        }
+    }
+}
+
+/// One share made from this home.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShareRecord {
+    /// The full URL handed out (with the key, when encrypted).
+    pub url: String,
+    /// The session it was made from.
+    pub session_id: String,
+    /// The session's title then.
+    #[serde(default)]
+    pub title: String,
+    /// When it was made, ms.
+    pub created_at: i64,
+    /// When it expires, ms.
+    #[serde(default)]
+    pub expires_at: Option<i64>,
+    /// The revocation token.
+    #[serde(default)]
+    pub delete_token: Option<String>,
+    /// Whether it is encrypted.
+    pub encrypted: bool,
+    /// When it was revoked, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<i64>,
+}
+
+impl ShareRecord {
+    /// The URL without its key.
+    pub fn public_url(&self) -> &str {
+        self.url.split('#').next().unwrap_or(&self.url)
+    }
+}
+
+/// `shares.json`: the shares made from this home (0600, rewritten atomically).
+#[derive(Debug)]
+pub struct ShareLog {
+    path: PathBuf,
+}
+
+impl ShareLog {
+    /// The log of `home`.
+    pub fn new(home: &Home) -> Self {
+        Self {
+            path: home.root().join("shares.json"),
+        }
+    }
+
+    /// Every record, oldest first.
+    pub fn list(&self) -> Result<Vec<ShareRecord>, ClientError> {
+        let Some(bytes) = freecode_store::fsutil::read_optional(&self.path)? else {
+            return Ok(Vec::new());
+        };
+        serde_json::from_slice(&bytes).map_err(|e| {
+            freecode_store::StoreError::BadJson {
+                path: self.path.clone(),
+                source: e,
+            }
+            .into()
+        })
+    }
+
+    /// Adds a record.
+    pub fn add(&self, record: ShareRecord) -> Result<(), ClientError> {
+        let mut all = self.list()?;
+        all.push(record);
+        self.save(&all)
+    }
+
+    /// Marks the record with `public_url` revoked; `false` when there is none.
+    pub fn mark_revoked(&self, public_url: &str, at: i64) -> Result<bool, ClientError> {
+        let mut all = self.list()?;
+        let mut found = false;
+        for r in all.iter_mut().filter(|r| r.public_url() == public_url) {
+            r.revoked_at = Some(at);
+            found = true;
+        }
+        if found {
+            self.save(&all)?;
+        }
+        Ok(found)
+    }
+
+    fn save(&self, all: &[ShareRecord]) -> Result<(), ClientError> {
+        if let Some(dir) = self.path.parent() {
+            freecode_store::fsutil::create_dir_private(dir)?;
+        }
+        let mut bytes = serde_json::to_vec_pretty(all).unwrap_or_default();
+        bytes.push(b'\n');
+        freecode_store::fsutil::write_atomic(&self.path, &bytes, true)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn transport_rule() {
+        for ok in [
+            "https://share.example/abc",
+            "http://127.0.0.1:8080/x",
+            "http://localhost/x",
+            "http://[::1]:9/x",
+            "http://127.9.9.9/x",
+        ] {
+            check_transport(ok).unwrap();
+        }
+        assert!(matches!(
+            check_transport("http://example.com/x"),
+            Err(ClientError::Insecure { .. })
+        ));
+        assert!(matches!(
+            check_transport("http://127.0.0.1.evil.com/x"),
+            Err(ClientError::Insecure { .. })
+        ));
+        assert!(matches!(
+            check_transport("http://user@evil.com/x"),
+            Err(ClientError::Insecure { .. })
+        ));
+        assert!(check_transport("ftp://127.0.0.1/x").is_err());
+        assert!(check_transport("/etc/passwd").is_err());
+    }
+
+    #[test]
+    fn share_url_parts() {
+        let key = ShareKey::generate().unwrap();
+        let u = ShareUrl::parse(&format!("http://127.0.0.1:1/abcd#{}", key.to_fragment())).unwrap();
+        assert_eq!(u.url, "http://127.0.0.1:1/abcd");
+        assert_eq!(u.code, "abcd");
+        assert_eq!(u.key, Some(key));
+        assert!(matches!(
+            ShareUrl::parse("http://127.0.0.1:1/abcd#short"),
+            Err(ClientError::Crypto(CryptoError::BadKey))
+        ));
+    }
+}

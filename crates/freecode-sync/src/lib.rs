@@ -1,0 +1,12 @@
+//! The share server and its client.
+//!
+//! - [`server`]: `freecode sync serve`, an axum app that stores opaque bundles in a [`blob`]
+//!   store (a directory, or an S3 bucket through `object_store`) with their expiry and a hashed
+//!   delete token beside them, so the server keeps no state of its own and replicas scale out.
+//! - [`crypto`]: the end-to-end envelope (XChaCha20-Poly1305; the key travels in the URL fragment).
+//! - [`client`]: upload, download and revoke over HTTPS (plain HTTP only to loopback).
+
+pub mod blob;
+pub mod client;
+pub mod crypto;
+pub mod server;

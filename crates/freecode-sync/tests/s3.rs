@@ -1,0 +1,304 @@
+//! Share server over a real S3-protocol server: moto (`python3 -m moto.server`) on loopback.
+//!
+//! Needs `pip install 'moto[server]'`; without it these tests fail (they do not skip).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use freecode_sync::blob::{S3Options, StoreSpec};
+use freecode_sync::server::{self, ServerConfig, ServerHandle};
+use object_store::ObjectStore as _;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use support::{agent, delete, get, random_bytes, upload, upload_expiring};
+
+/// A moto S3 server on a free loopback port, killed on drop.
+struct Moto {
+    child: Child,
+    endpoint: String,
+}
+
+impl Moto {
+    fn start() -> Self {
+        let probe = Command::new("python3")
+            .args(["-c", "import moto.server"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        assert!(
+            probe.is_ok_and(|s| s.success()),
+            "moto is not installed: run `pip install 'moto[server]'` (python3 -m moto.server is \
+             the S3 test server for these tests)"
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning python3 -m moto.server");
+        let mut moto = Self {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        };
+        let agent = agent();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if agent.get(&moto.endpoint).call().is_ok() {
+                break;
+            }
+            if let Ok(Some(status)) = moto.child.try_wait() {
+                panic!(
+                    "python3 -m moto.server exited early ({status}) on {}",
+                    moto.endpoint
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "moto did not answer on {}",
+                moto.endpoint
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        moto
+    }
+
+    fn create_bucket(&self, bucket: &str) {
+        let reply = support::read(
+            agent()
+                .put(format!("{}/{bucket}", self.endpoint))
+                .send_empty()
+                .unwrap(),
+        );
+        assert_eq!(
+            reply.status,
+            200,
+            "creating bucket: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+    }
+
+    fn options(&self) -> S3Options {
+        S3Options {
+            endpoint: Some(self.endpoint.clone()),
+            region: Some("us-east-1".into()),
+            access_key_id: Some("test-access-key".into()),
+            secret_access_key: Some("test-secret-key".into()),
+            session_token: None,
+            allow_http: Some(true),
+        }
+    }
+
+    fn spec(&self, bucket: &str, prefix: &str) -> StoreSpec {
+        StoreSpec::S3 {
+            bucket: bucket.into(),
+            prefix: prefix.into(),
+            options: self.options(),
+        }
+    }
+
+    /// Keys directly under `<prefix>/<folder>` in `bucket`, listed straight from S3.
+    fn keys(&self, bucket: &str, prefix: &str, folder: &str) -> Vec<String> {
+        let s3 = AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_endpoint(&self.endpoint)
+            .with_region("us-east-1")
+            .with_access_key_id("test-access-key")
+            .with_secret_access_key("test-secret-key")
+            .with_allow_http(true)
+            .build()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let path = ObjectPath::from(format!("{prefix}/{folder}"));
+        let listed = rt.block_on(s3.list_with_delimiter(Some(&path))).unwrap();
+        let mut keys: Vec<String> = listed
+            .objects
+            .into_iter()
+            .map(|o| o.location.to_string())
+            .collect();
+        keys.sort();
+        keys
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(moto: &Moto, bucket: &str, prefix: &str, sweep: Duration) -> ServerHandle {
+    server::spawn(ServerConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        store: moto.spec(bucket, prefix),
+        sweep_interval: sweep,
+        ..ServerConfig::default()
+    })
+    .unwrap()
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+#[test]
+fn s3_round_trip_and_layout() {
+    let moto = Moto::start();
+    moto.create_bucket("shares");
+    let server = start(&moto, "shares", "team/freecode", HOUR);
+    let agent = agent();
+
+    let health = get(&agent, &server.url, "healthz");
+    assert_eq!(health.status, 200);
+    assert_eq!(health.json(), serde_json::json!({"status": "ok"}));
+
+    let bundle = random_bytes(200 * 1024 + 3);
+    let up = upload(&agent, &server.url, &bundle, "application/octet-stream");
+    let reply = get(&agent, &server.url, &up.code);
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, bundle);
+    assert_eq!(
+        reply.content_type.as_deref(),
+        Some("application/octet-stream")
+    );
+    assert_eq!(
+        reply.header("x-freecode-expires-at"),
+        Some(up.expires_at.to_string().as_str())
+    );
+
+    let json = upload(&agent, &server.url, br#"{"a":1}"#, "application/json");
+    assert_eq!(
+        get(&agent, &server.url, &json.code).content_type.as_deref(),
+        Some("application/json")
+    );
+
+    let mut blobs = vec![
+        format!("team/freecode/blobs/{}", up.code),
+        format!("team/freecode/blobs/{}", json.code),
+    ];
+    blobs.sort();
+    assert_eq!(moto.keys("shares", "team/freecode", "blobs"), blobs);
+    let mut metas = vec![
+        format!("team/freecode/meta/{}.json", up.code),
+        format!("team/freecode/meta/{}.json", json.code),
+    ];
+    metas.sort();
+    assert_eq!(moto.keys("shares", "team/freecode", "meta"), metas);
+
+    assert_eq!(
+        get(&agent, &server.url, "0123456789abcdef0123456789abcdef").status,
+        404
+    );
+}
+
+#[test]
+fn s3_missing_bucket_is_unhealthy() {
+    let moto = Moto::start();
+    let server = start(&moto, "no-such-bucket", "x", HOUR);
+    assert_eq!(get(&agent(), &server.url, "healthz").status, 503);
+}
+
+#[test]
+fn s3_expiry_is_410_and_swept() {
+    let moto = Moto::start();
+    moto.create_bucket("expiry");
+    let agent = agent();
+    {
+        let server = start(&moto, "expiry", "p", HOUR);
+        let read = upload_expiring(&agent, &server.url, b"read after expiry", 1);
+        let unread = upload_expiring(&agent, &server.url, b"never read", 1);
+        let keep = upload(&agent, &server.url, b"keep", "application/octet-stream");
+        std::thread::sleep(Duration::from_millis(1300));
+        assert_eq!(get(&agent, &server.url, &read.code).status, 410);
+        assert_eq!(get(&agent, &server.url, &read.code).status, 404);
+        assert!(
+            !moto
+                .keys("expiry", "p", "blobs")
+                .iter()
+                .any(|k| k.ends_with(&read.code))
+        );
+        assert!(
+            moto.keys("expiry", "p", "blobs")
+                .iter()
+                .any(|k| k.ends_with(&unread.code))
+        );
+
+        // A second replica with a quick sweeper removes the one nobody read.
+        let sweeper = start(&moto, "expiry", "p", Duration::from_millis(200));
+        let swept = support::wait_until(Duration::from_secs(15), || {
+            moto.keys("expiry", "p", "meta").len() == 1
+                && moto.keys("expiry", "p", "blobs").len() == 1
+        });
+        assert!(
+            swept,
+            "expired share still in the bucket: {:?}",
+            moto.keys("expiry", "p", "blobs")
+        );
+        assert_eq!(get(&agent, &sweeper.url, &unread.code).status, 404);
+        assert_eq!(get(&agent, &server.url, &keep.code).status, 200);
+    }
+}
+
+#[test]
+fn s3_delete_needs_the_token() {
+    let moto = Moto::start();
+    moto.create_bucket("revoke");
+    let server = start(&moto, "revoke", "", HOUR);
+    let agent = agent();
+    let up = upload(&agent, &server.url, b"bytes", "application/octet-stream");
+    assert_eq!(moto.keys("revoke", "", "blobs").len(), 1);
+    assert_eq!(delete(&agent, &server.url, &up.code, None).status, 403);
+    assert_eq!(
+        delete(&agent, &server.url, &up.code, Some("wrong")).status,
+        403
+    );
+    assert_eq!(
+        delete(&agent, &server.url, &up.code, Some(&up.delete_token)).status,
+        204
+    );
+    assert_eq!(get(&agent, &server.url, &up.code).status, 404);
+    assert!(moto.keys("revoke", "", "blobs").is_empty());
+    assert!(moto.keys("revoke", "", "meta").is_empty());
+}
+
+#[test]
+fn s3_two_replicas_over_one_bucket() {
+    let moto = Moto::start();
+    moto.create_bucket("replicas");
+    let a = start(&moto, "replicas", "shared/prefix", HOUR);
+    let b = start(&moto, "replicas", "shared/prefix", HOUR);
+    let agent = agent();
+
+    let bundle = random_bytes(100 * 1024);
+    let up = upload(&agent, &a.url, &bundle, "application/octet-stream");
+    let reply = get(&agent, &b.url, &up.code);
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, bundle);
+
+    assert_eq!(delete(&agent, &b.url, &up.code, Some("nope")).status, 403);
+    assert_eq!(
+        delete(&agent, &b.url, &up.code, Some(&up.delete_token)).status,
+        204
+    );
+    assert_eq!(get(&agent, &a.url, &up.code).status, 404);
+    assert_eq!(get(&agent, &b.url, &up.code).status, 404);
+}
