@@ -35,11 +35,35 @@ pub enum Command {
     /// Maintain the session index (`state/freecode.db`), derived from the files.
     #[command(subcommand)]
     Index(commands::index::IndexCommand),
+    /// Run the agent on one prompt: an OpenAI-compatible endpoint, or the built-in scripted one.
+    Run(commands::run::RunArgs),
+    /// JSON-RPC 2.0 over stdio for front ends: the `session.*` methods.
+    Serve(commands::serve::ServeArgs),
+    /// Private shares you made: list them, revoke one.
+    #[command(subcommand)]
+    Share(commands::share::ShareCommand),
+    /// The share server.
+    #[command(subcommand)]
+    Sync(commands::share::SyncCommand),
+    /// Everything offline in one go, in a fresh home: a scripted agent run, the session list,
+    /// its trace, and a share through an embedded server imported back.
+    Demo(commands::demo::DemoArgs),
 }
 
 impl Cli {
+    /// The log level when `FREECODE_LOG`/`RUST_LOG` say nothing: `info` for the share server,
+    /// whose request log is its output, `warn` for everything else.
+    pub fn default_log_level(&self) -> &'static str {
+        match self.command {
+            Command::Sync(_) => "info",
+            _ => "warn",
+        }
+    }
+
     /// Runs the parsed command.
     pub fn run(self) -> anyhow::Result<()> {
+        // The demo takes only an explicit --home: it never writes into a real ~/.freecode.
+        let explicit_home = self.home.clone();
         let home = freecode_store::Home::resolve(self.home).ok_or_else(|| {
             crate::UserError(
                 "cannot find a home directory: set FREECODE_HOME or pass --home".into(),
@@ -52,6 +76,11 @@ impl Cli {
             Command::Search(args) => commands::index::search(&home, args),
             Command::Stats(args) => commands::index::stats(&home, args),
             Command::Index(cmd) => cmd.run(&home),
+            Command::Run(args) => args.run(&home),
+            Command::Serve(args) => args.run(&home),
+            Command::Share(cmd) => cmd.run(&home),
+            Command::Sync(cmd) => cmd.run(&home),
+            Command::Demo(args) => args.run(explicit_home),
         }
     }
 }

@@ -3,8 +3,10 @@
 //! Data goes to stdout (`--json` for machines), logs and diagnostics to stderr (filtered by
 //! `FREECODE_LOG` or `RUST_LOG`), colour only on a terminal and never with `NO_COLOR`. Exit
 //! codes are decided once, here: 0 success (a closed pipe counts), 1 a user error (bad id,
-//! unknown session, held lock, refused confirmation), 2 anything unexpected.
+//! unknown session, held lock, refused confirmation), 2 anything unexpected, 130 a one-shot run
+//! stopped by Ctrl+C ([`Interrupted`]).
 
+mod agent;
 mod cli;
 mod commands;
 mod otlp;
@@ -29,11 +31,24 @@ impl std::fmt::Display for UserError {
 
 impl std::error::Error for UserError {}
 
-fn init_logging() {
+/// A one-shot command stopped by the user's Ctrl+C after saving what it had: exit status 130
+/// (128 + SIGINT), as shells report a process killed by the signal.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+fn init_logging(default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("FREECODE_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("warn"));
+        .unwrap_or_else(|_| EnvFilter::new(default));
     let ansi = render::color_enabled(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -52,34 +67,58 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         {
             return 0;
         }
+        if cause.downcast_ref::<Interrupted>().is_some() {
+            return 130;
+        }
         if cause.downcast_ref::<UserError>().is_some()
             || cause.downcast_ref::<freecode_core::IdError>().is_some()
         {
             return 1;
         }
-        if let Some(e) = cause.downcast_ref::<StoreError>() {
+        // Share failures the user can act on: a bad URL or key, an expired, revoked or
+        // malformed share, an unreachable or refusing server.
+        if let Some(e) = cause.downcast_ref::<freecode_sync::client::ClientError>() {
             return match e {
-                StoreError::Io { source, .. }
-                    if source.kind() == std::io::ErrorKind::BrokenPipe =>
-                {
-                    0
-                }
-                StoreError::Io { .. } | StoreError::BadJson { .. } => 2,
+                freecode_sync::client::ClientError::Store(_) => 2,
                 _ => 1,
             };
+        }
+        if cause
+            .downcast_ref::<freecode_core::bundle::BundleError>()
+            .is_some()
+        {
+            return 1;
+        }
+        if let Some(e) = cause.downcast_ref::<freecode_store::share::ShareError>() {
+            return match e {
+                freecode_store::share::ShareError::Store(e) => store_exit_code(e),
+                _ => 1,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<StoreError>() {
+            return store_exit_code(e);
         }
     }
     2
 }
 
+fn store_exit_code(e: &freecode_store::StoreError) -> u8 {
+    use freecode_store::StoreError;
+    match e {
+        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        StoreError::Io { .. } | StoreError::BadJson { .. } => 2,
+        _ => 1,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(cli.default_log_level());
     match cli.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let code = exit_code(&err);
-            if code != 0 {
+            if code != 0 && code != 130 {
                 eprintln!("error: {err:#}");
                 if let Some(hint) = render::hint_for(&err) {
                     eprintln!("hint: {hint}");

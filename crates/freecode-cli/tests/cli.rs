@@ -203,3 +203,61 @@ fn an_empty_home_lists_nothing() {
     assert_eq!(ctx.ok(&["session", "list"]), "No sessions found.\n");
     assert_eq!(ctx.ok(&["session", "list", "--json"]).trim(), "[]");
 }
+
+/// README's main command: offline, in a fresh home, a real session, its trace and a share.
+#[test]
+fn demo_shows_a_real_session_its_trace_and_a_share_round_trip() {
+    let ctx = Ctx::empty();
+    let project = ctx._tmp.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("README.md"), "# demo project\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_freecode"))
+        .args(["--home", ctx.home.to_str().unwrap(), "demo", "--project"])
+        .arg(&project)
+        .env_remove("FREECODE_HOME")
+        .env_remove("OPENAI_BASE_URL")
+        .env("FREECODE_SCRIPTED_DELAY_MS", "0")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "$ freecode session list",
+        "$ freecode trace --last",
+        "where the time went",
+        "deny  write_file",
+        "(imported)",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+    }
+    // Two sessions on disk: the run and its imported copy, and the run's rollout log.
+    let list = ctx.ok(&["session", "list", "--json"]);
+    let v: Vec<Value> = serde_json::from_str(&list).unwrap();
+    assert_eq!(v.len(), 2);
+    let run = v.iter().find(|m| m.get("importedFrom").is_none()).unwrap();
+    let events = ctx
+        .home
+        .join("rollout/sessions")
+        .join(run["id"].as_str().unwrap())
+        .join("events.jsonl");
+    let log = std::fs::read_to_string(events).unwrap();
+    for kind in [
+        "model.request",
+        "model.first_token",
+        "model.response",
+        "function.call",
+        "function.output",
+        "function.denied",
+    ] {
+        assert!(
+            log.contains(&format!("\"type\":\"{kind}\"")),
+            "no {kind} in the log"
+        );
+    }
+}

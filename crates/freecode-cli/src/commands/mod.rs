@@ -1,5 +1,9 @@
 //! One module per top-level command.
 
+pub mod demo;
 pub mod index;
+pub mod run;
+pub mod serve;
 pub mod session;
+pub mod share;
 pub mod trace;

@@ -1,4 +1,5 @@
-//! `freecode session …`: list, show, fork, delete (soft or purge), restore, compact.
+//! `freecode session …`: list, show, fork, delete (soft or purge), restore, compact, and
+//! export/import (in [`crate::commands::share`]).
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -27,6 +28,10 @@ pub enum SessionCommand {
     Restore(IdArgs),
     /// Trim the log to the last N user turns, recording a summary.
     Compact(CompactArgs),
+    /// Share a session: redacted, encrypted end to end, expiring (or write it to a file).
+    Export(crate::commands::share::ExportArgs),
+    /// Import a shared session (URL with its #key, or a bundle file) as a new session.
+    Import(crate::commands::share::ImportArgs),
 }
 
 /// `session list`.
@@ -124,6 +129,8 @@ impl SessionCommand {
                 }
             }
             Self::Delete(a) => delete(&store, a),
+            Self::Export(a) => crate::commands::share::export(&store, a),
+            Self::Import(a) => crate::commands::share::import(&store, a),
             Self::Restore(a) => {
                 let id = parse_id(&a.id)?;
                 let meta = store.restore(&id)?;

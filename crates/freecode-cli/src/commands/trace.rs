@@ -217,6 +217,12 @@ fn post_mortem(builder: &TraceBuilder, last_event: Option<i64>) -> Trace {
     }
 }
 
+/// The trace fold of session `id` as `trace --json` prints it; `None` when it has no log.
+pub fn trace_of(home: &Home, id: &SessionId) -> anyhow::Result<Option<Trace>> {
+    let path = events_path(home, id);
+    Ok(fold_trace(&path, id)?.map(|(builder, last)| post_mortem(&builder, last)))
+}
+
 impl TraceArgs {
     fn render_options(&self) -> RenderOptions {
         RenderOptions {

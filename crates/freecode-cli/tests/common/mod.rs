@@ -25,3 +25,5 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+pub mod mock_openai;

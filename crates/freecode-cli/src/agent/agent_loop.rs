@@ -1,0 +1,1148 @@
+//! [`AgentLoop`]: one session held open for turns. Each [`AgentLoop::run_turn`] appends the
+//! user's prompt, then alternates model calls and tool calls until the model stops calling
+//! tools (or the iteration cap), persisting every message through the session writer and
+//! recording every step in the rollout log.
+//!
+//! Per iteration (turn id `turn-<n>-<i>`: `n` the session's turn number — past `turnCount` and
+//! every turn already in the log, so ids never repeat in a session — and `i` the iteration):
+//! `turn.started` → `model.request` (before the provider is called) → `model.first_token` →
+//! `model.response` | `model.error{stall|abort|provider}` → per tool call `function.denied` or
+//! `function.call` … `function.output` (paired by call id). Messages follow SPEC §4.4: the
+//! response text as one assistant line (carrying `usage`), then one assistant line per tool
+//! call with its result; a failed model call writes nothing. Every turn — completed, failed or
+//! interrupted — ends with [`SessionWriter::end_turn`] (the turn-boundary fsync, `turnCount`,
+//! `lastTurnAt`) and a rollout fsync.
+//!
+//! Ctrl+C ([`InterruptFlag`], raised through [`Interrupts`]): the stream or tool in flight is
+//! abandoned, `model.error{kind:"abort"}` (or the tool's `function.output` "interrupted") is
+//! recorded, what was streamed so far is **appended** as an assistant message marked
+//! `interrupted: true` — or, when nothing was streamed, the last assistant message of the turn
+//! is marked with [`SessionWriter::mark_interrupted`] — and the session status becomes
+//! `interrupted`. Resuming such a session persists "Continue from where you left off.".
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use freecode_core::message::Role;
+use freecode_core::rollout::{EventKind, ModelErrorKind};
+use freecode_core::{Part, SessionId, SessionMeta, SessionStatus, StoredMessage, Usage};
+use freecode_store::rollout::{
+    ModelCall, ModelRequest, ModelResponse, Recorder, RecorderConfig, read_events,
+};
+use freecode_store::{ListFilter, NewSession, SessionStore, SessionWriter};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::messages::build_prompt;
+use super::provider::{ChatRequest, Provider, ProviderConfig, Wire};
+use super::signals::{InterruptFlag, Interrupts};
+use super::sse::{Completion, Delta, SseParser};
+use super::tools::{Decision, PermissionMode, Tools};
+
+/// How often a waiting loop checks the interrupt flag.
+const TICK: Duration = Duration::from_millis(20);
+/// The rollout's model name when none is pinned (SPEC §6.4).
+const PROVIDER_DEFAULT: &str = "(provider default)";
+/// The tool output recorded for a tool stopped by Ctrl+C.
+pub const INTERRUPTED_OUTPUT: &str = "interrupted";
+
+/// How a loop talks to its model and what it may do.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The provider.
+    pub provider: ProviderConfig,
+    /// An explicit model (flag or environment): pinned into the session's meta.
+    pub model: Option<String>,
+    /// What the tools may do.
+    pub permission: PermissionMode,
+    /// A model call with no bytes for this long is a stall.
+    pub stall_timeout: Duration,
+    /// The most model calls per turn.
+    pub max_iterations: u32,
+    /// Rollout recording.
+    pub recorder: RecorderConfig,
+    /// Test hook: a pause between saving an interrupted turn's partial text and marking the
+    /// session, so a test can land a second Ctrl+C mid-save. Zero in real use.
+    pub interrupt_save_pause: Duration,
+}
+
+impl AgentConfig {
+    /// Defaults around `provider`: read-only, 60 s stall timeout, 8 iterations.
+    pub fn new(provider: ProviderConfig) -> Self {
+        Self {
+            provider,
+            model: None,
+            permission: PermissionMode::default(),
+            stall_timeout: Duration::from_secs(60),
+            max_iterations: 8,
+            recorder: RecorderConfig::default(),
+            interrupt_save_pause: Duration::ZERO,
+        }
+    }
+}
+
+/// Which session a loop works on.
+#[derive(Debug, Clone)]
+pub enum SessionTarget {
+    /// A new session of this project path.
+    New {
+        /// The project directory.
+        project: String,
+    },
+    /// An existing session (resumed: an interrupted one gets "Continue from where you left
+    /// off." and becomes active).
+    Resume(SessionId),
+    /// The project's most recently active session that is active or interrupted, else a new
+    /// one.
+    Continue {
+        /// The project directory.
+        project: String,
+    },
+}
+
+/// What the loop reports while it runs (for printing or streaming to a client).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// Answer text, as streamed.
+    Text(String),
+    /// A model response ended (after its text, if any).
+    ResponseEnd,
+    /// A tool is about to run.
+    ToolStarted {
+        /// Tool name.
+        name: String,
+        /// Its arguments.
+        args: Value,
+    },
+    /// A tool returned.
+    ToolFinished {
+        /// Tool name.
+        name: String,
+        /// Whether it failed.
+        failed: bool,
+    },
+    /// A tool call was refused.
+    ToolDenied {
+        /// Tool name.
+        name: String,
+        /// The refusal text handed to the model.
+        reason: String,
+    },
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// The model answered without calling more tools.
+    Completed,
+    /// Stopped by Ctrl+C (or a raised flag); what was streamed is saved and marked.
+    Interrupted,
+    /// A model call failed (stall or provider error).
+    Failed,
+    /// The model was still calling tools after the iteration cap.
+    IterationLimit,
+}
+
+/// One tool call of a turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallSummary {
+    /// Tool name.
+    pub name: String,
+    /// Arguments.
+    pub args: Value,
+    /// `ok`, `failed`, `denied` or `interrupted`.
+    pub outcome: &'static str,
+    /// The result handed to the model.
+    pub result: String,
+}
+
+/// Why a turn failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TurnError {
+    /// `stall` or `provider`.
+    pub kind: String,
+    /// What happened.
+    pub message: String,
+}
+
+/// What a turn did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnOutcome {
+    /// The session.
+    pub session_id: String,
+    /// How it ended.
+    pub status: TurnStatus,
+    /// The text of the turn's model responses, one per line (as printed).
+    pub text: String,
+    /// Tool calls, in order.
+    pub tool_calls: Vec<ToolCallSummary>,
+    /// Model calls made.
+    pub model_calls: u32,
+    /// Input tokens reported.
+    pub input_tokens: u64,
+    /// Output tokens reported.
+    pub output_tokens: u64,
+    /// The provider id.
+    pub provider: String,
+    /// The model pinned to the session after the turn.
+    pub model: Option<String>,
+    /// The session's turn number (`turnCount` after it).
+    pub turn: u64,
+    /// For a failed turn: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<TurnError>,
+    /// For an interrupted turn: the message marked `interrupted`, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_message_id: Option<String>,
+}
+
+impl TurnOutcome {
+    /// Tool calls that were refused.
+    pub fn denied(&self) -> usize {
+        self.tool_calls
+            .iter()
+            .filter(|c| c.outcome == "denied")
+            .count()
+    }
+}
+
+/// How a model stream ended.
+enum StreamEnd {
+    Complete(Completion),
+    Aborted(Completion),
+    Stalled(String),
+    Failed(String),
+}
+
+/// Where an interrupt caught the turn.
+enum Caught {
+    /// Mid-stream, with the text streamed so far.
+    Streaming(String),
+    /// Between steps: the turn's last assistant message (if any) is the target.
+    Between,
+    /// A tool was stopped; its message is already appended, marked.
+    ToolAppended(String),
+}
+
+/// A session held open for agent turns. Holds the session's write lock and its rollout log's
+/// lock until dropped.
+pub struct AgentLoop {
+    writer: SessionWriter,
+    recorder: Recorder,
+    provider: Box<dyn Provider>,
+    provider_name: &'static str,
+    meta: SessionMeta,
+    messages: Vec<StoredMessage>,
+    summary: Option<String>,
+    tools: Tools,
+    interrupts: Interrupts,
+    config: AgentConfig,
+    observer: Box<dyn FnMut(&AgentEvent) + Send>,
+    /// The assistant message appended last in the current turn.
+    target: Option<String>,
+    resumed_after_interrupt: bool,
+    /// The next turn's number: past both `turnCount` and every turn id in the log, so ids stay
+    /// unique even after a run that died before ending its turn.
+    next_turn: u64,
+}
+
+impl std::fmt::Debug for AgentLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentLoop")
+            .field("session", &self.meta.id)
+            .field("provider", &self.provider_name)
+            .field("model", &self.meta.model)
+            .finish_non_exhaustive()
+    }
+}
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn title_from(prompt: &str) -> String {
+    let line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let mut t: String = line.trim().chars().take(60).collect();
+    if line.trim().chars().count() > 60 {
+        t.push('…');
+    }
+    t
+}
+
+impl AgentLoop {
+    /// Opens `target` in `store` for turns: resolves (or creates) the session, resumes it,
+    /// pins provider and model in its meta, and opens its rollout log. SIGINT reaches the
+    /// loop's turns through `interrupts` (install its handler separately).
+    pub fn open(
+        store: &SessionStore,
+        target: SessionTarget,
+        config: AgentConfig,
+        interrupts: Interrupts,
+    ) -> anyhow::Result<Self> {
+        let provider_name = config.provider.name();
+        let new_session = |project: String| -> anyhow::Result<SessionId> {
+            let model = config
+                .model
+                .clone()
+                .or_else(|| config.provider.default_model());
+            Ok(store.create(NewSession {
+                title: String::new(),
+                project_path: project,
+                provider: provider_name.to_owned(),
+                model,
+            })?)
+        };
+        let id = match target {
+            SessionTarget::New { project } => new_session(project)?,
+            SessionTarget::Resume(id) => id,
+            SessionTarget::Continue { project } => {
+                let listing = store.list(&ListFilter {
+                    project_path: Some(project.clone()),
+                    ..ListFilter::default()
+                })?;
+                let found = listing.sessions.into_iter().find(|m| {
+                    matches!(m.status, SessionStatus::Active | SessionStatus::Interrupted)
+                });
+                match found {
+                    Some(m) => SessionId::new(m.id)?,
+                    None => new_session(project)?,
+                }
+            }
+        };
+        let was_interrupted = store.meta(&id)?.status == SessionStatus::Interrupted;
+        let context = store.resume(&id)?;
+        let mut writer = store.writer(&id)?;
+        let mut meta = context.meta;
+        // The pinned model belongs to the pinned provider: a session resumed on another
+        // provider starts from that provider's default (or the explicit model).
+        let same_provider = meta.provider == provider_name;
+        let model = config
+            .model
+            .clone()
+            .or_else(|| meta.model.clone().filter(|_| same_provider))
+            .or_else(|| config.provider.default_model());
+        if meta.model != model || !same_provider {
+            if !same_provider {
+                tracing::info!(
+                    "session {id} moves from provider {} to {provider_name}",
+                    meta.provider
+                );
+            }
+            meta = writer.update_meta(|m| {
+                m.model = model;
+                m.provider = provider_name.to_owned();
+            })?;
+        }
+        let project = std::path::PathBuf::from(&meta.project_path);
+        let tools = Tools::new(&project, config.permission).map_err(|e| {
+            crate::UserError(format!(
+                "the session's project directory {} is not usable: {e}",
+                project.display()
+            ))
+        })?;
+        let recorder = Recorder::open(store.home(), &id, config.recorder)?;
+        let mut next_turn = meta.turn_count + 1;
+        if recorder.is_enabled() {
+            read_events(recorder.path(), |e| {
+                if let EventKind::TurnStarted { turn_id } = &e.kind
+                    && let Some(n) = turn_number(turn_id)
+                {
+                    next_turn = next_turn.max(n + 1);
+                }
+            })?;
+        }
+        Ok(Self {
+            writer,
+            recorder,
+            provider: config.provider.build(config.stall_timeout),
+            provider_name,
+            meta,
+            messages: context.messages,
+            summary: context.summary,
+            tools,
+            interrupts,
+            config,
+            observer: Box::new(|_| {}),
+            target: None,
+            resumed_after_interrupt: was_interrupted,
+            next_turn,
+        })
+    }
+
+    /// Reports progress to `f` (streamed text, tool calls).
+    pub fn on_event(mut self, f: impl FnMut(&AgentEvent) + Send + 'static) -> Self {
+        self.observer = Box::new(f);
+        self
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &SessionId {
+        self.writer.id()
+    }
+
+    /// The session's meta as of the last change.
+    #[allow(dead_code, reason = "API for the JSON-RPC server's session.send")]
+    pub fn meta(&self) -> &SessionMeta {
+        &self.meta
+    }
+
+    /// Whether opening resumed an interrupted session (and persisted "Continue…").
+    pub fn resumed_after_interrupt(&self) -> bool {
+        self.resumed_after_interrupt
+    }
+
+    fn system_prompt(&self) -> String {
+        let mut s = format!(
+            "You are freecode, a coding agent working in the project directory {}. Use the \
+             tools to look at the project: read_file and list_dir take paths relative to it; \
+             write_file needs the workspace-write permission (the current mode is {}). Answer \
+             concisely.",
+            self.tools.root().display(),
+            self.config.permission.as_str()
+        );
+        if let Some(summary) = &self.summary {
+            s.push_str("\n\nSummary of the earlier conversation:\n");
+            s.push_str(summary);
+        }
+        s
+    }
+
+    fn emit(&mut self, e: AgentEvent) {
+        (self.observer)(&e);
+    }
+
+    fn append(&mut self, msg: StoredMessage) -> anyhow::Result<()> {
+        self.writer.append(&msg)?;
+        if msg.role == Role::Assistant {
+            self.interrupts
+                .set_target(self.writer.id().as_str(), &msg.id);
+            self.target = Some(msg.id.clone());
+        }
+        self.messages.push(msg);
+        Ok(())
+    }
+
+    /// Runs one turn on `prompt`. `interrupt` is lowered first; raising it (Ctrl+C through
+    /// [`Interrupts`], or the caller) stops the turn, which then saves what it had and returns
+    /// [`TurnStatus::Interrupted`]. Model failures are outcomes ([`TurnStatus::Failed`]);
+    /// `Err` means the session or its log could not be written.
+    pub fn run_turn(
+        &mut self,
+        prompt: &str,
+        interrupt: &InterruptFlag,
+    ) -> anyhow::Result<TurnOutcome> {
+        interrupt.reset();
+        let sid = self.writer.id().to_string();
+        self.interrupts.begin_turn(&sid, interrupt);
+        self.target = None;
+        let result = self.turn(prompt, interrupt);
+        self.interrupts.end_turn(&sid);
+        self.target = None;
+        result
+    }
+
+    fn turn(&mut self, prompt: &str, interrupt: &InterruptFlag) -> anyhow::Result<TurnOutcome> {
+        let turn_no = self.next_turn;
+        self.next_turn += 1;
+        if self.meta.title.is_empty() {
+            let title = title_from(prompt);
+            self.meta = self.writer.update_meta(|m| m.title = title)?;
+        }
+        let now = freecode_store::now_ms();
+        self.append(StoredMessage::new(
+            new_id(),
+            Role::User,
+            vec![Part::text(prompt)],
+            now,
+        ))?;
+        let mut out = TurnOutcome {
+            session_id: self.writer.id().to_string(),
+            status: TurnStatus::IterationLimit,
+            text: String::new(),
+            tool_calls: Vec::new(),
+            model_calls: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            provider: self.provider_name.to_owned(),
+            model: self.meta.model.clone(),
+            turn: turn_no,
+            error: None,
+            interrupted_message_id: None,
+        };
+        let mut turn_id = format!("turn-{turn_no}-0");
+        for iteration in 0..self.config.max_iterations {
+            if interrupt.is_raised() {
+                self.interrupted(&mut out, &turn_id, Caught::Between)?;
+                break;
+            }
+            turn_id = format!("turn-{turn_no}-{iteration}");
+            match self.iteration(&turn_id, interrupt, &mut out)? {
+                Some(Caught::Streaming(partial)) if partial.is_empty() => {
+                    self.interrupted(&mut out, &turn_id, Caught::Between)?;
+                }
+                Some(caught) => self.interrupted(&mut out, &turn_id, caught)?,
+                None => {}
+            }
+            if out.status != TurnStatus::IterationLimit {
+                break;
+            }
+        }
+        if out.status == TurnStatus::IterationLimit {
+            tracing::warn!(
+                "stopped after {} model calls: the model kept calling tools",
+                self.config.max_iterations
+            );
+        }
+        let tokens = out.input_tokens + out.output_tokens;
+        self.meta = self.writer.end_turn(tokens)?;
+        self.recorder.sync()?;
+        out.model = self.meta.model.clone();
+        out.turn = self.meta.turn_count;
+        Ok(out)
+    }
+
+    /// One model call and its tool calls. `Some` when an interrupt caught it; otherwise sets
+    /// `out.status` when the turn is over.
+    fn iteration(
+        &mut self,
+        turn_id: &str,
+        interrupt: &InterruptFlag,
+        out: &mut TurnOutcome,
+    ) -> anyhow::Result<Option<Caught>> {
+        self.recorder.turn_started(turn_id)?;
+        let prompt = build_prompt(&self.system_prompt(), &self.messages);
+        let model = self.meta.model.clone();
+        let req = ChatRequest {
+            model: model.clone(),
+            messages: prompt.messages,
+            tools: self.tools.definitions(),
+        };
+        let mut call = self.recorder.model_request(
+            turn_id,
+            ModelRequest {
+                provider: self.provider_name.to_owned(),
+                model: model.unwrap_or_else(|| PROVIDER_DEFAULT.to_owned()),
+                message_count: req.messages.len() as u64,
+                tool_count: self.tools.count(),
+                prompt_chars: prompt.prompt_chars,
+                streamed: true,
+            },
+        )?;
+        out.model_calls += 1;
+        let rx = self.provider.start(&req);
+        let completion = match self.consume(&rx, &mut call, interrupt)? {
+            StreamEnd::Complete(c) => c,
+            StreamEnd::Aborted(c) => {
+                drop(rx);
+                call.error(
+                    &mut self.recorder,
+                    ModelErrorKind::Abort,
+                    "interrupted by the user",
+                )?;
+                if !c.text.is_empty() {
+                    self.emit(AgentEvent::ResponseEnd);
+                    push_line(&mut out.text, &c.text);
+                }
+                return Ok(Some(Caught::Streaming(c.text)));
+            }
+            StreamEnd::Stalled(msg) => {
+                call.error(&mut self.recorder, ModelErrorKind::Stall, &msg)?;
+                return self.failed(out, "stall", msg);
+            }
+            StreamEnd::Failed(msg) => {
+                call.error(&mut self.recorder, ModelErrorKind::Provider, &msg)?;
+                return self.failed(out, "provider", msg);
+            }
+        };
+        let usage = completion.usage.clone().unwrap_or_default();
+        let calls = completion.calls();
+        call.response(
+            &mut self.recorder,
+            ModelResponse {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                cache_read_tokens: usage.cache_read_tokens,
+                reasoning_tokens: usage.reasoning_tokens,
+                tool_calls: calls.iter().map(|c| c.name.clone()).collect(),
+                text_chars: completion.text.chars().count() as u64,
+                thinking_chars: completion.thinking_chars,
+                echoed_model: completion.model.clone(),
+                ..ModelResponse::default()
+            },
+        )?;
+        out.input_tokens += usage.input_tokens.unwrap_or(0);
+        out.output_tokens += usage.output_tokens.unwrap_or(0);
+        if self.meta.model.is_none()
+            && let Some(echoed) = completion.model.clone()
+        {
+            self.meta = self.writer.update_meta(|m| m.model = Some(echoed))?;
+        }
+        if !completion.text.is_empty() {
+            self.emit(AgentEvent::ResponseEnd);
+            push_line(&mut out.text, &completion.text);
+        }
+        // SPEC §4.4: usage on the text line, else on the first tool line.
+        let mut usage_slot = completion.usage.as_ref().map(|u| {
+            let mut s = Usage::new(u.input_tokens.unwrap_or(0), u.output_tokens.unwrap_or(0));
+            s.cache_read_input_tokens = u.cache_read_tokens;
+            s.reasoning_tokens = u.reasoning_tokens;
+            s
+        });
+        if !completion.text.is_empty() || calls.is_empty() {
+            let mut msg = StoredMessage::new(
+                new_id(),
+                Role::Assistant,
+                vec![Part::text(completion.text.clone())],
+                freecode_store::now_ms(),
+            );
+            msg.usage = usage_slot.take();
+            self.append(msg)?;
+        }
+        if calls.is_empty() {
+            out.status = TurnStatus::Completed;
+            return Ok(None);
+        }
+        for c in calls {
+            if interrupt.is_raised() {
+                return Ok(Some(Caught::Between));
+            }
+            let (args, bad_args) = if c.arguments.trim().is_empty() {
+                (Value::Object(serde_json::Map::new()), None)
+            } else {
+                match serde_json::from_str::<Value>(&c.arguments) {
+                    Ok(v @ Value::Object(_)) => (v, None),
+                    Ok(_) => (
+                        Value::Object(serde_json::Map::new()),
+                        Some("arguments must be a JSON object".to_owned()),
+                    ),
+                    Err(e) => (
+                        Value::Object(serde_json::Map::new()),
+                        Some(format!("arguments are not valid JSON: {e}")),
+                    ),
+                }
+            };
+            let mut msg_for = |result: &str| {
+                let mut m = StoredMessage::new(
+                    new_id(),
+                    Role::Assistant,
+                    vec![Part::tool(c.name.clone(), args.clone(), result)],
+                    freecode_store::now_ms(),
+                );
+                m.usage = usage_slot.take();
+                m
+            };
+            if let Decision::Deny { source, reason } = self.tools.check(&c.name, &args) {
+                self.recorder
+                    .deny(turn_id, &c.name, args.clone(), source, &reason)?;
+                self.emit(AgentEvent::ToolDenied {
+                    name: c.name.clone(),
+                    reason: reason.clone(),
+                });
+                let msg = msg_for(&reason);
+                self.append(msg)?;
+                out.tool_calls.push(ToolCallSummary {
+                    name: c.name.clone(),
+                    args: args.clone(),
+                    outcome: "denied",
+                    result: reason,
+                });
+                continue;
+            }
+            self.emit(AgentEvent::ToolStarted {
+                name: c.name.clone(),
+                args: args.clone(),
+            });
+            let tc = self
+                .recorder
+                .function_call(turn_id, &c.name, args.clone())?;
+            let result = match bad_args {
+                Some(e) => Some(Err(e)),
+                None => self.run_tool(&c.name, &args, interrupt),
+            };
+            let Some(result) = result else {
+                // Stopped by Ctrl+C: the call is closed, its line saved and marked.
+                tc.output(&mut self.recorder, INTERRUPTED_OUTPUT, true)?;
+                let mut msg = msg_for(INTERRUPTED_OUTPUT);
+                msg.interrupted = Some(true);
+                let id = msg.id.clone();
+                self.append(msg)?;
+                out.tool_calls.push(ToolCallSummary {
+                    name: c.name.clone(),
+                    args: args.clone(),
+                    outcome: "interrupted",
+                    result: INTERRUPTED_OUTPUT.to_owned(),
+                });
+                return Ok(Some(Caught::ToolAppended(id)));
+            };
+            let (text, failed) = match result {
+                Ok(t) => (t, false),
+                Err(e) => (format!("error: {e}"), true),
+            };
+            tc.output(&mut self.recorder, &text, failed)?;
+            self.emit(AgentEvent::ToolFinished {
+                name: c.name.clone(),
+                failed,
+            });
+            let msg = msg_for(&text);
+            self.append(msg)?;
+            out.tool_calls.push(ToolCallSummary {
+                name: c.name.clone(),
+                args: args.clone(),
+                outcome: if failed { "failed" } else { "ok" },
+                result: text,
+            });
+        }
+        Ok(None)
+    }
+
+    fn failed(
+        &mut self,
+        out: &mut TurnOutcome,
+        kind: &str,
+        message: String,
+    ) -> anyhow::Result<Option<Caught>> {
+        out.status = TurnStatus::Failed;
+        out.error = Some(TurnError {
+            kind: kind.to_owned(),
+            message,
+        });
+        Ok(None)
+    }
+
+    /// Runs a tool in a worker thread, polling the interrupt flag; `None` when interrupted
+    /// (the worker is abandoned — the tools are read-only or bounded).
+    fn run_tool(
+        &self,
+        name: &str,
+        args: &Value,
+        interrupt: &InterruptFlag,
+    ) -> Option<Result<String, String>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tools = self.tools.clone();
+        let (name, args) = (name.to_owned(), args.clone());
+        let spawned = std::thread::Builder::new()
+            .name("tool".into())
+            .spawn(move || {
+                let _ = tx.send(tools.run(&name, &args));
+            });
+        if let Err(e) = spawned {
+            return Some(Err(format!("cannot start the tool: {e}")));
+        }
+        loop {
+            if interrupt.is_raised() {
+                return None;
+            }
+            match rx.recv_timeout(TICK) {
+                Ok(r) => return Some(r),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Some(Err("the tool stopped without a result".into()));
+                }
+            }
+        }
+    }
+
+    /// Reads a model stream to its end, a stall, a failure or an interrupt.
+    fn consume(
+        &mut self,
+        rx: &Receiver<Wire>,
+        call: &mut ModelCall,
+        interrupt: &InterruptFlag,
+    ) -> anyhow::Result<StreamEnd> {
+        let stall = self.config.stall_timeout;
+        let mut parser = SseParser::default();
+        let mut completion = Completion::default();
+        let mut last_bytes = Instant::now();
+        loop {
+            if interrupt.is_raised() {
+                return Ok(StreamEnd::Aborted(completion));
+            }
+            let waited = last_bytes.elapsed();
+            if waited >= stall {
+                return Ok(StreamEnd::Stalled(format!(
+                    "no data from the provider for {:.1} s",
+                    stall.as_secs_f64()
+                )));
+            }
+            let wire = match rx.recv_timeout(TICK.min(stall - waited)) {
+                Ok(w) => w,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Ok(StreamEnd::Failed(
+                        "the provider stopped without a result".into(),
+                    ));
+                }
+            };
+            let payloads = match wire {
+                Wire::Chunk(bytes) => {
+                    last_bytes = Instant::now();
+                    call.first_token(&mut self.recorder)?;
+                    match parser.feed(&bytes) {
+                        Ok(p) => p,
+                        Err(e) => return Ok(StreamEnd::Failed(e.to_string())),
+                    }
+                }
+                Wire::End => {
+                    match parser.finish() {
+                        Ok(Some(p)) => {
+                            if let Err(e) = completion.apply(&p) {
+                                return Ok(StreamEnd::Failed(e.to_string()));
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => return Ok(StreamEnd::Failed(e.to_string())),
+                    }
+                    return Ok(if completion.is_complete() {
+                        StreamEnd::Complete(completion)
+                    } else {
+                        StreamEnd::Failed(
+                            "the stream ended before the response was complete".into(),
+                        )
+                    });
+                }
+                Wire::Failed(msg) => return Ok(StreamEnd::Failed(msg)),
+            };
+            for p in payloads {
+                match completion.apply(&p) {
+                    Ok(Delta::Text(t)) => self.emit(AgentEvent::Text(t)),
+                    Ok(Delta::Other) => {}
+                    Ok(Delta::Done) => return Ok(StreamEnd::Complete(completion)),
+                    Err(e) => return Ok(StreamEnd::Failed(e.to_string())),
+                }
+            }
+        }
+    }
+
+    /// Saves an interrupted turn: the partial text appended as a marked message, or the
+    /// turn's last assistant message marked; the status becomes `interrupted`.
+    fn interrupted(
+        &mut self,
+        out: &mut TurnOutcome,
+        turn_id: &str,
+        caught: Caught,
+    ) -> anyhow::Result<()> {
+        let marked = match caught {
+            Caught::Streaming(partial) => {
+                let mut msg = StoredMessage::new(
+                    new_id(),
+                    Role::Assistant,
+                    vec![Part::text(partial)],
+                    freecode_store::now_ms(),
+                );
+                msg.interrupted = Some(true);
+                let id = msg.id.clone();
+                self.append(msg)?;
+                self.pause_for_test();
+                self.writer.mark_interrupted(None)?;
+                Some(id)
+            }
+            Caught::ToolAppended(id) => {
+                self.pause_for_test();
+                self.writer.mark_interrupted(None)?;
+                Some(id)
+            }
+            Caught::Between => {
+                let target = self.target.clone();
+                if self.writer.mark_interrupted(target.as_deref())? {
+                    target
+                } else {
+                    None
+                }
+            }
+        };
+        self.meta = self.writer.meta()?;
+        self.recorder
+            .turn_aborted(turn_id, "interrupted by the user")?;
+        out.status = TurnStatus::Interrupted;
+        out.interrupted_message_id = marked;
+        Ok(())
+    }
+
+    fn pause_for_test(&self) {
+        if !self.config.interrupt_save_pause.is_zero() {
+            std::thread::sleep(self.config.interrupt_save_pause);
+        }
+    }
+}
+
+/// `n` of a turn id `turn-<n>-<i>` (or the original's `turn-<n>`).
+fn turn_number(turn_id: &str) -> Option<u64> {
+    let rest = turn_id.strip_prefix("turn-")?;
+    rest.split('-').next()?.parse().ok()
+}
+
+fn push_line(text: &mut String, line: &str) {
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(line);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use freecode_core::rollout::Event;
+    use freecode_store::rollout::events_path;
+    use freecode_store::{Home, SessionStore};
+
+    use super::*;
+
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        store: SessionStore,
+        project: String,
+    }
+
+    fn fixture() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join("proj");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join("a.txt"), "alpha\n").unwrap();
+        let store = SessionStore::open(Home::new(tmp.path().join("h"))).unwrap();
+        Fixture {
+            project: project.to_str().unwrap().to_owned(),
+            store,
+            _tmp: tmp,
+        }
+    }
+
+    fn config() -> AgentConfig {
+        let mut c = AgentConfig::new(ProviderConfig::Scripted {
+            chunk_delay: Duration::ZERO,
+        });
+        c.recorder = RecorderConfig {
+            enabled: true,
+            ..RecorderConfig::default()
+        };
+        c
+    }
+
+    fn open(f: &Fixture, target: SessionTarget) -> AgentLoop {
+        AgentLoop::open(&f.store, target, config(), Interrupts::new()).unwrap()
+    }
+
+    fn events(f: &Fixture, id: &SessionId) -> Vec<Event> {
+        let mut v = Vec::new();
+        read_events(&events_path(f.store.home(), id), |e| v.push(e)).unwrap();
+        v
+    }
+
+    fn kinds(ev: &[Event]) -> Vec<&'static str> {
+        ev.iter().map(|e| e.kind.type_name()).collect()
+    }
+
+    #[test]
+    fn ctrl_c_while_a_tool_runs_closes_the_call_and_marks_its_line() {
+        let f = fixture();
+        let flag = InterruptFlag::new();
+        let raise = flag.clone();
+        let mut agent = open(
+            &f,
+            SessionTarget::New {
+                project: f.project.clone(),
+            },
+        )
+        .on_event(move |e| {
+            if matches!(e, AgentEvent::ToolStarted { .. }) {
+                raise.raise();
+            }
+        });
+        let out = agent.run_turn("look", &flag).unwrap();
+        assert_eq!(out.status, TurnStatus::Interrupted);
+        assert_eq!(out.tool_calls[0].outcome, "interrupted");
+        let id = agent.session_id().clone();
+        drop(agent);
+
+        let msgs = f.store.messages(&id).unwrap().messages;
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(msgs[1].text(), "I'll look around the project first.");
+        assert!(!msgs[1].is_interrupted());
+        let tool = &msgs[2];
+        assert!(tool.is_interrupted(), "the stopped tool's line is marked");
+        assert_eq!(tool.parts[0].result.as_deref(), Some(INTERRUPTED_OUTPUT));
+        assert_eq!(
+            out.interrupted_message_id.as_deref(),
+            Some(tool.id.as_str())
+        );
+        let meta = f.store.meta(&id).unwrap();
+        assert_eq!(meta.status, SessionStatus::Interrupted);
+        assert_eq!(meta.turn_count, 1);
+
+        let ev = events(&f, &id);
+        assert_eq!(
+            kinds(&ev),
+            [
+                "turn.started",
+                "model.request",
+                "model.first_token",
+                "model.response",
+                "function.call",
+                "function.output",
+                "turn.aborted"
+            ]
+        );
+        match &ev[5].kind {
+            EventKind::FunctionOutput { output, failed, .. } => {
+                assert_eq!(output, INTERRUPTED_OUTPUT);
+                assert_eq!(*failed, Some(true));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn ctrl_c_between_steps_marks_the_last_assistant_line_in_place() {
+        let f = fixture();
+        let flag = InterruptFlag::new();
+        let raise = flag.clone();
+        let mut agent = open(
+            &f,
+            SessionTarget::New {
+                project: f.project.clone(),
+            },
+        )
+        .on_event(move |e| {
+            if matches!(e, AgentEvent::ToolFinished { .. }) {
+                raise.raise();
+            }
+        });
+        let out = agent.run_turn("look", &flag).unwrap();
+        assert_eq!(out.status, TurnStatus::Interrupted);
+        assert_eq!(out.model_calls, 1, "no model call after the interrupt");
+        let id = agent.session_id().clone();
+        drop(agent);
+        let msgs = f.store.messages(&id).unwrap().messages;
+        assert_eq!(msgs.len(), 3, "nothing appended: the target was marked");
+        assert!(msgs[2].is_interrupted());
+        assert_eq!(msgs[2].parts[0].result.as_deref(), Some("a.txt"));
+        assert!(!msgs[1].is_interrupted());
+        assert_eq!(
+            out.interrupted_message_id.as_deref(),
+            Some(msgs[2].id.as_str())
+        );
+        assert_eq!(
+            f.store.meta(&id).unwrap().status,
+            SessionStatus::Interrupted
+        );
+    }
+
+    #[test]
+    fn a_raised_flag_is_lowered_when_the_next_turn_starts_and_idle_marks_nothing() {
+        let f = fixture();
+        let flag = InterruptFlag::new();
+        flag.raise();
+        let mut agent = open(
+            &f,
+            SessionTarget::New {
+                project: f.project.clone(),
+            },
+        );
+        let out = agent.run_turn("look", &flag).unwrap();
+        assert_eq!(out.status, TurnStatus::Completed);
+        // After the turn: a Ctrl+C finds nothing to interrupt.
+        let ints = agent.interrupts.clone();
+        assert_eq!(
+            ints.on_sigint(freecode_store::now_ms()),
+            freecode_core::interrupt::Action::Ignore
+        );
+        assert!(!flag.is_raised());
+        let id = agent.session_id().clone();
+        drop(agent);
+        let msgs = f.store.messages(&id).unwrap().messages;
+        assert!(msgs.iter().all(|m| !m.is_interrupted()));
+        assert_eq!(f.store.meta(&id).unwrap().status, SessionStatus::Active);
+    }
+
+    #[test]
+    fn turn_ids_continue_past_a_turn_that_never_ended() {
+        let f = fixture();
+        let mut agent = open(
+            &f,
+            SessionTarget::New {
+                project: f.project.clone(),
+            },
+        );
+        agent.run_turn("one", &InterruptFlag::new()).unwrap();
+        let id = agent.session_id().clone();
+        drop(agent);
+        // A run that died mid-turn: its turn is in the log, turnCount never moved.
+        let mut rec = Recorder::open(f.store.home(), &id, config().recorder).unwrap();
+        rec.turn_started("turn-2-0").unwrap();
+        drop(rec);
+        assert_eq!(f.store.meta(&id).unwrap().turn_count, 1);
+
+        let mut agent = open(&f, SessionTarget::Resume(id.clone()));
+        let out = agent.run_turn("two", &InterruptFlag::new()).unwrap();
+        assert_eq!(out.turn, 2);
+        drop(agent);
+        let started: Vec<String> = events(&f, &id)
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::TurnStarted { turn_id } => Some(turn_id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            started,
+            [
+                "turn-1-0", "turn-1-1", "turn-1-2", "turn-1-3", "turn-2-0", "turn-3-0", "turn-3-1",
+                "turn-3-2", "turn-3-3"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_model_pin_follows_its_provider() {
+        let f = fixture();
+        let agent = open(
+            &f,
+            SessionTarget::New {
+                project: f.project.clone(),
+            },
+        );
+        let id = agent.session_id().clone();
+        assert_eq!(agent.meta().model.as_deref(), Some("scripted-1"));
+        drop(agent);
+        // Resumed on another provider: the old pin is not sent there.
+        let mut cfg = config();
+        cfg.provider = ProviderConfig::OpenAi {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key: None,
+        };
+        let agent = AgentLoop::open(
+            &f.store,
+            SessionTarget::Resume(id.clone()),
+            cfg.clone(),
+            Interrupts::new(),
+        )
+        .unwrap();
+        assert_eq!(agent.meta().provider, "openai-compatible");
+        assert_eq!(agent.meta().model, None);
+        drop(agent);
+        // An explicit model is pinned, and kept by the next resume.
+        cfg.model = Some("m-2".into());
+        drop(
+            AgentLoop::open(
+                &f.store,
+                SessionTarget::Resume(id.clone()),
+                cfg.clone(),
+                Interrupts::new(),
+            )
+            .unwrap(),
+        );
+        cfg.model = None;
+        let agent = AgentLoop::open(
+            &f.store,
+            SessionTarget::Resume(id.clone()),
+            cfg,
+            Interrupts::new(),
+        )
+        .unwrap();
+        assert_eq!(agent.meta().model.as_deref(), Some("m-2"));
+        assert_eq!(f.store.meta(&id).unwrap().model.as_deref(), Some("m-2"));
+    }
+}

@@ -1,0 +1,554 @@
+//! `freecode serve`: JSON-RPC 2.0 over stdio for front ends (SPEC §9.2), one message per line.
+//!
+//! Requests are read from stdin and answered on stdout in order, one compact JSON line each;
+//! stdout carries nothing else (logs go to stderr, §19.40). Notifications (no `id`) get no
+//! answer; a batch (an array) gets an array. Errors:
+//!
+//! | code | when |
+//! |---|---|
+//! | -32700 | the line is not JSON |
+//! | -32600 | not a JSON-RPC 2.0 request object |
+//! | -32601 | `Method not found: <m>` |
+//! | -32602 | wrong or missing params, an invalid session id (nothing is written) |
+//! | -32001 | `Session not found: <id>` |
+//! | -32002 | the session is locked by another writer |
+//! | -32603 | anything else, with its message |
+//!
+//! The server keeps serving after any error and stops at the end of stdin. Ctrl+C while idle
+//! marks nothing and keeps it running; a second Ctrl+C within a second exits with status 1,
+//! after any write in progress has finished.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use freecode_core::interrupt::{Action, InterruptState};
+use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
+use freecode_store::share::{ExportOptions, ImportOptions};
+use freecode_store::{Home, ListFilter, NewSession, SessionStore, StoreError};
+use freecode_sync::client::{Client, SyncConfig};
+use serde_json::{Map, Value, json};
+
+/// Arguments of `freecode serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {}
+
+/// A JSON-RPC error object.
+#[derive(Debug)]
+pub struct RpcError {
+    code: i64,
+    message: String,
+}
+
+impl RpcError {
+    fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn params(message: impl Into<String>) -> Self {
+        Self::new(-32602, format!("Invalid params: {}", message.into()))
+    }
+}
+
+impl From<StoreError> for RpcError {
+    fn from(e: StoreError) -> Self {
+        match &e {
+            StoreError::NotFound { id } => Self::new(-32001, format!("Session not found: {id}")),
+            StoreError::InvalidId(_)
+            | StoreError::InvalidProjectPath { .. }
+            | StoreError::Compaction(_) => Self::params(e.to_string()),
+            StoreError::Locked { .. } => Self::new(-32002, e.to_string()),
+            _ => Self::new(-32603, e.to_string()),
+        }
+    }
+}
+
+impl From<freecode_store::share::ShareError> for RpcError {
+    fn from(e: freecode_store::share::ShareError) -> Self {
+        match e {
+            freecode_store::share::ShareError::Store(s) => s.into(),
+            other => Self::new(-32603, other.to_string()),
+        }
+    }
+}
+
+type RpcResult = Result<Value, RpcError>;
+
+impl ServeArgs {
+    /// Serves until stdin ends.
+    pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        install_sigint()?;
+        let store = SessionStore::open(home.clone())?;
+        let server = Server { store };
+        let stdin = std::io::stdin();
+        let mut out = std::io::stdout();
+        for line in stdin.lock().lines() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            if let Some(reply) = server.handle_line(&line) {
+                let mut bytes = serde_json::to_vec(&reply)?;
+                bytes.push(b'\n');
+                out.write_all(&bytes)?;
+                out.flush()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// SIGINT in a long-running host: idle Ctrl+C is ignored (nothing is in flight), a second one
+/// within a second exits with status 1 once no write is in progress.
+fn install_sigint() -> anyhow::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT])?;
+    std::thread::Builder::new()
+        .name("sigint".into())
+        .spawn(move || {
+            let mut state = InterruptState::new();
+            for _ in signals.forever() {
+                match state.on_sigint(freecode_store::now_ms()) {
+                    Action::ForceExit => {
+                        freecode_store::fsutil::exit_when_idle(1, Duration::from_secs(10))
+                    }
+                    _ => eprintln!(
+                        "freecode serve: nothing in flight; press Ctrl+C again within a second to exit"
+                    ),
+                }
+            }
+        })?;
+    Ok(())
+}
+
+struct Server {
+    store: SessionStore,
+}
+
+impl Server {
+    /// The answer to one line, or `None` for a notification (or a batch of them).
+    fn handle_line(&self, line: &str) -> Option<Value> {
+        let v: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                return Some(error_reply(
+                    Value::Null,
+                    -32700,
+                    &format!("Parse error: {e}"),
+                ));
+            }
+        };
+        match v {
+            Value::Array(items) if items.is_empty() => Some(error_reply(
+                Value::Null,
+                -32600,
+                "Invalid Request: empty batch",
+            )),
+            Value::Array(items) => {
+                let replies: Vec<Value> =
+                    items.into_iter().filter_map(|r| self.handle(r)).collect();
+                (!replies.is_empty()).then_some(Value::Array(replies))
+            }
+            other => self.handle(other),
+        }
+    }
+
+    fn handle(&self, req: Value) -> Option<Value> {
+        let Value::Object(mut req) = req else {
+            return Some(error_reply(
+                Value::Null,
+                -32600,
+                "Invalid Request: not an object",
+            ));
+        };
+        let id = req.remove("id");
+        let reply_id = id.clone().unwrap_or(Value::Null);
+        if let Some(bad) = id
+            .as_ref()
+            .filter(|i| !(i.is_string() || i.is_number() || i.is_null()))
+        {
+            let _ = bad;
+            return Some(error_reply(
+                Value::Null,
+                -32600,
+                "Invalid Request: id must be a string, a number or null",
+            ));
+        }
+        if req.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Some(error_reply(
+                reply_id,
+                -32600,
+                "Invalid Request: jsonrpc must be \"2.0\"",
+            ));
+        }
+        let Some(Value::String(method)) = req.remove("method") else {
+            return Some(error_reply(
+                reply_id,
+                -32600,
+                "Invalid Request: method must be a string",
+            ));
+        };
+        let params = match req.remove("params") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(_) => {
+                return id.map(|_| {
+                    error_reply(reply_id, -32602, "Invalid params: params must be an object")
+                });
+            }
+        };
+        let result = self.dispatch(&method, &Params(params));
+        if let Err(e) = &result {
+            tracing::debug!(method, code = e.code, error = %e.message, "rpc error");
+        }
+        // A notification gets no answer, even an error.
+        id.as_ref()?;
+        Some(match result {
+            Ok(v) => json!({"jsonrpc": "2.0", "id": reply_id, "result": v}),
+            Err(e) => error_reply(reply_id, e.code, &e.message),
+        })
+    }
+
+    fn dispatch(&self, method: &str, p: &Params) -> RpcResult {
+        match method {
+            "session.start" => self.start(p),
+            "session.list" => self.list(p),
+            "session.resume" => self.resume(p),
+            "session.delete" => self.delete(p),
+            "session.archive" => {
+                let id = p.session_id()?;
+                self.store.archive(&id)?;
+                Ok(Value::Null)
+            }
+            "session.fork" => {
+                let id = p.session_id()?;
+                self.visible(&id)?;
+                Ok(Value::String(self.store.fork(&id, None)?.to_string()))
+            }
+            "session.compact" => self.compact(p),
+            "session.getInterrupted" => Ok(match self.store.interrupted_session()? {
+                Some((meta, msg)) => json!({"sessionId": meta.id, "messageId": msg}),
+                None => Value::Null,
+            }),
+            "session.export" => self.export(p),
+            "session.import" => self.import(p),
+            "session.trace" => self.trace(p),
+            other => Err(RpcError::new(-32601, format!("Method not found: {other}"))),
+        }
+    }
+
+    /// The meta of a session that is not soft-deleted (the manager's `list()` lookup).
+    fn visible(&self, id: &SessionId) -> Result<SessionMeta, RpcError> {
+        let meta = self.store.meta(id)?;
+        if meta.is_deleted() {
+            return Err(RpcError::new(-32001, format!("Session not found: {id}")));
+        }
+        Ok(meta)
+    }
+
+    fn start(&self, p: &Params) -> RpcResult {
+        let project = p.opt_str("projectPath")?;
+        let provider = p.opt_str("provider")?;
+        let model = p.opt_str("model")?;
+        p.opt_str("agentMode")?;
+        let config = CurrentConfig::load(self.store.home());
+        let provider = provider.or(config.provider).ok_or_else(|| {
+            RpcError::new(
+                -32603,
+                "No provider configured. Pass provider, or set current.provider in config.json",
+            )
+        })?;
+        let project_path = match project {
+            Some(p) if Path::new(&p).exists() => p,
+            _ => std::env::current_dir()
+                .map_err(|e| {
+                    RpcError::new(-32603, format!("cannot read the working directory: {e}"))
+                })?
+                .display()
+                .to_string(),
+        };
+        let id = self.store.create(NewSession {
+            title: String::new(),
+            project_path,
+            provider,
+            model: model.or(config.model),
+        })?;
+        // The original's title: "Session <id>".
+        self.store
+            .update_meta(&id, |m| m.title = format!("Session {id}"))?;
+        Ok(json!({"sessionId": id}))
+    }
+
+    fn list(&self, p: &Params) -> RpcResult {
+        let project = p.opt_str("projectPath")?;
+        let status = match p.opt_str("status")? {
+            None => None,
+            Some(s) => match SessionStatus::parse(&s) {
+                SessionStatus::Other(s) => {
+                    return Err(RpcError::params(format!(
+                        "unknown status {s:?}: use active, interrupted, archived or deleted"
+                    )));
+                }
+                st => Some(st),
+            },
+        };
+        let listing = self.store.list(&ListFilter {
+            status,
+            project_path: project,
+            include_deleted: false,
+        })?;
+        let contexts: Vec<Value> = listing.sessions.iter().map(context_json).collect();
+        Ok(Value::Array(contexts))
+    }
+
+    fn resume(&self, p: &Params) -> RpcResult {
+        let id = p.session_id()?;
+        self.visible(&id)?;
+        let ctx = self.store.resume(&id)?;
+        let config = CurrentConfig::load(self.store.home());
+        let provider = Some(ctx.meta.provider.clone())
+            .filter(|s| !s.is_empty())
+            .or(config.provider)
+            .ok_or_else(|| {
+                RpcError::new(
+                    -32603,
+                    format!("Session {id} has no provider and none is configured."),
+                )
+            })?;
+        // The pinned model wins over the configured one (SPEC §19.24).
+        let model = ctx.meta.model.clone().or(config.model);
+        Ok(json!({
+            "sessionId": id,
+            "provider": provider,
+            "model": model,
+            "status": ctx.meta.status,
+            "messages": ctx.messages,
+            "summary": ctx.summary,
+        }))
+    }
+
+    fn delete(&self, p: &Params) -> RpcResult {
+        let id = p.session_id()?;
+        let purge = p.opt_bool("purge")?.unwrap_or(false);
+        if purge {
+            self.store.meta(&id)?;
+            self.store.purge(&id)?;
+        } else {
+            self.store.delete(&id)?;
+        }
+        Ok(Value::Null)
+    }
+
+    fn compact(&self, p: &Params) -> RpcResult {
+        let id = p.session_id()?;
+        let keep = match p.opt_u64("keep")? {
+            None => 2,
+            Some(0) => return Err(RpcError::params("keep must be at least 1")),
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+        let summary = p.opt_str("summary")?;
+        self.visible(&id)?;
+        let summary = match summary {
+            Some(s) if !s.trim().is_empty() => s,
+            Some(_) => return Err(RpcError::params("summary is empty")),
+            None => extractive_summary(&self.store.messages(&id)?.messages, keep),
+        };
+        let outcome = self.store.compact(&id, keep, &summary)?;
+        let mut v = json!({
+            "compacted": outcome.compacted,
+            "tokensBefore": outcome.tokens_before,
+            "tokensAfter": outcome.tokens_after,
+        });
+        if let Some(r) = outcome.reason {
+            v["reason"] = Value::String(r);
+        }
+        Ok(v)
+    }
+
+    fn export(&self, p: &Params) -> RpcResult {
+        let id = p.session_id()?;
+        let to = p.opt_str("to")?;
+        let plain = p.opt_bool("plain")?.unwrap_or(false);
+        let include_rollout = p.opt_bool("includeRollout")?.unwrap_or(false);
+        let expires_days = p.opt_u64("expiresInDays")?;
+        let config = SyncConfig::load(self.store.home());
+        let days = expires_days.unwrap_or(config.expiry_days).max(1);
+        let expires_in = Duration::from_secs(days.saturating_mul(86_400));
+        let now = freecode_store::now_ms();
+        let bundle = freecode_store::share::export_bundle(
+            &self.store,
+            &id,
+            &ExportOptions {
+                include_rollout,
+                include_memories: false,
+                no_redact: false,
+                expires_at: Some(now + i64::try_from(expires_in.as_millis()).unwrap_or(0)),
+            },
+        )?;
+        let endpoint = to.unwrap_or(config.endpoint);
+        let shared = Client::new(config.api_key)
+            .share(&endpoint, &bundle, plain, Some(expires_in))
+            .map_err(|e| RpcError::new(-32603, format!("Export failed: {e}")))?;
+        freecode_sync::client::ShareLog::new(self.store.home())
+            .add(freecode_sync::client::ShareRecord {
+                url: shared.url.clone(),
+                session_id: id.to_string(),
+                title: bundle.meta.title.clone(),
+                created_at: now,
+                expires_at: shared.receipt.expires_at,
+                delete_token: shared.receipt.delete_token.clone(),
+                encrypted: shared.encrypted,
+                revoked_at: None,
+            })
+            .map_err(|e| RpcError::new(-32603, e.to_string()))?;
+        Ok(json!({
+            "url": shared.url,
+            "expiresAt": shared.receipt.expires_at,
+            "redactions": bundle.redactions.len(),
+        }))
+    }
+
+    fn import(&self, p: &Params) -> RpcResult {
+        let url = p
+            .opt_str("url")?
+            .ok_or_else(|| RpcError::params("url is required"))?;
+        let config = SyncConfig::load(self.store.home());
+        let (bundle, _) = Client::new(config.api_key)
+            .fetch(&url)
+            .map_err(|e| RpcError::new(-32603, format!("Import failed: {e}")))?;
+        let imported = freecode_store::share::import_bundle(
+            &self.store,
+            bundle,
+            &ImportOptions {
+                source: url.split('#').next().unwrap_or("").to_owned(),
+                with_memories: false,
+            },
+        )?;
+        Ok(json!({"sessionId": imported.id}))
+    }
+
+    fn trace(&self, p: &Params) -> RpcResult {
+        let id = p.session_id()?;
+        self.store.meta(&id)?;
+        let trace = crate::commands::trace::trace_of(self.store.home(), &id)
+            .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
+        match trace {
+            Some(t) => serde_json::to_value(t).map_err(|e| RpcError::new(-32603, e.to_string())),
+            None => Ok(Value::Null),
+        }
+    }
+}
+
+/// `{jsonrpc, id, error}`.
+fn error_reply(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// SPEC §9.1's SessionContext, with `messages: []` as `session.list` returns it.
+fn context_json(m: &SessionMeta) -> Value {
+    let mut v = json!({
+        "id": m.id,
+        "title": m.title,
+        "projectPath": m.project_path,
+        "provider": m.provider,
+        "status": m.status,
+        "createdAt": m.created_at,
+        "updatedAt": m.updated_at,
+        "lastTurnAt": m.last_turn_at,
+        "turnCount": m.turn_count,
+        "messages": [],
+    });
+    if let Some(model) = &m.model {
+        v["model"] = Value::String(model.clone());
+    }
+    if let Some(parent) = &m.parent_id {
+        v["parentId"] = Value::String(parent.clone());
+    }
+    v
+}
+
+/// The summary `session.compact` records when the caller gives none: no model is called, so
+/// it is extractive — the user prompts of the trimmed part, each cut to 200 characters.
+fn extractive_summary(messages: &[StoredMessage], keep: usize) -> String {
+    let cut = freecode_core::compaction::keep_last_n_user_turns(messages, keep).unwrap_or(0);
+    let mut s = format!(
+        "Earlier in this session ({cut} messages, summarised without a model). The user asked:\n"
+    );
+    for m in &messages[..cut] {
+        if m.role == freecode_core::Role::User {
+            let text: String = m.text().chars().take(200).collect();
+            if !text.trim().is_empty() {
+                s.push_str("- ");
+                s.push_str(text.trim());
+                s.push('\n');
+            }
+        }
+    }
+    s
+}
+
+/// `current.provider` / `current.model` of `config.json`.
+struct CurrentConfig {
+    provider: Option<String>,
+    model: Option<String>,
+}
+
+impl CurrentConfig {
+    fn load(home: &Home) -> Self {
+        let v: Value = std::fs::read(home.config_file())
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null);
+        let s = |k: &str| {
+            v.get("current")
+                .and_then(|c| c.get(k))
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        Self {
+            provider: s("provider"),
+            model: s("model"),
+        }
+    }
+}
+
+/// Typed access to a request's params; every accessor fails with -32602.
+struct Params(Map<String, Value>);
+
+impl Params {
+    fn session_id(&self) -> Result<SessionId, RpcError> {
+        let s = self
+            .opt_str("sessionId")?
+            .ok_or_else(|| RpcError::params("sessionId is required"))?;
+        SessionId::new(s).map_err(|e| RpcError::params(e.to_string()))
+    }
+
+    fn opt_str(&self, key: &str) -> Result<Option<String>, RpcError> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(RpcError::params(format!("{key} must be a string"))),
+        }
+    }
+
+    fn opt_bool(&self, key: &str) -> Result<Option<bool>, RpcError> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(RpcError::params(format!("{key} must be a boolean"))),
+        }
+    }
+
+    fn opt_u64(&self, key: &str) -> Result<Option<u64>, RpcError> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| RpcError::params(format!("{key} must be a non-negative integer"))),
+        }
+    }
+}

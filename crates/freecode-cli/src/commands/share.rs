@@ -1,0 +1,485 @@
+//! Sharing: `freecode session export|import`, `freecode share list|revoke`, and the share
+//! server `freecode sync serve`.
+//!
+//! Export redacts known secret formats, then (by default) encrypts the bundle with a fresh key
+//! that only the printed URL's fragment carries; `--dry-run` shows what would be redacted and
+//! sends nothing. Every share made is recorded in `shares.json` with its delete token, so it
+//! can be revoked even after the session is purged. Import validates everything before it
+//! writes, and writes a new session.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use freecode_core::SessionId;
+use freecode_core::bundle::SourceShape;
+use freecode_store::share::{self, ExportOptions, ImportOptions};
+use freecode_store::{Home, SessionStore};
+use freecode_sync::client::{Client, ShareLog, ShareRecord, SyncConfig};
+
+use crate::UserError;
+use crate::render::{Style, local_time};
+
+/// Largest file `session import FILE` reads.
+const MAX_IMPORT_FILE: u64 = freecode_sync::client::MAX_DOWNLOAD;
+
+/// `session export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Session id.
+    id: String,
+    /// Share server base URL [default: syncEndpoint of config.json].
+    #[arg(long, value_name = "URL", conflicts_with = "file")]
+    to: Option<String>,
+    /// Write the bundle to a file instead (no value: remote/<id>.json in the home).
+    #[arg(long, value_name = "F", num_args = 0..=1)]
+    file: Option<Option<PathBuf>>,
+    /// Share lifetime: 30m, 12h, 7d … [default: syncUrlExpiryDays of config.json, else 7d].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    expires: Option<Duration>,
+    /// Include the rollout log (every model call and tool output).
+    #[arg(long)]
+    include_rollout: bool,
+    /// Include the project's memory entries.
+    #[arg(long)]
+    include_memories: bool,
+    /// Send the seed's plain `{meta, messages}` JSON (unencrypted) to a server that expects it.
+    #[arg(long, conflicts_with = "file")]
+    plain: bool,
+    /// Show what would be redacted, and where; send and write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `session import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// A share URL (with its #key) or a bundle file.
+    source: String,
+    /// Also import the bundle's memory entries (never replacing an existing one).
+    #[arg(long)]
+    with_memories: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `freecode share …`.
+#[derive(Debug, Subcommand)]
+pub enum ShareCommand {
+    /// List the shares made from this home.
+    List(ShareListArgs),
+    /// Revoke a share: the server deletes it (works after the session is purged).
+    Revoke(RevokeArgs),
+}
+
+/// `share list`.
+#[derive(Debug, Args)]
+pub struct ShareListArgs {
+    /// Print JSON (delete tokens left out).
+    #[arg(long)]
+    json: bool,
+}
+
+/// `share revoke`.
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// The share URL (the #key part is not needed).
+    url: String,
+}
+
+/// `freecode sync …`.
+#[derive(Debug, Subcommand)]
+pub enum SyncCommand {
+    /// Run the share server until Ctrl+C or SIGTERM.
+    Serve(SyncServeArgs),
+}
+
+/// `sync serve`.
+#[derive(Debug, Args)]
+pub struct SyncServeArgs {
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
+    listen: std::net::SocketAddr,
+    /// Where blobs live: file:PATH or s3://BUCKET/PREFIX (S3 settings from AWS_* variables)
+    /// [default: file:<home>/share-server].
+    #[arg(long, value_name = "STORE")]
+    store: Option<String>,
+    /// Require this bearer token on uploads.
+    #[arg(long, env = "FREECODE_SYNC_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// The base of the URLs handed out [default: http://<Host header>].
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
+    /// Largest upload, bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
+    max_body: usize,
+    /// Longest share lifetime, days.
+    #[arg(long, value_name = "DAYS", default_value_t = 30)]
+    max_expiry_days: u64,
+    /// Seconds between sweeps of expired shares.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    sweep_interval: u64,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 30m, 12h or 7d"))?;
+    let mult = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "" => return Err(format!("{s:?} needs a unit: s, m, h or d (e.g. 7d)")),
+        _ => return Err(format!("unknown unit {unit:?}: use s, m, h or d")),
+    };
+    let secs = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too long"))?;
+    if secs == 0 {
+        return Err("a share must live at least one second".into());
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// Runs `session export`.
+pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
+    let id = SessionId::new(&a.id)?;
+    let config = SyncConfig::load(store.home());
+    let expires_in = a
+        .expires
+        .unwrap_or(Duration::from_secs(config.expiry_days * 86_400));
+    let now = freecode_store::now_ms();
+    let to_file = a.file.is_some();
+    let opts = ExportOptions {
+        include_rollout: a.include_rollout,
+        include_memories: a.include_memories,
+        no_redact: false,
+        expires_at: (!to_file).then(|| now + i64::try_from(expires_in.as_millis()).unwrap_or(0)),
+    };
+    let bundle = share::export_bundle(store, &id, &opts)?;
+    let endpoint = a.to.clone().unwrap_or_else(|| config.endpoint.clone());
+    if a.dry_run {
+        return dry_run(&bundle, to_file, &endpoint, a.plain, a.json);
+    }
+    if let Some(file) = a.file {
+        let path = share::save_to_remote(store.home(), &bundle, file.as_deref())?;
+        note_redactions(&bundle);
+        if a.json {
+            return print_json(&serde_json::json!({
+                "file": path, "redactions": bundle.redactions.len(),
+                "messages": bundle.counts.messages,
+            }));
+        }
+        writeln!(std::io::stdout().lock(), "{}", path.display())?;
+        return Ok(());
+    }
+    let client = Client::new(config.api_key.clone());
+    let shared = client
+        .share(&endpoint, &bundle, a.plain, Some(expires_in))
+        .with_context(|| format!("export of {id} failed"))?;
+    ShareLog::new(store.home()).add(ShareRecord {
+        url: shared.url.clone(),
+        session_id: id.to_string(),
+        title: bundle.meta.title.clone(),
+        created_at: now,
+        expires_at: shared.receipt.expires_at,
+        delete_token: shared.receipt.delete_token.clone(),
+        encrypted: shared.encrypted,
+        revoked_at: None,
+    })?;
+    note_redactions(&bundle);
+    if a.json {
+        return print_json(&serde_json::json!({
+            "url": shared.url,
+            "expiresAt": shared.receipt.expires_at,
+            "encrypted": shared.encrypted,
+            "redactions": bundle.redactions.len(),
+        }));
+    }
+    writeln!(std::io::stdout().lock(), "{}", shared.url)?;
+    let expiry = shared
+        .receipt
+        .expires_at
+        .map_or_else(|| "never (server gave no expiry)".to_owned(), local_time);
+    eprintln!(
+        "{} share; expires {expiry}; revoke with: freecode share revoke {}",
+        if shared.encrypted {
+            "encrypted (the key is only in the URL after '#')"
+        } else {
+            "PLAIN, unencrypted"
+        },
+        shared.receipt.url
+    );
+    Ok(())
+}
+
+fn note_redactions(bundle: &freecode_core::bundle::Bundle) {
+    if !bundle.redactions.is_empty() {
+        eprintln!(
+            "redacted {} secret(s); see them with --dry-run",
+            bundle.redactions.len()
+        );
+    }
+}
+
+fn dry_run(
+    bundle: &freecode_core::bundle::Bundle,
+    to_file: bool,
+    endpoint: &str,
+    plain: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        return print_json(&serde_json::json!({
+            "destination": if to_file { "file" } else { endpoint },
+            "encrypted": !to_file && !plain,
+            "counts": bundle.counts,
+            "redactions": bundle.redactions,
+        }));
+    }
+    let mut out = std::io::stdout().lock();
+    let st = Style::stdout();
+    writeln!(
+        out,
+        "would export {} messages, {} events, {} memories to {}{}",
+        bundle.counts.messages,
+        bundle.counts.events,
+        bundle.counts.memories,
+        if to_file { "a file" } else { endpoint },
+        if to_file || plain {
+            " (unencrypted)"
+        } else {
+            " (encrypted)"
+        }
+    )?;
+    if bundle.redactions.is_empty() {
+        writeln!(out, "nothing to redact")?;
+    } else {
+        writeln!(out, "would redact {}:", bundle.redactions.len())?;
+        for r in &bundle.redactions {
+            writeln!(out, "  {}  {}", st.yellow(&r.kind), r.location)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `session import`.
+pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
+    let is_url = a.source.starts_with("http://") || a.source.starts_with("https://");
+    let (bundle, shape, source) = if is_url {
+        let config = SyncConfig::load(store.home());
+        let (b, shape) = Client::new(config.api_key)
+            .fetch(&a.source)
+            .with_context(|| "import failed; nothing was written".to_owned())?;
+        let public = a.source.split('#').next().unwrap_or("").to_owned();
+        (b, shape, public)
+    } else {
+        let path = PathBuf::from(&a.source);
+        let len = std::fs::metadata(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?
+            .len();
+        if len > MAX_IMPORT_FILE {
+            return Err(UserError(format!(
+                "{} is {len} bytes, more than the {MAX_IMPORT_FILE}-byte import limit",
+                path.display()
+            ))
+            .into());
+        }
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let (b, shape) = freecode_sync::client::decode_body(&bytes, None)
+            .with_context(|| format!("cannot import {}; nothing was written", path.display()))?;
+        (b, shape, path.display().to_string())
+    };
+    let imported = share::import_bundle(
+        store,
+        bundle,
+        &ImportOptions {
+            source,
+            with_memories: a.with_memories,
+        },
+    )?;
+    if a.json {
+        return print_json(&serde_json::json!({
+            "sessionId": imported.id,
+            "title": imported.meta.title,
+            "messages": imported.messages,
+            "events": imported.events,
+            "memoriesWritten": imported.memories_written,
+            "memoriesSkipped": imported.memories_skipped,
+            "shape": shape_name(shape),
+        }));
+    }
+    writeln!(std::io::stdout().lock(), "{}", imported.id)?;
+    eprintln!(
+        "imported {} messages as {} ({})",
+        imported.messages, imported.id, imported.meta.title
+    );
+    if !imported.memories_skipped.is_empty() {
+        eprintln!(
+            "memory entries not imported: {}{}",
+            imported.memories_skipped.join(", "),
+            if a.with_memories {
+                " (a local entry has that name)"
+            } else {
+                " (pass --with-memories to import them)"
+            }
+        );
+    }
+    Ok(())
+}
+
+fn shape_name(s: SourceShape) -> &'static str {
+    match s {
+        SourceShape::Bundle => "bundle",
+        SourceShape::SeedPlain => "meta+messages",
+        SourceShape::Metadata => "metadata+messages",
+        SourceShape::LegacyFlat => "legacy-flat",
+    }
+}
+
+impl ShareCommand {
+    /// Runs the command.
+    pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        let log = ShareLog::new(home);
+        match self {
+            Self::List(a) => {
+                let records = log.list()?;
+                if a.json {
+                    let shown: Vec<serde_json::Value> = records
+                        .iter()
+                        .map(|r| {
+                            let mut v = serde_json::to_value(r).unwrap_or_default();
+                            if let Some(o) = v.as_object_mut() {
+                                o.remove("deleteToken");
+                            }
+                            v
+                        })
+                        .collect();
+                    return print_json(&shown);
+                }
+                let mut out = std::io::stdout().lock();
+                if records.is_empty() {
+                    writeln!(out, "No shares made from this home.")?;
+                    return Ok(());
+                }
+                let now = freecode_store::now_ms();
+                for r in records.iter().rev() {
+                    let state = if r.revoked_at.is_some() {
+                        "revoked".to_owned()
+                    } else {
+                        match r.expires_at {
+                            Some(t) if t <= now => "expired".to_owned(),
+                            Some(t) => format!("expires {}", local_time(t)),
+                            None => "no expiry".to_owned(),
+                        }
+                    };
+                    writeln!(
+                        out,
+                        "{}  {}  {}  {}  {}",
+                        local_time(r.created_at),
+                        r.session_id,
+                        state,
+                        r.url,
+                        r.title
+                    )?;
+                }
+                Ok(())
+            }
+            Self::Revoke(a) => {
+                let public = a.url.split('#').next().unwrap_or("").to_owned();
+                let record = log
+                    .list()?
+                    .into_iter()
+                    .rev()
+                    .find(|r| r.public_url() == public)
+                    .ok_or_else(|| {
+                        UserError(format!(
+                            "no share {public} in this home's share log (shares.json): only the home that made a share holds its delete token"
+                        ))
+                    })?;
+                let token = record.delete_token.clone().ok_or_else(|| {
+                    UserError(format!(
+                        "the server gave no delete token for {public}; it cannot be revoked"
+                    ))
+                })?;
+                let config = SyncConfig::load(home);
+                match Client::new(config.api_key).revoke(&public, &token) {
+                    Ok(()) => eprintln!("revoked {public}"),
+                    Err(freecode_sync::client::ClientError::NotFound(_)) => {
+                        eprintln!("{public} was already gone from the server");
+                    }
+                    Err(e) => return Err(e).context(format!("cannot revoke {public}")),
+                }
+                log.mark_revoked(&public, freecode_store::now_ms())?;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl SyncCommand {
+    /// Runs the command.
+    pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        match self {
+            Self::Serve(a) => {
+                let store = match a.store {
+                    Some(s) => s
+                        .parse::<freecode_sync::blob::StoreSpec>()
+                        .map_err(|e| UserError(format!("--store {s:?}: {e}")))?,
+                    None => freecode_sync::blob::StoreSpec::File(home.root().join("share-server")),
+                };
+                let config = freecode_sync::server::ServerConfig {
+                    listen: a.listen,
+                    store,
+                    api_key: a.api_key.filter(|k| !k.is_empty()),
+                    public_url: a.public_url,
+                    max_body: a.max_body,
+                    max_ttl: Duration::from_secs(a.max_expiry_days.max(1) * 86_400),
+                    sweep_interval: Duration::from_secs(a.sweep_interval.max(1)),
+                    ..Default::default()
+                };
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .context("cannot start the async runtime")?;
+                rt.block_on(freecode_sync::server::serve(config, shutdown_signal()))?;
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down");
+}

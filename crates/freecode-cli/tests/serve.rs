@@ -1,0 +1,420 @@
+//! `freecode serve` driven as a front end drives it: a child process, JSON-RPC 2.0 lines over
+//! its stdin and stdout — every method, and a catalogue of bad requests after which it keeps
+//! serving and has written nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{copy_tree, fixtures};
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const S1: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
+const S2_INTERRUPTED: &str = "2b0084fa-74c0-4e03-a6d9-7e1128df064c";
+const S5_DELETED: &str = "b5f300b4-eac0-4eab-8ef1-3233db36ea63";
+
+struct Rpc {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl Rpc {
+    fn start(home: &Path, rollout: bool) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_freecode"));
+        cmd.arg("serve")
+            .env("FREECODE_HOME", home)
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if !rollout {
+            cmd.env("FREECODE_ROLLOUT", "off");
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+            next: 1,
+        }
+    }
+
+    fn send_line(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        assert!(!line.is_empty(), "the server closed stdout");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {line}"))
+    }
+
+    fn raw(&mut self, line: &str) -> Value {
+        self.send_line(line);
+        self.read()
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let reply = self.raw(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
+        assert_eq!(reply["jsonrpc"], "2.0");
+        assert_eq!(reply["id"], id);
+        reply
+    }
+
+    fn ok(&mut self, method: &str, params: Value) -> Value {
+        let reply = self.call(method, params);
+        assert!(reply.get("error").is_none(), "{method}: {reply}");
+        reply["result"].clone()
+    }
+
+    fn err(&mut self, method: &str, params: Value) -> (i64, String) {
+        let reply = self.call(method, params);
+        let e = &reply["error"];
+        assert!(e.is_object(), "{method} should fail: {reply}");
+        (
+            e["code"].as_i64().unwrap(),
+            e["message"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin);
+        self.child.wait().unwrap()
+    }
+}
+
+fn fixture_home() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join(".freecode");
+    copy_tree(&fixtures().join("home/.freecode"), &home);
+    (tmp, home)
+}
+
+/// Every file under `dir` with its bytes: "nothing was written" is this staying equal.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn every_session_method_over_stdio() {
+    let (tmp, home) = fixture_home();
+    let project = tmp.path().join("proj");
+    std::fs::create_dir(&project).unwrap();
+    let mut rpc = Rpc::start(&home, false);
+
+    // list: SessionContext with messages: [], deleted ones hidden.
+    let list = rpc.ok("session.list", json!({}));
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&S1) && !ids.contains(&S5_DELETED));
+    let s1 = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == S1)
+        .unwrap();
+    assert_eq!(s1["messages"], json!([]));
+    assert_eq!(s1["model"], "claude-sonnet-4-5");
+    let interrupted = rpc.ok("session.list", json!({"status": "interrupted"}));
+    assert!(
+        interrupted
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["status"] == "interrupted")
+    );
+
+    // start: a new session with the given provider and model.
+    let started = rpc.ok(
+        "session.start",
+        json!({"projectPath": project, "provider": "openai", "model": "gpt-5"}),
+    );
+    let new_id = started["sessionId"].as_str().unwrap().to_owned();
+    let list = rpc.ok("session.list", json!({"projectPath": project}));
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["id"], new_id.as_str());
+    assert_eq!(list[0]["title"], format!("Session {new_id}"));
+    assert_eq!(list[0]["model"], "gpt-5");
+
+    // resume of an interrupted session: the pinned model, the persisted "Continue…", active.
+    let resumed = rpc.ok("session.resume", json!({"sessionId": S2_INTERRUPTED}));
+    assert_eq!(resumed["sessionId"], S2_INTERRUPTED);
+    assert_eq!(resumed["status"], "active");
+    let msgs = resumed["messages"].as_array().unwrap();
+    assert_eq!(
+        msgs.last().unwrap()["parts"][0]["content"],
+        "Continue from where you left off."
+    );
+    let again = rpc.ok("session.resume", json!({"sessionId": S2_INTERRUPTED}));
+    assert_eq!(
+        again["messages"].as_array().unwrap().len(),
+        msgs.len(),
+        "resuming an active session adds nothing"
+    );
+    let s1 = rpc.ok("session.resume", json!({"sessionId": S1}));
+    assert_eq!(s1["model"], "claude-sonnet-4-5");
+
+    // fork: a bare string id, the copy has parentId.
+    let fork = rpc.ok("session.fork", json!({"sessionId": S1}));
+    let fork_id = fork
+        .as_str()
+        .expect("fork returns a bare string")
+        .to_owned();
+    let list = rpc.ok("session.list", json!({}));
+    let f = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == fork_id.as_str())
+        .unwrap();
+    assert_eq!(f["parentId"], S1);
+
+    // compact: keep the last user turn, with and without a caller's summary.
+    let c = rpc.ok("session.compact", json!({"sessionId": fork_id, "keep": 1}));
+    assert_eq!(c["compacted"], true, "{c}");
+    assert!(c["tokensAfter"].as_u64().unwrap() < c["tokensBefore"].as_u64().unwrap());
+    let c = rpc.ok(
+        "session.compact",
+        json!({"sessionId": fork_id, "keep": 1, "summary": "nothing left"}),
+    );
+    assert_eq!(c["compacted"], false);
+    assert!(c["reason"].is_string());
+
+    // trace: the fold as JSON (S1 has a rollout log in the fixtures).
+    let t = rpc.ok("session.trace", json!({"sessionId": S1}));
+    assert!(t.is_object(), "{t}");
+    assert!(t.get("hung").is_some(), "{t}");
+    let none = rpc.ok("session.trace", json!({"sessionId": new_id}));
+    assert_eq!(none, Value::Null);
+
+    // getInterrupted, archive.
+    rpc.ok("session.getInterrupted", json!({}));
+    assert_eq!(
+        rpc.ok("session.archive", json!({"sessionId": fork_id})),
+        Value::Null
+    );
+
+    // delete: soft (hidden, restorable), then purge (gone from disk).
+    assert_eq!(
+        rpc.ok("session.delete", json!({"sessionId": new_id})),
+        Value::Null
+    );
+    let (code, msg) = rpc.err("session.resume", json!({"sessionId": new_id}));
+    assert_eq!(
+        (code, msg),
+        (-32001, format!("Session not found: {new_id}"))
+    );
+    let dir_of = |id: &str| {
+        std::fs::read_dir(home.join("sessions"))
+            .unwrap()
+            .flatten()
+            .map(|p| p.path().join(id))
+            .find(|p| p.exists())
+    };
+    assert!(dir_of(&fork_id).is_some());
+    rpc.ok(
+        "session.delete",
+        json!({"sessionId": fork_id, "purge": true}),
+    );
+    assert!(dir_of(&fork_id).is_none(), "purge removes the directory");
+
+    assert!(rpc.finish().success(), "stdin closed: the server exits 0");
+}
+
+#[test]
+fn export_and_import_over_rpc() {
+    let (tmp, home) = fixture_home();
+    let server = freecode_sync::server::spawn(freecode_sync::server::ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: freecode_sync::blob::StoreSpec::File(tmp.path().join("blobs")),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut rpc = Rpc::start(&home, false);
+    let e = rpc.ok("session.export", json!({"sessionId": S1, "to": server.url}));
+    let url = e["url"].as_str().unwrap().to_owned();
+    assert!(url.contains('#'));
+    assert!(e["expiresAt"].as_i64().unwrap() > 0);
+    let i = rpc.ok("session.import", json!({"url": url}));
+    let id = i["sessionId"].as_str().unwrap();
+    assert_ne!(id, S1);
+    let r = rpc.ok("session.resume", json!({"sessionId": id}));
+    assert!(!r["messages"].as_array().unwrap().is_empty());
+    let (code, msg) = rpc.err(
+        "session.import",
+        json!({"url": url.split('#').next().unwrap()}),
+    );
+    assert_eq!(code, -32603);
+    assert!(msg.contains("no key"), "{msg}");
+    assert!(rpc.finish().success());
+}
+
+#[test]
+fn bad_requests_get_json_rpc_errors_and_write_nothing() {
+    let (_tmp, home) = fixture_home();
+    let before = snapshot(&home);
+    let mut rpc = Rpc::start(&home, false);
+
+    let code = |v: &Value| v["error"]["code"].as_i64().unwrap();
+    // Not JSON: parse error, id null.
+    let r = rpc.raw("{not json");
+    assert_eq!((code(&r), &r["id"]), (-32700, &Value::Null));
+    // Not a request.
+    assert_eq!(code(&rpc.raw("42")), -32600);
+    assert_eq!(
+        code(&rpc.raw(r#"{"id":1,"method":"session.list"}"#)),
+        -32600
+    );
+    assert_eq!(
+        code(&rpc.raw(r#"{"jsonrpc":"2.0","id":2,"method":7}"#)),
+        -32600
+    );
+    assert_eq!(
+        code(&rpc.raw(r#"{"jsonrpc":"2.0","id":{"x":1},"method":"session.list"}"#)),
+        -32600
+    );
+    assert_eq!(code(&rpc.raw("[]")), -32600);
+    // Unknown method.
+    let (c, m) = rpc.err("session.nope", json!({}));
+    assert_eq!((c, m.as_str()), (-32601, "Method not found: session.nope"));
+    // Wrong params.
+    let r = rpc.raw(r#"{"jsonrpc":"2.0","id":3,"method":"session.list","params":[1,2]}"#);
+    assert_eq!(code(&r), -32602);
+    for (method, params) in [
+        ("session.resume", json!({})),
+        ("session.resume", json!({"sessionId": 5})),
+        ("session.resume", json!({"sessionId": "../../etc"})),
+        ("session.resume", json!({"sessionId": ".."})),
+        ("session.delete", json!({"sessionId": "a/b", "purge": true})),
+        ("session.delete", json!({"sessionId": S1, "purge": "yes"})),
+        ("session.fork", json!({"sessionId": ""})),
+        ("session.compact", json!({"sessionId": S1, "keep": 0})),
+        ("session.compact", json!({"sessionId": S1, "keep": -1})),
+        ("session.compact", json!({"sessionId": S1, "summary": "  "})),
+        ("session.list", json!({"status": "bogus"})),
+        ("session.start", json!({"provider": 3})),
+        ("session.import", json!({})),
+        ("session.trace", json!({"sessionId": "x\u{0}y"})),
+    ] {
+        let (c, m) = rpc.err(method, params.clone());
+        assert_eq!(c, -32602, "{method} {params}: {m}");
+    }
+    // Unknown or deleted ids.
+    for (method, params) in [
+        ("session.resume", json!({"sessionId": "no-such-session"})),
+        ("session.fork", json!({"sessionId": "no-such-session"})),
+        (
+            "session.delete",
+            json!({"sessionId": "no-such-session", "purge": true}),
+        ),
+        ("session.compact", json!({"sessionId": "no-such-session"})),
+        ("session.trace", json!({"sessionId": "no-such-session"})),
+        ("session.resume", json!({"sessionId": S5_DELETED})),
+        ("session.fork", json!({"sessionId": S5_DELETED})),
+    ] {
+        let (c, m) = rpc.err(method, params.clone());
+        assert_eq!(c, -32001, "{method} {params}: {m}");
+        assert!(m.starts_with("Session not found: "), "{m}");
+    }
+    // Export over plain HTTP to a non-loopback host is refused before anything leaves.
+    let (c, m) = rpc.err(
+        "session.export",
+        json!({"sessionId": S1, "to": "http://example.com"}),
+    );
+    assert_eq!(c, -32603);
+    assert!(m.contains("plain HTTP"), "{m}");
+    // A notification (no id) gets no answer, even when it fails; the next call still works.
+    rpc.send_line(r#"{"jsonrpc":"2.0","method":"session.nope"}"#);
+    rpc.send_line(r#"{"jsonrpc":"2.0","method":"session.resume","params":{"sessionId":"../x"}}"#);
+    // A batch: answers in an array, notifications left out.
+    let r = rpc.raw(
+        r#"[{"jsonrpc":"2.0","id":"a","method":"session.list","params":{"projectPath":"/none"}},{"jsonrpc":"2.0","method":"session.list"},{"jsonrpc":"2.0","id":"b","method":"x"}]"#,
+    );
+    let arr = r.as_array().unwrap();
+    assert_eq!(arr.len(), 2);
+    assert_eq!(arr[0]["id"], "a");
+    assert_eq!(arr[0]["result"], json!([]));
+    assert_eq!(arr[1]["error"]["code"], -32601);
+    assert!(rpc.ok("session.list", json!({})).is_array());
+    assert!(rpc.finish().success());
+    assert!(before == snapshot(&home), "no invalid call wrote anything");
+}
+
+#[test]
+fn ctrl_c_while_idle_keeps_serving_and_a_second_within_a_second_exits_1() {
+    let (_tmp, home) = fixture_home();
+    let before = snapshot(&home.join("sessions"));
+    let mut rpc = Rpc::start(&home, false);
+    rpc.ok("session.list", json!({}));
+    let pid = rpc.child.id().to_string();
+    let kill = || {
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    kill();
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(
+        rpc.child.try_wait().unwrap().is_none(),
+        "one Ctrl+C while idle: still serving"
+    );
+    assert!(rpc.ok("session.list", json!({})).is_array());
+    kill();
+    std::thread::sleep(Duration::from_millis(100));
+    kill();
+    let mut status = None;
+    for _ in 0..100 {
+        status = rpc.child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        status.expect("two Ctrl+C within a second exit").code(),
+        Some(1)
+    );
+    assert!(
+        before == snapshot(&home.join("sessions")),
+        "idle Ctrl+C marked nothing"
+    );
+}

@@ -1,0 +1,681 @@
+//! Export, import and private sharing end to end: the real `freecode` binary against a real
+//! share server on loopback (filesystem blobs), and every kind of bad input.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{copy_tree, fixtures};
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use freecode_sync::blob::StoreSpec;
+use freecode_sync::server::{ServerConfig, ServerHandle, spawn};
+use serde_json::Value;
+
+const S1: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
+const S1_TEXT: &str = "Add a dark mode toggle to the settings page";
+
+struct Ctx {
+    tmp: tempfile::TempDir,
+    home: PathBuf,
+}
+
+impl Ctx {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join(".freecode");
+        copy_tree(&fixtures().join("home/.freecode"), &home);
+        Self { tmp, home }
+    }
+
+    /// A second, empty home: the receiving machine.
+    fn other_home(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    fn run_in(&self, home: &Path, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_freecode"))
+            .args(args)
+            .env("FREECODE_HOME", home)
+            .env("NO_COLOR", "1")
+            .env("FREECODE_ROLLOUT", "off")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_in(&self.home, args)
+    }
+
+    fn ok_in(&self, home: &Path, args: &[&str]) -> String {
+        let out = self.run_in(home, args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        self.ok_in(&self.home, args)
+    }
+
+    fn server(&self, api_key: Option<&str>) -> (ServerHandle, PathBuf) {
+        self.server_sweeping(api_key, Duration::from_secs(3600))
+    }
+
+    fn server_sweeping(&self, api_key: Option<&str>, sweep: Duration) -> (ServerHandle, PathBuf) {
+        let dir = self.tmp.path().join("server-blobs");
+        let handle = spawn(ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            store: StoreSpec::File(dir.clone()),
+            api_key: api_key.map(str::to_owned),
+            sweep_interval: sweep,
+            ..ServerConfig::default()
+        })
+        .unwrap();
+        (handle, dir)
+    }
+}
+
+fn sessions_in(home: &Path) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_freecode"))
+        .args(["session", "list", "--all", "--json"])
+        .env("FREECODE_HOME", home)
+        .env("FREECODE_ROLLOUT", "off")
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Vec::new();
+    }
+    serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap_or_default()
+}
+
+fn messages(home: &Path, id: &str) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_freecode"))
+        .args(["session", "show", id, "--json"])
+        .env("FREECODE_HOME", home)
+        .env("FREECODE_ROLLOUT", "off")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["messages"].as_array().unwrap().clone()
+}
+
+fn all_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(all_files(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn export_then_import_gives_the_same_conversation_under_a_new_id() {
+    let ctx = Ctx::new();
+    let (server, blobs) = ctx.server(None);
+    let url = ctx
+        .ok(&["session", "export", S1, "--to", &server.url])
+        .trim()
+        .to_owned();
+    assert!(url.starts_with(&server.url), "{url}");
+    let (_, key) = url
+        .split_once('#')
+        .expect("the key travels in the fragment");
+    assert_eq!(key.len(), 43);
+
+    // The server holds ciphertext only: no message text, no title, no key.
+    let stored = all_files(&blobs);
+    assert!(!stored.is_empty());
+    for f in &stored {
+        let bytes = std::fs::read(f).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        for needle in [S1_TEXT, "dark mode", "Add dark mode toggle", S1, key] {
+            assert!(!text.contains(needle), "{} holds {needle:?}", f.display());
+        }
+    }
+
+    let other = ctx.other_home("receiver");
+    let new_id = ctx
+        .ok_in(&other, &["session", "import", &url])
+        .trim()
+        .to_owned();
+    assert_ne!(new_id, S1);
+    let original = messages(&ctx.home, S1);
+    let imported = messages(&other, &new_id);
+    assert_eq!(imported.len(), original.len());
+    for (a, b) in original.iter().zip(&imported) {
+        assert_eq!(a["parts"], b["parts"]);
+        assert_eq!(a["role"], b["role"]);
+    }
+    let metas = sessions_in(&other);
+    assert_eq!(metas.len(), 1);
+    let m = &metas[0];
+    assert_eq!(m["id"], new_id.as_str());
+    assert_eq!(m["title"], "Add dark mode toggle (imported)");
+    assert_eq!(m["model"], "claude-sonnet-4-5");
+    assert_eq!(m["status"], "active");
+    assert_eq!(m["importedFrom"]["sessionId"], S1);
+    assert!(!m["importedFrom"]["source"].as_str().unwrap().contains('#'));
+
+    // Importing twice never overwrites: a second new session.
+    let again = ctx
+        .ok_in(&other, &["session", "import", &url])
+        .trim()
+        .to_owned();
+    assert_ne!(again, new_id);
+    assert_eq!(sessions_in(&other).len(), 2);
+
+    // The share is in the log with its expiry; `share list --json` hides the delete token.
+    let list: Vec<Value> = serde_json::from_str(&ctx.ok(&["share", "list", "--json"])).unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["sessionId"], S1);
+    assert!(list[0]["expiresAt"].as_i64().unwrap() > 0);
+    assert!(list[0].get("deleteToken").is_none());
+    drop(server);
+}
+
+#[test]
+fn wrong_key_tampered_blob_and_missing_key_are_clear_errors_and_write_nothing() {
+    let ctx = Ctx::new();
+    let (server, blobs) = ctx.server(None);
+    let url = ctx
+        .ok(&["session", "export", S1, "--to", &server.url])
+        .trim()
+        .to_owned();
+    let base = url.split('#').next().unwrap();
+    let other = ctx.other_home("receiver");
+
+    let wrong = format!("{base}#{}", "A".repeat(43));
+    let out = ctx.run_in(&other, &["session", "import", &wrong]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("wrong key"), "{}", stderr(&out));
+
+    let out = ctx.run_in(&other, &["session", "import", base]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no key"), "{}", stderr(&out));
+
+    let out = ctx.run_in(&other, &["session", "import", &format!("{base}#short")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("malformed"), "{}", stderr(&out));
+
+    // Flip one byte of the stored ciphertext: authentication fails.
+    let code = base.rsplit('/').next().unwrap();
+    let blob = all_files(&blobs)
+        .into_iter()
+        .find(|p| p.file_name().unwrap().to_string_lossy() == code)
+        .expect("the blob is stored under its code");
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&blob, &bytes).unwrap();
+    let out = ctx.run_in(&other, &["session", "import", &url]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("tampered"), "{}", stderr(&out));
+
+    assert!(sessions_in(&other).is_empty(), "nothing was written");
+    assert!(!other.join("sessions").exists() || all_files(&other.join("sessions")).is_empty());
+}
+
+#[test]
+fn an_expired_share_answers_410_and_is_swept() {
+    let ctx = Ctx::new();
+    // This replica never sweeps: the expiry is enforced on read.
+    let (server, blobs) = ctx.server(None);
+    let export = || {
+        ctx.ok(&[
+            "session",
+            "export",
+            S1,
+            "--to",
+            &server.url,
+            "--expires",
+            "1s",
+        ])
+        .trim()
+        .to_owned()
+    };
+    let read = export();
+    let unread = export();
+    let code_of = |url: &str| {
+        url.split('#')
+            .next()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let stored = |code: &str| {
+        all_files(&blobs)
+            .iter()
+            .any(|p| p.file_name().unwrap().to_string_lossy().starts_with(code))
+    };
+    assert!(stored(&code_of(&read)) && stored(&code_of(&unread)));
+    std::thread::sleep(Duration::from_millis(1300));
+    let other = ctx.other_home("receiver");
+    let out = ctx.run_in(&other, &["session", "import", &read]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("expired"), "{}", stderr(&out));
+    assert!(
+        !stored(&code_of(&read)),
+        "an expired share is deleted when read"
+    );
+    assert!(stored(&code_of(&unread)));
+    // A second replica over the same store sweeps what nobody reads.
+    let (_sweeper, _) = ctx.server_sweeping(None, Duration::from_millis(100));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while stored(&code_of(&unread)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !stored(&code_of(&unread)),
+        "the sweeper removed the expired share"
+    );
+    assert!(sessions_in(&other).is_empty());
+}
+
+#[test]
+fn a_revoked_share_is_gone_even_after_the_session_was_purged() {
+    let ctx = Ctx::new();
+    let (server, _) = ctx.server(None);
+    let url = ctx
+        .ok(&["session", "export", S1, "--to", &server.url])
+        .trim()
+        .to_owned();
+    ctx.ok(&["session", "delete", S1, "--purge", "--yes"]);
+    let public = url.split('#').next().unwrap();
+    let out = ctx.run(&["share", "revoke", public]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let other = ctx.other_home("receiver");
+    let out = ctx.run_in(&other, &["session", "import", &url]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+    let list: Vec<Value> = serde_json::from_str(&ctx.ok(&["share", "list", "--json"])).unwrap();
+    assert!(list[0]["revokedAt"].as_i64().is_some());
+    // Revoking a URL this home never shared is a clear error.
+    let out = ctx.run(&[
+        "share",
+        "revoke",
+        &format!("{}/0123456789abcdef0123456789abcdef", server.url),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("share log"), "{}", stderr(&out));
+}
+
+#[test]
+fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
+    let ctx = Ctx::new();
+    let (server, _) = ctx.server(None);
+    // Append a tool output full of secrets to S1's log.
+    let log = ctx
+        .home
+        .join("sessions/home__dev__projects__my_h_app")
+        .join(S1)
+        .join("messages.jsonl");
+    let aws = "AKIAQWERTYUIOPASDFGH";
+    let gh = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let line = serde_json::json!({
+        "id": "secret-msg", "role": "assistant", "timestamp": 1768468300000i64,
+        "parts": [{"type": "tool", "tool": {"name": "bash", "args": {"command": format!("export GITHUB_TOKEN={gh}")}},
+                   "result": format!("aws_access_key_id = {aws}\nDB_PASSWORD=hunter2hunter2\n")}]
+    });
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&serde_json::to_string(&line).unwrap());
+    text.push('\n');
+    std::fs::write(&log, text).unwrap();
+
+    let dry = ctx.ok(&[
+        "session",
+        "export",
+        S1,
+        "--to",
+        &server.url,
+        "--dry-run",
+        "--json",
+    ]);
+    let v: Value = serde_json::from_str(&dry).unwrap();
+    let kinds: Vec<&str> = v["redactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"aws_access_key_id"), "{kinds:?}");
+    assert!(kinds.contains(&"github_token"), "{kinds:?}");
+    assert!(!dry.contains(aws) && !dry.contains(gh) && !dry.contains("hunter2hunter2"));
+    let locs: Vec<&str> = v["redactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["location"].as_str().unwrap())
+        .collect();
+    assert!(locs.iter().any(|l| l.ends_with(".result")), "{locs:?}");
+    assert!(locs.iter().any(|l| l.contains(".tool.args")), "{locs:?}");
+    // A dry run sends nothing.
+    assert_eq!(
+        serde_json::from_str::<Vec<Value>>(&ctx.ok(&["share", "list", "--json"]))
+            .unwrap()
+            .len(),
+        0
+    );
+
+    let url = ctx
+        .ok(&["session", "export", S1, "--to", &server.url])
+        .trim()
+        .to_owned();
+    let other = ctx.other_home("receiver");
+    let id = ctx
+        .ok_in(&other, &["session", "import", &url])
+        .trim()
+        .to_owned();
+    let all = serde_json::to_string(&messages(&other, &id)).unwrap();
+    assert!(!all.contains(aws) && !all.contains(gh) && !all.contains("hunter2hunter2"));
+    assert!(all.contains("[REDACTED:aws_access_key_id]"), "{all}");
+    assert!(all.contains("DB_PASSWORD="), "key names stay visible");
+}
+
+#[test]
+fn plain_http_is_refused_except_to_loopback() {
+    let ctx = Ctx::new();
+    let out = ctx.run(&["session", "export", S1, "--to", "http://example.com"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("plain HTTP"), "{}", stderr(&out));
+    let out = ctx.run(&["session", "import", "http://example.com/abc#x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(ctx.run(&["share", "list"]).status.success());
+}
+
+#[test]
+fn config_json_sets_the_endpoint_the_api_key_and_the_expiry() {
+    let ctx = Ctx::new();
+    let (server, _) = ctx.server(Some("team-key"));
+    std::fs::write(
+        ctx.home.join("config.json"),
+        serde_json::json!({"syncEndpoint": server.url, "syncApiKey": "team-key", "syncUrlExpiryDays": 2})
+            .to_string(),
+    )
+    .unwrap();
+    let before = freecode_store::now_ms();
+    let out = ctx.ok(&["session", "export", S1, "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let expires = v["expiresAt"].as_i64().unwrap();
+    let two_days = 2 * 86_400_000;
+    assert!((expires - before - two_days).abs() < 60_000, "{expires}");
+    // Without the key the server refuses the upload.
+    std::fs::write(
+        ctx.home.join("config.json"),
+        serde_json::json!({"syncEndpoint": server.url}).to_string(),
+    )
+    .unwrap();
+    let out = ctx.run(&["session", "export", S1]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("401"), "{}", stderr(&out));
+}
+
+#[test]
+fn file_bundles_and_the_originals_formats_import_and_bad_files_do_not() {
+    let ctx = Ctx::new();
+    // Local variant: remote/<id>.json, 0600.
+    let path = ctx
+        .ok(&["session", "export", S1, "--file"])
+        .trim()
+        .to_owned();
+    assert_eq!(
+        PathBuf::from(&path),
+        ctx.home.join("remote").join(format!("{S1}.json"))
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let other = ctx.other_home("receiver");
+    let id = ctx
+        .ok_in(&other, &["session", "import", &path])
+        .trim()
+        .to_owned();
+    assert_eq!(messages(&other, &id).len(), messages(&ctx.home, S1).len());
+
+    // The original's local export (flat messages, `metadata`) — SPEC §15, §19.19.
+    let legacy = fixtures().join("home/.freecode/remote/2b0084fa-74c0-4e03-a6d9-7e1128df064c.json");
+    let out = ctx.ok_in(
+        &other,
+        &["session", "import", legacy.to_str().unwrap(), "--json"],
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["shape"], "legacy-flat");
+    let msgs = messages(&other, v["sessionId"].as_str().unwrap());
+    assert_eq!(
+        msgs[0]["parts"][0]["content"],
+        "Refactor the auth middleware to use async/await"
+    );
+    // Memories are not imported unless asked.
+    assert_eq!(v["memoriesSkipped"][0], "prefers-css-vars");
+    let out = ctx.ok_in(
+        &other,
+        &[
+            "session",
+            "import",
+            legacy.to_str().unwrap(),
+            "--with-memories",
+            "--json",
+        ],
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let written = v["memoriesWritten"][0].as_str().unwrap();
+    assert!(written.ends_with("projects/my-app/memory/feedback/prefers-css-vars.md"));
+    // …and never overwrite: a second import skips the existing entry.
+    let out = ctx.ok_in(
+        &other,
+        &[
+            "session",
+            "import",
+            legacy.to_str().unwrap(),
+            "--with-memories",
+            "--json",
+        ],
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["memoriesSkipped"][0], "prefers-css-vars");
+
+    // The seed's `{meta, messages}` body, as the original's export POSTed it.
+    let req: Value = serde_json::from_slice(
+        &std::fs::read(
+            fixtures().join("expected/remote/sessionManager-export/S1_full.request.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let seed = ctx.tmp.path().join("seed.json");
+    std::fs::write(&seed, serde_json::to_vec(&req["body"]).unwrap()).unwrap();
+    let out = ctx.ok_in(
+        &other,
+        &["session", "import", seed.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["shape"],
+        "meta+messages"
+    );
+
+    let count = sessions_in(&other).len();
+    let bad = |name: &str, bytes: Vec<u8>, expect: &str| {
+        let p = ctx.tmp.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let out = ctx.run_in(&other, &["session", "import", p.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expect), "{name}: {}", stderr(&out));
+    };
+    let good = std::fs::read(&path).unwrap();
+    bad(
+        "truncated.json",
+        good[..good.len() / 2].to_vec(),
+        "invalid JSON",
+    );
+    let mut v: Value = serde_json::from_slice(&good).unwrap();
+    v["version"] = 99.into();
+    bad("v99.json", serde_json::to_vec(&v).unwrap(), "version 99");
+    let mut v: Value = serde_json::from_slice(&good).unwrap();
+    v["messages"].as_array_mut().unwrap().pop();
+    bad(
+        "short.json",
+        serde_json::to_vec(&v).unwrap(),
+        "counts disagree",
+    );
+    bad(
+        "bomb.json",
+        "[".repeat(100_000).into_bytes(),
+        "invalid JSON",
+    );
+    let mut v: Value = serde_json::from_slice(&good).unwrap();
+    v["messages"][0]["role"] = "system".into();
+    bad(
+        "role.json",
+        serde_json::to_vec(&v).unwrap(),
+        "invalid message 0",
+    );
+    assert_eq!(
+        sessions_in(&other).len(),
+        count,
+        "nothing written by a bad import"
+    );
+}
+
+#[test]
+fn oversized_downloads_are_refused() {
+    let ctx = Ctx::new();
+    let (server, _) = ctx.server(None);
+    let url = ctx
+        .ok(&["session", "export", S1, "--to", &server.url])
+        .trim()
+        .to_owned();
+    let client = freecode_sync::client::Client::new(None).max_download(100);
+    let err = client.fetch(&url).unwrap_err();
+    assert!(err.to_string().contains("larger than 100 bytes"), "{err}");
+}
+
+#[test]
+fn plain_exports_send_the_seeds_body_and_import_back() {
+    let ctx = Ctx::new();
+    let (server, blobs) = ctx.server(None);
+    let url = ctx
+        .ok(&["session", "export", S1, "--to", &server.url, "--plain"])
+        .trim()
+        .to_owned();
+    assert!(!url.contains('#'), "a plain share has no key");
+    // What the server stored is the seed's {meta, messages} body.
+    let code = url.rsplit('/').next().unwrap();
+    let blob = all_files(&blobs)
+        .into_iter()
+        .find(|p| p.file_name().unwrap().to_string_lossy() == code)
+        .unwrap();
+    let body: Value = serde_json::from_slice(&std::fs::read(blob).unwrap()).unwrap();
+    assert_eq!(
+        body.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["meta", "messages"]
+    );
+    assert_eq!(body["meta"]["id"], S1);
+    let other = ctx.other_home("receiver");
+    let out = ctx.ok_in(&other, &["session", "import", &url, "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["shape"], "meta+messages");
+    assert_eq!(
+        messages(&other, v["sessionId"].as_str().unwrap()).len(),
+        messages(&ctx.home, S1).len()
+    );
+}
+
+#[test]
+fn sync_serve_runs_the_server_and_stops_gracefully_on_sigterm() {
+    let ctx = Ctx::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server_home = ctx.other_home("server-home");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_freecode"))
+        .args(["sync", "serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("FREECODE_HOME", &server_home)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("FREECODE_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(r) = agent.get(&format!("{base}/healthz")).call()
+            && r.status() == 200
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "server did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = ctx
+        .ok(&["session", "export", S1, "--to", &base])
+        .trim()
+        .to_owned();
+    let other = ctx.other_home("receiver");
+    ctx.ok_in(&other, &["session", "import", &url]);
+    // The embedded default store: a directory in the server's home, private.
+    use std::os::unix::fs::PermissionsExt;
+    let store = server_home.join("share-server");
+    assert!(!all_files(&store).is_empty());
+    for f in all_files(&store) {
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let mut log = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
+    assert!(log.contains("share server listening"), "{log}");
+    assert!(
+        log.contains("status=201") || log.contains("201"),
+        "request log: {log}"
+    );
+    assert!(
+        !log.contains(url.split('#').nth(1).unwrap()),
+        "the key never reaches the server"
+    );
+}
