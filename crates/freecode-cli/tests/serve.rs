@@ -28,7 +28,12 @@ struct Rpc {
 
 impl Rpc {
     fn start(home: &Path, rollout: bool) -> Self {
+        Self::start_with(home, rollout, &[])
+    }
+
+    fn start_with(home: &Path, rollout: bool, env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_freecode"));
+        cmd.envs(env.iter().copied()).env_remove("OPENAI_BASE_URL");
         cmd.arg("serve")
             .env("FREECODE_HOME", home)
             .env("NO_COLOR", "1")
@@ -93,6 +98,16 @@ impl Rpc {
             e["code"].as_i64().unwrap(),
             e["message"].as_str().unwrap().to_owned(),
         )
+    }
+
+    /// Sends a request without waiting; returns its id.
+    fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.send_line(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
+        id
     }
 
     fn finish(mut self) -> std::process::ExitStatus {
@@ -330,6 +345,10 @@ fn bad_requests_get_json_rpc_errors_and_write_nothing() {
         ("session.start", json!({"provider": 3})),
         ("session.import", json!({})),
         ("session.trace", json!({"sessionId": "x\u{0}y"})),
+        ("session.send", json!({"sessionId": S1})),
+        ("session.send", json!({"sessionId": S1, "message": "  "})),
+        ("session.send", json!({"sessionId": S1, "message": 3})),
+        ("session.stop", json!({})),
     ] {
         let (c, m) = rpc.err(method, params.clone());
         assert_eq!(c, -32602, "{method} {params}: {m}");
@@ -346,6 +365,14 @@ fn bad_requests_get_json_rpc_errors_and_write_nothing() {
         ("session.trace", json!({"sessionId": "no-such-session"})),
         ("session.resume", json!({"sessionId": S5_DELETED})),
         ("session.fork", json!({"sessionId": S5_DELETED})),
+        (
+            "session.send",
+            json!({"sessionId": "no-such-session", "message": "hi"}),
+        ),
+        (
+            "session.send",
+            json!({"sessionId": S5_DELETED, "message": "hi"}),
+        ),
     ] {
         let (c, m) = rpc.err(method, params.clone());
         assert_eq!(c, -32001, "{method} {params}: {m}");
@@ -417,4 +444,129 @@ fn ctrl_c_while_idle_keeps_serving_and_a_second_within_a_second_exits_1() {
         before == snapshot(&home.join("sessions")),
         "idle Ctrl+C marked nothing"
     );
+}
+
+fn sigint(pid: u32) {
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+fn meta_of(home: &Path, id: &str) -> Value {
+    for dir in std::fs::read_dir(home.join("sessions")).unwrap().flatten() {
+        let p = dir.path().join(id).join("meta.json");
+        if p.exists() {
+            return serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        }
+    }
+    panic!("no session {id}");
+}
+
+fn log_of(home: &Path, id: &str) -> Vec<Value> {
+    for dir in std::fs::read_dir(home.join("sessions")).unwrap().flatten() {
+        let p = dir.path().join(id).join("messages.jsonl");
+        if p.exists() {
+            return std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+        }
+    }
+    panic!("no session {id}");
+}
+
+#[test]
+fn session_send_runs_a_turn_and_ctrl_c_interrupts_it_while_the_server_keeps_serving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let project = tmp.path().join("proj");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("README.md"), "# a project\n").unwrap();
+    let mut rpc = Rpc::start_with(&home, true, &[("FREECODE_SCRIPTED_DELAY_MS", "0")]);
+    let id = rpc.ok(
+        "session.start",
+        json!({"projectPath": project, "provider": "scripted"}),
+    )["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // A whole turn: tools, a refused write, an answer.
+    let n = rpc.send(
+        "session.send",
+        json!({"sessionId": id, "message": "what is this?"}),
+    );
+    let r = rpc.read();
+    assert_eq!(r["id"], n, "{r}");
+    let out = &r["result"];
+    assert_eq!(out["status"], "completed", "{r}");
+    assert!(out["toolCalls"].as_array().unwrap().len() >= 2);
+    assert_eq!(meta_of(&home, &id)["turnCount"], 1);
+    let trace = rpc.ok("session.trace", json!({"sessionId": id}));
+    assert_eq!(trace["hung"], false);
+    assert!(rpc.finish().success());
+
+    // A slow turn: Ctrl+C stops it, saves what was streamed, and the server keeps serving.
+    let mut rpc = Rpc::start_with(&home, true, &[("FREECODE_SCRIPTED_DELAY_MS", "150")]);
+    let n = rpc.send(
+        "session.send",
+        json!({"sessionId": id, "message": "and again?"}),
+    );
+    let (c, m) = rpc.err(
+        "session.send",
+        json!({"sessionId": id, "message": "twice?"}),
+    );
+    assert_eq!(c, -32002, "{m}");
+    std::thread::sleep(Duration::from_millis(700));
+    sigint(rpc.child.id());
+    let r = rpc.read();
+    assert_eq!(r["id"], n, "{r}");
+    assert_eq!(r["result"]["status"], "interrupted", "{r}");
+    assert!(
+        rpc.child.try_wait().unwrap().is_none(),
+        "the server keeps running"
+    );
+    assert!(rpc.ok("session.list", json!({})).is_array());
+    assert_eq!(meta_of(&home, &id)["status"], "interrupted");
+    let log = log_of(&home, &id);
+    let marked: Vec<&Value> = log.iter().filter(|m| m["interrupted"] == true).collect();
+    assert_eq!(marked.len(), 1, "one message marked: {log:?}");
+    assert_eq!(marked[0]["role"], "assistant");
+    let events =
+        std::fs::read_to_string(home.join("rollout/sessions").join(&id).join("events.jsonl"))
+            .unwrap();
+    assert!(
+        events.contains("\"kind\":\"abort\""),
+        "model.error{{abort}}: {events}"
+    );
+
+    // Resume: "Continue from where you left off." is persisted and the status is active.
+    let resumed = rpc.ok("session.resume", json!({"sessionId": id}));
+    assert_eq!(resumed["status"], "active");
+    assert_eq!(
+        resumed["messages"].as_array().unwrap().last().unwrap()["parts"][0]["content"],
+        "Continue from where you left off."
+    );
+
+    // session.stop does what Ctrl+C does, for one session.
+    let n = rpc.send(
+        "session.send",
+        json!({"sessionId": id, "message": "once more"}),
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let stopped = rpc.ok("session.stop", json!({"sessionId": id}));
+    assert_eq!(stopped["stopped"], true);
+    let r = rpc.read();
+    assert_eq!(r["id"], n, "{r}");
+    assert_eq!(r["result"]["status"], "interrupted");
+    assert_eq!(
+        rpc.ok("session.stop", json!({"sessionId": id}))["stopped"],
+        false
+    );
+    assert!(rpc.finish().success());
 }

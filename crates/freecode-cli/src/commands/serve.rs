@@ -14,20 +14,30 @@
 //! | -32002 | the session is locked by another writer |
 //! | -32603 | anything else, with its message |
 //!
-//! The server keeps serving after any error and stops at the end of stdin. Ctrl+C while idle
-//! marks nothing and keeps it running; a second Ctrl+C within a second exits with status 1,
-//! after any write in progress has finished.
+//! The server keeps serving after any error and stops at the end of stdin (after the turns in
+//! flight end). `session.send` runs an agent turn on a worker thread — against
+//! `OPENAI_BASE_URL`, or the built-in scripted provider — and answers when the turn ends, so
+//! `session.stop` and other requests are served meanwhile (answers may come out of order; match
+//! them by id). Ctrl+C stops every turn in flight (each saved and marked `interrupted`, its
+//! `session.send` answered with status `interrupted`) and the server keeps running; Ctrl+C while
+//! idle marks nothing; a second Ctrl+C within a second exits with status 1, after any write in
+//! progress has finished.
 
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use freecode_core::interrupt::{Action, InterruptState};
 use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use freecode_store::share::{ExportOptions, ImportOptions};
 use freecode_store::{Home, ListFilter, NewSession, SessionStore, StoreError};
 use freecode_sync::client::{Client, SyncConfig};
 use serde_json::{Map, Value, json};
+
+use crate::agent::{
+    AgentConfig, AgentLoop, InterruptFlag, Interrupts, ProviderConfig, SessionTarget,
+};
 
 /// Arguments of `freecode serve`.
 #[derive(Debug, clap::Args)]
@@ -80,51 +90,58 @@ type RpcResult = Result<Value, RpcError>;
 impl ServeArgs {
     /// Serves until stdin ends.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
-        install_sigint()?;
+        let interrupts = Interrupts::new();
+        interrupts.install_sigint_handler()?;
         let store = SessionStore::open(home.clone())?;
-        let server = Server { store };
+        let out = Arc::new(Mutex::new(std::io::stdout()));
+        let server = Server {
+            store,
+            interrupts,
+            out: out.clone(),
+            turns: Arc::new(Mutex::new(HashMap::new())),
+            workers: Mutex::new(Vec::new()),
+        };
         let stdin = std::io::stdin();
-        let mut out = std::io::stdout();
         for line in stdin.lock().lines() {
             let line = line?;
             if line.trim().is_empty() {
                 continue;
             }
             if let Some(reply) = server.handle_line(&line) {
-                let mut bytes = serde_json::to_vec(&reply)?;
-                bytes.push(b'\n');
-                out.write_all(&bytes)?;
-                out.flush()?;
+                write_reply(&out, &reply)?;
             }
+        }
+        // End of input: let the turns in flight finish and answer.
+        let workers = std::mem::take(&mut *lock(&server.workers));
+        for w in workers {
+            let _ = w.join();
         }
         Ok(())
     }
 }
 
-/// SIGINT in a long-running host: idle Ctrl+C is ignored (nothing is in flight), a second one
-/// within a second exits with status 1 once no write is in progress.
-fn install_sigint() -> anyhow::Result<()> {
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT])?;
-    std::thread::Builder::new()
-        .name("sigint".into())
-        .spawn(move || {
-            let mut state = InterruptState::new();
-            for _ in signals.forever() {
-                match state.on_sigint(freecode_store::now_ms()) {
-                    Action::ForceExit => {
-                        freecode_store::fsutil::exit_when_idle(1, Duration::from_secs(10))
-                    }
-                    _ => eprintln!(
-                        "freecode serve: nothing in flight; press Ctrl+C again within a second to exit"
-                    ),
-                }
-            }
-        })?;
-    Ok(())
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// Writes one answer line; the lock keeps a worker's answer from interleaving with another.
+fn write_reply(out: &Mutex<std::io::Stdout>, reply: &Value) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec(reply)?;
+    bytes.push(b'\n');
+    let mut out = lock(out);
+    out.write_all(&bytes)?;
+    out.flush()
+}
+
+/// What a turn in flight needs from the server: the flag `session.stop` raises.
+type Turns = Arc<Mutex<HashMap<String, InterruptFlag>>>;
 
 struct Server {
     store: SessionStore,
+    interrupts: Interrupts,
+    out: Arc<Mutex<std::io::Stdout>>,
+    turns: Turns,
+    workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Server {
@@ -199,7 +216,15 @@ impl Server {
                 });
             }
         };
-        let result = self.dispatch(&method, &Params(params));
+        let result = if method == "session.send" {
+            match self.send(&Params(params), id.clone()) {
+                // Answered by the worker when the turn ends.
+                Ok(()) => return None,
+                Err(e) => Err(e),
+            }
+        } else {
+            self.dispatch(&method, &Params(params))
+        };
         if let Err(e) = &result {
             tracing::debug!(method, code = e.code, error = %e.message, "rpc error");
         }
@@ -235,8 +260,90 @@ impl Server {
             "session.export" => self.export(p),
             "session.import" => self.import(p),
             "session.trace" => self.trace(p),
+            "session.stop" => {
+                let id = p.session_id()?;
+                let flag = lock(&self.turns).get(id.as_str()).cloned();
+                if let Some(f) = &flag {
+                    f.raise();
+                }
+                Ok(json!({"stopped": flag.is_some()}))
+            }
             other => Err(RpcError::new(-32601, format!("Method not found: {other}"))),
         }
+    }
+
+    /// `session.send {sessionId, message, model?}`: one agent turn on a worker thread, answered
+    /// with the turn's outcome when it ends (`status` completed, interrupted, failed or
+    /// iteration_limit). One turn per session at a time.
+    fn send(&self, p: &Params, id: Option<Value>) -> Result<(), RpcError> {
+        let sid = p.session_id()?;
+        let message = p
+            .opt_str("message")?
+            .filter(|m| !m.trim().is_empty())
+            .ok_or_else(|| RpcError::params("message is required"))?;
+        let model = p.opt_str("model")?;
+        p.opt_str("agentMode")?;
+        self.visible(&sid)?;
+        let flag = InterruptFlag::new();
+        {
+            let mut turns = lock(&self.turns);
+            if turns.contains_key(sid.as_str()) {
+                return Err(RpcError::new(
+                    -32002,
+                    format!("a turn is already running in session {sid}; session.stop it first"),
+                ));
+            }
+            turns.insert(sid.to_string(), flag.clone());
+        }
+        let mut config = AgentConfig::new(provider_from_env());
+        config.model = model;
+        if let Some(ms) = std::env::var("FREECODE_STALL_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|ms| *ms > 0)
+        {
+            config.stall_timeout = Duration::from_millis(ms);
+        }
+        let home = self.store.home().clone();
+        let interrupts = self.interrupts.clone();
+        let turns = self.turns.clone();
+        let out = self.out.clone();
+        let reply_id = id.clone().unwrap_or(Value::Null);
+        let worker = std::thread::Builder::new()
+            .name(format!("turn-{sid}"))
+            .spawn(move || {
+                let result = (|| -> anyhow::Result<Value> {
+                    let store = SessionStore::open(home)?;
+                    let mut agent = AgentLoop::open(
+                        &store,
+                        SessionTarget::Resume(sid.clone()),
+                        config,
+                        interrupts,
+                    )?;
+                    let outcome = agent.run_turn(&message, &flag)?;
+                    Ok(serde_json::to_value(&outcome)?)
+                })();
+                lock(&turns).remove(sid.as_str());
+                if id.is_none() {
+                    return;
+                }
+                let reply = match result {
+                    Ok(v) => json!({"jsonrpc": "2.0", "id": reply_id, "result": v}),
+                    Err(e) => {
+                        let e = match e.downcast::<StoreError>() {
+                            Ok(se) => RpcError::from(se),
+                            Err(e) => RpcError::new(-32603, format!("{e:#}")),
+                        };
+                        error_reply(reply_id, e.code, &e.message)
+                    }
+                };
+                if let Err(e) = write_reply(&out, &reply) {
+                    tracing::warn!("cannot answer session.send: {e}");
+                }
+            })
+            .map_err(|e| RpcError::new(-32603, format!("cannot start the turn: {e}")))?;
+        lock(&self.workers).push(worker);
+        Ok(())
     }
 
     /// The meta of a session that is not soft-deleted (the manager's `list()` lookup).
@@ -438,6 +545,31 @@ impl Server {
             Some(t) => serde_json::to_value(t).map_err(|e| RpcError::new(-32603, e.to_string())),
             None => Ok(Value::Null),
         }
+    }
+}
+
+/// `OPENAI_BASE_URL` (key in `OPENAI_API_KEY`), else the scripted provider built into the
+/// binary (`FREECODE_SCRIPTED_DELAY_MS` between chunks, default 30).
+fn provider_from_env() -> ProviderConfig {
+    match std::env::var("OPENAI_BASE_URL")
+        .ok()
+        .map(|u| u.trim().to_owned())
+        .filter(|u| !u.is_empty())
+    {
+        Some(base_url) => ProviderConfig::OpenAi {
+            base_url,
+            api_key: std::env::var("OPENAI_API_KEY")
+                .ok()
+                .filter(|k| !k.is_empty()),
+        },
+        None => ProviderConfig::Scripted {
+            chunk_delay: Duration::from_millis(
+                std::env::var("FREECODE_SCRIPTED_DELAY_MS")
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(30),
+            ),
+        },
     }
 }
 
