@@ -294,7 +294,7 @@ fn export_and_import_over_rpc() {
         "session.import",
         json!({"url": url.split('#').next().unwrap()}),
     );
-    assert_eq!(code, -32603);
+    assert_eq!(code, -32602);
     assert!(msg.contains("no key"), "{msg}");
     assert!(rpc.finish().success());
 }
@@ -306,9 +306,14 @@ fn bad_requests_get_json_rpc_errors_and_write_nothing() {
     let mut rpc = Rpc::start(&home, false);
 
     let code = |v: &Value| v["error"]["code"].as_i64().unwrap();
-    // Not JSON: parse error, id null.
+    // Not JSON: parse error, id null; not even UTF-8.
     let r = rpc.raw("{not json");
     assert_eq!((code(&r), &r["id"]), (-32700, &Value::Null));
+    rpc.stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\xff\xfe}\n")
+        .unwrap();
+    rpc.stdin.flush().unwrap();
+    assert_eq!(code(&rpc.read()), -32700);
     // Not a request.
     assert_eq!(code(&rpc.raw("42")), -32600);
     assert_eq!(
@@ -383,7 +388,7 @@ fn bad_requests_get_json_rpc_errors_and_write_nothing() {
         "session.export",
         json!({"sessionId": S1, "to": "http://example.com"}),
     );
-    assert_eq!(c, -32603);
+    assert_eq!(c, -32602);
     assert!(m.contains("plain HTTP"), "{m}");
     // A notification (no id) gets no answer, even when it fails; the next call still works.
     rpc.send_line(r#"{"jsonrpc":"2.0","method":"session.nope"}"#);

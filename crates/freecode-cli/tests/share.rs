@@ -337,10 +337,13 @@ fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
         .join("messages.jsonl");
     let aws = "AKIAQWERTYUIOPASDFGH";
     let gh = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let gl = "glpat-Xy7Kq2Lm9Np4Rs6Tu8Vw";
     let line = serde_json::json!({
         "id": "secret-msg", "role": "assistant", "timestamp": 1768468300000i64,
         "parts": [{"type": "tool", "tool": {"name": "bash", "args": {"command": format!("export GITHUB_TOKEN={gh}")}},
-                   "result": format!("aws_access_key_id = {aws}\nDB_PASSWORD=hunter2hunter2\n")}]
+                   "result": format!("aws_access_key_id = {aws}\nDB_PASSWORD=hunter2hunter2\n")},
+                  // A part type this version does not know: its keys are kept, and redacted.
+                  {"type": "reasoning", "text": format!("the key {gl} came from the CI settings")}]
     });
     let mut text = std::fs::read_to_string(&log).unwrap();
     text.push_str(&serde_json::to_string(&line).unwrap());
@@ -393,7 +396,12 @@ fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
         .to_owned();
     let all = serde_json::to_string(&messages(&other, &id)).unwrap();
     assert!(!all.contains(aws) && !all.contains(gh) && !all.contains("hunter2hunter2"));
+    assert!(
+        !all.contains(gl),
+        "unknown part types are redacted too: {all}"
+    );
     assert!(all.contains("[REDACTED:aws_access_key_id]"), "{all}");
+    assert!(all.contains("came from the CI settings"), "{all}");
     assert!(all.contains("DB_PASSWORD="), "key names stay visible");
 }
 
@@ -678,4 +686,53 @@ fn sync_serve_runs_the_server_and_stops_gracefully_on_sigterm() {
         !log.contains(url.split('#').nth(1).unwrap()),
         "the key never reaches the server"
     );
+}
+
+#[test]
+fn the_rollout_log_travels_on_request_renumbered_for_the_new_session() {
+    let ctx = Ctx::new();
+    let (server, _) = ctx.server(None);
+    let events_of = |home: &Path, id: &str| -> Vec<Value> {
+        std::fs::read_to_string(home.join("rollout/sessions").join(id).join("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let original = events_of(&ctx.home, S1);
+    assert!(!original.is_empty(), "S1 has a rollout log in the fixtures");
+    let url = ctx
+        .ok(&[
+            "session",
+            "export",
+            S1,
+            "--to",
+            &server.url,
+            "--include-rollout",
+        ])
+        .trim()
+        .to_owned();
+    let other = ctx.other_home("receiver");
+    let out = ctx.ok_in(&other, &["session", "import", &url, "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let id = v["sessionId"].as_str().unwrap();
+    assert_eq!(v["events"], original.len());
+    let imported = events_of(&other, id);
+    assert_eq!(imported.len(), original.len());
+    for (i, (a, b)) in original.iter().zip(&imported).enumerate() {
+        assert_eq!(b["seq"], i as u64 + 1);
+        assert_eq!(b["aggregateID"], id);
+        assert_eq!(a["type"], b["type"]);
+    }
+    // The imported log folds: the trace of the new session works.
+    let t: Value = serde_json::from_str(&ctx.ok_in(&other, &["trace", id, "--json"])).unwrap();
+    assert!(t.is_object());
+    // Without --include-rollout nothing of the log leaves.
+    let url = ctx
+        .ok(&["session", "export", S1, "--to", &server.url])
+        .trim()
+        .to_owned();
+    let out = ctx.ok_in(&other, &["session", "import", &url, "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["events"], 0);
 }

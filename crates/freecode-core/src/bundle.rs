@@ -30,6 +30,10 @@ pub const MAX_MESSAGES: usize = 1_000_000;
 pub const MAX_EVENTS: usize = 5_000_000;
 /// Most memory entries a bundle may carry.
 pub const MAX_MEMORIES: usize = 10_000;
+/// Most JSON values (roughly: commas and brackets) a body may hold. Checked by a byte scan
+/// before parsing, so a wide bomb (`[0,0,0,…]` of 64 MiB would take gigabytes as a tree) is
+/// refused for the price of one pass; a real 64 MiB export holds a few million.
+pub const MAX_JSON_VALUES: usize = 8_000_000;
 
 /// A project memory entry (`projects/<slug>/memory/<type>/<name>.md`), as `store/remote.ts`
 /// exports it.
@@ -202,6 +206,14 @@ pub enum BundleError {
 
 /// Parses and validates an imported body; see the module docs for the accepted shapes.
 pub fn parse_bundle(bytes: &[u8]) -> Result<(Bundle, SourceShape), BundleError> {
+    let values = count_json_values(bytes);
+    if values > MAX_JSON_VALUES {
+        return Err(BundleError::TooMany {
+            what: "JSON values",
+            count: values,
+            max: MAX_JSON_VALUES,
+        });
+    }
     // serde_json refuses nesting deeper than 128, which stops depth bombs; width is bounded by
     // the caller's byte limit.
     let v: Value = serde_json::from_slice(bytes).map_err(|e| BundleError::Json(e.to_string()))?;
@@ -336,6 +348,31 @@ pub fn parse_bundle(bytes: &[u8]) -> Result<(Bundle, SourceShape), BundleError> 
     Ok((bundle, shape))
 }
 
+/// Commas and opening brackets outside strings: about the number of values in the document.
+fn count_json_values(bytes: &[u8]) -> usize {
+    let mut n = 0;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b'[' | b'{' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
+}
+
 fn bound(what: &'static str, count: usize, max: usize) -> Result<(), BundleError> {
     if count > max {
         return Err(BundleError::TooMany { what, count, max });
@@ -467,6 +504,15 @@ mod tests {
             parse_bundle(b"{\"meta\":{"),
             Err(BundleError::Json(_))
         ));
+        let wide = format!("[{}0]", "0,".repeat(MAX_JSON_VALUES));
+        assert!(matches!(
+            parse_bundle(wide.as_bytes()),
+            Err(BundleError::TooMany {
+                what: "JSON values",
+                ..
+            })
+        ));
+        assert_eq!(count_json_values(br#"{"a":"x,[{\"","b":[1,2]}"#), 4);
         let deep = "[".repeat(10_000);
         assert!(matches!(
             parse_bundle(deep.as_bytes()),

@@ -151,12 +151,20 @@ static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 /// Set once the process has decided to exit: no new write starts after it.
 static EXITING: AtomicBool = AtomicBool::new(false);
 
+thread_local! {
+    /// How many [`Busy`] guards this thread holds: an inner write of an outer one (the log
+    /// rewrite inside an interrupt mark) must never park.
+    static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Held for the length of one write to the home (see [`busy`]); dropping it ends the write.
+/// Not `Send`: it counts a write of the thread that made it.
 #[must_use = "the write is only covered while the guard lives"]
-pub struct Busy(());
+pub struct Busy(std::marker::PhantomData<*const ()>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
         IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -164,15 +172,23 @@ impl Drop for Busy {
 /// Marks a write as in progress until the guard drops. Once [`exit_when_idle`] has started, a
 /// new write never starts: the calling thread parks until the process exits, so a forced exit
 /// (a second Ctrl+C) never leaves a half-written temp file renamed, or a line half appended.
+/// Re-entrant: a write that starts inside another on the same thread (a rewrite inside an
+/// interrupt mark or a compaction) goes on, so the outer one finishes whole.
 pub fn busy() -> Busy {
+    enter(&EXITING)
+}
+
+fn enter(exiting: &AtomicBool) -> Busy {
     IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
-    if EXITING.load(Ordering::SeqCst) {
+    let nested = DEPTH.with(std::cell::Cell::get) > 0;
+    if !nested && exiting.load(Ordering::SeqCst) {
         IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
         loop {
             std::thread::park();
         }
     }
-    Busy(())
+    DEPTH.with(|d| d.set(d.get() + 1));
+    Busy(std::marker::PhantomData)
 }
 
 /// Exits the process with `code` once no write is in progress (waiting at most `max_wait`):
@@ -184,4 +200,41 @@ pub fn exit_when_idle(code: i32, max_wait: std::time::Duration) -> ! {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     std::process::exit(code)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The second Ctrl+C lands while an interrupt mark is between its log rewrite and its meta
+    /// rewrite: the inner write must not park (which would hold the exit for its whole wait and
+    /// leave the mark half done).
+    #[test]
+    fn nested_writes_go_on_while_an_exit_waits() {
+        // A local flag stands for `exit_when_idle` having started (the global one would park
+        // the other tests' writes).
+        let exiting = AtomicBool::new(false);
+        let outer = enter(&exiting);
+        assert_eq!(DEPTH.with(std::cell::Cell::get), 1);
+        exiting.store(true, Ordering::SeqCst);
+        let inner = enter(&exiting); // returns: nested
+        assert_eq!(DEPTH.with(std::cell::Cell::get), 2);
+        drop(inner);
+        drop(outer);
+        assert_eq!(DEPTH.with(std::cell::Cell::get), 0);
+        // A fresh write on another thread parks once the exit has started.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let exiting = std::sync::Arc::new(exiting);
+        let e2 = exiting.clone();
+        std::thread::spawn(move || {
+            let _g = enter(&e2);
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(200))
+                .is_err(),
+            "a new write must not start during an exit"
+        );
+    }
 }

@@ -33,6 +33,9 @@ pub enum ShareError {
     /// The body is not an importable session.
     #[error(transparent)]
     Bundle(#[from] freecode_core::bundle::BundleError),
+    /// The bundle could not be redacted; nothing is exported.
+    #[error("cannot redact the bundle, nothing exported: {0}")]
+    Redaction(String),
     /// A deleted session is not exported.
     #[error("session {0} is deleted; restore it before exporting")]
     Deleted(String),
@@ -83,15 +86,17 @@ pub fn export_bundle(
         bundle.memories = Some(project_memories(store.home(), &meta.project_path)?);
     }
     if !opts.no_redact {
-        bundle.redactions = redact_bundle(&mut bundle);
+        bundle.redactions = redact_bundle(&mut bundle)?;
     }
     bundle.recount();
     Ok(bundle)
 }
 
-/// Replaces every known-format secret in the bundle's strings by a placeholder and returns
-/// what was replaced, where.
-pub fn redact_bundle(b: &mut Bundle) -> Vec<RedactionNote> {
+/// Replaces every known-format secret in every string of the bundle — known fields and the
+/// unknown keys kept from newer writers alike (reasoning parts, extra meta keys) — by a
+/// placeholder, and returns what was replaced, where.
+/// Fails closed: a bundle that cannot be walked is not exported.
+pub fn redact_bundle(b: &mut Bundle) -> Result<Vec<RedactionNote>, ShareError> {
     let mut notes = Vec::new();
     let mut fix = |s: &mut String, loc: &dyn Fn() -> String| {
         let (out, findings) = redact::redact(s);
@@ -107,40 +112,17 @@ pub fn redact_bundle(b: &mut Bundle) -> Vec<RedactionNote> {
         }
         *s = out.into_owned();
     };
-    fix(&mut b.meta.title, &|| "meta.title".to_owned());
-    for (i, m) in b.messages.iter_mut().enumerate() {
-        for (j, p) in m.parts.iter_mut().enumerate() {
-            let at = |field: &str| format!("messages[{i}].parts[{j}].{field}");
-            if let Some(c) = p.content.as_mut() {
-                fix(c, &|| at("content"));
-            }
-            if let Some(r) = p.result.as_mut() {
-                fix(r, &|| at("result"));
-            }
-            if let Some(a) = p.alt_text.as_mut() {
-                fix(a, &|| at("altText"));
-            }
-            if let Some(args) = p.tool.as_mut().and_then(|t| t.args.as_mut()) {
-                let base = at("tool.args");
-                redact_value(args, &base, &mut fix);
+    let mut tree = serde_json::to_value(&*b).map_err(|e| ShareError::Redaction(e.to_string()))?;
+    if let Value::Object(map) = &mut tree {
+        for (key, v) in map.iter_mut() {
+            if !matches!(key.as_str(), "format" | "counts" | "redactions") {
+                redact_value(v, key, &mut fix);
             }
         }
     }
-    for (i, s) in b.summaries.iter_mut().enumerate() {
-        fix(&mut s.content, &|| format!("summaries[{i}].content"));
-    }
-    if let Some(events) = b.rollout.as_mut() {
-        for (i, e) in events.iter_mut().enumerate() {
-            redact_value(e, &format!("rollout[{i}]"), &mut fix);
-        }
-    }
-    if let Some(mems) = b.memories.as_mut() {
-        for (i, m) in mems.iter_mut().enumerate() {
-            fix(&mut m.content, &|| format!("memories[{i}].content"));
-            fix(&mut m.description, &|| format!("memories[{i}].description"));
-        }
-    }
-    notes
+    *b =
+        serde_json::from_value::<Bundle>(tree).map_err(|e| ShareError::Redaction(e.to_string()))?;
+    Ok(notes)
 }
 
 fn redact_value(v: &mut Value, at: &str, fix: &mut impl FnMut(&mut String, &dyn Fn() -> String)) {
@@ -234,10 +216,12 @@ pub fn import_bundle(
         }
         if !rollout.is_empty() {
             let mut log = Vec::new();
-            for e in &rollout {
+            for (i, e) in rollout.iter().enumerate() {
                 let mut e = e.clone();
                 if let Some(o) = e.as_object_mut() {
-                    o.insert("aggregateId".into(), Value::String(id.to_string()));
+                    o.insert("aggregateID".into(), Value::String(id.to_string()));
+                    // The new log's own sequence: unique and increasing whatever was sent.
+                    o.insert("seq".into(), Value::from(i as u64 + 1));
                 }
                 if let Ok(line) = serde_json::to_vec(&e) {
                     log.extend_from_slice(&line);
@@ -278,9 +262,14 @@ pub fn import_bundle(
             skipped.push(entry.name);
             continue;
         }
-        match save_memory(&home, &src.project_path, &entry)? {
-            Some(p) => written.push(p),
-            None => skipped.push(entry.name),
+        // The session is written: a memory entry that cannot be saved is reported, not fatal.
+        match save_memory(&home, &src.project_path, &entry) {
+            Ok(Some(p)) => written.push(p),
+            Ok(None) => skipped.push(entry.name),
+            Err(e) => {
+                tracing::warn!("memory entry {} not imported: {e}", entry.name);
+                skipped.push(entry.name);
+            }
         }
     }
     Ok(Imported {
@@ -427,6 +416,15 @@ fn save_memory(
     project_path: &str,
     e: &MemoryEntry,
 ) -> Result<Option<PathBuf>, StoreError> {
+    if !valid_memory_name(&e.name)
+        || !matches!(
+            e.kind.as_str(),
+            "user" | "feedback" | "project" | "reference"
+        )
+    {
+        return Ok(None);
+    }
+    let one_line = |s: &str| s.replace(['\n', '\r'], " ");
     let dir = memory_root(home, project_path).join(&e.kind);
     let path = dir.join(format!("{}.md", e.name));
     if path.exists() {
@@ -436,11 +434,15 @@ fn save_memory(
     let mut text = format!(
         "---\nname: {}\ndescription: {}\ntype: {}\n",
         e.name,
-        e.description.replace('\n', " "),
+        one_line(&e.description),
         e.kind
     );
     if !e.tags.is_empty() {
-        text.push_str(&format!("tags: {}\n", e.tags.join(", ")));
+        let tags: Vec<String> = e.tags.iter().map(|t| one_line(t)).collect();
+        text.push_str(&format!("tags: {}\n", tags.join(", ")));
+    }
+    if let Some(s) = e.supersedes.as_deref().filter(|s| valid_memory_name(s)) {
+        text.push_str(&format!("supersedes: {s}\n"));
     }
     text.push_str("---\n");
     text.push_str(&e.content);

@@ -8,7 +8,7 @@
 //!   to a server that expects it.
 //! - [`Client::fetch`] downloads and decrypts (or reads a plain body) and validates it as a
 //!   bundle; nothing is written here — the caller imports it.
-//! - [`ShareLog`] is `shares.json` in the home (0600): every share made, with its delete token,
+//! - [`ShareLog`] is `shares.jsonl` in the home (0600): every share made, with its delete token,
 //!   so `freecode share revoke` works even after the session is purged.
 
 use std::net::IpAddr;
@@ -219,6 +219,9 @@ impl Client {
             ureq::Agent::config_builder()
                 .timeout_global(Some(timeout))
                 .http_status_as_error(false)
+                // A redirect could lead to plain HTTP or another host: the transport rule is
+                // checked on the URL we were given, so redirects are not followed.
+                .max_redirects(0)
                 .build(),
         );
         Self {
@@ -345,10 +348,17 @@ impl Client {
 }
 
 /// Turns downloaded bytes into a bundle: decrypts an envelope with `key`, or parses plain JSON.
+/// With a key, only an envelope is accepted: a server cannot swap an encrypted share for a
+/// plain body of its own.
 pub fn decode_body(
     bytes: &[u8],
     key: Option<&ShareKey>,
 ) -> Result<(Bundle, SourceShape), ClientError> {
+    if key.is_some() && !crypto::is_envelope(bytes) {
+        return Err(ClientError::Crypto(CryptoError::NotAnEnvelope(
+            "the URL carries a key but the server sent unencrypted data",
+        )));
+    }
     if crypto::is_envelope(bytes) {
         let key = key.ok_or(ClientError::MissingKey)?;
         let plain = crypto::open(key, bytes)?;
@@ -482,64 +492,115 @@ impl ShareRecord {
     }
 }
 
-/// `shares.json`: the shares made from this home (0600, rewritten atomically).
+/// `shares.jsonl`: the shares made from this home, append-only (0600). Each line is a
+/// [`ShareRecord`] or a revocation `{"revokedUrl", "revokedAt"}`; every change is one `write`
+/// of one line, so concurrent exports never lose each other's delete tokens, and a torn or bad
+/// line is skipped (and logged), never fatal.
 #[derive(Debug)]
 pub struct ShareLog {
     path: PathBuf,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Revocation {
+    revoked_url: String,
+    revoked_at: i64,
 }
 
 impl ShareLog {
     /// The log of `home`.
     pub fn new(home: &Home) -> Self {
         Self {
-            path: home.root().join("shares.json"),
+            path: home.root().join("shares.jsonl"),
         }
     }
 
-    /// Every record, oldest first.
+    /// Where the log lives.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Every record, oldest first, with revocations applied.
     pub fn list(&self) -> Result<Vec<ShareRecord>, ClientError> {
         let Some(bytes) = freecode_store::fsutil::read_optional(&self.path)? else {
             return Ok(Vec::new());
         };
-        serde_json::from_slice(&bytes).map_err(|e| {
-            freecode_store::StoreError::BadJson {
-                path: self.path.clone(),
-                source: e,
+        let mut records: Vec<ShareRecord> = Vec::new();
+        for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
             }
-            .into()
-        })
+            if let Ok(r) = serde_json::from_slice::<ShareRecord>(line) {
+                records.push(r);
+            } else if let Ok(rv) = serde_json::from_slice::<Revocation>(line) {
+                for r in records
+                    .iter_mut()
+                    .filter(|r| r.public_url() == rv.revoked_url)
+                {
+                    r.revoked_at = Some(rv.revoked_at);
+                }
+            } else {
+                tracing::warn!(path = %self.path.display(), line = n + 1, "skipped a bad line");
+            }
+        }
+        Ok(records)
     }
 
     /// Adds a record.
-    pub fn add(&self, record: ShareRecord) -> Result<(), ClientError> {
-        let mut all = self.list()?;
-        all.push(record);
-        self.save(&all)
+    pub fn add(&self, record: &ShareRecord) -> Result<(), ClientError> {
+        self.append(&serde_json::to_vec(record).unwrap_or_default())
     }
 
-    /// Marks the record with `public_url` revoked; `false` when there is none.
+    /// Marks the records with `public_url` revoked; `false` when there is none.
     pub fn mark_revoked(&self, public_url: &str, at: i64) -> Result<bool, ClientError> {
-        let mut all = self.list()?;
-        let mut found = false;
-        for r in all.iter_mut().filter(|r| r.public_url() == public_url) {
-            r.revoked_at = Some(at);
-            found = true;
+        if !self.list()?.iter().any(|r| r.public_url() == public_url) {
+            return Ok(false);
         }
-        if found {
-            self.save(&all)?;
-        }
-        Ok(found)
+        let line = serde_json::to_vec(&Revocation {
+            revoked_url: public_url.to_owned(),
+            revoked_at: at,
+        })
+        .unwrap_or_default();
+        self.append(&line)?;
+        Ok(true)
     }
 
-    fn save(&self, all: &[ShareRecord]) -> Result<(), ClientError> {
+    fn append(&self, line: &[u8]) -> Result<(), ClientError> {
+        use std::io::Write as _;
         if let Some(dir) = self.path.parent() {
             freecode_store::fsutil::create_dir_private(dir)?;
         }
-        let mut bytes = serde_json::to_vec_pretty(all).unwrap_or_default();
-        bytes.push(b'\n');
-        freecode_store::fsutil::write_atomic(&self.path, &bytes, true)?;
+        let mut f = freecode_store::fsutil::open_append(&self.path)?;
+        // A torn last line (a crash mid-append) is fenced, never glued onto.
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut buf = Vec::with_capacity(line.len() + 2);
+        if len > 0 && !ends_with_newline(&self.path, len) {
+            buf.push(b'\n');
+        }
+        buf.extend_from_slice(line);
+        buf.push(b'\n');
+        let _busy = freecode_store::fsutil::busy();
+        f.write_all(&buf)
+            .and_then(|()| f.sync_data())
+            .map_err(|source| freecode_store::StoreError::Io {
+                op: "append to",
+                path: self.path.clone(),
+                source,
+            })?;
         Ok(())
     }
+}
+
+fn ends_with_newline(path: &std::path::Path, len: u64) -> bool {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut last = [0u8; 1];
+    std::fs::File::open(path)
+        .and_then(|mut f| {
+            f.seek(SeekFrom::Start(len - 1))?;
+            f.read_exact(&mut last)
+        })
+        .is_ok_and(|()| last[0] == b'\n')
 }
 
 #[cfg(test)]
@@ -572,6 +633,23 @@ mod tests {
         ));
         assert!(check_transport("ftp://127.0.0.1/x").is_err());
         assert!(check_transport("/etc/passwd").is_err());
+    }
+
+    #[test]
+    fn a_url_with_a_key_only_accepts_an_envelope() {
+        let key = ShareKey::generate().unwrap();
+        let plain = br#"{"meta":{"title":"t","projectPath":"/p","provider":"x"},"messages":[]}"#;
+        assert!(
+            decode_body(plain, None).is_ok(),
+            "a plain share without a key"
+        );
+        assert!(
+            matches!(
+                decode_body(plain, Some(&key)),
+                Err(ClientError::Crypto(CryptoError::NotAnEnvelope(_)))
+            ),
+            "a server must not swap an encrypted share for plain data"
+        );
     }
 
     #[test]

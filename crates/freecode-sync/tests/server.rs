@@ -4,15 +4,53 @@
 
 mod support;
 
+use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use freecode_sync::blob::StoreSpec;
-use freecode_sync::server::{self, EXPIRES_IN_HEADER, ServerConfig, ServerHandle};
+use freecode_sync::server::{self, EXPIRES_IN_HEADER, ServerConfig, ServerError, ServerHandle};
 use support::{agent, delete, get, post, random_bytes, upload, upload_expiring, upload_with};
 
+/// Everything the server logs, from every test of this binary (the subscriber is global, as
+/// servers log from their own threads).
+fn logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&buffer);
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("freecode_sync=debug"))
+            .with_ansi(false)
+            .with_writer(move || LogSink(Arc::clone(&sink)))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        buffer
+    })
+    .clone()
+}
+
+struct LogSink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logged() -> String {
+    String::from_utf8_lossy(&logs().lock().unwrap()).into_owned()
+}
+
 fn config(dir: &Path) -> ServerConfig {
+    logs();
     ServerConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         store: StoreSpec::File(dir.to_owned()),
@@ -441,4 +479,290 @@ fn two_servers_over_one_directory_act_as_one() {
     );
     assert_eq!(get(&agent, &a.url, &up.code).status, 404);
     assert_eq!(get(&agent, &b.url, &up.code).status, 404);
+}
+
+/// Sends `head` (and `body`) on a fresh connection; the raw stream, to read from or stall on.
+fn raw(addr: SocketAddr, head: &str, body: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    stream
+}
+
+/// The head of an upload declaring `len` body bytes.
+fn upload_head(len: usize) -> String {
+    format!(
+        "POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\n\
+         Content-Length: {len}\r\n\r\n"
+    )
+}
+
+/// Reads until the server closes the connection (or the read timeout).
+fn read_all(stream: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn blob_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("blobs")).unwrap().count()
+}
+
+#[test]
+fn concurrency_limit_turns_excess_requests_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        max_concurrent: 1,
+        ..config(dir.path())
+    })
+    .unwrap();
+    let agent = agent();
+    let ct = "application/octet-stream";
+
+    // A slow upload takes the only slot and keeps it while it trickles its body.
+    let mut slow = raw(server.addr, &upload_head(1_000_000), &[7; 1000]);
+    std::thread::sleep(Duration::from_millis(500));
+    slow.write_all(&[7; 1000]).unwrap();
+
+    let started = Instant::now();
+    let reply = post(&agent, &server.url, b"x", ct, &[]);
+    let waited = started.elapsed();
+    assert_eq!(reply.status, 503);
+    assert_eq!(reply.json()["error"], "server busy");
+    assert_eq!(reply.header("retry-after"), Some("1"));
+    assert!(
+        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(8),
+        "{waited:?}"
+    );
+    // Health checks need no slot.
+    assert_eq!(get(&agent, &server.url, "healthz").status, 200);
+    slow.write_all(&[7; 1000]).unwrap();
+
+    // Once the slow client gives up, the slot is free again.
+    drop(slow);
+    let mut last = 0;
+    let freed = support::wait_until(Duration::from_secs(10), || {
+        last = post(&agent, &server.url, b"x", ct, &[]).status;
+        last == 201
+    });
+    assert!(freed, "last status {last}");
+    assert_eq!(blob_count(dir.path()), 1);
+}
+
+#[test]
+fn stalled_request_times_out_with_408() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        request_timeout: Duration::from_millis(500),
+        ..config(dir.path())
+    })
+    .unwrap();
+
+    let started = Instant::now();
+    let mut stalled = raw(server.addr, &upload_head(1000), b"only part of it");
+    let reply = read_all(&mut stalled);
+    let took = started.elapsed();
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
+    assert!(reply.contains("request timed out"), "{reply:?}");
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    assert_eq!(blob_count(dir.path()), 0);
+
+    // Quick requests are unaffected.
+    let up = upload(&agent(), &server.url, b"quick", "application/octet-stream");
+    assert_eq!(get(&agent(), &server.url, &up.code).status, 200);
+}
+
+#[test]
+fn shutdown_does_not_wait_forever_on_a_stuck_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let addr = server.addr;
+    let mut stuck = raw(addr, &upload_head(1000), b"partial");
+    std::thread::sleep(Duration::from_millis(300));
+
+    let started = Instant::now();
+    drop(server);
+    let took = started.elapsed();
+    assert!(
+        took < server::SHUTDOWN_GRACE + Duration::from_secs(5),
+        "{took:?}"
+    );
+    // The stuck connection went with the server.
+    stuck
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(matches!(stuck.read(&mut buf), Ok(0) | Err(_)));
+    assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn plain_http_share_urls_only_on_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let anywhere = ServerConfig {
+        listen: SocketAddr::from(([0, 0, 0, 0], 0)),
+        ..config(dir.path())
+    };
+    let err = server::spawn(anywhere.clone()).unwrap_err();
+    assert!(matches!(err, ServerError::Config(_)), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("listening on 0.0.0.0:0 needs --public-url https://"),
+        "{message}"
+    );
+    // `serve` refuses the same way, before binding anything.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let err = runtime
+        .block_on(server::serve(anywhere.clone(), std::future::pending()))
+        .unwrap_err();
+    assert!(matches!(err, ServerError::Config(_)), "{err}");
+
+    // With an https public URL any address will do.
+    let server = server::spawn(ServerConfig {
+        public_url: Some("https://share.example.com".into()),
+        ..anywhere.clone()
+    })
+    .unwrap();
+    let local = format!("http://127.0.0.1:{}", server.addr.port());
+    let up = upload(&agent(), &local, b"x", "application/octet-stream");
+    assert_eq!(up.url, format!("https://share.example.com/{}", up.code));
+    drop(server);
+
+    // A public URL must be https unless it is loopback.
+    for url in [
+        "http://share.example.com",
+        "http://10.1.2.3:8787",
+        "ftp://x.y",
+    ] {
+        let err = server::spawn(ServerConfig {
+            public_url: Some(url.into()),
+            ..config(dir.path())
+        })
+        .unwrap_err();
+        assert!(matches!(err, ServerError::Config(_)), "{url}: {err}");
+        assert!(err.to_string().contains("public_url"), "{url}: {err}");
+    }
+    let err = server::spawn(ServerConfig {
+        public_url: Some("http://share.example.com".into()),
+        ..anywhere
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("https://"), "{err}");
+    server::spawn(ServerConfig {
+        public_url: Some("http://localhost:8787".into()),
+        ..config(dir.path())
+    })
+    .unwrap()
+    .shutdown()
+    .unwrap();
+}
+
+#[test]
+fn uploads_whose_url_clients_would_refuse_are_refused_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    for head in [
+        // Reached through a name that is not loopback (a port forward, a plain proxy).
+        "POST /upload HTTP/1.1\r\nHost: share.example.com\r\n",
+        // Behind a TLS-terminating proxy that keeps the loopback Host.
+        "POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-Proto: https\r\n",
+        "POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nForwarded: for=1.2.3.4;proto=https\r\n",
+    ] {
+        let head = format!("{head}Content-Length: 1\r\nConnection: close\r\n\r\n");
+        let reply = read_all(&mut raw(server.addr, &head, b"x"));
+        assert!(reply.starts_with("HTTP/1.1 500"), "{head:?}: {reply:?}");
+        assert!(reply.contains("--public-url"), "{reply:?}");
+    }
+    assert_eq!(blob_count(dir.path()), 0);
+    let head = "POST /upload HTTP/1.1\r\nHost: localhost:1\r\nContent-Length: 1\r\nConnection: close\r\n\r\n";
+    let reply = read_all(&mut raw(server.addr, head, b"x"));
+    assert!(reply.starts_with("HTTP/1.1 201"), "{reply:?}");
+    assert!(reply.contains("\"url\":\"http://localhost:1/"), "{reply:?}");
+}
+
+/// The first run of exactly 32 lowercase hex characters in `text` (a whole share code).
+fn find_code(text: &str) -> Option<&str> {
+    let is_hex = |b: u8| matches!(b, b'0'..=b'9' | b'a'..=b'f');
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if is_hex(bytes[i]) {
+            let start = i;
+            while i < bytes.len() && is_hex(bytes[i]) {
+                i += 1;
+            }
+            if i - start == 32 {
+                return Some(&text[start..i]);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
+#[test]
+fn logs_never_carry_a_whole_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        sweep_interval: Duration::from_millis(200),
+        ..config(dir.path())
+    })
+    .unwrap();
+    let agent = agent();
+
+    // A record the store cannot read: the error names its path, code and all.
+    let broken = upload(&agent, &server.url, b"x", "application/octet-stream");
+    let record = record_path(dir.path(), &broken.code);
+    std::fs::remove_file(&record).unwrap();
+    std::fs::create_dir(&record).unwrap();
+    let reply = get(&agent, &server.url, &broken.code);
+    assert_eq!(reply.status, 500);
+    assert!(!String::from_utf8_lossy(&reply.body).contains(&broken.code));
+    assert_eq!(
+        delete(
+            &agent,
+            &server.url,
+            &broken.code,
+            Some(&broken.delete_token)
+        )
+        .status,
+        500
+    );
+
+    // An expired share whose blob the sweeper cannot remove.
+    let stuck = upload_expiring(&agent, &server.url, b"y", 1);
+    let blob = blob_path(dir.path(), &stuck.code);
+    std::fs::remove_file(&blob).unwrap();
+    std::fs::create_dir_all(blob.join("inside")).unwrap();
+    let short = |code: &str| format!("{}…", &code[..6]);
+    let swept = support::wait_until(Duration::from_secs(10), || {
+        let logs = logged();
+        logs.contains("sweep: removing failed") && logs.contains(&short(&stuck.code))
+    });
+    drop(server);
+
+    let logs = logged();
+    assert!(swept, "{logs}");
+    assert!(logs.contains(&short(&broken.code)), "{logs}");
+    assert!(logs.contains("store request failed"), "{logs}");
+    for code in [&broken.code, &stuck.code] {
+        assert!(!logs.contains(code.as_str()), "{code} in {logs}");
+    }
+    assert_eq!(find_code(&logs), None, "{logs}");
 }

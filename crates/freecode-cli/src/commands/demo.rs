@@ -31,12 +31,11 @@ impl DemoArgs {
         let home = match home {
             Some(h) => h,
             None => {
-                let dir = std::env::temp_dir().join(format!(
-                    "freecode-demo-{}-{}",
-                    std::process::id(),
-                    freecode_store::now_ms()
-                ));
-                freecode_store::fsutil::create_dir_private(&dir)?;
+                // A new, unpredictable name, created exclusively (0700): never someone else's.
+                let dir =
+                    std::env::temp_dir().join(format!("freecode-demo-{}", uuid::Uuid::new_v4()));
+                freecode_store::fsutil::create_dir_exclusive(&dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
                 dir
             }
         };

@@ -18,7 +18,8 @@
 //! flight end). `session.send` runs an agent turn on a worker thread — against
 //! `OPENAI_BASE_URL`, or the built-in scripted provider — and answers when the turn ends, so
 //! `session.stop` and other requests are served meanwhile (answers may come out of order; match
-//! them by id). Ctrl+C stops every turn in flight (each saved and marked `interrupted`, its
+//! them by id); `session.export`/`session.import` run inline, bounded by the 30 s network
+//! timeout. Ctrl+C stops every turn in flight (each saved and marked `interrupted`, its
 //! `session.send` answered with status `interrupted`) and the server keeps running; Ctrl+C while
 //! idle marks nothing; a second Ctrl+C within a second exits with status 1, after any write in
 //! progress has finished.
@@ -102,12 +103,23 @@ impl ServeArgs {
             workers: Mutex::new(Vec::new()),
         };
         let stdin = std::io::stdin();
-        for line in stdin.lock().lines() {
-            let line = line?;
-            if line.trim().is_empty() {
-                continue;
+        let mut input = stdin.lock();
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            if input.read_until(b'\n', &mut buf)? == 0 {
+                break;
             }
-            if let Some(reply) = server.handle_line(&line) {
+            let reply = match std::str::from_utf8(&buf) {
+                Ok(line) if line.trim().is_empty() => continue,
+                Ok(line) => server.handle_line(line),
+                Err(e) => Some(error_reply(
+                    Value::Null,
+                    -32700,
+                    &format!("Parse error: the line is not UTF-8 ({e})"),
+                )),
+            };
+            if let Some(reply) = reply {
                 write_reply(&out, &reply)?;
             }
         }
@@ -309,10 +321,18 @@ impl Server {
         let turns = self.turns.clone();
         let out = self.out.clone();
         let reply_id = id.clone().unwrap_or(Value::Null);
-        let worker = std::thread::Builder::new()
+        // Whatever happens to the worker (an error, a panic), the session is free again.
+        struct Release(Turns, String);
+        impl Drop for Release {
+            fn drop(&mut self) {
+                lock(&self.0).remove(&self.1);
+            }
+        }
+        let release = Release(turns, sid.to_string());
+        let spawned = std::thread::Builder::new()
             .name(format!("turn-{sid}"))
             .spawn(move || {
-                let result = (|| -> anyhow::Result<Value> {
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let store = SessionStore::open(home)?;
                     let mut agent = AgentLoop::open(
                         &store,
@@ -321,9 +341,10 @@ impl Server {
                         interrupts,
                     )?;
                     let outcome = agent.run_turn(&message, &flag)?;
-                    Ok(serde_json::to_value(&outcome)?)
-                })();
-                lock(&turns).remove(sid.as_str());
+                    anyhow::Ok(serde_json::to_value(&outcome)?)
+                }))
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the turn crashed (a bug); see stderr")));
+                drop(release);
                 if id.is_none() {
                     return;
                 }
@@ -340,9 +361,17 @@ impl Server {
                 if let Err(e) = write_reply(&out, &reply) {
                     tracing::warn!("cannot answer session.send: {e}");
                 }
-            })
-            .map_err(|e| RpcError::new(-32603, format!("cannot start the turn: {e}")))?;
-        lock(&self.workers).push(worker);
+            });
+        let worker = match spawned {
+            Ok(w) => w,
+            Err(e) => {
+                // The closure (and its release guard) was dropped: the session is free.
+                return Err(RpcError::new(-32603, format!("cannot start the turn: {e}")));
+            }
+        };
+        let mut workers = lock(&self.workers);
+        workers.retain(|w| !w.is_finished());
+        workers.push(worker);
         Ok(())
     }
 
@@ -483,6 +512,7 @@ impl Server {
         let config = SyncConfig::load(self.store.home());
         let days = expires_days.unwrap_or(config.expiry_days).max(1);
         let expires_in = Duration::from_secs(days.saturating_mul(86_400));
+        let expires_ms = i64::try_from(expires_in.as_millis()).unwrap_or(i64::MAX);
         let now = freecode_store::now_ms();
         let bundle = freecode_store::share::export_bundle(
             &self.store,
@@ -491,15 +521,15 @@ impl Server {
                 include_rollout,
                 include_memories: false,
                 no_redact: false,
-                expires_at: Some(now + i64::try_from(expires_in.as_millis()).unwrap_or(0)),
+                expires_at: Some(now.saturating_add(expires_ms)),
             },
         )?;
         let endpoint = to.unwrap_or(config.endpoint);
         let shared = Client::new(config.api_key)
             .share(&endpoint, &bundle, plain, Some(expires_in))
-            .map_err(|e| RpcError::new(-32603, format!("Export failed: {e}")))?;
-        freecode_sync::client::ShareLog::new(self.store.home())
-            .add(freecode_sync::client::ShareRecord {
+            .map_err(|e| client_error("Export failed", e))?;
+        let logged = freecode_sync::client::ShareLog::new(self.store.home()).add(
+            &freecode_sync::client::ShareRecord {
                 url: shared.url.clone(),
                 session_id: id.to_string(),
                 title: bundle.meta.title.clone(),
@@ -508,13 +538,19 @@ impl Server {
                 delete_token: shared.receipt.delete_token.clone(),
                 encrypted: shared.encrypted,
                 revoked_at: None,
-            })
-            .map_err(|e| RpcError::new(-32603, e.to_string()))?;
-        Ok(json!({
+            },
+        );
+        let mut result = json!({
             "url": shared.url,
             "expiresAt": shared.receipt.expires_at,
             "redactions": bundle.redactions.len(),
-        }))
+        });
+        if let Err(e) = logged {
+            // The share is live: hand the caller the only way to revoke it.
+            result["deleteToken"] = json!(shared.receipt.delete_token);
+            result["warning"] = json!(format!("the share could not be recorded: {e}"));
+        }
+        Ok(result)
     }
 
     fn import(&self, p: &Params) -> RpcResult {
@@ -524,7 +560,7 @@ impl Server {
         let config = SyncConfig::load(self.store.home());
         let (bundle, _) = Client::new(config.api_key)
             .fetch(&url)
-            .map_err(|e| RpcError::new(-32603, format!("Import failed: {e}")))?;
+            .map_err(|e| client_error("Import failed", e))?;
         let imported = freecode_store::share::import_bundle(
             &self.store,
             bundle,
@@ -571,6 +607,19 @@ fn provider_from_env() -> ProviderConfig {
             ),
         },
     }
+}
+
+/// A share failure: the caller's URL or key is bad (-32602), or the exchange failed (-32603).
+fn client_error(what: &str, e: freecode_sync::client::ClientError) -> RpcError {
+    use freecode_sync::client::ClientError as C;
+    use freecode_sync::crypto::CryptoError;
+    let code = match &e {
+        C::BadUrl { .. } | C::Insecure { .. } | C::MissingKey | C::Crypto(CryptoError::BadKey) => {
+            -32602
+        }
+        _ => -32603,
+    };
+    RpcError::new(code, format!("{what}: {e}"))
 }
 
 /// `{jsonrpc, id, error}`.

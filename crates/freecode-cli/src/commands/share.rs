@@ -3,7 +3,7 @@
 //!
 //! Export redacts known secret formats, then (by default) encrypts the bundle with a fresh key
 //! that only the printed URL's fragment carries; `--dry-run` shows what would be redacted and
-//! sends nothing. Every share made is recorded in `shares.json` with its delete token, so it
+//! sends nothing. Every share made is recorded in `shares.jsonl` with its delete token, so it
 //! can be revoked even after the session is purged. Import validates everything before it
 //! writes, and writes a new session.
 
@@ -162,16 +162,17 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
     let id = SessionId::new(&a.id)?;
     let config = SyncConfig::load(store.home());
-    let expires_in = a
-        .expires
-        .unwrap_or(Duration::from_secs(config.expiry_days * 86_400));
+    let expires_in = a.expires.unwrap_or(Duration::from_secs(
+        config.expiry_days.saturating_mul(86_400),
+    ));
     let now = freecode_store::now_ms();
     let to_file = a.file.is_some();
     let opts = ExportOptions {
         include_rollout: a.include_rollout,
         include_memories: a.include_memories,
         no_redact: false,
-        expires_at: (!to_file).then(|| now + i64::try_from(expires_in.as_millis()).unwrap_or(0)),
+        expires_at: (!to_file)
+            .then(|| now.saturating_add(i64::try_from(expires_in.as_millis()).unwrap_or(i64::MAX))),
     };
     let bundle = share::export_bundle(store, &id, &opts)?;
     let endpoint = a.to.clone().unwrap_or_else(|| config.endpoint.clone());
@@ -194,7 +195,8 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
     let shared = client
         .share(&endpoint, &bundle, a.plain, Some(expires_in))
         .with_context(|| format!("export of {id} failed"))?;
-    ShareLog::new(store.home()).add(ShareRecord {
+    let log = ShareLog::new(store.home());
+    if let Err(e) = log.add(&ShareRecord {
         url: shared.url.clone(),
         session_id: id.to_string(),
         title: bundle.meta.title.clone(),
@@ -203,7 +205,23 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
         delete_token: shared.receipt.delete_token.clone(),
         encrypted: shared.encrypted,
         revoked_at: None,
-    })?;
+    }) {
+        // The share is live: never lose its URL or the only way to revoke it.
+        writeln!(std::io::stdout().lock(), "{}", shared.url)?;
+        eprintln!(
+            "delete token (revoke with: curl -X DELETE -H 'x-freecode-delete-token: <token>' {}): {}",
+            shared.receipt.url,
+            shared
+                .receipt
+                .delete_token
+                .as_deref()
+                .unwrap_or("(none given)")
+        );
+        return Err(e).context(format!(
+            "the share is live but {} could not record it; keep the URL and delete token printed above",
+            log.path().display()
+        ));
+    }
     note_redactions(&bundle);
     if a.json {
         return print_json(&serde_json::json!({
@@ -302,8 +320,24 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
             ))
             .into());
         }
-        let bytes =
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        // Bounded read: the length checked above can change (or lie, for a device file).
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                std::fs::File::open(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?,
+                MAX_IMPORT_FILE + 1,
+            ),
+            &mut bytes,
+        )
+        .with_context(|| format!("cannot read {}", path.display()))?;
+        if bytes.len() as u64 > MAX_IMPORT_FILE {
+            return Err(UserError(format!(
+                "{} is more than the {MAX_IMPORT_FILE}-byte import limit",
+                path.display()
+            ))
+            .into());
+        }
         let (b, shape) = freecode_sync::client::decode_body(&bytes, None)
             .with_context(|| format!("cannot import {}; nothing was written", path.display()))?;
         (b, shape, path.display().to_string())
@@ -412,7 +446,7 @@ impl ShareCommand {
                     .find(|r| r.public_url() == public)
                     .ok_or_else(|| {
                         UserError(format!(
-                            "no share {public} in this home's share log (shares.json): only the home that made a share holds its delete token"
+                            "no share {public} in this home's share log (shares.jsonl): only the home that made a share holds its delete token"
                         ))
                     })?;
                 let token = record.delete_token.clone().ok_or_else(|| {

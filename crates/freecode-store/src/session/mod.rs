@@ -474,10 +474,11 @@ impl SessionStore {
         Ok(id)
     }
 
-    /// Creates a session with a fresh UUID that already holds `messages` (an import): the log
-    /// is written whole (temp → fsync → rename), then `extra_files` (paths in the home, each
-    /// written atomically), then `meta.json` last, as `edit` shapes it. Until the meta lands the
-    /// session is invisible; on any error everything written so far is removed.
+    /// Creates a session with a fresh UUID that already holds `messages` (an import). The
+    /// session is built in a hidden staging directory (`.import-<id>`, which listings skip):
+    /// the log written whole, `meta.json` as `edit` shapes it, and `extra_files` (paths in the
+    /// home, each written atomically); then one rename makes it visible. On any error everything
+    /// written so far is removed; after a crash only the hidden directory can remain.
     pub fn create_populated(
         &self,
         new: NewSession,
@@ -487,23 +488,22 @@ impl SessionStore {
     ) -> Result<SessionId> {
         let id = SessionId::new(new_uuid())?;
         let project_dir = self.project_dir_for(&new.project_path)?;
+        let staging = project_dir.join(format!(".import-{id}"));
         let paths = SessionPaths {
             dir: project_dir.join(id.as_str()),
         };
-        create_dir_exclusive(&paths.dir).ctx("create directory", &paths.dir)?;
+        let staged = SessionPaths {
+            dir: staging.clone(),
+        };
+        create_dir_exclusive(&staging).ctx("create directory", &staging)?;
         let extras = extra_files(&id);
+        let _busy = fsutil::busy();
         let result = (|| {
             let mut log = Vec::new();
             for m in messages {
                 log.extend_from_slice(&m.to_line());
             }
-            write_atomic(&paths.messages(), &log, true)?;
-            for (path, bytes) in &extras {
-                if let Some(dir) = path.parent() {
-                    fsutil::create_dir_private(dir)?;
-                }
-                write_atomic(path, bytes, true)?;
-            }
+            write_atomic(&staged.messages(), &log, true)?;
             let mut meta = SessionMeta::new(
                 &id,
                 new.title,
@@ -514,13 +514,24 @@ impl SessionStore {
             );
             edit(&mut meta);
             meta.id = id.as_str().to_owned();
-            write_atomic(&paths.meta(), &meta.to_pretty_json(), true)?;
+            write_atomic(&staged.meta(), &meta.to_pretty_json(), true)?;
+            for (path, bytes) in &extras {
+                if let Some(dir) = path.parent() {
+                    fsutil::create_dir_private(dir)?;
+                }
+                write_atomic(path, bytes, true)?;
+            }
+            fs::rename(&staging, &paths.dir).ctx("rename into", &paths.dir)?;
             fsutil::sync_dir(&project_dir)
         })();
         if result.is_err() {
-            let _ = fsutil::remove_tree(&paths.dir);
+            let _ = fsutil::remove_tree(&staging);
             for (path, _) in &extras {
-                let _ = std::fs::remove_file(path);
+                let _ = fs::remove_file(path);
+                if let Some(dir) = path.parent() {
+                    // Only if empty: the directories are this session's own.
+                    let _ = fs::remove_dir(dir);
+                }
             }
         }
         result.map(|()| id)

@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::blob::{BlobError, BlobStore, ShareCode, hex, random_hex};
 
 use super::record::{RECORD_VERSION, ShareRecord, now_ms, secrets_equal, sha256};
+use super::redact::redacted;
 
 /// Request header: requested lifetime of an upload, in whole seconds.
 pub const EXPIRES_IN_HEADER: &str = "x-freecode-expires-in";
@@ -45,7 +46,7 @@ pub(crate) struct App {
 }
 
 /// A JSON error response.
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let mut response = (status, Json(json!({ "error": message.into() }))).into_response();
     response
         .headers_mut()
@@ -53,9 +54,9 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     response
 }
 
-/// A store failure: logged in full, answered without internals.
+/// A store failure: logged (codes in paths and keys shortened), answered without internals.
 fn storage_error(op: &'static str, code: &ShareCode, err: &BlobError) -> Response {
-    tracing::error!(op, code = code.short(), error = %err, "store request failed");
+    tracing::error!(op, code = code.short(), error = %redacted(err), "store request failed");
     error(StatusCode::INTERNAL_SERVER_ERROR, "storage error")
 }
 
@@ -104,7 +105,14 @@ pub(crate) async fn upload(State(app): State<Arc<App>>, request: Request) -> Res
     if declared.is_some_and(|n| n > app.max_body as u64) {
         return too_large(app.max_body);
     }
-    let base = public_base(&app, headers);
+    // Before the body is read: a URL clients would refuse must not cost a stored blob.
+    let Some(base) = public_base(&app, headers) else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "this share server has no public URL configured (--public-url https://…), so it \
+             cannot hand out a share URL clients accept here",
+        );
+    };
 
     // Bounded by the router's DefaultBodyLimit: past it, a 413 rejection.
     let body = match Bytes::from_request(request, &()).await {
@@ -208,10 +216,13 @@ fn requested_ttl_ms(headers: &HeaderMap, default: Duration, max: Duration) -> Re
 }
 
 /// The base of share URLs: the configured public URL, else `http://<Host>` (a Host that is not
-/// a plain host[:port] falls back to the listening address).
-fn public_base(app: &App, headers: &HeaderMap) -> String {
+/// a plain host[:port] falls back to the listening address). Without a public URL, a request
+/// whose URL clients would refuse (a non-loopback Host) or that arrived over TLS through a
+/// proxy (`X-Forwarded-Proto: https`, `Forwarded: proto=https`) gets `None` (logged): the
+/// server is misconfigured, and the uploader must learn it before anything is stored.
+fn public_base(app: &App, headers: &HeaderMap) -> Option<String> {
     if let Some(url) = &app.public_url {
-        return url.trim_end_matches('/').to_owned();
+        return Some(url.trim_end_matches('/').to_owned());
     }
     let host = headers
         .get(header::HOST)
@@ -222,10 +233,27 @@ fn public_base(app: &App, headers: &HeaderMap) -> String {
                 && h.bytes()
                     .all(|c| c.is_ascii_alphanumeric() || b".-:[]".contains(&c))
         });
-    match host {
+    let base = match host {
         Some(host) => format!("http://{host}"),
         None => format!("http://{}", app.local_addr),
+    };
+    let behind_tls = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
+        || headers
+            .get(header::FORWARDED)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().contains("proto=https"));
+    if behind_tls || crate::client::check_transport(&base).is_err() {
+        tracing::warn!(
+            base = %base,
+            behind_tls,
+            "upload refused: no public_url, and clients would refuse this http:// share URL"
+        );
+        return None;
     }
+    Some(base)
 }
 
 /// Validates a path segment as a code; anything else is simply "no such share".
@@ -247,7 +275,7 @@ async fn load_record(store: &BlobStore, code: &ShareCode) -> Result<Option<Share
     match serde_json::from_slice::<ShareRecord>(&bytes) {
         Ok(record) => Ok(Some(record)),
         Err(e) => {
-            tracing::error!(code = code.short(), error = %e, "unreadable record");
+            tracing::error!(code = code.short(), error = %redacted(&e), "unreadable record");
             Err(error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "unreadable share record",
@@ -271,7 +299,7 @@ pub(crate) async fn download(
     };
     if record.expired(now_ms()) {
         if let Err(e) = app.store.delete(&code).await {
-            tracing::warn!(code = code.short(), error = %e, "removing expired share failed");
+            tracing::warn!(code = code.short(), error = %redacted(&e), "removing expired share failed");
         }
         return error(StatusCode::GONE, "share expired");
     }
@@ -338,7 +366,7 @@ pub(crate) async fn health(State(app): State<Arc<App>>) -> Response {
     let status = match tokio::time::timeout(HEALTH_TIMEOUT, app.store.health()).await {
         Ok(Ok(())) => return (StatusCode::OK, Json(json!({ "status": "ok" }))).into_response(),
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "health: store unavailable");
+            tracing::warn!(error = %redacted(&e), "health: store unavailable");
             "store unavailable"
         }
         Err(_) => {

@@ -12,13 +12,26 @@
 //! - `DELETE /{code}` with `x-freecode-delete-token` — 204; 403 wrong or missing token; 404.
 //! - `GET /healthz` — `200 {"status":"ok"}` when the store answers, else 503.
 //!
+//! Any request but `/healthz` waits up to 2 s for one of [`ServerConfig::max_concurrent`]
+//! slots, else `503 {"error": "server busy"}` with `Retry-After: 1`; a request not answered
+//! within [`ServerConfig::request_timeout`] (a slow or stalled body included) gets
+//! `408 {"error": "request timed out"}` and its connection is closed.
+//!
+//! Share URLs are `<public_url>/<code>`. Without a public URL they are `http://<Host>`, which
+//! clients accept only for loopback hosts: the server then refuses to listen on anything but
+//! loopback, and refuses (before storing anything) uploads that came through a proxy or name
+//! a non-loopback Host.
+//!
 //! Codes are 128 random bits (32 lowercase hex); delete tokens 256 bits, stored only as their
 //! SHA-256. The server holds no state: blobs and records live in the [`crate::blob`] store
 //! (see its layout), and a sweeper task on every replica removes expired shares, so replicas
-//! over one directory or bucket behave as one server.
+//! over one directory or bucket behave as one server. Logs never carry a whole code: store
+//! errors have the codes in their paths and keys shortened.
 
 mod handlers;
+mod limits;
 mod record;
+mod redact;
 mod sweep;
 
 use std::net::SocketAddr;
@@ -35,7 +48,10 @@ pub use handlers::{DELETE_TOKEN_HEADER, EXPIRES_AT_HEADER, EXPIRES_IN_HEADER};
 use crate::blob::{BlobError, BlobStore, StoreSpec};
 use handlers::App;
 
-/// Share server settings. `Default` is a loopback server over `./freecode-shares`.
+/// Share server settings. `Default` is a loopback server (`127.0.0.1:8787`) over
+/// `./freecode-shares`, without API key or public URL, taking bodies up to 16 MiB, shares of
+/// 7 days by default and 30 at most, sweeping every minute, serving at most 64 requests at
+/// once, each within 60 s.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Address to listen on (port 0 picks a free one).
@@ -44,8 +60,9 @@ pub struct ServerConfig {
     pub store: StoreSpec,
     /// When set, uploads need `Authorization: Bearer <api_key>`.
     pub api_key: Option<String>,
-    /// Base of the URLs handed out (e.g. `https://share.example.com`); default
-    /// `http://<Host header>`.
+    /// Base of the URLs handed out (e.g. `https://share.example.com`): must be `https://`
+    /// unless its host is loopback. Required unless `listen` is a loopback address; without
+    /// it, URLs are `http://<Host header>`.
     pub public_url: Option<String>,
     /// Largest accepted upload, in bytes.
     pub max_body: usize,
@@ -55,6 +72,12 @@ pub struct ServerConfig {
     pub max_ttl: Duration,
     /// How often the sweeper looks for expired shares.
     pub sweep_interval: Duration,
+    /// Most requests handled at once (`/healthz` aside): bounds the memory uploads take to
+    /// about `max_concurrent × max_body`. Past it a request waits up to 2 s, then gets 503.
+    pub max_concurrent: usize,
+    /// Longest a request may take, from getting its slot (body upload included) to its
+    /// response; past it, 408.
+    pub request_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -68,6 +91,8 @@ impl Default for ServerConfig {
             default_ttl: Duration::from_secs(7 * 24 * 3600),
             max_ttl: Duration::from_secs(30 * 24 * 3600),
             sweep_interval: Duration::from_secs(60),
+            max_concurrent: 64,
+            request_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -138,14 +163,26 @@ impl ServerConfig {
         if self.api_key.as_deref().is_some_and(str::is_empty) {
             return bad("api_key must not be empty");
         }
-        if let Some(url) = &self.public_url
-            && !(url.starts_with("http://") || url.starts_with("https://"))
-        {
+        if self.max_concurrent == 0 || self.max_concurrent > tokio::sync::Semaphore::MAX_PERMITS {
             return Err(ServerError::Config(format!(
-                "public_url {url:?} must start with http:// or https://"
+                "max_concurrent must be between 1 and {}",
+                tokio::sync::Semaphore::MAX_PERMITS
             )));
         }
-        Ok(())
+        if self.request_timeout.is_zero() {
+            return bad("request_timeout must be positive");
+        }
+        match &self.public_url {
+            Some(url) => check_public_url(url),
+            None if !self.listen.ip().to_canonical().is_loopback() => {
+                Err(ServerError::Config(format!(
+                    "listening on {} needs --public-url https://… (share URLs must be https \
+                     except on loopback)",
+                    self.listen
+                )))
+            }
+            None => Ok(()),
+        }
     }
 
     fn open_store(&self) -> Result<BlobStore, ServerError> {
@@ -156,8 +193,29 @@ impl ServerConfig {
     }
 }
 
+/// Checks a public URL the way clients check share URLs: `https://`, or `http://` to a
+/// loopback host.
+fn check_public_url(url: &str) -> Result<(), ServerError> {
+    use crate::client::{ClientError, check_transport};
+    match check_transport(url) {
+        Ok(()) => Ok(()),
+        Err(ClientError::Insecure { host }) => Err(ServerError::Config(format!(
+            "public_url {url:?} must start with https:// (plain http is allowed only for a \
+             loopback host, not {host})"
+        ))),
+        Err(ClientError::BadUrl { why, .. }) => Err(ServerError::Config(format!(
+            "public_url {url:?} is unusable: {why}"
+        ))),
+        Err(other) => Err(ServerError::Config(format!(
+            "public_url {url:?} is unusable: {other}"
+        ))),
+    }
+}
+
 /// Binds `config.listen`, opens the store, logs the address, and serves until `shutdown`
-/// completes; then finishes in-flight requests and returns.
+/// completes; then lets in-flight requests finish for up to [`SHUTDOWN_GRACE`] and returns
+/// (connections still busy then are dropped with the runtime, or end at their
+/// `request_timeout`).
 pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -172,6 +230,9 @@ pub async fn serve(
         })?;
     run(listener, store, config, shutdown).await
 }
+
+/// How long in-flight requests may still run once shutdown has been asked for.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves on an already-bound listener.
 async fn run(
@@ -202,6 +263,13 @@ async fn run(
         .route("/{code}", get(handlers::download).delete(handlers::revoke))
         .fallback(handlers::fallback)
         .layer(DefaultBodyLimit::max(config.max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(limits::Limits::new(
+                config.max_concurrent,
+                config.request_timeout,
+            )),
+            limits::limit,
+        ))
         .layer(axum::middleware::from_fn(handlers::log_request))
         .with_state(app);
 
@@ -212,11 +280,35 @@ async fn run(
         max_body = config.max_body,
         sweep_interval_s = config.sweep_interval.as_secs_f64(),
         auth = config.api_key.is_some(),
+        max_concurrent = config.max_concurrent,
+        request_timeout_s = config.request_timeout.as_secs_f64(),
         "share server listening"
     );
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    // Graceful shutdown closes idle connections and waits for the busy ones; a stuck one
+    // must not hold it forever, so the wait is capped once the signal has fired.
+    let (fired, shutdown_fired) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        let _ = fired.send(());
+    };
+    let grace_over = async move {
+        if shutdown_fired.await.is_err() {
+            // Only when the server ended on its own: the other branch has won already.
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    let served = tokio::select! {
+        served = axum::serve(listener, router).with_graceful_shutdown(signal).into_future() => served,
+        () = grace_over => {
+            tracing::warn!(
+                %addr,
+                grace_s = SHUTDOWN_GRACE.as_secs_f64(),
+                "requests still in flight after the shutdown grace period: dropping them"
+            );
+            Ok(())
+        }
+    };
     sweeper.abort();
     tracing::info!(%addr, "share server stopped");
     served.map_err(|source| ServerError::Serve { addr, source })
@@ -256,7 +348,11 @@ impl ServerHandle {
 impl Drop for ServerHandle {
     fn drop(&mut self) {
         if let Err(error) = self.stop_and_join() {
-            tracing::warn!(addr = %self.addr, %error, "share server ended with an error");
+            tracing::warn!(
+                addr = %self.addr,
+                error = %redact::redacted(&error),
+                "share server ended with an error"
+            );
         }
     }
 }
@@ -309,4 +405,80 @@ pub fn spawn(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         stop: Some(stop),
         thread: Some(thread),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn check(listen: &str, public_url: Option<&str>) -> Result<(), String> {
+        ServerConfig {
+            listen: listen.parse().unwrap(),
+            public_url: public_url.map(str::to_owned),
+            ..ServerConfig::default()
+        }
+        .validate()
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn plain_http_urls_only_on_loopback() {
+        for listen in [
+            "127.0.0.1:0",
+            "127.1.2.3:8787",
+            "[::1]:0",
+            "[::ffff:127.0.0.1]:0",
+        ] {
+            assert_eq!(check(listen, None), Ok(()), "{listen}");
+        }
+        for listen in ["0.0.0.0:8787", "[::]:0", "192.168.1.10:80"] {
+            let e = check(listen, None).unwrap_err();
+            assert!(e.contains(&format!("listening on {listen}")), "{e}");
+            assert!(e.contains("--public-url https://"), "{e}");
+            assert_eq!(check(listen, Some("https://share.example.com")), Ok(()));
+        }
+        for url in [
+            "https://share.example.com",
+            "HTTPS://share.example.com/base/",
+            "http://127.0.0.1:8787",
+            "http://localhost",
+            "http://[::1]:8787/",
+        ] {
+            assert_eq!(check("0.0.0.0:0", Some(url)), Ok(()), "{url}");
+        }
+        for url in [
+            "http://share.example.com",
+            "http://10.0.0.1:8787",
+            "ftp://share.example.com",
+            "share.example.com",
+            "https://",
+        ] {
+            let e = check("127.0.0.1:0", Some(url)).unwrap_err();
+            assert!(e.contains("public_url"), "{url}: {e}");
+        }
+        let e = check("127.0.0.1:0", Some("http://share.example.com")).unwrap_err();
+        assert!(e.contains("must start with https://"), "{e}");
+    }
+
+    #[test]
+    fn limits_must_be_usable() {
+        let zero = ServerConfig {
+            max_concurrent: 0,
+            ..ServerConfig::default()
+        };
+        assert!(zero.validate().is_err());
+        let instant = ServerConfig {
+            request_timeout: Duration::ZERO,
+            ..ServerConfig::default()
+        };
+        assert!(instant.validate().is_err());
+        let d = ServerConfig::default();
+        assert_eq!(
+            (d.max_concurrent, d.request_timeout),
+            (64, Duration::from_secs(60))
+        );
+        assert!(d.validate().is_ok());
+    }
 }

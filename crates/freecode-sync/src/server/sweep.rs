@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use crate::blob::{BlobStore, ShareCode};
 
 use super::record::{ShareRecord, now_ms};
+use super::redact::redacted;
 
 /// How old a blob without a record (or a temporary file) must be before it is garbage: well
 /// past the time any upload takes between writing its blob and its record.
@@ -67,7 +68,7 @@ impl Sweeper {
         let codes = match store.list_records().await {
             Ok(codes) => codes,
             Err(error) => {
-                tracing::warn!(%error, "sweep: listing records failed");
+                tracing::warn!(error = %redacted(&error), "sweep: listing records failed");
                 stats.errors += 1;
                 return stats;
             }
@@ -102,7 +103,7 @@ impl Sweeper {
                     }
                     Err(error) => {
                         stats.errors += 1;
-                        tracing::warn!(code = code.short(), %error, "sweep: removing failed");
+                        tracing::warn!(code = code.short(), error = %redacted(&error), "sweep: removing failed");
                     }
                 }
             }
@@ -113,7 +114,7 @@ impl Sweeper {
             Ok(n) => stats.orphans += n,
             Err(error) => {
                 stats.errors += 1;
-                tracing::warn!(%error, "sweep: removing temporary files failed");
+                tracing::warn!(error = %redacted(&error), "sweep: removing temporary files failed");
             }
         }
         stats
@@ -130,7 +131,7 @@ impl Sweeper {
             Ok(blobs) => blobs,
             Err(error) => {
                 *errors += 1;
-                tracing::warn!(%error, "sweep: listing blobs failed");
+                tracing::warn!(error = %redacted(&error), "sweep: listing blobs failed");
                 return 0;
             }
         };
@@ -149,7 +150,7 @@ impl Sweeper {
                 Ok(Some(_)) => continue,
                 Err(error) => {
                     *errors += 1;
-                    tracing::warn!(code = blob.code.short(), %error, "sweep: reading record failed");
+                    tracing::warn!(code = blob.code.short(), error = %redacted(&error), "sweep: reading record failed");
                     continue;
                 }
             }
@@ -160,7 +161,7 @@ impl Sweeper {
                 }
                 Err(error) => {
                     *errors += 1;
-                    tracing::warn!(code = blob.code.short(), %error, "sweep: removing blob failed");
+                    tracing::warn!(code = blob.code.short(), error = %redacted(&error), "sweep: removing blob failed");
                 }
             }
         }
@@ -176,12 +177,12 @@ async fn read_expiry(store: &BlobStore, code: &ShareCode) -> Result<Option<u64>,
         Ok(Some(bytes)) => match serde_json::from_slice::<ShareRecord>(&bytes) {
             Ok(record) => Ok(Some(record.expires_at)),
             Err(error) => {
-                tracing::warn!(code = code.short(), %error, "sweep: unreadable record left alone");
+                tracing::warn!(code = code.short(), error = %redacted(&error), "sweep: unreadable record left alone");
                 Ok(None)
             }
         },
         Err(error) => {
-            tracing::warn!(code = code.short(), %error, "sweep: reading record failed");
+            tracing::warn!(code = code.short(), error = %redacted(&error), "sweep: reading record failed");
             Err(())
         }
     }
