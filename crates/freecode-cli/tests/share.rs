@@ -557,6 +557,12 @@ fn file_bundles_and_the_originals_formats_import_and_bad_files_do_not() {
         "[".repeat(100_000).into_bytes(),
         "invalid JSON",
     );
+    // A wide bomb: 9M tiny values in 18 MB would take gigabytes as a tree; refused by count.
+    let mut wide =
+        br#"{"meta":{"title":"t","projectPath":"/p","provider":"x"},"messages":["#.to_vec();
+    wide.extend(std::iter::repeat_n(b"0,".as_slice(), 9_000_000).flatten());
+    wide.extend_from_slice(b"0]}");
+    bad("wide.json", wide, "JSON values");
     let mut v: Value = serde_json::from_slice(&good).unwrap();
     v["messages"][0]["role"] = "system".into();
     bad(
