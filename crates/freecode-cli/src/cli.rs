@@ -21,7 +21,7 @@ pub struct Cli {
 /// Top-level commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List, show, fork, delete, restore and compact sessions.
+    /// List, show, fork, delete, restore, compact, export and import sessions.
     #[command(subcommand)]
     Session(commands::session::SessionCommand),
     /// Show where a session's time went: model calls, tools, hangs (from its rollout log).
