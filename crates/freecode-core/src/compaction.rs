@@ -3,6 +3,9 @@
 //! The kept suffix always starts at a user message, so the trimmed log is a valid conversation.
 //! Unlike the original, `n = 0` is refused rather than wiping the log, and the synthetic
 //! image-caption messages the loop writes after tool calls do not count as user turns.
+//!
+//! [`extractive_summary`] is the summary recorded when no model writes one (the agent's
+//! automatic compaction, `session.compact` without a summary).
 
 use crate::message::{PartType, Role, StoredMessage};
 
@@ -32,6 +35,33 @@ fn is_image_caption(msg: &StoredMessage) -> bool {
     has_image
         && (caption == "Image from the tool call above:"
             || caption.ends_with(" images from the tool calls above:"))
+}
+
+/// Most characters of one user prompt an extractive summary keeps.
+const SUMMARY_PROMPT_CHARS: usize = 200;
+
+/// A summary written without a model: the previous summary (so a second compaction loses
+/// nothing the first kept), then the user prompts of the `dropped` messages, each cut to 200
+/// characters.
+pub fn extractive_summary(previous: Option<&str>, dropped: &[StoredMessage]) -> String {
+    let mut s = String::new();
+    if let Some(p) = previous.map(str::trim).filter(|p| !p.is_empty()) {
+        s.push_str(p);
+        s.push_str("\n\n");
+    }
+    s.push_str(&format!(
+        "Earlier in this session ({} messages, summarised without a model). The user asked:\n",
+        dropped.len()
+    ));
+    for m in dropped.iter().filter(|m| is_user_turn(m)) {
+        let text: String = m.text().chars().take(SUMMARY_PROMPT_CHARS).collect();
+        if !text.trim().is_empty() {
+            s.push_str("- ");
+            s.push_str(text.trim());
+            s.push('\n');
+        }
+    }
+    s
 }
 
 /// The index of the first message kept when keeping the last `n` user turns; `0` keeps all.

@@ -23,12 +23,15 @@
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use freecode_core::compaction::{extractive_summary, keep_last_n_user_turns};
+use freecode_core::memory::estimate_tokens;
 use freecode_core::message::Role;
 use freecode_core::rollout::{EventKind, ModelErrorKind};
 use freecode_core::{Part, SessionId, SessionMeta, SessionStatus, StoredMessage, Usage};
 use freecode_store::rollout::{
     ModelCall, ModelRequest, ModelResponse, Recorder, RecorderConfig, read_events,
 };
+use freecode_store::session::read_messages_at;
 use freecode_store::{ListFilter, NewSession, SessionStore, SessionWriter};
 use serde::Serialize;
 use serde_json::Value;
@@ -43,6 +46,10 @@ use super::tools::{Decision, PermissionMode, Tools};
 const TICK: Duration = Duration::from_millis(20);
 /// The rollout's model name when none is pinned (SPEC §6.4).
 const PROVIDER_DEFAULT: &str = "(provider default)";
+/// User turns kept when the loop compacts the session.
+pub const COMPACT_KEEP_TURNS: usize = 2;
+/// The history size (estimated tokens) past which a turn starts by compacting, by default.
+pub const DEFAULT_COMPACT_AT_TOKENS: u64 = 100_000;
 /// The tool output recorded for a tool stopped by Ctrl+C.
 pub const INTERRUPTED_OUTPUT: &str = "interrupted";
 
@@ -61,6 +68,9 @@ pub struct AgentConfig {
     pub max_iterations: u32,
     /// Rollout recording.
     pub recorder: RecorderConfig,
+    /// Compact before a turn once the stored history passes this many estimated tokens
+    /// (keeping the last [`COMPACT_KEEP_TURNS`] user turns); `None` never compacts.
+    pub compact_at_tokens: Option<u64>,
     /// Test hook: a pause between saving an interrupted turn's partial text and marking the
     /// session, so a test can land a second Ctrl+C mid-save. Zero in real use.
     pub interrupt_save_pause: Duration,
@@ -76,6 +86,7 @@ impl AgentConfig {
             stall_timeout: Duration::from_secs(60),
             max_iterations: 8,
             recorder: RecorderConfig::default(),
+            compact_at_tokens: Some(DEFAULT_COMPACT_AT_TOKENS),
             interrupt_save_pause: Duration::ZERO,
         }
     }
@@ -127,6 +138,13 @@ pub enum AgentEvent {
         name: String,
         /// The refusal text handed to the model.
         reason: String,
+    },
+    /// The history was compacted before the turn (`compact.occurred` is in the log).
+    Compacted {
+        /// Estimated tokens before.
+        tokens_before: u64,
+        /// Estimated tokens after (kept messages plus the summary).
+        tokens_after: u64,
     },
 }
 
@@ -444,7 +462,43 @@ impl AgentLoop {
         result
     }
 
+    /// Compacts the session when its history has grown past `compact_at_tokens`: the older
+    /// turns go into an extractive summary (the previous summary included), the last
+    /// [`COMPACT_KEEP_TURNS`] user turns stay, and `compact.occurred` is recorded — all through
+    /// the writer's journalled compaction.
+    fn compact_if_needed(&mut self) -> anyhow::Result<()> {
+        let Some(limit) = self.config.compact_at_tokens else {
+            return Ok(());
+        };
+        let tokens: u64 = self
+            .messages
+            .iter()
+            .map(|m| estimate_tokens(&m.text()))
+            .sum();
+        if tokens <= limit {
+            return Ok(());
+        }
+        let cut = keep_last_n_user_turns(&self.messages, COMPACT_KEEP_TURNS)?;
+        if cut == 0 {
+            return Ok(());
+        }
+        let summary = extractive_summary(self.summary.as_deref(), &self.messages[..cut]);
+        let outcome =
+            self.writer
+                .compact(COMPACT_KEEP_TURNS, &summary, Some(&mut self.recorder))?;
+        if outcome.compacted {
+            self.messages = read_messages_at(&self.writer.paths().messages())?.messages;
+            self.summary = Some(summary);
+            self.emit(AgentEvent::Compacted {
+                tokens_before: outcome.tokens_before,
+                tokens_after: outcome.tokens_after,
+            });
+        }
+        Ok(())
+    }
+
     fn turn(&mut self, prompt: &str, interrupt: &InterruptFlag) -> anyhow::Result<TurnOutcome> {
+        self.compact_if_needed()?;
         let turn_no = self.next_turn;
         self.next_turn += 1;
         if self.meta.title.is_empty() {
@@ -933,6 +987,57 @@ mod tests {
 
     fn kinds(ev: &[Event]) -> Vec<&'static str> {
         ev.iter().map(|e| e.kind.type_name()).collect()
+    }
+
+    #[test]
+    fn a_long_history_is_compacted_before_the_turn_and_recorded() {
+        let f = fixture();
+        let mut c = config();
+        c.compact_at_tokens = Some(1);
+        let mut agent = AgentLoop::open(
+            &f.store,
+            SessionTarget::New {
+                project: f.project.clone(),
+            },
+            c,
+            Interrupts::new(),
+        )
+        .unwrap();
+        let flag = InterruptFlag::new();
+        for prompt in ["first question", "second question", "third question"] {
+            agent.run_turn(prompt, &flag).unwrap();
+        }
+        let id = agent.session_id().clone();
+        assert!(
+            !kinds(&events(&f, &id)).contains(&"compact.occurred"),
+            "two user turns or fewer: nothing to trim"
+        );
+        agent.run_turn("fourth question", &flag).unwrap();
+        drop(agent);
+        let ev = events(&f, &id);
+        let k = kinds(&ev);
+        let at = k.iter().position(|k| *k == "compact.occurred").unwrap();
+        assert_eq!(
+            k[at + 1],
+            "turn.started",
+            "compaction comes before the turn"
+        );
+        let msgs = f.store.messages(&id).unwrap().messages;
+        let users: Vec<String> = msgs
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .map(StoredMessage::text)
+            .collect();
+        assert_eq!(
+            users,
+            ["second question", "third question", "fourth question"]
+        );
+        let memory = f.store.compaction_memory(&id).unwrap().unwrap();
+        let summary = &memory.latest_summary().unwrap().content;
+        assert!(summary.contains("- first question"), "{summary}");
+        // The next loop on this session starts from the summary.
+        let agent = open(&f, SessionTarget::Resume(id));
+        assert!(agent.system_prompt().contains("- first question"));
     }
 
     #[test]

@@ -64,6 +64,11 @@ pub struct RunArgs {
     /// The most model calls in the turn.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub max_iterations: u32,
+    /// Compact the session before the turn once its history passes this many estimated
+    /// tokens, keeping the last 2 user turns (0: never).
+    #[arg(long, env = "FREECODE_COMPACT_AT_TOKENS", value_name = "TOKENS",
+          default_value_t = crate::agent::agent_loop::DEFAULT_COMPACT_AT_TOKENS)]
+    pub compact_at: u64,
     /// Print one JSON object at the end instead of streaming the answer.
     #[arg(long)]
     pub json: bool,
@@ -149,6 +154,7 @@ impl RunArgs {
         config.permission = self.permission;
         config.stall_timeout = self.stall_timeout()?;
         config.max_iterations = self.max_iterations.max(1);
+        config.compact_at_tokens = (self.compact_at > 0).then_some(self.compact_at);
         config.interrupt_save_pause = env_ms(INTERRUPT_SAVE_DELAY_ENV)?.unwrap_or_default();
         let target = self.target()?;
 
@@ -237,6 +243,17 @@ fn print_event(e: &AgentEvent, json: bool, style: Style) {
             eprintln!("{}", style.yellow(&format!("✗ {name} failed")));
         }
         AgentEvent::ToolFinished { .. } => {}
+        AgentEvent::Compacted {
+            tokens_before,
+            tokens_after,
+        } => {
+            eprintln!(
+                "{}",
+                style.dim(&format!(
+                    "compacted the history: ~{tokens_before} → ~{tokens_after} tokens"
+                ))
+            );
+        }
         AgentEvent::ToolDenied { name, reason } => {
             eprintln!("{}", style.yellow(&format!("✗ {name} denied: {reason}")));
         }

@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
+use freecode_core::{SessionId, SessionMeta, SessionStatus};
 use freecode_store::share::{ExportOptions, ImportOptions};
 use freecode_store::{Home, ListFilter, NewSession, SessionStore, StoreError};
 use freecode_sync::client::{Client, SyncConfig};
@@ -489,7 +489,20 @@ impl Server {
         let summary = match summary {
             Some(s) if !s.trim().is_empty() => s,
             Some(_) => return Err(RpcError::params("summary is empty")),
-            None => extractive_summary(&self.store.messages(&id)?.messages, keep),
+            None => {
+                // No model here: the trimmed user prompts, after the previous summary.
+                let messages = self.store.messages(&id)?.messages;
+                let cut = freecode_core::compaction::keep_last_n_user_turns(&messages, keep)
+                    .map_err(|e| RpcError::params(e.to_string()))?;
+                let previous = self.store.compaction_memory(&id)?;
+                freecode_core::compaction::extractive_summary(
+                    previous
+                        .as_ref()
+                        .and_then(|m| m.latest_summary())
+                        .map(|s| s.content.as_str()),
+                    &messages[..cut],
+                )
+            }
         };
         let outcome = self.store.compact(&id, keep, &summary)?;
         let mut v = json!({
@@ -648,26 +661,6 @@ fn context_json(m: &SessionMeta) -> Value {
         v["parentId"] = Value::String(parent.clone());
     }
     v
-}
-
-/// The summary `session.compact` records when the caller gives none: no model is called, so
-/// it is extractive — the user prompts of the trimmed part, each cut to 200 characters.
-fn extractive_summary(messages: &[StoredMessage], keep: usize) -> String {
-    let cut = freecode_core::compaction::keep_last_n_user_turns(messages, keep).unwrap_or(0);
-    let mut s = format!(
-        "Earlier in this session ({cut} messages, summarised without a model). The user asked:\n"
-    );
-    for m in &messages[..cut] {
-        if m.role == freecode_core::Role::User {
-            let text: String = m.text().chars().take(200).collect();
-            if !text.trim().is_empty() {
-                s.push_str("- ");
-                s.push_str(text.trim());
-                s.push('\n');
-            }
-        }
-    }
-    s
 }
 
 /// `current.provider` / `current.model` of `config.json`.
