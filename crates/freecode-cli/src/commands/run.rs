@@ -29,6 +29,8 @@ pub const STALL_TIMEOUT_ENV: &str = "FREECODE_STALL_TIMEOUT_MS";
 pub const SCRIPTED_DELAY_ENV: &str = "FREECODE_SCRIPTED_DELAY_MS";
 /// Test hook: pause (ms) between saving an interrupted turn and marking the session.
 pub const INTERRUPT_SAVE_DELAY_ENV: &str = "FREECODE_INTERRUPT_SAVE_DELAY_MS";
+/// History size (estimated tokens) past which a turn starts by compacting (0: never).
+pub const COMPACT_AT_ENV: &str = "FREECODE_COMPACT_AT_TOKENS";
 /// The API key's variable (never a flag: command lines are visible to other users).
 pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
 
@@ -66,7 +68,7 @@ pub struct RunArgs {
     pub max_iterations: u32,
     /// Compact the session before the turn once its history passes this many estimated
     /// tokens, keeping the last 2 user turns (0: never).
-    #[arg(long, env = "FREECODE_COMPACT_AT_TOKENS", value_name = "TOKENS",
+    #[arg(long, env = COMPACT_AT_ENV, value_name = "TOKENS",
           default_value_t = crate::agent::agent_loop::DEFAULT_COMPACT_AT_TOKENS)]
     pub compact_at: u64,
     /// Print one JSON object at the end instead of streaming the answer.
@@ -87,6 +89,48 @@ fn env_ms(name: &str) -> anyhow::Result<Option<Duration>> {
     }
 }
 
+/// The provider for `base_url` (key in `OPENAI_API_KEY`), or with none the scripted provider
+/// built into the binary (`FREECODE_SCRIPTED_DELAY_MS` between chunks, default 30).
+pub fn provider_config(base_url: Option<&str>) -> anyhow::Result<ProviderConfig> {
+    match base_url.map(str::trim).filter(|u| !u.is_empty()) {
+        Some(url) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(UserError(format!(
+                    "--base-url must be an http:// or https:// URL, not {url:?}"
+                ))
+                .into());
+            }
+            Ok(ProviderConfig::OpenAi {
+                base_url: url.to_owned(),
+                api_key: std::env::var(API_KEY_ENV).ok().filter(|k| !k.is_empty()),
+            })
+        }
+        None => Ok(ProviderConfig::Scripted {
+            chunk_delay: env_ms(SCRIPTED_DELAY_ENV)?.unwrap_or(Duration::from_millis(30)),
+        }),
+    }
+}
+
+/// The agent settings a host without flags (`freecode serve`) takes from the environment:
+/// `OPENAI_BASE_URL`, `FREECODE_STALL_TIMEOUT_MS`, `FREECODE_COMPACT_AT_TOKENS`.
+pub fn agent_config_from_env() -> anyhow::Result<AgentConfig> {
+    let mut config = AgentConfig::new(provider_config(
+        std::env::var("OPENAI_BASE_URL").ok().as_deref(),
+    )?);
+    if let Some(d) = env_ms(STALL_TIMEOUT_ENV)?.filter(|d| !d.is_zero()) {
+        config.stall_timeout = d;
+    }
+    if let Ok(v) = std::env::var(COMPACT_AT_ENV) {
+        let n: u64 = v.trim().parse().map_err(|_| {
+            UserError(format!(
+                "{COMPACT_AT_ENV} must be a number of tokens, not {v:?}"
+            ))
+        })?;
+        config.compact_at_tokens = (n > 0).then_some(n);
+    }
+    Ok(config)
+}
+
 impl RunArgs {
     fn stall_timeout(&self) -> anyhow::Result<Duration> {
         if let Some(secs) = self.stall_timeout {
@@ -101,28 +145,7 @@ impl RunArgs {
     }
 
     fn provider(&self) -> anyhow::Result<ProviderConfig> {
-        match self
-            .base_url
-            .as_deref()
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-        {
-            Some(url) => {
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(UserError(format!(
-                        "--base-url must be an http:// or https:// URL, not {url:?}"
-                    ))
-                    .into());
-                }
-                Ok(ProviderConfig::OpenAi {
-                    base_url: url.to_owned(),
-                    api_key: std::env::var(API_KEY_ENV).ok().filter(|k| !k.is_empty()),
-                })
-            }
-            None => Ok(ProviderConfig::Scripted {
-                chunk_delay: env_ms(SCRIPTED_DELAY_ENV)?.unwrap_or(Duration::from_millis(30)),
-            }),
-        }
+        provider_config(self.base_url.as_deref())
     }
 
     fn target(&self) -> anyhow::Result<SessionTarget> {

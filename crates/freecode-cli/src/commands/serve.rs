@@ -36,9 +36,7 @@ use freecode_store::{Home, ListFilter, NewSession, SessionStore, StoreError};
 use freecode_sync::client::{Client, SyncConfig};
 use serde_json::{Map, Value, json};
 
-use crate::agent::{
-    AgentConfig, AgentLoop, InterruptFlag, Interrupts, ProviderConfig, SessionTarget,
-};
+use crate::agent::{AgentLoop, InterruptFlag, Interrupts, SessionTarget};
 
 /// Arguments of `freecode serve`.
 #[derive(Debug, clap::Args)]
@@ -296,6 +294,9 @@ impl Server {
         let model = p.opt_str("model")?;
         p.opt_str("agentMode")?;
         self.visible(&sid)?;
+        let mut config = crate::commands::run::agent_config_from_env()
+            .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
+        config.model = model;
         let flag = InterruptFlag::new();
         {
             let mut turns = lock(&self.turns);
@@ -306,15 +307,6 @@ impl Server {
                 ));
             }
             turns.insert(sid.to_string(), flag.clone());
-        }
-        let mut config = AgentConfig::new(provider_from_env());
-        config.model = model;
-        if let Some(ms) = std::env::var("FREECODE_STALL_TIMEOUT_MS")
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .filter(|ms| *ms > 0)
-        {
-            config.stall_timeout = Duration::from_millis(ms);
         }
         let home = self.store.home().clone();
         let interrupts = self.interrupts.clone();
@@ -594,31 +586,6 @@ impl Server {
             Some(t) => serde_json::to_value(t).map_err(|e| RpcError::new(-32603, e.to_string())),
             None => Ok(Value::Null),
         }
-    }
-}
-
-/// `OPENAI_BASE_URL` (key in `OPENAI_API_KEY`), else the scripted provider built into the
-/// binary (`FREECODE_SCRIPTED_DELAY_MS` between chunks, default 30).
-fn provider_from_env() -> ProviderConfig {
-    match std::env::var("OPENAI_BASE_URL")
-        .ok()
-        .map(|u| u.trim().to_owned())
-        .filter(|u| !u.is_empty())
-    {
-        Some(base_url) => ProviderConfig::OpenAi {
-            base_url,
-            api_key: std::env::var("OPENAI_API_KEY")
-                .ok()
-                .filter(|k| !k.is_empty()),
-        },
-        None => ProviderConfig::Scripted {
-            chunk_delay: Duration::from_millis(
-                std::env::var("FREECODE_SCRIPTED_DELAY_MS")
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(30),
-            ),
-        },
     }
 }
 
