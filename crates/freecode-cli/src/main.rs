@@ -79,7 +79,10 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         // malformed share, an unreachable or refusing server.
         if let Some(e) = cause.downcast_ref::<freecode_sync::client::ClientError>() {
             return match e {
-                freecode_sync::client::ClientError::Store(_) => 2,
+                freecode_sync::client::ClientError::Store(e)
+                | freecode_sync::client::ClientError::Export(
+                    freecode_store::share::ShareError::Store(e),
+                ) => store_exit_code(e),
                 _ => 1,
             };
         }

@@ -127,6 +127,28 @@ pub fn write_atomic_relaxed(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Appends one line (`line` plus `\n`) to a small append-only log, as one `write`, then makes it
+/// durable. A torn last line left by a crash is fenced with a newline first, never glued onto.
+pub fn append_line(path: &Path, line: &[u8]) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut f = open_append(path)?;
+    let len = f.metadata().ctx("inspect", path)?.len();
+    let mut last = [b'\n'];
+    if len > 0 {
+        f.read_exact_at(&mut last, len - 1).ctx("read", path)?;
+    }
+    let mut buf = Vec::with_capacity(line.len() + 2);
+    if last[0] != b'\n' {
+        buf.push(b'\n');
+    }
+    buf.extend_from_slice(line);
+    buf.push(b'\n');
+    let _busy = busy();
+    f.write_all(&buf)
+        .and_then(|()| f.sync_data())
+        .ctx("append to", path)
+}
+
 /// Reads a whole file; `Ok(None)` when it does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
     match fs::read(path) {

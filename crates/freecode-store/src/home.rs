@@ -78,6 +78,19 @@ impl Home {
         self.root.join("config.json")
     }
 
+    /// `config.json` as JSON, read afresh: `Null` when missing or unreadable, and when it does
+    /// not parse (with a warning) — the original falls back to its defaults the same way.
+    pub fn read_config(&self) -> serde_json::Value {
+        let path = self.config_file();
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "config.json is not valid JSON; using defaults");
+                serde_json::Value::Null
+            }),
+            Err(_) => serde_json::Value::Null,
+        }
+    }
+
     /// Creates the root and `sessions/` (0700) where missing. Existing directories are left as
     /// they are: reading a home never changes it.
     pub fn ensure(&self) -> Result<()> {

@@ -103,6 +103,9 @@ pub enum ClientError {
     /// The local share log failed.
     #[error(transparent)]
     Store(#[from] freecode_store::StoreError),
+    /// The session could not be exported.
+    #[error(transparent)]
+    Export(#[from] freecode_store::share::ShareError),
 }
 
 /// A share URL taken apart: `<base>/<code>#<key>`.
@@ -432,14 +435,7 @@ impl SyncConfig {
     /// Reads `config.json`; a missing file, bad JSON or empty values give the defaults (as the
     /// original), with a warning for bad JSON.
     pub fn load(home: &Home) -> Self {
-        let path = home.config_file();
-        let v: serde_json::Value = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-                tracing::warn!(path = %path.display(), error = %e, "config.json is not valid JSON; using defaults");
-                serde_json::Value::Null
-            }),
-            Err(_) => serde_json::Value::Null,
-        };
+        let v = home.read_config();
         let s = |k: &str| {
             v.get(k)
                 .and_then(|x| x.as_str())
@@ -457,6 +453,84 @@ impl SyncConfig {
                 .unwrap_or(DEFAULT_EXPIRY_DAYS),
         }
     }
+
+    /// The share lifetime: `requested`, else `syncUrlExpiryDays`.
+    pub fn lifetime(&self, requested: Option<Duration>) -> Duration {
+        requested.unwrap_or(Duration::from_secs(self.expiry_days.saturating_mul(86_400)))
+    }
+}
+
+/// `now` plus `lifetime`, in ms (saturating).
+pub fn expires_at(now: i64, lifetime: Duration) -> i64 {
+    now.saturating_add(i64::try_from(lifetime.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// What [`share_session`] shares, and how.
+#[derive(Debug, Clone, Default)]
+pub struct ShareOptions {
+    /// The server [default: `syncEndpoint`].
+    pub to: Option<String>,
+    /// Send the seed's plain `{meta, messages}` instead of an encrypted bundle.
+    pub plain: bool,
+    /// The lifetime [default: `syncUrlExpiryDays`].
+    pub expires_in: Option<Duration>,
+    /// Include the rollout log.
+    pub include_rollout: bool,
+    /// Include the project's memory entries.
+    pub include_memories: bool,
+}
+
+/// A session shared by [`share_session`].
+#[derive(Debug)]
+pub struct SessionShare {
+    /// The URL to hand out and the server's receipt.
+    pub shared: Shared,
+    /// What was sent (redacted), before encryption.
+    pub bundle: Bundle,
+    /// Whether `shares.jsonl` recorded it. On `Err` the share is live anyway: the caller must
+    /// hand out the URL and the delete token, the only way left to revoke it.
+    pub logged: Result<(), ClientError>,
+}
+
+/// The whole of `session export` / `session.export`: export the session (redacted), encrypt
+/// unless `plain`, upload to the configured or given server with the configured API key, and
+/// record the share with its delete token in `shares.jsonl`.
+pub fn share_session(
+    store: &freecode_store::SessionStore,
+    id: &freecode_core::SessionId,
+    opts: &ShareOptions,
+) -> Result<SessionShare, ClientError> {
+    let config = SyncConfig::load(store.home());
+    let lifetime = config.lifetime(opts.expires_in);
+    let now = freecode_store::now_ms();
+    let bundle = freecode_store::share::export_bundle(
+        store,
+        id,
+        &freecode_store::share::ExportOptions {
+            include_rollout: opts.include_rollout,
+            include_memories: opts.include_memories,
+            no_redact: false,
+            expires_at: Some(expires_at(now, lifetime)),
+        },
+    )?;
+    let endpoint = opts.to.clone().unwrap_or(config.endpoint);
+    let shared =
+        Client::new(config.api_key).share(&endpoint, &bundle, opts.plain, Some(lifetime))?;
+    let logged = ShareLog::new(store.home()).add(&ShareRecord {
+        url: shared.url.clone(),
+        session_id: id.to_string(),
+        title: bundle.meta.title.clone(),
+        created_at: now,
+        expires_at: shared.receipt.expires_at,
+        delete_token: shared.receipt.delete_token.clone(),
+        encrypted: shared.encrypted,
+        revoked_at: None,
+    });
+    Ok(SessionShare {
+        shared,
+        bundle,
+        logged,
+    })
 }
 
 /// One share made from this home.
@@ -521,29 +595,31 @@ impl ShareLog {
         &self.path
     }
 
-    /// Every record, oldest first, with revocations applied.
+    /// Every record, oldest first, with revocations applied. Bad or torn lines are skipped
+    /// and logged.
     pub fn list(&self) -> Result<Vec<ShareRecord>, ClientError> {
-        let Some(bytes) = freecode_store::fsutil::read_optional(&self.path)? else {
-            return Ok(Vec::new());
+        let file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(self.io_error("read", source)),
         };
         let mut records: Vec<ShareRecord> = Vec::new();
-        for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            if let Ok(r) = serde_json::from_slice::<ShareRecord>(line) {
-                records.push(r);
-            } else if let Ok(rv) = serde_json::from_slice::<Revocation>(line) {
-                for r in records
-                    .iter_mut()
-                    .filter(|r| r.public_url() == rv.revoked_url)
-                {
-                    r.revoked_at = Some(rv.revoked_at);
+        freecode_store::jsonl::stream::<LogLine, _>(
+            file,
+            |line| match line {
+                LogLine::Record(r) => records.push(r),
+                LogLine::Revocation(rv) => {
+                    for r in records
+                        .iter_mut()
+                        .filter(|r| r.public_url() == rv.revoked_url)
+                    {
+                        r.revoked_at = Some(rv.revoked_at);
+                    }
                 }
-            } else {
-                tracing::warn!(path = %self.path.display(), line = n + 1, "skipped a bad line");
-            }
-        }
+            },
+            |issue| tracing::warn!(path = %self.path.display(), "skipped {issue}"),
+        )
+        .map_err(|source| self.io_error("read", source))?;
         Ok(records)
     }
 
@@ -567,45 +643,35 @@ impl ShareLog {
     }
 
     fn append(&self, line: &[u8]) -> Result<(), ClientError> {
-        use std::io::Write as _;
         if let Some(dir) = self.path.parent() {
             freecode_store::fsutil::create_dir_private(dir)?;
         }
-        let mut f = freecode_store::fsutil::open_append(&self.path)?;
-        // A torn last line (a crash mid-append) is fenced, never glued onto.
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let mut buf = Vec::with_capacity(line.len() + 2);
-        if len > 0 && !ends_with_newline(&self.path, len) {
-            buf.push(b'\n');
+        Ok(freecode_store::fsutil::append_line(&self.path, line)?)
+    }
+
+    fn io_error(&self, op: &'static str, source: std::io::Error) -> ClientError {
+        freecode_store::StoreError::Io {
+            op,
+            path: self.path.clone(),
+            source,
         }
-        buf.extend_from_slice(line);
-        buf.push(b'\n');
-        let _busy = freecode_store::fsutil::busy();
-        f.write_all(&buf)
-            .and_then(|()| f.sync_data())
-            .map_err(|source| freecode_store::StoreError::Io {
-                op: "append to",
-                path: self.path.clone(),
-                source,
-            })?;
-        Ok(())
+        .into()
     }
 }
 
-fn ends_with_newline(path: &std::path::Path, len: u64) -> bool {
-    use std::io::{Read as _, Seek as _, SeekFrom};
-    let mut last = [0u8; 1];
-    std::fs::File::open(path)
-        .and_then(|mut f| {
-            f.seek(SeekFrom::Start(len - 1))?;
-            f.read_exact(&mut last)
-        })
-        .is_ok_and(|()| last[0] == b'\n')
+/// A line of `shares.jsonl`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum LogLine {
+    Record(ShareRecord),
+    Revocation(Revocation),
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use std::io::Write as _;
+
     use super::*;
 
     #[test]
@@ -633,6 +699,39 @@ mod tests {
         ));
         assert!(check_transport("ftp://127.0.0.1/x").is_err());
         assert!(check_transport("/etc/passwd").is_err());
+    }
+
+    #[test]
+    fn the_share_log_survives_a_torn_line_and_applies_revocations() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::new(tmp.path());
+        let log = ShareLog::new(&home);
+        let record = |url: &str| ShareRecord {
+            url: format!("{url}#key"),
+            session_id: "s".into(),
+            title: String::new(),
+            created_at: 1,
+            expires_at: Some(2),
+            delete_token: Some("t".into()),
+            encrypted: true,
+            revoked_at: None,
+        };
+        log.add(&record("https://x/a")).unwrap();
+        // A crash mid-append left half a line.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(log.path())
+            .unwrap()
+            .write_all(b"{\"url\":\"https://x/b")
+            .unwrap();
+        log.add(&record("https://x/c")).unwrap();
+        assert!(log.mark_revoked("https://x/a", 9).unwrap());
+        assert!(!log.mark_revoked("https://x/zzz", 9).unwrap());
+        let all = log.list().unwrap();
+        let urls: Vec<&str> = all.iter().map(ShareRecord::public_url).collect();
+        assert_eq!(urls, ["https://x/a", "https://x/c"]);
+        assert_eq!(all[0].revoked_at, Some(9));
+        assert_eq!(all[1].revoked_at, None);
     }
 
     #[test]

@@ -71,19 +71,18 @@ impl DemoArgs {
             .context("the run made no session")?;
         step(&["session", "export", &id, "--to", &server.url, "--dry-run"])?;
         println!("\n$ freecode session export {id} --to {}", server.url);
-        let bundle = freecode_store::share::export_bundle(
+        let share = freecode_sync::client::share_session(
             &store,
             &freecode_core::SessionId::new(id.as_str())?,
-            &freecode_store::share::ExportOptions::default(),
+            &freecode_sync::client::ShareOptions {
+                to: Some(server.url.clone()),
+                ..Default::default()
+            },
         )?;
-        let shared = freecode_sync::client::Client::new(None).share(
-            &server.url,
-            &bundle,
-            false,
-            Some(std::time::Duration::from_secs(3600)),
-        )?;
-        println!("{}", shared.url);
-        step(&["session", "import", &shared.url])?;
+        share.logged?;
+        println!("{}", share.shared.url);
+        step(&["share", "list"])?;
+        step(&["session", "import", &share.shared.url])?;
         step(&["session", "list"])?;
         println!(
             "\n# everything is in {}: explore it with `freecode --home {} session show <id>`",

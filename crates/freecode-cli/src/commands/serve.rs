@@ -31,9 +31,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use freecode_core::{SessionId, SessionMeta, SessionStatus};
-use freecode_store::share::{ExportOptions, ImportOptions};
+use freecode_store::share::ImportOptions;
 use freecode_store::{Home, ListFilter, NewSession, SessionStore, StoreError};
-use freecode_sync::client::{Client, SyncConfig};
+use freecode_sync::client::{
+    Client, ClientError, SessionShare, ShareOptions, SyncConfig, share_session,
+};
 use serde_json::{Map, Value, json};
 
 use crate::agent::{AgentLoop, InterruptFlag, Interrupts, SessionTarget};
@@ -510,41 +512,23 @@ impl Server {
 
     fn export(&self, p: &Params) -> RpcResult {
         let id = p.session_id()?;
-        let to = p.opt_str("to")?;
-        let plain = p.opt_bool("plain")?.unwrap_or(false);
-        let include_rollout = p.opt_bool("includeRollout")?.unwrap_or(false);
-        let expires_days = p.opt_u64("expiresInDays")?;
-        let config = SyncConfig::load(self.store.home());
-        let days = expires_days.unwrap_or(config.expiry_days).max(1);
-        let expires_in = Duration::from_secs(days.saturating_mul(86_400));
-        let expires_ms = i64::try_from(expires_in.as_millis()).unwrap_or(i64::MAX);
-        let now = freecode_store::now_ms();
-        let bundle = freecode_store::share::export_bundle(
-            &self.store,
-            &id,
-            &ExportOptions {
-                include_rollout,
-                include_memories: false,
-                no_redact: false,
-                expires_at: Some(now.saturating_add(expires_ms)),
-            },
-        )?;
-        let endpoint = to.unwrap_or(config.endpoint);
-        let shared = Client::new(config.api_key)
-            .share(&endpoint, &bundle, plain, Some(expires_in))
-            .map_err(|e| client_error("Export failed", e))?;
-        let logged = freecode_sync::client::ShareLog::new(self.store.home()).add(
-            &freecode_sync::client::ShareRecord {
-                url: shared.url.clone(),
-                session_id: id.to_string(),
-                title: bundle.meta.title.clone(),
-                created_at: now,
-                expires_at: shared.receipt.expires_at,
-                delete_token: shared.receipt.delete_token.clone(),
-                encrypted: shared.encrypted,
-                revoked_at: None,
-            },
-        );
+        let opts = ShareOptions {
+            to: p.opt_str("to")?,
+            plain: p.opt_bool("plain")?.unwrap_or(false),
+            expires_in: p
+                .opt_u64("expiresInDays")?
+                .map(|d| Duration::from_secs(d.max(1).saturating_mul(86_400))),
+            include_rollout: p.opt_bool("includeRollout")?.unwrap_or(false),
+            include_memories: false,
+        };
+        let SessionShare {
+            shared,
+            bundle,
+            logged,
+        } = share_session(&self.store, &id, &opts).map_err(|e| match e {
+            ClientError::Export(e) => RpcError::from(e),
+            e => client_error("Export failed", e),
+        })?;
         let mut result = json!({
             "url": shared.url,
             "expiresAt": shared.receipt.expires_at,
@@ -638,10 +622,7 @@ struct CurrentConfig {
 
 impl CurrentConfig {
     fn load(home: &Home) -> Self {
-        let v: Value = std::fs::read(home.config_file())
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or(Value::Null);
+        let v = home.read_config();
         let s = |k: &str| {
             v.get("current")
                 .and_then(|c| c.get(k))

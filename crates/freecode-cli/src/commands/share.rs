@@ -17,7 +17,9 @@ use freecode_core::SessionId;
 use freecode_core::bundle::SourceShape;
 use freecode_store::share::{self, ExportOptions, ImportOptions};
 use freecode_store::{Home, SessionStore};
-use freecode_sync::client::{Client, ShareLog, ShareRecord, SyncConfig};
+use freecode_sync::client::{
+    Client, SessionShare, ShareLog, ShareOptions, SyncConfig, expires_at, share_session,
+};
 
 use crate::UserError;
 use crate::render::{Style, local_time};
@@ -161,51 +163,26 @@ fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 /// Runs `session export`.
 pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
     let id = SessionId::new(&a.id)?;
-    let config = SyncConfig::load(store.home());
-    let expires_in = a.expires.unwrap_or(Duration::from_secs(
-        config.expiry_days.saturating_mul(86_400),
-    ));
-    let now = freecode_store::now_ms();
-    let to_file = a.file.is_some();
-    let opts = ExportOptions {
-        include_rollout: a.include_rollout,
-        include_memories: a.include_memories,
-        no_redact: false,
-        expires_at: (!to_file)
-            .then(|| now.saturating_add(i64::try_from(expires_in.as_millis()).unwrap_or(i64::MAX))),
-    };
-    let bundle = share::export_bundle(store, &id, &opts)?;
-    let endpoint = a.to.clone().unwrap_or_else(|| config.endpoint.clone());
-    if a.dry_run {
-        return dry_run(&bundle, to_file, &endpoint, a.plain, a.json);
+    if a.dry_run || a.file.is_some() {
+        return export_locally(store, &id, a);
     }
-    if let Some(file) = a.file {
-        let path = share::save_to_remote(store.home(), &bundle, file.as_deref())?;
-        note_redactions(&bundle);
-        if a.json {
-            return print_json(&serde_json::json!({
-                "file": path, "redactions": bundle.redactions.len(),
-                "messages": bundle.counts.messages,
-            }));
-        }
-        writeln!(std::io::stdout().lock(), "{}", path.display())?;
-        return Ok(());
-    }
-    let client = Client::new(config.api_key.clone());
-    let shared = client
-        .share(&endpoint, &bundle, a.plain, Some(expires_in))
-        .with_context(|| format!("export of {id} failed"))?;
-    let log = ShareLog::new(store.home());
-    if let Err(e) = log.add(&ShareRecord {
-        url: shared.url.clone(),
-        session_id: id.to_string(),
-        title: bundle.meta.title.clone(),
-        created_at: now,
-        expires_at: shared.receipt.expires_at,
-        delete_token: shared.receipt.delete_token.clone(),
-        encrypted: shared.encrypted,
-        revoked_at: None,
-    }) {
+    let SessionShare {
+        shared,
+        bundle,
+        logged,
+    } = share_session(
+        store,
+        &id,
+        &ShareOptions {
+            to: a.to.clone(),
+            plain: a.plain,
+            expires_in: a.expires,
+            include_rollout: a.include_rollout,
+            include_memories: a.include_memories,
+        },
+    )
+    .with_context(|| format!("export of {id} failed"))?;
+    if let Err(e) = logged {
         // The share is live: never lose its URL or the only way to revoke it.
         writeln!(std::io::stdout().lock(), "{}", shared.url)?;
         eprintln!(
@@ -219,7 +196,7 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
         );
         return Err(e).context(format!(
             "the share is live but {} could not record it; keep the URL and delete token printed above",
-            log.path().display()
+            ShareLog::new(store.home()).path().display()
         ));
     }
     note_redactions(&bundle);
@@ -245,6 +222,35 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
         },
         shared.receipt.url
     );
+    Ok(())
+}
+
+/// `--dry-run` (what would leave, and what would be redacted) and `--file` (the local bundle).
+fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow::Result<()> {
+    let config = SyncConfig::load(store.home());
+    let to_file = a.file.is_some();
+    let opts = ExportOptions {
+        include_rollout: a.include_rollout,
+        include_memories: a.include_memories,
+        no_redact: false,
+        expires_at: (!to_file)
+            .then(|| expires_at(freecode_store::now_ms(), config.lifetime(a.expires))),
+    };
+    let bundle = share::export_bundle(store, id, &opts)?;
+    if a.dry_run {
+        let endpoint = a.to.unwrap_or(config.endpoint);
+        return dry_run(&bundle, to_file, &endpoint, a.plain, a.json);
+    }
+    let file = a.file.flatten();
+    let path = share::save_to_remote(store.home(), &bundle, file.as_deref())?;
+    note_redactions(&bundle);
+    if a.json {
+        return print_json(&serde_json::json!({
+            "file": path, "redactions": bundle.redactions.len(),
+            "messages": bundle.counts.messages,
+        }));
+    }
+    writeln!(std::io::stdout().lock(), "{}", path.display())?;
     Ok(())
 }
 
