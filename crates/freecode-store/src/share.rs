@@ -97,26 +97,15 @@ pub fn export_bundle(
 /// placeholder, and returns what was replaced, where.
 /// Fails closed: a bundle that cannot be walked is not exported.
 pub fn redact_bundle(b: &mut Bundle) -> Result<Vec<RedactionNote>, ShareError> {
-    let mut notes = Vec::new();
-    let mut fix = |s: &mut String, loc: &dyn Fn() -> String| {
-        let (out, findings) = redact::redact(s);
-        if findings.is_empty() {
-            return;
-        }
-        let here = loc();
-        for f in &findings {
-            notes.push(RedactionNote {
-                kind: f.kind.name().to_owned(),
-                location: here.clone(),
-            });
-        }
-        *s = out.into_owned();
-    };
     let mut tree = serde_json::to_value(&*b).map_err(|e| ShareError::Redaction(e.to_string()))?;
+    let mut notes = Vec::new();
     if let Value::Object(map) = &mut tree {
+        let mut path = Vec::new();
         for (key, v) in map.iter_mut() {
             if !matches!(key.as_str(), "format" | "counts" | "redactions") {
-                redact_value(v, key, &mut fix);
+                path.push(Seg::Key(key));
+                redact_value(v, &mut path, &mut notes);
+                path.pop();
             }
         }
     }
@@ -125,17 +114,53 @@ pub fn redact_bundle(b: &mut Bundle) -> Result<Vec<RedactionNote>, ShareError> {
     Ok(notes)
 }
 
-fn redact_value(v: &mut Value, at: &str, fix: &mut impl FnMut(&mut String, &dyn Fn() -> String)) {
+/// One step of the path to a string: its location is only spelled out when it holds a secret.
+enum Seg<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn location(path: &[Seg<'_>]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) if s.is_empty() => s.push_str(k),
+            Seg::Key(k) => {
+                s.push('.');
+                s.push_str(k);
+            }
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+fn redact_value<'a>(v: &'a mut Value, path: &mut Vec<Seg<'a>>, notes: &mut Vec<RedactionNote>) {
     match v {
-        Value::String(s) => fix(s, &|| at.to_owned()),
+        Value::String(s) => {
+            let (out, findings) = redact::redact(s);
+            if findings.is_empty() {
+                return;
+            }
+            let here = location(path);
+            notes.extend(findings.iter().map(|f| RedactionNote {
+                kind: f.kind.name().to_owned(),
+                location: here.clone(),
+            }));
+            *s = out.into_owned();
+        }
         Value::Array(items) => {
             for (i, x) in items.iter_mut().enumerate() {
-                redact_value(x, &format!("{at}[{i}]"), fix);
+                path.push(Seg::Index(i));
+                redact_value(x, path, notes);
+                path.pop();
             }
         }
         Value::Object(map) => {
             for (k, x) in map.iter_mut() {
-                redact_value(x, &format!("{at}.{k}"), fix);
+                path.push(Seg::Key(k));
+                redact_value(x, path, notes);
+                path.pop();
             }
         }
         _ => {}
