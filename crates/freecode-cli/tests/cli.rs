@@ -7,7 +7,7 @@ mod common;
 use common::{copy_tree, fixtures};
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -31,15 +31,7 @@ impl Ctx {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_freecode"))
-            .args(args)
-            .env("FREECODE_HOME", &self.home)
-            .env("NO_COLOR", "1")
-            .env("FREECODE_ROLLOUT", "off")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        common::freecode(&self.home).args(args).output().unwrap()
     }
 
     fn ok(&self, args: &[&str]) -> String {
@@ -211,14 +203,12 @@ fn demo_shows_a_real_session_its_trace_and_a_share_round_trip() {
     let project = ctx._tmp.path().join("project");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(project.join("README.md"), "# demo project\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_freecode"))
+    let out = common::freecode(&ctx.home)
         .args(["--home", ctx.home.to_str().unwrap(), "demo", "--project"])
         .arg(&project)
         .env_remove("FREECODE_HOME")
-        .env_remove("OPENAI_BASE_URL")
+        .env_remove("FREECODE_ROLLOUT")
         .env("FREECODE_SCRIPTED_DELAY_MS", "0")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -9,7 +9,7 @@ mod common;
 use common::{copy_tree, fixtures};
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -31,14 +31,9 @@ impl Home {
     }
 
     fn run(&self, backend: &str, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_freecode"))
+        common::freecode(&self.root)
             .args(args)
-            .env("FREECODE_HOME", &self.root)
             .env("FREECODE_THREAD_STORE", backend)
-            .env("FREECODE_ROLLOUT", "off")
-            .env("NO_COLOR", "1")
-            .env("TZ", "UTC")
-            .stdin(Stdio::null())
             .output()
             .unwrap()
     }

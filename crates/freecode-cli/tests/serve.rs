@@ -32,17 +32,14 @@ impl Rpc {
     }
 
     fn start_with(home: &Path, rollout: bool, env: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_freecode"));
-        cmd.envs(env.iter().copied()).env_remove("OPENAI_BASE_URL");
+        let mut cmd = common::freecode(home);
+        cmd.envs(env.iter().copied());
         cmd.arg("serve")
-            .env("FREECODE_HOME", home)
-            .env("NO_COLOR", "1")
-            .env_remove("RUST_LOG")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        if !rollout {
-            cmd.env("FREECODE_ROLLOUT", "off");
+        if rollout {
+            cmd.env_remove("FREECODE_ROLLOUT");
         }
         let mut child = cmd.spawn().unwrap();
         let stdin = child.stdin.take().unwrap();

@@ -37,15 +37,7 @@ impl Ctx {
     }
 
     fn run_in(&self, home: &Path, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_freecode"))
-            .args(args)
-            .env("FREECODE_HOME", home)
-            .env("NO_COLOR", "1")
-            .env("FREECODE_ROLLOUT", "off")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        common::freecode(home).args(args).output().unwrap()
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -85,10 +77,8 @@ impl Ctx {
 }
 
 fn sessions_in(home: &Path) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_freecode"))
+    let out = common::freecode(home)
         .args(["session", "list", "--all", "--json"])
-        .env("FREECODE_HOME", home)
-        .env("FREECODE_ROLLOUT", "off")
         .output()
         .unwrap();
     if !out.status.success() {
@@ -98,10 +88,8 @@ fn sessions_in(home: &Path) -> Vec<Value> {
 }
 
 fn messages(home: &Path, id: &str) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_freecode"))
+    let out = common::freecode(home)
         .args(["session", "show", id, "--json"])
-        .env("FREECODE_HOME", home)
-        .env("FREECODE_ROLLOUT", "off")
         .output()
         .unwrap();
     assert!(
@@ -630,13 +618,8 @@ fn sync_serve_runs_the_server_and_stops_gracefully_on_sigterm() {
         .unwrap()
         .port();
     let server_home = ctx.other_home("server-home");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_freecode"))
+    let mut child = common::freecode(&server_home)
         .args(["sync", "serve", "--listen", &format!("127.0.0.1:{port}")])
-        .env("FREECODE_HOME", &server_home)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .env_remove("FREECODE_LOG")
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
