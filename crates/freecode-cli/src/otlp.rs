@@ -90,7 +90,6 @@ mod tests {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpListener;
     use std::os::unix::fs::PermissionsExt;
-    use std::path::PathBuf;
     use std::thread::JoinHandle;
     use std::time::Instant;
 
@@ -104,9 +103,7 @@ mod tests {
 
     use super::*;
 
-    fn fixtures() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
-    }
+    use freecode_testkit::fixtures;
 
     fn read_json(rel: &str) -> Value {
         serde_json::from_slice(&std::fs::read(fixtures().join(rel)).unwrap()).unwrap()

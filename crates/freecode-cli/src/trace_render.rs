@@ -351,7 +351,6 @@ pub fn render_trace(trace: &Trace, opts: &RenderOptions, p: Palette) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
 
     use freecode_core::rollout::trace::{DeniedSpan, TraceBuilder, build_trace};
     use freecode_core::rollout::{DenySource, Event};
@@ -359,9 +358,7 @@ mod tests {
 
     use super::*;
 
-    fn reference() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
-    }
+    use freecode_testkit::fixtures as reference;
 
     fn expected(rel: &str) -> String {
         let path = reference().join("expected/rollout").join(rel);

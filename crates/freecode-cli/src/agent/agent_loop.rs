@@ -979,6 +979,26 @@ mod tests {
         AgentLoop::open(&f.store, target, config(), Interrupts::new()).unwrap()
     }
 
+    /// A new session whose turn is stopped (as by Ctrl+C) at the first event `stop` picks.
+    fn open_stopping_on(
+        f: &Fixture,
+        flag: &InterruptFlag,
+        stop: fn(&AgentEvent) -> bool,
+    ) -> AgentLoop {
+        let raise = flag.clone();
+        open(
+            f,
+            SessionTarget::New {
+                project: f.project.clone(),
+            },
+        )
+        .on_event(move |e| {
+            if stop(e) {
+                raise.raise();
+            }
+        })
+    }
+
     fn events(f: &Fixture, id: &SessionId) -> Vec<Event> {
         let mut v = Vec::new();
         read_events(&events_path(f.store.home(), id), |e| v.push(e)).unwrap();
@@ -1044,18 +1064,8 @@ mod tests {
     fn ctrl_c_while_a_tool_runs_closes_the_call_and_marks_its_line() {
         let f = fixture();
         let flag = InterruptFlag::new();
-        let raise = flag.clone();
-        let mut agent = open(
-            &f,
-            SessionTarget::New {
-                project: f.project.clone(),
-            },
-        )
-        .on_event(move |e| {
-            if matches!(e, AgentEvent::ToolStarted { .. }) {
-                raise.raise();
-            }
-        });
+        let mut agent =
+            open_stopping_on(&f, &flag, |e| matches!(e, AgentEvent::ToolStarted { .. }));
         let out = agent.run_turn("look", &flag).unwrap();
         assert_eq!(out.status, TurnStatus::Interrupted);
         assert_eq!(out.tool_calls[0].outcome, "interrupted");
@@ -1103,18 +1113,8 @@ mod tests {
     fn ctrl_c_between_steps_marks_the_last_assistant_line_in_place() {
         let f = fixture();
         let flag = InterruptFlag::new();
-        let raise = flag.clone();
-        let mut agent = open(
-            &f,
-            SessionTarget::New {
-                project: f.project.clone(),
-            },
-        )
-        .on_event(move |e| {
-            if matches!(e, AgentEvent::ToolFinished { .. }) {
-                raise.raise();
-            }
-        });
+        let mut agent =
+            open_stopping_on(&f, &flag, |e| matches!(e, AgentEvent::ToolFinished { .. }));
         let out = agent.run_turn("look", &flag).unwrap();
         assert_eq!(out.status, TurnStatus::Interrupted);
         assert_eq!(out.model_calls, 1, "no model call after the interrupt");

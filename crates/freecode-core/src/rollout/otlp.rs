@@ -387,15 +387,12 @@ pub fn trace_to_otlp(trace: &Trace) -> Value {
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
-    use std::path::{Path, PathBuf};
 
     use super::*;
     use crate::rollout::trace::TraceBuilder;
     use crate::rollout::{DenySource, Event, RawEvent};
 
-    fn fixtures() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
-    }
+    use freecode_testkit::fixtures;
 
     fn read_json(rel: &str) -> Value {
         let p = fixtures().join(rel);

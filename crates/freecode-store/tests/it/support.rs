@@ -385,25 +385,4 @@ impl Drop for ChildProc {
     }
 }
 
-/// `../shared/fixtures/reference`, beside the repository: the original's data and answers.
-pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/reference")
-}
-
-/// Copies a tree, making the copy the owner's: directories 0700, files 0600 (the shared
-/// fixtures have no write bits).
-pub fn copy_tree(from: &Path, to: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(to).unwrap();
-    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o700)).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o600)).unwrap();
-        }
-    }
-}
+pub use freecode_testkit::{copy_tree, fixtures};

@@ -284,17 +284,26 @@ async fn load_record(store: &BlobStore, code: &ShareCode) -> Result<Option<Share
     }
 }
 
+/// The share a `/{code}` request names, with its record; else the answer to give (404 for a
+/// malformed or unknown code, 500 for an unreadable record).
+async fn find_share(
+    app: &App,
+    code: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<(ShareCode, ShareRecord), Response> {
+    let code = parse_code(code).ok_or_else(not_found)?;
+    match load_record(&app.store, &code).await? {
+        Some(record) => Ok((code, record)),
+        None => Err(not_found()),
+    }
+}
+
 /// `GET /{code}`.
 pub(crate) async fn download(
     State(app): State<Arc<App>>,
     code: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Response {
-    let Some(code) = parse_code(code) else {
-        return not_found();
-    };
-    let record = match load_record(&app.store, &code).await {
-        Ok(Some(record)) => record,
-        Ok(None) => return not_found(),
+    let (code, record) = match find_share(&app, code).await {
+        Ok(found) => found,
         Err(response) => return response,
     };
     if record.expired(now_ms()) {
@@ -341,12 +350,8 @@ pub(crate) async fn revoke(
     headers: HeaderMap,
     code: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Response {
-    let Some(code) = parse_code(code) else {
-        return not_found();
-    };
-    let record = match load_record(&app.store, &code).await {
-        Ok(Some(record)) => record,
-        Ok(None) => return not_found(),
+    let (code, record) = match find_share(&app, code).await {
+        Ok(found) => found,
         Err(response) => return response,
     };
     let token = headers
