@@ -15,7 +15,9 @@ use freecode_sync::server::{self, ServerConfig, ServerHandle};
 use object_store::ObjectStore as _;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
-use support::{agent, delete, get, random_bytes, upload, upload_expiring};
+use support::{
+    agent, assert_replicas_act_as_one, delete, get, random_bytes, upload, upload_expiring,
+};
 
 /// A moto S3 server on a free loopback port, killed on drop.
 struct Moto {
@@ -286,19 +288,5 @@ fn s3_two_replicas_over_one_bucket() {
     moto.create_bucket("replicas");
     let a = start(&moto, "replicas", "shared/prefix", HOUR);
     let b = start(&moto, "replicas", "shared/prefix", HOUR);
-    let agent = agent();
-
-    let bundle = random_bytes(100 * 1024);
-    let up = upload(&agent, &a.url, &bundle, "application/octet-stream");
-    let reply = get(&agent, &b.url, &up.code);
-    assert_eq!(reply.status, 200);
-    assert_eq!(reply.body, bundle);
-
-    assert_eq!(delete(&agent, &b.url, &up.code, Some("nope")).status, 403);
-    assert_eq!(
-        delete(&agent, &b.url, &up.code, Some(&up.delete_token)).status,
-        204
-    );
-    assert_eq!(get(&agent, &a.url, &up.code).status, 404);
-    assert_eq!(get(&agent, &b.url, &up.code).status, 404);
+    assert_replicas_act_as_one(&a.url, &b.url, 100 * 1024);
 }

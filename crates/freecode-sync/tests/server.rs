@@ -12,7 +12,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use freecode_sync::blob::StoreSpec;
 use freecode_sync::server::{self, EXPIRES_IN_HEADER, ServerConfig, ServerError, ServerHandle};
-use support::{agent, delete, get, post, random_bytes, upload, upload_expiring, upload_with};
+use support::{
+    agent, assert_replicas_act_as_one, delete, get, post, random_bytes, upload, upload_expiring,
+    upload_with,
+};
 
 /// Everything the server logs, from every test of this binary (the subscriber is global, as
 /// servers log from their own threads).
@@ -464,21 +467,7 @@ fn two_servers_over_one_directory_act_as_one() {
     let dir = tempfile::tempdir().unwrap();
     let a = start(dir.path());
     let b = start(dir.path());
-    let agent = agent();
-
-    let bundle = random_bytes(64 * 1024);
-    let up = upload(&agent, &a.url, &bundle, "application/octet-stream");
-    let reply = get(&agent, &b.url, &up.code);
-    assert_eq!(reply.status, 200);
-    assert_eq!(reply.body, bundle);
-
-    assert_eq!(delete(&agent, &b.url, &up.code, Some("nope")).status, 403);
-    assert_eq!(
-        delete(&agent, &b.url, &up.code, Some(&up.delete_token)).status,
-        204
-    );
-    assert_eq!(get(&agent, &a.url, &up.code).status, 404);
-    assert_eq!(get(&agent, &b.url, &up.code).status, 404);
+    assert_replicas_act_as_one(&a.url, &b.url, 64 * 1024);
 }
 
 /// Sends `head` (and `body`) on a fresh connection; the raw stream, to read from or stall on.

@@ -169,3 +169,22 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Two servers over one store act as one: an upload through `a` downloads through `b`, a
+/// revoke through `b` (with the right token only) is gone on both.
+pub fn assert_replicas_act_as_one(a_url: &str, b_url: &str, size: usize) {
+    let agent = agent();
+    let bundle = random_bytes(size);
+    let up = upload(&agent, a_url, &bundle, "application/octet-stream");
+    let reply = get(&agent, b_url, &up.code);
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, bundle);
+
+    assert_eq!(delete(&agent, b_url, &up.code, Some("nope")).status, 403);
+    assert_eq!(
+        delete(&agent, b_url, &up.code, Some(&up.delete_token)).status,
+        204
+    );
+    assert_eq!(get(&agent, a_url, &up.code).status, 404);
+    assert_eq!(get(&agent, b_url, &up.code).status, 404);
+}
