@@ -1,6 +1,7 @@
-//! Terminal rendering helpers: colour decisions, local times, tables, hints.
+//! Output helpers: data to stdout (pretty JSON, lines), colour decisions, local times, tables,
+//! hints.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 /// Whether to colour output written to `stream`: a terminal, and `NO_COLOR` unset or empty.
 pub fn color_enabled(stream: &impl IsTerminal) -> bool {
@@ -124,4 +125,18 @@ pub fn hint_for(err: &anyhow::Error) -> Option<String> {
         }
     }
     None
+}
+
+/// Prints `value` to stdout as pretty JSON and a newline (what `--json` prints).
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// Prints one line of data to stdout.
+pub fn print_line(s: &str) -> anyhow::Result<()> {
+    writeln!(std::io::stdout().lock(), "{s}")?;
+    Ok(())
 }

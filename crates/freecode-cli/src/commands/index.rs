@@ -17,7 +17,7 @@ use freecode_store::threads::BackendChoice;
 use freecode_store::{Home, SessionStore};
 
 use crate::UserError;
-use crate::render::{Style, local_time, truncate};
+use crate::render::{Style, local_time, print_json, truncate};
 use crate::trace_render::{count, format_duration};
 
 /// Environment switch for the thread-store backend: `json`, `sqlite` or `auto`.
@@ -136,13 +136,6 @@ pub fn parse_since(s: &str, now_ms: i64) -> anyhow::Result<i64> {
         "--since {s:?}: expected a date (2026-01-15), an RFC 3339 time, or 7d / 12h / 30m"
     ))
     .into())
-}
-
-fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, v)?;
-    writeln!(out)?;
-    Ok(())
 }
 
 /// Runs `freecode search`.

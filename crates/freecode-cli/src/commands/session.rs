@@ -11,7 +11,7 @@ use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use freecode_store::{Home, ListFilter, SessionStore};
 
 use crate::UserError;
-use crate::render::{Style, local_time, pad, truncate};
+use crate::render::{Style, local_time, pad, print_json, print_line, truncate};
 
 /// Session commands.
 #[derive(Debug, Subcommand)]
@@ -104,13 +104,6 @@ fn parse_id(s: &str) -> anyhow::Result<SessionId> {
     Ok(SessionId::new(s)?)
 }
 
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
-    Ok(())
-}
-
 impl SessionCommand {
     /// Runs the command against `home`.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
@@ -137,7 +130,7 @@ impl SessionCommand {
                 if a.json {
                     print_json(&meta)
                 } else {
-                    ok_line(&format!("restored {id} (status {})", meta.status))
+                    print_line(&format!("restored {id} (status {})", meta.status))
                 }
             }
             Self::Compact(a) => {
@@ -156,7 +149,7 @@ impl SessionCommand {
                 if a.json {
                     print_json(&outcome)
                 } else if outcome.compacted {
-                    ok_line(&format!(
+                    print_line(&format!(
                         "compacted {id}: {} → {} messages, ~{} → ~{} tokens",
                         outcome.messages_before,
                         outcome.messages_after,
@@ -164,7 +157,7 @@ impl SessionCommand {
                         outcome.tokens_after
                     ))
                 } else {
-                    ok_line(&format!(
+                    print_line(&format!(
                         "nothing to compact in {id}: it has {} user turn(s) or fewer",
                         a.keep
                     ))
@@ -172,11 +165,6 @@ impl SessionCommand {
             }
         }
     }
-}
-
-fn ok_line(s: &str) -> anyhow::Result<()> {
-    writeln!(std::io::stdout().lock(), "{s}")?;
-    Ok(())
 }
 
 fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
@@ -386,7 +374,7 @@ fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
     let id = parse_id(&a.id)?;
     if !a.purge {
         store.delete(&id)?;
-        return ok_line(&format!(
+        return print_line(&format!(
             "deleted {id} (soft: `freecode session restore {id}` brings it back)"
         ));
     }
@@ -414,5 +402,5 @@ fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
         }
     }
     let removed = store.purge(&id)?;
-    ok_line(&format!("purged {id} ({} path(s) removed)", removed.len()))
+    print_line(&format!("purged {id} ({} path(s) removed)", removed.len()))
 }

@@ -22,7 +22,7 @@ use freecode_sync::client::{
 };
 
 use crate::UserError;
-use crate::render::{Style, local_time};
+use crate::render::{Style, local_time, print_json, print_line};
 
 /// Largest file `session import FILE` reads.
 const MAX_IMPORT_FILE: u64 = freecode_sync::client::MAX_DOWNLOAD;
@@ -153,13 +153,6 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
-    Ok(())
-}
-
 /// Runs `session export`.
 pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
     let id = SessionId::new(&a.id)?;
@@ -184,7 +177,7 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
     .with_context(|| format!("export of {id} failed"))?;
     if let Err(e) = logged {
         // The share is live: never lose its URL or the only way to revoke it.
-        writeln!(std::io::stdout().lock(), "{}", shared.url)?;
+        print_line(&shared.url)?;
         eprintln!(
             "delete token (revoke with: curl -X DELETE -H 'x-freecode-delete-token: <token>' {}): {}",
             shared.receipt.url,
@@ -208,7 +201,7 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
             "redactions": bundle.redactions.len(),
         }));
     }
-    writeln!(std::io::stdout().lock(), "{}", shared.url)?;
+    print_line(&shared.url)?;
     let expiry = shared
         .receipt
         .expires_at
@@ -250,7 +243,7 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
             "messages": bundle.counts.messages,
         }));
     }
-    writeln!(std::io::stdout().lock(), "{}", path.display())?;
+    print_line(&path.display().to_string())?;
     Ok(())
 }
 
@@ -367,7 +360,7 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
             "shape": shape_name(shape),
         }));
     }
-    writeln!(std::io::stdout().lock(), "{}", imported.id)?;
+    print_line(imported.id.as_str())?;
     eprintln!(
         "imported {} messages as {} ({})",
         imported.messages, imported.id, imported.meta.title

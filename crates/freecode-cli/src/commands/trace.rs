@@ -26,6 +26,7 @@ use freecode_store::rollout::{EVENTS_FILE, ReadReport, events_path, read_events}
 use freecode_store::{Home, IssueKind, LineIssue};
 
 use crate::UserError;
+use crate::render::{print_json, print_line};
 use crate::trace_render::{Palette, RenderOptions, format_duration, render_trace};
 
 /// `freecode trace`.
@@ -85,18 +86,6 @@ pub struct ReplayArgs {
 
 fn rollout_sessions_dir(home: &Home) -> PathBuf {
     home.root().join("rollout").join("sessions")
-}
-
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
-    Ok(())
-}
-
-fn print_line(s: &str) -> anyhow::Result<()> {
-    writeln!(std::io::stdout().lock(), "{s}")?;
-    Ok(())
 }
 
 fn no_events(id: &SessionId) -> String {
