@@ -490,11 +490,25 @@ impl ToolCall {
 /// A torn fragment that is nevertheless a whole event (a write cut just before its newline) is
 /// the last event: the fence makes it readable, so the next `seq` must follow it.
 fn tail_state(file: &File, path: &Path) -> Result<(u64, String, bool)> {
+    let mut found = None;
+    let torn = scan_back(file, path, |line| {
+        let raw = serde_json::from_slice::<RawEvent>(line).ok();
+        found = raw.and_then(|r| Some((r.seq?, r.id.unwrap_or_default())));
+        found.is_some()
+    })?;
+    let (seq, id) = found.unwrap_or_default();
+    Ok((seq, id, torn))
+}
+
+/// Visits the log's non-blank lines from the last to the first (a torn tail included, without
+/// newlines), reading back a chunk at a time, until `visit` returns `true`. Returns whether the
+/// file ends in a torn line.
+fn scan_back(file: &File, path: &Path, mut visit: impl FnMut(&[u8]) -> bool) -> Result<bool> {
     use std::os::unix::fs::FileExt;
     const CHUNK: u64 = 64 * 1024;
     let len = file.metadata().ctx("stat", path)?.len();
     if len == 0 {
-        return Ok((0, String::new(), false));
+        return Ok(false);
     }
     let read = |from: u64, to: u64| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
@@ -513,26 +527,47 @@ fn tail_state(file: &File, path: &Path) -> Result<(u64, String, bool)> {
         }
         Ok(0)
     };
-    let seq_of = |line: &[u8]| -> Option<(u64, String)> {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return None;
-        }
-        let raw = serde_json::from_slice::<RawEvent>(line).ok()?;
-        Some((raw.seq?, raw.id.unwrap_or_default()))
-    };
     let torn = read(len - 1, len)?[0] != b'\n';
     // Lines from the end: [start, end) without the newline.
     let mut end = if torn { len } else { len - 1 };
     loop {
         let start = line_start(end)?;
-        if let Some((seq, id)) = seq_of(&read(start, end)?) {
-            return Ok((seq, id, torn));
+        let line = read(start, end)?;
+        if !line.iter().all(u8::is_ascii_whitespace) && visit(&line) {
+            return Ok(torn);
         }
         if start == 0 {
-            return Ok((0, String::new(), torn));
+            return Ok(torn);
         }
         end = start - 1;
     }
+}
+
+/// The last event of the log at `path` that `pick` accepts, read from the end of the file: the
+/// cost is the tail after it, not the whole log. `None` without a log or a match.
+pub fn last_event_where(
+    path: &Path,
+    mut pick: impl FnMut(&Event) -> bool,
+) -> Result<Option<Event>> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).ctx("open", path),
+    };
+    let mut found = None;
+    scan_back(&file, path, |line| {
+        let event = serde_json::from_slice::<RawEvent>(line)
+            .ok()
+            .and_then(|r| Event::from_raw(r).ok());
+        match event {
+            Some(e) if pick(&e) => {
+                found = Some(e);
+                true
+            }
+            _ => false,
+        }
+    })?;
+    Ok(found)
 }
 
 /// What reading a log found besides events.

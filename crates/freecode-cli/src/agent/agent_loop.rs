@@ -29,7 +29,7 @@ use freecode_core::message::Role;
 use freecode_core::rollout::{EventKind, ModelErrorKind};
 use freecode_core::{Part, SessionId, SessionMeta, SessionStatus, StoredMessage, Usage};
 use freecode_store::rollout::{
-    ModelCall, ModelRequest, ModelResponse, Recorder, RecorderConfig, read_events,
+    ModelCall, ModelRequest, ModelResponse, Recorder, RecorderConfig, last_event_where,
 };
 use freecode_store::session::read_messages_at;
 use freecode_store::{ListFilter, NewSession, SessionStore, SessionWriter};
@@ -364,13 +364,16 @@ impl AgentLoop {
         let recorder = Recorder::open(store.home(), &id, config.recorder)?;
         let mut next_turn = meta.turn_count + 1;
         if recorder.is_enabled() {
-            read_events(recorder.path(), |e| {
-                if let EventKind::TurnStarted { turn_id } = &e.kind
-                    && let Some(n) = turn_number(turn_id)
-                {
-                    next_turn = next_turn.max(n + 1);
-                }
+            // Turn numbers only grow in the log: the last `turn.started` (read from the end,
+            // not the whole log) is past every earlier one.
+            let last = last_event_where(recorder.path(), |e| {
+                matches!(e.kind, EventKind::TurnStarted { .. })
             })?;
+            if let Some(EventKind::TurnStarted { turn_id }) = last.map(|e| e.kind)
+                && let Some(n) = turn_number(&turn_id)
+            {
+                next_turn = next_turn.max(n + 1);
+            }
         }
         Ok(Self {
             writer,
@@ -940,7 +943,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use freecode_core::rollout::Event;
-    use freecode_store::rollout::events_path;
+    use freecode_store::rollout::{events_path, read_events};
     use freecode_store::{Home, SessionStore};
 
     use super::*;

@@ -10,7 +10,8 @@ use freecode_core::rollout::replay::ReplayBuilder;
 use freecode_core::rollout::trace::{SpanStatus, TraceBuilder, build_trace};
 use freecode_core::rollout::{DenySource, Event, EventKind, ModelErrorKind};
 use freecode_store::rollout::{
-    ModelRequest, ModelResponse, Recorder, RecorderConfig, events_path, read_events,
+    ModelRequest, ModelResponse, Recorder, RecorderConfig, events_path, last_event_where,
+    read_events,
 };
 use freecode_store::{Durability, Home, StoreError};
 use proptest::prelude::*;
@@ -244,6 +245,42 @@ fn recorder_resumes_seq_from_the_tail_and_fences_a_torn_tail() {
         "ULIDs increase"
     );
     assert!(events.iter().all(|e| e.id.len() == 26));
+}
+
+#[test]
+fn the_last_matching_event_is_found_from_the_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    let id = SessionId::new("s-last").unwrap();
+    let path = events_path(&home, &id);
+    let is_turn = |e: &Event| matches!(e.kind, EventKind::TurnStarted { .. });
+    assert!(
+        last_event_where(&path, is_turn).unwrap().is_none(),
+        "no log"
+    );
+    {
+        let mut r = Recorder::open(&home, &id, rec_config(Durability::Never)).unwrap();
+        r.turn_started("turn-1-0").unwrap();
+        r.compact_occurred(10, 5).unwrap();
+        r.turn_started("turn-2-0").unwrap();
+        // More than one 64 KiB chunk after the match.
+        for _ in 0..2_000 {
+            r.compact_occurred(10, 5).unwrap();
+        }
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(br#"{"type":"turn.started","turnId":"turn-9-0","se"#);
+    std::fs::write(&path, &bytes).unwrap();
+    let last = last_event_where(&path, is_turn).unwrap().unwrap();
+    assert!(
+        matches!(&last.kind, EventKind::TurnStarted { turn_id } if turn_id == "turn-2-0"),
+        "a torn fragment is not an event: {last:?}"
+    );
+    assert!(
+        last_event_where(&path, |e| matches!(e.kind, EventKind::ModelResponse { .. }))
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
