@@ -69,6 +69,10 @@ impl Cli {
                 "cannot find a home directory: set FREECODE_HOME or pass --home".into(),
             )
         })?;
+        // A home someone else controls is refused before anything reads or writes it.
+        if !matches!(self.command, Command::Demo(_)) {
+            home.check()?;
+        }
         match self.command {
             Command::Session(cmd) => cmd.run(&home),
             Command::Trace(args) => args.run(&home),

@@ -73,6 +73,59 @@ pub enum StoreError {
     /// A compaction request that would break the log.
     #[error(transparent)]
     Compaction(#[from] CompactionError),
+    /// A symbolic link where the store expects a file or directory of its own: the store never
+    /// writes, truncates, renames or deletes through one (nor reads through one in its home).
+    #[error(
+        "{} is a symbolic link: freecode never follows links inside its home (remove the link, \
+         or run `freecode doctor --fix`)",
+        path.display()
+    )]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
+    /// Something other than what the store expects at a path (a directory for a file, a FIFO…).
+    #[error("{} is {found}, where freecode expects {expected}", path.display())]
+    WrongType {
+        /// The path.
+        path: PathBuf,
+        /// What is there ("a directory", "a FIFO", …).
+        found: &'static str,
+        /// What should be there ("a regular file", "a directory").
+        expected: &'static str,
+    },
+    /// A home (or a directory or file in it) that someone else controls, as ssh's StrictModes
+    /// refuses a `~/.ssh` others can write.
+    #[error("refusing to use {}: {why} (fix: {fix})", path.display())]
+    Unsafe {
+        /// The path.
+        path: PathBuf,
+        /// What is wrong ("owned by uid 1001, not by you (uid 1000)", …).
+        why: String,
+        /// The command that fixes it.
+        fix: String,
+    },
+    /// A file past the size a reader accepts for it.
+    #[error("{} is larger than {} ({what}); refusing to read it", path.display(), human_bytes(*cap))]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bound, in bytes.
+        cap: u64,
+        /// What the file is ("meta.json", "a summary file", …).
+        what: &'static str,
+    },
+}
+
+/// `12 MiB`, `512 KiB`, `300 bytes`.
+pub fn human_bytes(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
 }
 
 fn holder_text(pid: Option<u32>) -> String {

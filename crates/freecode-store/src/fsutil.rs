@@ -1,26 +1,230 @@
-//! Durability and permission primitives; every write in the store goes through these.
+//! Durability, permission and link-safety primitives; every write in the store goes through these.
 //!
 //! - Directories are created 0700 and files 0600 (SPEC §19.4: transcripts hold secrets).
 //! - [`write_atomic`] replaces a file so that after a crash at any instant it is the old or the
 //!   new one: temp file in the same directory → fsync → rename → fsync the directory.
 //! - Appends are one `write` of one whole line on a file opened with `O_APPEND`.
 //! - [`busy`] / [`exit_when_idle`]: a forced exit waits for the write in progress to finish.
+//!
+//! **Nothing is written, truncated, renamed or deleted through a symbolic link.** A home's root
+//! is registered ([`register_root`], done by [`crate::Home::new`]); every path below a registered
+//! root is reached by an `openat` walk from the root's descriptor, one component at a time with
+//! `O_NOFOLLOW | O_DIRECTORY`, and the last component is opened, created, renamed or unlinked
+//! relative to its parent's descriptor (`O_NOFOLLOW`, `renameat`, `unlinkat`), so a link planted
+//! anywhere below the home is an error naming it ([`StoreError::Symlink`]) instead of a
+//! redirection. The root itself may be a link: where the home lives is the user's choice.
+//!
+//! **A home that someone else controls is refused**, as ssh's StrictModes does: a directory on
+//! the walk (the root included) or a file opened for writing that is owned by another user or
+//! writable by group or others is a [`StoreError::Unsafe`] naming the path and the fix. One of
+//! ours that is merely readable by others (a home made by an older tool, a copied tree) is
+//! tightened to 0700/0600 the first time it is written through, with a log line.
+//!
+//! Reads open with `O_NOFOLLOW` too, check that they got a regular file, and [`read_bounded`]
+//! caps what they take.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::ffi::OsStr;
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
-use crate::error::{IoContext, Result};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::error::{IoContext, Result, StoreError};
 
 /// Mode of every directory the store creates.
 pub const DIR_MODE: u32 = 0o700;
 /// Mode of every file the store creates.
 pub const FILE_MODE: u32 = 0o600;
 
-/// Creates `dir` and its missing parents with mode 0700.
-pub fn create_dir_private(dir: &Path) -> Result<()> {
+/// The roots below which no link is followed (the homes this process has opened).
+static ROOTS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Registers `root` as a home: from now on every path below it is reached without following
+/// links. [`crate::Home::new`] calls this; a library user building paths by hand need not.
+pub fn register_root(root: &Path) {
+    let mut roots = ROOTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if !roots.iter().any(|r| r == root) {
+        roots.push(root.to_path_buf());
+    }
+}
+
+/// The registered root `path` lies in (the longest one), and the components below it.
+fn split_root(path: &Path) -> Option<(PathBuf, PathBuf)> {
+    let roots = ROOTS.lock().unwrap_or_else(PoisonError::into_inner);
+    roots
+        .iter()
+        .filter_map(|r| path.strip_prefix(r).ok().map(|rest| (r, rest)))
+        .max_by_key(|(r, _)| r.as_os_str().len())
+        .map(|(r, rest)| (r.clone(), rest.to_path_buf()))
+}
+
+/// What a directory walk is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// Only to reach it: modes are checked, nothing is changed.
+    Reach,
+    /// To write in it: loose modes of ours are tightened.
+    Write,
+    /// To write in it, creating what is missing (0700).
+    Create,
+}
+
+fn errno_io(e: Errno) -> std::io::Error {
+    std::io::Error::from(e)
+}
+
+fn type_name(ft: FileType) -> &'static str {
+    match ft {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Unknown => "an unknown kind of file",
+    }
+}
+
+/// Checks a directory or file of the home: owned by us, not writable by group or others; with
+/// `tighten`, one readable by others is made private (0700 or 0600), with a log line.
+fn check_owned(fd: BorrowedFd<'_>, path: &Path, tighten: bool) -> Result<rustix::fs::Stat> {
+    let st = rustix::fs::fstat(fd)
+        .map_err(errno_io)
+        .ctx("inspect", path)?;
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me {
+        return Err(StoreError::Unsafe {
+            path: path.to_path_buf(),
+            why: format!("it is owned by uid {}, not by you (uid {me})", st.st_uid),
+            fix: format!("chown -R {me} {}", path.display()),
+        });
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(StoreError::Unsafe {
+            path: path.to_path_buf(),
+            why: format!("it is writable by group or others (mode {mode:04o})"),
+            fix: format!("chmod go-w {}", path.display()),
+        });
+    }
+    if tighten && mode & 0o077 != 0 {
+        // Take group's and others' bits away; the owner's stay as they are (a read-only state
+        // directory stays read-only).
+        let private = mode & !0o077;
+        rustix::fs::fchmod(fd, Mode::from_raw_mode(private))
+            .map_err(errno_io)
+            .ctx("tighten the mode of", path)?;
+        tracing::warn!(
+            path = %path.display(),
+            was = format_args!("{mode:04o}"),
+            now = format_args!("{private:04o}"),
+            "tightened a home entry readable by others"
+        );
+    }
+    Ok(st)
+}
+
+/// Opens the entry `name` of the directory `dir` as a directory, never following a link;
+/// `path` is its full path, for errors.
+fn open_child_dir(dir: BorrowedFd<'_>, name: &OsStr, path: &Path, walk: Walk) -> Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        Err(Errno::NOENT) if walk == Walk::Create => {
+            match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(DIR_MODE)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(errno_io(e)).ctx("create directory", path),
+            }
+            rustix::fs::openat(dir, name, flags, Mode::empty())
+                .map_err(|e| classify(dir, name, path, e, "a directory"))
+        }
+        Err(e) => Err(classify(dir, name, path, e, "a directory")),
+    }
+}
+
+/// Turns an `openat` failure into a clear error: a link or a wrong kind of file is named.
+fn classify(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    path: &Path,
+    e: Errno,
+    expected: &'static str,
+) -> StoreError {
+    if matches!(e, Errno::LOOP | Errno::NOTDIR | Errno::ISDIR | Errno::NXIO)
+        && let Ok(st) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+    {
+        let ft = FileType::from_raw_mode(st.st_mode);
+        return if ft == FileType::Symlink {
+            StoreError::Symlink {
+                path: path.to_path_buf(),
+            }
+        } else {
+            StoreError::WrongType {
+                path: path.to_path_buf(),
+                found: type_name(ft),
+                expected,
+            }
+        };
+    }
+    StoreError::Io {
+        op: "open",
+        path: path.to_path_buf(),
+        source: errno_io(e),
+    }
+}
+
+/// Opens the directory `dir`. Below a registered root, no component is followed if it is a
+/// link, and each is checked ([`check_owned`]); outside any root, `dir` is opened as named.
+fn open_dir(dir: &Path, walk: Walk) -> Result<OwnedFd> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let Some((root, rest)) = split_root(dir) else {
+        if walk == Walk::Create {
+            create_dir_all_plain(dir)?;
+        }
+        return rustix::fs::openat(rustix::fs::CWD, dir, flags, Mode::empty())
+            .map_err(errno_io)
+            .ctx("open directory", dir);
+    };
+    if walk == Walk::Create {
+        create_dir_all_plain(&root)?;
+    }
+    let mut fd = rustix::fs::openat(rustix::fs::CWD, &root, flags, Mode::empty())
+        .map_err(errno_io)
+        .ctx("open directory", &root)?;
+    check_owned(fd.as_fd(), &root, walk != Walk::Reach)?;
+    let mut path = root;
+    for comp in rest.components() {
+        let Component::Normal(name) = comp else {
+            return Err(StoreError::Io {
+                op: "walk to",
+                path: dir.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a path below the home must not hold `.`, `..` or a root",
+                ),
+            });
+        };
+        path.push(name);
+        let child = open_child_dir(fd.as_fd(), name, &path, walk)?;
+        check_owned(child.as_fd(), &path, walk != Walk::Reach)?;
+        fd = child;
+    }
+    Ok(fd)
+}
+
+fn create_dir_all_plain(dir: &Path) -> Result<()> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(DIR_MODE)
@@ -28,44 +232,226 @@ pub fn create_dir_private(dir: &Path) -> Result<()> {
         .ctx("create directory", dir)
 }
 
+/// [`open_parent`] for a removal: `None` when the parent does not exist (nothing to remove).
+fn open_parent_to_remove(path: &Path) -> Result<Option<(OwnedFd, &OsStr)>> {
+    match open_parent(path, Walk::Write) {
+        Ok(p) => Ok(Some(p)),
+        Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The parent directory of `path` (opened by [`open_dir`]) and `path`'s last component.
+fn open_parent(path: &Path, walk: Walk) -> Result<(OwnedFd, &OsStr)> {
+    let name = path.file_name().ok_or_else(|| StoreError::Io {
+        op: "open",
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
+    })?;
+    let parent = path.parent().unwrap_or(Path::new("."));
+    Ok((open_dir(parent, walk)?, name))
+}
+
+/// Opens `name` in `dir` with `flags` (plus `O_NOFOLLOW | O_CLOEXEC`), creating it 0600 where
+/// `flags` says so, and checks that it is a regular file of ours (loose modes tightened).
+fn open_file_at(dir: BorrowedFd<'_>, name: &OsStr, path: &Path, flags: OFlags) -> Result<File> {
+    let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(FILE_MODE)).map_err(|e| {
+        if e == Errno::EXIST {
+            StoreError::Io {
+                op: "create",
+                path: path.to_path_buf(),
+                source: errno_io(e),
+            }
+        } else if e == Errno::NOENT {
+            StoreError::Io {
+                op: "open",
+                path: path.to_path_buf(),
+                source: errno_io(e),
+            }
+        } else {
+            classify(dir, name, path, e, "a regular file")
+        }
+    })?;
+    let st = check_owned(fd.as_fd(), path, true)?;
+    let ft = FileType::from_raw_mode(st.st_mode);
+    if ft != FileType::RegularFile {
+        return Err(StoreError::WrongType {
+            path: path.to_path_buf(),
+            found: type_name(ft),
+            expected: "a regular file",
+        });
+    }
+    if st.st_nlink > 1 {
+        return Err(StoreError::Unsafe {
+            path: path.to_path_buf(),
+            why: format!(
+                "it has {} hard links: writing it would change another file",
+                st.st_nlink
+            ),
+            fix: format!("cp {0} {0}.copy && mv {0}.copy {0}", path.display()),
+        });
+    }
+    // O_NONBLOCK only mattered for refusing a FIFO without hanging; a regular file ignores it,
+    // but clear it so the descriptor is an ordinary one.
+    let fl = rustix::fs::fcntl_getfl(&fd)
+        .map_err(errno_io)
+        .ctx("open", path)?;
+    rustix::fs::fcntl_setfl(&fd, fl - OFlags::NONBLOCK)
+        .map_err(errno_io)
+        .ctx("open", path)?;
+    Ok(File::from(fd))
+}
+
+/// Checks the directory `dir` as a write would reach it (no link below the home, owned by us,
+/// not writable by group or others), changing nothing.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    open_dir(dir, Walk::Reach).map(drop)
+}
+
+/// Fails with [`StoreError::Symlink`] if `path` is a link (for files opened by a library that
+/// takes a path, such as SQLite's side files); a missing `path` passes.
+pub fn refuse_link(path: &Path) -> Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(StoreError::Symlink {
+            path: path.to_path_buf(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Creates `dir` and its missing parents with mode 0700, following no link below the home.
+pub fn create_dir_private(dir: &Path) -> Result<()> {
+    open_dir(dir, Walk::Create).map(drop)
+}
+
 /// Creates `dir` (its parent must exist) with mode 0700; fails if it exists.
 pub fn create_dir_exclusive(dir: &Path) -> std::io::Result<()> {
-    fs::DirBuilder::new().mode(DIR_MODE).create(dir)
+    let to_io = |e: StoreError| match e {
+        StoreError::Io { source, .. } => source,
+        other => std::io::Error::other(other.to_string()),
+    };
+    let (parent, name) = open_parent(dir, Walk::Write).map_err(to_io)?;
+    rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(DIR_MODE)).map_err(errno_io)
 }
 
 /// Opens `path` for appending (and reading, to check its tail), creating it 0600 if missing.
 pub fn open_append(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(FILE_MODE)
-        .open(path)
-        .ctx("open for append", path)
+    let (dir, name) = open_parent(path, Walk::Write)?;
+    open_file_at(
+        dir.as_fd(),
+        name,
+        path,
+        OFlags::RDWR | OFlags::APPEND | OFlags::CREATE,
+    )
+}
+
+/// Opens `path` for reading and writing (creating it 0600, never truncating): a lock file.
+pub fn open_rw(path: &Path) -> Result<File> {
+    let (dir, name) = open_parent(path, Walk::Write)?;
+    open_file_at(dir.as_fd(), name, path, OFlags::RDWR | OFlags::CREATE)
 }
 
 /// Creates an empty file 0600, open for reading and writing; fails if it exists.
 pub fn create_new(path: &Path) -> Result<File> {
-    OpenOptions::new()
+    let (dir, name) = open_parent(path, Walk::Write)?;
+    open_file_at(
+        dir.as_fd(),
+        name,
+        path,
+        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
+    )
+}
+
+/// Opens `path` for reading: never through a link (`O_NOFOLLOW`), and only a regular file
+/// (a FIFO is refused without blocking). Not found is `ErrorKind::NotFound`.
+pub fn open_read(path: &Path) -> std::io::Result<File> {
+    let file = fs::OpenOptions::new()
         .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
+        .custom_flags(libc_flags(OFlags::NOFOLLOW | OFlags::NONBLOCK))
         .open(path)
-        .ctx("create", path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(Errno::LOOP.raw_os_error()) {
+                std::io::Error::other(format!(
+                    "{} is a symbolic link, which freecode does not follow",
+                    path.display()
+                ))
+            } else {
+                e
+            }
+        })?;
+    let ft = file.metadata()?.file_type();
+    if !ft.is_file() {
+        let found = if ft.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        };
+        return Err(std::io::Error::other(format!(
+            "{} is {found}, where freecode expects a regular file",
+            path.display()
+        )));
+    }
+    let fd = OwnedFd::from(file);
+    let fl = rustix::fs::fcntl_getfl(&fd).map_err(errno_io)?;
+    rustix::fs::fcntl_setfl(&fd, fl - OFlags::NONBLOCK).map_err(errno_io)?;
+    Ok(File::from(fd))
+}
+
+fn libc_flags(f: OFlags) -> i32 {
+    // `OFlags` bits are the kernel's `O_*` values; they fit an `i32`.
+    i32::try_from(f.bits()).unwrap_or(0)
+}
+
+/// Reads a whole file of at most `cap` bytes (`what` names it in the error past that):
+/// `Ok(None)` when it does not exist. Never through a link; a FIFO or device is refused.
+pub fn read_bounded(path: &Path, cap: u64, what: &'static str) -> Result<Option<Vec<u8>>> {
+    let file = match open_read(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).ctx("read", path),
+    };
+    // Refuse by the size first: a 2 GB meta.json must cost one fstat, not 2 GB of reading.
+    if file.metadata().is_ok_and(|m| m.len() > cap) {
+        return Err(StoreError::TooLarge {
+            path: path.to_path_buf(),
+            cap,
+            what,
+        });
+    }
+    read_capped(file, path, cap, what).map(Some)
+}
+
+/// Reads at most `cap` bytes from `r` (a file, a pipe, a device), failing past them.
+pub fn read_capped(r: impl Read, path: &Path, cap: u64, what: &'static str) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    r.take(cap.saturating_add(1))
+        .read_to_end(&mut buf)
+        .ctx("read", path)?;
+    if buf.len() as u64 > cap {
+        return Err(StoreError::TooLarge {
+            path: path.to_path_buf(),
+            cap,
+            what,
+        });
+    }
+    Ok(buf)
 }
 
 /// fsyncs a directory, making a rename or create in it durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+    let fd = open_dir(dir, Walk::Reach)?;
+    rustix::fs::fsync(&fd)
+        .map_err(errno_io)
         .ctx("fsync directory", dir)
 }
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A temp-file path beside `path`, unique within this process and across processes.
-pub fn temp_path_for(path: &Path) -> std::path::PathBuf {
+pub fn temp_path_for(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -74,57 +460,98 @@ pub fn temp_path_for(path: &Path) -> std::path::PathBuf {
     path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
 }
 
-/// Writes `bytes` to a fresh temp file beside `path` (0600) and returns its path; with `sync`
-/// its data is on disk before this returns.
-pub fn write_temp(path: &Path, bytes: &[u8], sync: bool) -> Result<std::path::PathBuf> {
-    let tmp = temp_path_for(path);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
-        .open(&tmp)
-        .ctx("create", &tmp)?;
+/// Writes `bytes` to a fresh temp file in `dir` (0600); with `sync` its data is on disk first.
+fn write_temp_at(dir: BorrowedFd<'_>, tmp: &Path, bytes: &[u8], sync: bool) -> Result<()> {
+    let name = tmp.file_name().unwrap_or_default();
+    let mut f = open_file_at(
+        dir,
+        name,
+        tmp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
+    )?;
     let res = f
         .write_all(bytes)
         .and_then(|()| if sync { f.sync_all() } else { Ok(()) });
     if let Err(e) = res {
-        let _ = fs::remove_file(&tmp);
-        return Err(e).ctx("write", &tmp);
+        let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+        return Err(e).ctx("write", tmp);
     }
+    Ok(())
+}
+
+/// Writes `bytes` to a fresh temp file beside `path` (0600) and returns its path; with `sync`
+/// its data is on disk before this returns.
+pub fn write_temp(path: &Path, bytes: &[u8], sync: bool) -> Result<PathBuf> {
+    let tmp = temp_path_for(path);
+    let (dir, _) = open_parent(path, Walk::Write)?;
+    write_temp_at(dir.as_fd(), &tmp, bytes, sync)?;
     Ok(tmp)
+}
+
+fn replace_at(path: &Path, bytes: &[u8], sync_data: bool, sync_dir: bool) -> Result<()> {
+    let _busy = busy();
+    let (dir, name) = open_parent(path, Walk::Write)?;
+    let tmp = temp_path_for(path);
+    let tmp_name = tmp.file_name().unwrap_or_default();
+    write_temp_at(dir.as_fd(), &tmp, bytes, sync_data)?;
+    // `renameat` replaces whatever `name` is (a planted link included) and never follows it.
+    if let Err(e) = rustix::fs::renameat(&dir, tmp_name, &dir, name) {
+        let _ = rustix::fs::unlinkat(&dir, tmp_name, AtFlags::empty());
+        return Err(errno_io(e)).ctx("rename into", path);
+    }
+    if sync_dir {
+        rustix::fs::fsync(&dir)
+            .map_err(errno_io)
+            .ctx("fsync directory", path.parent().unwrap_or(Path::new(".")))?;
+    }
+    Ok(())
 }
 
 /// Atomically replaces `path` with `bytes`. With `sync`, the data and the rename are durable
 /// when this returns; without it the replacement is still all-or-nothing for a process crash.
 pub fn write_atomic(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
-    let _busy = busy();
-    let tmp = write_temp(path, bytes, sync)?;
-    if let Err(e) = fs::rename(&tmp, path) {
-        let _ = fs::remove_file(&tmp);
-        return Err(e).ctx("rename into", path);
-    }
-    if sync {
-        // `Path::parent` of a bare file name is "", which names the current directory.
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        sync_dir(dir)?;
-    }
-    Ok(())
+    replace_at(path, bytes, sync, sync)
 }
 
 /// Like [`write_atomic`] with `sync`, but without the directory fsync: after a crash the file is
 /// still the old one or the new one (the new data is on disk before the rename), but the rename
 /// itself may be lost. For frequent updates whose latest value can be rebuilt (turn counters).
 pub fn write_atomic_relaxed(path: &Path, bytes: &[u8]) -> Result<()> {
-    let _busy = busy();
-    let tmp = write_temp(path, bytes, true)?;
-    if let Err(e) = fs::rename(&tmp, path) {
-        let _ = fs::remove_file(&tmp);
-        return Err(e).ctx("rename into", path);
+    replace_at(path, bytes, true, false)
+}
+
+/// Renames `from` to `to` (both reached without following links; a link at either end is
+/// moved or replaced itself, never followed).
+pub fn rename(from: &Path, to: &Path) -> Result<()> {
+    let (src, src_name) = open_parent(from, Walk::Write)?;
+    let (dst, dst_name) = open_parent(to, Walk::Write)?;
+    rustix::fs::renameat(&src, src_name, &dst, dst_name)
+        .map_err(errno_io)
+        .ctx("rename into", to)
+}
+
+/// Removes the file (or link) `path`; `Ok(false)` when it was not there.
+pub fn remove_file(path: &Path) -> Result<bool> {
+    let Some((dir, name)) = open_parent_to_remove(path)? else {
+        return Ok(false);
+    };
+    match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT) => Ok(false),
+        Err(e) => Err(errno_io(e)).ctx("remove", path),
     }
-    Ok(())
+}
+
+/// Removes the directory `dir` if it is empty; `Ok(false)` when it is not there or not empty.
+pub fn remove_empty_dir(dir: &Path) -> Result<bool> {
+    let Some((parent, name)) = open_parent_to_remove(dir)? else {
+        return Ok(false);
+    };
+    match rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR) {
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT | Errno::NOTEMPTY | Errno::EXIST) => Ok(false),
+        Err(e) => Err(errno_io(e)).ctx("remove", dir),
+    }
 }
 
 /// Appends one line (`line` plus `\n`) to a small append-only log, as one `write`, then makes it
@@ -149,23 +576,86 @@ pub fn append_line(path: &Path, line: &[u8]) -> Result<()> {
         .ctx("append to", path)
 }
 
-/// Reads a whole file; `Ok(None)` when it does not exist.
+/// Reads a whole file; `Ok(None)` when it does not exist. Never through a link.
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).ctx("read", path),
-    }
+    read_bounded(path, u64::MAX, "a file")
 }
 
-/// Removes a directory tree if present. A symlink is removed, never followed.
+/// Removes a directory tree if present. Nothing is followed: a link (at `path` or anywhere
+/// inside) is removed itself, and a link among `path`'s parents below the home is an error.
 pub fn remove_tree(path: &Path) -> Result<bool> {
-    match fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => fs::remove_dir_all(path).ctx("remove", path).map(|()| true),
-        Ok(_) => fs::remove_file(path).ctx("remove", path).map(|()| true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e).ctx("inspect", path),
+    let Some((dir, name)) = open_parent_to_remove(path)? else {
+        return Ok(false);
+    };
+    remove_entry(dir.as_fd(), name, path)
+}
+
+fn remove_entry(dir: BorrowedFd<'_>, name: &OsStr, path: &Path) -> Result<bool> {
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Ok(false),
+        Err(e) => return Err(errno_io(e)).ctx("inspect", path),
+    };
+    if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let sub = rustix::fs::openat(dir, name, flags, Mode::empty())
+            .map_err(|e| classify(dir, name, path, e, "a directory"))?;
+        let entries = rustix::fs::Dir::read_from(&sub)
+            .map_err(errno_io)
+            .ctx("list", path)?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(errno_io).ctx("list", path)?;
+            let n = entry.file_name().to_bytes();
+            if n != b"." && n != b".." {
+                names.push(std::ffi::OsString::from(
+                    <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(n),
+                ));
+            }
+        }
+        for n in names {
+            remove_entry(sub.as_fd(), &n, &path.join(&n))?;
+        }
+        match rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(errno_io(e)).ctx("remove", path),
+        }
+    } else {
+        match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(errno_io(e)).ctx("remove", path),
+        }
     }
+    Ok(true)
+}
+
+/// The entries of the directory `dir` that are not links (a link is skipped with a warning):
+/// `(name, is_dir)`. `Ok(None)` when `dir` does not exist.
+pub fn list_dir(dir: &Path) -> Result<Option<Vec<(std::ffi::OsString, bool)>>> {
+    let rd = match fs::symlink_metadata(dir) {
+        Ok(m)
+            if m.file_type().is_symlink()
+                && split_root(dir).is_some_and(|(_, r)| !r.as_os_str().is_empty()) =>
+        {
+            return Err(StoreError::Symlink {
+                path: dir.to_path_buf(),
+            });
+        }
+        Ok(_) => fs::read_dir(dir).ctx("list", dir)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).ctx("inspect", dir),
+    };
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry = entry.ctx("list", dir)?;
+        let ft = entry.file_type().ctx("inspect", entry.path())?;
+        if ft.is_symlink() {
+            tracing::warn!(path = %entry.path().display(), "skipped a symbolic link in the home");
+            continue;
+        }
+        out.push((entry.file_name(), ft.is_dir()));
+    }
+    Ok(Some(out))
 }
 
 /// Writes in progress in this process (appends and whole-file rewrites), for [`exit_when_idle`].

@@ -13,6 +13,9 @@ use crate::fsutil;
 /// Environment variable that overrides the home directory.
 pub const HOME_ENV: &str = "FREECODE_HOME";
 
+/// The most `config.json` may hold.
+pub const CONFIG_MAX_BYTES: u64 = 1 << 20;
+
 /// The root of freecode's data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Home {
@@ -20,9 +23,12 @@ pub struct Home {
 }
 
 impl Home {
-    /// A home at `root` (not created until something is written).
+    /// A home at `root` (not created until something is written). From now on nothing below
+    /// `root` is reached through a link ([`fsutil::register_root`]).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        let root = root.into();
+        fsutil::register_root(&root);
+        Self { root }
     }
 
     /// `explicit` (a `--home` flag) if given, else `$FREECODE_HOME`, else `$HOME/.freecode`.
@@ -82,13 +88,43 @@ impl Home {
     /// not parse (with a warning) — the original falls back to its defaults the same way.
     pub fn read_config(&self) -> serde_json::Value {
         let path = self.config_file();
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        match fsutil::read_bounded(&path, CONFIG_MAX_BYTES, "config.json") {
+            Ok(Some(bytes)) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
                 tracing::warn!(path = %path.display(), error = %e, "config.json is not valid JSON; using defaults");
                 serde_json::Value::Null
             }),
-            Err(_) => serde_json::Value::Null,
+            Ok(None) => serde_json::Value::Null,
+            Err(e) => {
+                tracing::warn!(error = %e, "config.json cannot be read; using defaults");
+                serde_json::Value::Null
+            }
         }
+    }
+
+    /// Refuses a home that someone else controls, as ssh's StrictModes does: the root, or one
+    /// of the directories freecode keeps in it, owned by another user or writable by group or
+    /// others, or a link where one of those directories should be. A home that does not exist
+    /// yet passes (it will be created private).
+    pub fn check(&self) -> Result<()> {
+        if !self.root.exists() {
+            return Ok(());
+        }
+        fsutil::check_dir(&self.root)?;
+        for sub in [
+            "sessions",
+            "state",
+            "rollout",
+            "rollout/sessions",
+            "memory",
+            "remote",
+            "projects",
+        ] {
+            let dir = self.root.join(sub);
+            if std::fs::symlink_metadata(&dir).is_ok() {
+                fsutil::check_dir(&dir)?;
+            }
+        }
+        Ok(())
     }
 
     /// Creates the root and `sessions/` (0700) where missing. Existing directories are left as

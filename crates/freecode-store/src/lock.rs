@@ -4,14 +4,12 @@
 //! is released when the [`SessionLock`] is dropped or the process dies (the kernel drops it), so
 //! a crash never leaves a session locked.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, Result, StoreError};
-use crate::fsutil::FILE_MODE;
 
 /// File name of the lock inside a session directory.
 pub const LOCK_FILE: &str = ".lock";
@@ -37,14 +35,9 @@ impl SessionLock {
     /// Acquires the lock of the session in `session_dir`.
     pub fn acquire(session_dir: &Path, id: &str, wait: LockWait) -> Result<Self> {
         let path = session_dir.join(LOCK_FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .open(&path)
-            .ctx("open lock", &path)?;
+        // Never through a link: a planted `.lock` link would have the pid written over the
+        // first bytes of its target.
+        let mut file = crate::fsutil::open_rw(&path)?;
         match wait {
             LockWait::Block => file.lock().ctx("lock", &path)?,
             LockWait::Fail => match file.try_lock() {

@@ -549,7 +549,7 @@ pub fn last_event_where(
     path: &Path,
     mut pick: impl FnMut(&Event) -> bool,
 ) -> Result<Option<Event>> {
-    let file = match File::open(path) {
+    let file = match fsutil::open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).ctx("open", path),
@@ -587,7 +587,7 @@ pub struct ReadReport {
 /// Parsing blocks on several threads was measured slower here: an untyped `RawEvent` is large,
 /// and materialising a block of them costs more than the parse it parallelises.
 pub fn read_events(path: &Path, mut on_event: impl FnMut(Event)) -> Result<Option<ReadReport>> {
-    let file = match File::open(path) {
+    let file = match fsutil::open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).ctx("open", path),

@@ -362,6 +362,9 @@ fn memory_root(home: &Home, project_path: &str) -> PathBuf {
         .join("memory")
 }
 
+/// The most one project memory entry (`<name>.md`) may hold.
+const MEMORY_ENTRY_MAX_BYTES: u64 = 1 << 20;
+
 /// Reads the project's memory entries (`projects/<slug>/memory/<type>/<name>.md`).
 pub fn project_memories(home: &Home, project_path: &str) -> Result<Vec<MemoryEntry>, StoreError> {
     let root = memory_root(home, project_path);
@@ -379,7 +382,12 @@ pub fn project_memories(home: &Home, project_path: &str) -> Result<Vec<MemoryEnt
             .collect();
         files.sort();
         for path in files {
-            let text = std::fs::read_to_string(&path).ctx("read", &path)?;
+            let Some(bytes) =
+                fsutil::read_bounded(&path, MEMORY_ENTRY_MAX_BYTES, "a memory entry")?
+            else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
             let modified = std::fs::metadata(&path)
                 .and_then(|m| m.modified())
                 .ok()

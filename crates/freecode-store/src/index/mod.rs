@@ -229,7 +229,11 @@ impl SessionIndex {
                 continue;
             }
             let path = f.dir.join(META_FILE);
-            let Ok(bytes) = fs::read(&path) else { continue };
+            let Ok(Some(bytes)) =
+                crate::fsutil::read_bounded(&path, crate::session::META_MAX_BYTES, "meta.json")
+            else {
+                continue;
+            };
             let meta: SessionMeta = match serde_json::from_slice(&bytes) {
                 Ok(m) => m,
                 Err(e) => {
@@ -352,7 +356,7 @@ impl SessionIndex {
 
     /// Opens a file for indexing; `None` when it is gone.
     pub(crate) fn open_log(path: &Path) -> Result<Option<File>> {
-        match File::open(path) {
+        match crate::fsutil::open_read(path) {
             Ok(f) => Ok(Some(f)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e).ctx("open", path),

@@ -16,7 +16,7 @@ use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use serde::Serialize;
 
 use crate::error::{IoContext, Result, StoreError};
-use crate::fsutil::{self, create_dir_exclusive, create_dir_private, read_optional, write_atomic};
+use crate::fsutil::{self, create_dir_exclusive, create_dir_private, write_atomic};
 use crate::home::Home;
 use crate::jsonl::{self, LineIssue};
 use crate::lock::LockWait;
@@ -214,8 +214,21 @@ fn new_uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// The most a `meta.json` may hold (the original's are a few hundred bytes; a title or an
+/// unknown field may be long, a 2 GB one is not a meta).
+pub const META_MAX_BYTES: u64 = 4 << 20;
+/// The most a compaction memory (`memory/<id>/memory.json`) may hold.
+pub const MEMORY_MAX_BYTES: u64 = 64 << 20;
+/// The most a `context-cache.json` may hold.
+pub const CONTEXT_CACHE_MAX_BYTES: u64 = 64 << 20;
+
 fn read_meta_file(path: &Path) -> Result<SessionMeta> {
-    let bytes = fs::read(path).ctx("read", path)?;
+    let bytes =
+        fsutil::read_bounded(path, META_MAX_BYTES, "meta.json")?.ok_or_else(|| StoreError::Io {
+            op: "read",
+            path: path.to_owned(),
+            source: std::io::ErrorKind::NotFound.into(),
+        })?;
     serde_json::from_slice(&bytes).map_err(|source| StoreError::BadJson {
         path: path.to_owned(),
         source,
@@ -239,6 +252,7 @@ impl SessionStore {
 
     /// A store with explicit settings.
     pub fn with_config(home: Home, config: StoreConfig) -> Result<Self> {
+        home.check()?;
         home.ensure()?;
         Ok(Self { home, config })
     }
@@ -275,7 +289,9 @@ impl SessionStore {
         };
         for entry in entries {
             let entry = entry.ctx("list", &sessions)?;
-            if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            if entry.file_name().as_encoded_bytes().starts_with(b".")
+                || entry.file_type().is_ok_and(|t| t.is_symlink())
+            {
                 continue;
             }
             let dir = entry.path().join(id.as_str());
@@ -332,6 +348,7 @@ impl SessionStore {
                 Ok(rd) => rd
                     .filter_map(|e| e.ok())
                     .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
+                    .filter(|e| !e.file_type().is_ok_and(|t| t.is_symlink()))
                     .map(|e| e.path())
                     .collect(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -339,12 +356,26 @@ impl SessionStore {
             },
         };
         let mut candidates = Vec::new();
+        let mut problems = Vec::new();
         for pd in &project_dirs {
+            // A link where a project directory should be is named, never followed.
+            if fs::symlink_metadata(pd).is_ok_and(|m| m.file_type().is_symlink()) {
+                problems.push((
+                    pd.clone(),
+                    StoreError::Symlink { path: pd.clone() }.to_string(),
+                ));
+                continue;
+            }
             let Ok(rd) = fs::read_dir(pd) else { continue };
             for e in rd.filter_map(|e| e.ok()) {
                 let name = e.file_name();
                 let Some(name) = name.to_str() else { continue };
                 if SessionId::new(name).is_ok() {
+                    if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                        let path = e.path();
+                        problems.push((path.clone(), StoreError::Symlink { path }.to_string()));
+                        continue;
+                    }
                     candidates.push(e.path().join(META_FILE));
                 }
             }
@@ -365,7 +396,7 @@ impl SessionStore {
             }
             (ok, bad)
         };
-        let (mut metas, problems) = if candidates.len() >= 512 {
+        let (mut metas, read_problems) = if candidates.len() >= 512 {
             let mid = candidates.len() / 2;
             let (a, b) = candidates.split_at(mid);
             std::thread::scope(|s| {
@@ -391,6 +422,7 @@ impl SessionStore {
             status_ok && project_ok
         });
         sort_newest_first(&mut metas);
+        problems.extend(read_problems);
         Ok(Listing {
             sessions: metas,
             problems,
@@ -412,7 +444,7 @@ impl SessionStore {
         on_issue: impl FnMut(LineIssue),
     ) -> Result<()> {
         let path = self.locate(id)?.messages();
-        let file = match File::open(&path) {
+        let file = match fsutil::open_read(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e).ctx("open", &path),
@@ -428,13 +460,14 @@ impl SessionStore {
     /// The context cache, or `None` when absent, empty or unparsable (as the original).
     pub fn context_cache(&self, id: &SessionId) -> Result<Option<ContextCache>> {
         let path = self.locate(id)?.context_cache();
-        Ok(read_optional(&path)?.and_then(|b| serde_json::from_slice(&b).ok()))
+        let bytes = fsutil::read_bounded(&path, CONTEXT_CACHE_MAX_BYTES, "context-cache.json")?;
+        Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
     }
 
     /// The compaction memory (`memory/<id>/memory.json`), if any.
     pub fn compaction_memory(&self, id: &SessionId) -> Result<Option<CompactionMemory>> {
         let path = self.home.memory_file(id);
-        match read_optional(&path)? {
+        match fsutil::read_bounded(&path, MEMORY_MAX_BYTES, "memory.json")? {
             None => Ok(None),
             Some(b) => serde_json::from_slice(&b)
                 .map(Some)
@@ -521,16 +554,16 @@ impl SessionStore {
                 }
                 write_atomic(path, bytes, true)?;
             }
-            fs::rename(&staging, &paths.dir).ctx("rename into", &paths.dir)?;
+            fsutil::rename(&staging, &paths.dir)?;
             fsutil::sync_dir(&project_dir)
         })();
         if result.is_err() {
             let _ = fsutil::remove_tree(&staging);
             for (path, _) in &extras {
-                let _ = fs::remove_file(path);
+                let _ = fsutil::remove_file(path);
                 if let Some(dir) = path.parent() {
                     // Only if empty: the directories are this session's own.
-                    let _ = fs::remove_dir(dir);
+                    let _ = fsutil::remove_empty_dir(dir);
                 }
             }
         }
@@ -645,7 +678,7 @@ impl SessionStore {
                 // Take the directory out of sight first: a crash mid-removal leaves no half
                 // session, and the next purge finds the renamed directory.
                 let doomed = parent.join(format!(".purge-{id}-{}", new_uuid()));
-                fs::rename(&dir, &doomed).ctx("rename", &dir)?;
+                fsutil::rename(&dir, &doomed)?;
                 fsutil::sync_dir(&parent)?;
                 drop(writer);
                 fsutil::remove_tree(&doomed)?;
@@ -680,6 +713,9 @@ impl SessionStore {
             return Ok(found);
         };
         for project in projects.filter_map(|e| e.ok()) {
+            if project.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
             let Ok(children) = fs::read_dir(project.path()) else {
                 continue;
             };
@@ -717,7 +753,11 @@ impl SessionStore {
         };
         create_dir_exclusive(&dst.dir).ctx("create directory", &dst.dir)?;
         copy_complete_lines(&src.messages(), &dst.messages())?;
-        if let Some(cache) = read_optional(&src.context_cache())? {
+        if let Some(cache) = fsutil::read_bounded(
+            &src.context_cache(),
+            CONTEXT_CACHE_MAX_BYTES,
+            "context-cache.json",
+        )? {
             write_atomic(&dst.context_cache(), &cache, false)?;
         }
         if let Some(memory) = self.compaction_memory(id)? {
@@ -739,7 +779,7 @@ impl SessionStore {
         meta.parent_id = Some(id.to_string());
         meta.turn_count = parent.turn_count;
         if self.sync_rewrites() {
-            File::open(dst.messages())
+            fsutil::open_read(&dst.messages())
                 .and_then(|f| f.sync_all())
                 .ctx("fsync", dst.messages())?;
         }
@@ -776,10 +816,7 @@ impl SessionStore {
     pub fn clear_context_cache(&self, id: &SessionId) -> Result<()> {
         let w = self.writer(id)?;
         let path = w.paths.context_cache();
-        match fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).ctx("remove", &path),
-            _ => Ok(()),
-        }
+        fsutil::remove_file(&path).map(drop)
     }
 
     /// Completes a compaction interrupted by a crash, if one is pending and nobody holds the
@@ -810,7 +847,7 @@ const LOAD_BLOCK: usize = 8 * 1024 * 1024;
 /// Reads a whole `messages.jsonl`; a missing file is an empty log. Peak memory is the messages
 /// plus one block of the file.
 pub fn read_messages_at(path: &Path) -> Result<MessageLog> {
-    let file = match File::open(path) {
+    let file = match fsutil::open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(MessageLog::default()),
         Err(e) => return Err(e).ctx("open", path),
@@ -839,7 +876,7 @@ pub fn read_messages_at(path: &Path) -> Result<MessageLog> {
 /// Copies `src` to a new file `dst` (0600) with the kernel's copy, then cuts any torn tail.
 fn copy_complete_lines(src: &Path, dst: &Path) -> Result<()> {
     let mut out = fsutil::create_new(dst)?;
-    match File::open(src) {
+    match fsutil::open_read(src) {
         Ok(mut input) => {
             std::io::copy(&mut input, &mut out).ctx("copy into", dst)?;
         }

@@ -11,8 +11,8 @@ use freecode_core::message::{Part, Role};
 use freecode_core::{CONTINUE_MESSAGE, SessionId, SessionMeta, SessionStatus, StoredMessage};
 
 use super::{
-    CompactionOutcome, Durability, MESSAGES_FILE, SessionContext, SessionPaths, SessionStore,
-    TORN_FILE, new_uuid, read_messages_at, read_meta_file, torn_tail_start,
+    COMPACTION_JOURNAL, CompactionOutcome, Durability, MESSAGES_FILE, SessionContext, SessionPaths,
+    SessionStore, TORN_FILE, new_uuid, read_messages_at, read_meta_file, torn_tail_start,
 };
 use crate::error::{IoContext, Result, StoreError};
 use crate::fsutil::{self, create_dir_private, read_optional, write_atomic, write_temp};
@@ -98,15 +98,32 @@ impl SessionWriter {
 
     fn recover_compaction(&mut self) -> Result<()> {
         let journal_path = self.paths.journal();
-        let Some(bytes) = read_optional(&journal_path)? else {
+        let Some(bytes) = fsutil::read_bounded(&journal_path, 1 << 20, "a compaction journal")?
+        else {
             self.remove_stale_temps();
             return Ok(());
         };
-        // The journal was written atomically, so it parses unless someone edited it.
-        let j: Journal = serde_json::from_slice(&bytes).map_err(|source| StoreError::BadJson {
-            path: journal_path.clone(),
-            source,
-        })?;
+        // The journal was written atomically, so it parses unless someone edited it: a garbage
+        // one is set aside (not a commit point of ours), never left to block every write.
+        let j: Journal = match serde_json::from_slice(&bytes) {
+            Ok(j) => j,
+            Err(e) => {
+                let aside = self
+                    .paths
+                    .dir
+                    .join(format!("{COMPACTION_JOURNAL}.bad-{}", crate::now_ms()));
+                fsutil::rename(&journal_path, &aside)?;
+                fsutil::sync_dir(&self.paths.dir)?;
+                tracing::warn!(
+                    path = %journal_path.display(),
+                    aside = %aside.display(),
+                    error = %e,
+                    "set aside a compaction journal that does not parse"
+                );
+                self.remove_stale_temps();
+                return Ok(());
+            }
+        };
         let memory_dir = self.store.home.memory_dir(&self.id);
         for (dir, tmp, target) in [
             (&self.paths.dir, &j.messages, MESSAGES_FILE),
@@ -114,11 +131,11 @@ impl SessionWriter {
         ] {
             let tmp = dir.join(Path::new(tmp).file_name().unwrap_or_default());
             if tmp.exists() {
-                fs::rename(&tmp, dir.join(target)).ctx("rename into", dir.join(target))?;
+                fsutil::rename(&tmp, &dir.join(target))?;
                 fsutil::sync_dir(dir)?;
             }
         }
-        fs::remove_file(&journal_path).ctx("remove", &journal_path)?;
+        fsutil::remove_file(&journal_path)?;
         fsutil::sync_dir(&self.paths.dir)?;
         self.log = fsutil::open_append(&self.paths.messages())?;
         tracing::warn!(session = %self.id, "completed a compaction interrupted by a crash");
@@ -133,7 +150,7 @@ impl SessionWriter {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
                 if name.starts_with('.') && name.ends_with(".tmp") {
-                    let _ = fs::remove_file(e.path());
+                    let _ = fsutil::remove_file(&e.path());
                 }
             }
         }

@@ -15,10 +15,10 @@
 //! `store.json.corrupt-<ms>` by the next mutation, never overwritten.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{File, OpenOptions};
+
 use std::hash::{Hash, Hasher};
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -439,7 +439,7 @@ impl JsonThreadStore {
     /// Brings the cache up to date with the file. With `exclusive` (the lock is held), a file
     /// that does not parse is moved aside.
     fn refresh(&self, c: &mut Cache, exclusive: bool) -> Result<()> {
-        let mut file = match File::open(&self.path) {
+        let mut file = match fsutil::open_read(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if !c.loaded || c.stamp.is_some() || c.corrupt.is_some() {
@@ -485,7 +485,7 @@ impl JsonThreadStore {
                 super::JSON_FILE,
                 crate::now_ms()
             ));
-            std::fs::rename(&self.path, &aside).ctx("move aside", &self.path)?;
+            fsutil::rename(&self.path, &aside)?;
             tracing::warn!(path = %self.path.display(), moved_to = %aside.display(),
                 "moved the unreadable thread store file aside");
             c.corrupt = None;
@@ -506,14 +506,7 @@ impl JsonThreadStore {
     fn mutate<T>(&self, f: impl FnOnce(&mut Doc, i64) -> Result<(T, bool)>) -> Result<T> {
         let mut c = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         fsutil::create_dir_private(self.dir())?;
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(fsutil::FILE_MODE)
-            .open(&self.lock_path)
-            .ctx("open lock", &self.lock_path)?;
+        let lock = fsutil::open_rw(&self.lock_path)?;
         lock.lock().ctx("lock", &self.lock_path)?;
         self.refresh(&mut c, true)?;
         let now = crate::now_ms();
@@ -597,12 +590,8 @@ impl ThreadStore for JsonThreadStore {
             }
             Ok((removed, removed))
         })?;
-        if is_file_safe(id) {
-            match std::fs::remove_file(&per_thread) {
-                Ok(()) => return Ok(true),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e).ctx("remove", &per_thread),
-            }
+        if is_file_safe(id) && fsutil::remove_file(&per_thread)? {
+            return Ok(true);
         }
         Ok(removed)
     }

@@ -26,7 +26,7 @@ use super::types::{
     StoredTurnItemsView, ThreadFilter, ThreadStatus, ThreadUpdate, search_matches,
 };
 use super::{BackendKind, ThreadStore, migrate, unique_id};
-use crate::error::{IoContext, Result, StoreError};
+use crate::error::{Result, StoreError};
 
 /// How long a statement waits for another connection's lock before failing.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -146,6 +146,11 @@ impl SqliteThreadStore {
     }
 
     fn try_open(path: &Path) -> std::result::Result<Self, OpenError> {
+        // SQLite opens by path: refuse a link at the database or at any of its side files
+        // (the database itself is also opened with SQLITE_OPEN_NOFOLLOW).
+        for side in ["", "-wal", "-shm", "-journal"] {
+            crate::fsutil::refuse_link(&side_file(path, side)).map_err(OpenError::Other)?;
+        }
         check_header(path)?;
         if !path.exists() {
             // Created here so that it gets the store's 0600 (SQLite gives -wal/-shm the same).
@@ -164,7 +169,11 @@ impl SqliteThreadStore {
                 }
             }
         };
-        let conn = Connection::open(path).map_err(classify("open database"))?;
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .map_err(classify("open database"))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(classify("configure database"))?;
         // A full quick_check reads every page: affordable on a small database, seconds on a
@@ -252,7 +261,7 @@ fn check_header(path: &Path) -> std::result::Result<(), OpenError> {
             source: e,
         })
     };
-    let f = match std::fs::File::open(path) {
+    let f = match crate::fsutil::open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io(e)),
@@ -289,13 +298,13 @@ fn move_aside(path: &Path) -> Result<PathBuf> {
         n += 1;
     };
     if path.exists() {
-        std::fs::rename(path, &target).ctx("move aside", path)?;
+        crate::fsutil::rename(path, &target)?;
     }
     for side in ["-wal", "-shm", "-journal"] {
         let from = side_file(path, side);
         if from.exists() {
             let to = side_file(&target, side);
-            std::fs::rename(&from, &to).ctx("move aside", &from)?;
+            crate::fsutil::rename(&from, &to)?;
         }
     }
     Ok(target)

@@ -7,6 +7,7 @@
 mod bad_input;
 mod compat;
 mod crash;
+mod hostile;
 mod index;
 mod rollout;
 mod rollout_crash;
