@@ -24,17 +24,14 @@ const NO_ENDPOINT: &str =
     "No OTLP endpoint. Pass --otlp-endpoint <url> or set OTEL_EXPORTER_OTLP_ENDPOINT.";
 
 /// Writes the OTLP/JSON document of `trace` to `path`: compact JSON plus a newline, created
-/// 0600 in a temp file beside `path`, synced, then renamed over it.
+/// 0600 in a temp file beside `path`, synced, then renamed over it (see
+/// `fsutil::write_user_file` for `-`, FIFOs and devices).
 pub fn write_file(trace: &Trace, path: &Path) -> anyhow::Result<()> {
     let mut bytes = serde_json::to_vec(&trace_to_otlp(trace))?;
     bytes.push(b'\n');
-    // A bare file name has an empty parent; name the current directory so that the directory
-    // holding the rename can be synced.
-    let path = match path.parent() {
-        Some(p) if p.as_os_str().is_empty() => Path::new(".").join(path),
-        _ => path.to_path_buf(),
-    };
-    freecode_store::fsutil::write_atomic(&path, &bytes, true)?;
+    // `-` is stdout; a FIFO or device is streamed into, never replaced; a missing directory
+    // is an error.
+    freecode_store::fsutil::write_user_file(path, &bytes)?;
     Ok(())
 }
 

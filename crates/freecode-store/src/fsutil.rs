@@ -658,6 +658,94 @@ pub fn list_dir(dir: &Path) -> Result<Option<Vec<(std::ffi::OsString, bool)>>> {
     Ok(Some(out))
 }
 
+/// Where [`write_user_file`] put the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// `-`: standard output.
+    Stdout,
+    /// Something that is not a regular file (a FIFO, a terminal, `/dev/stdout`, a device): the
+    /// bytes were written into it as a stream; it was not replaced.
+    Stream(PathBuf),
+    /// A regular file, replaced atomically (at this path: the target of a link the user named).
+    File(PathBuf),
+}
+
+/// Writes `bytes` to an output the user named (`--file F`, `--otlp F`): `-` is standard
+/// output; a FIFO, a terminal or a device is written into as a stream and never replaced; a
+/// regular file (or the file a link the user named points to) is replaced atomically, 0600. A
+/// missing parent directory is an error, not created.
+pub fn write_user_file(path: &Path, bytes: &[u8]) -> Result<Written> {
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        out.write_all(bytes)
+            .and_then(|()| out.flush())
+            .ctx("write", "standard output")?;
+        return Ok(Written::Stdout);
+    }
+    match fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(StoreError::WrongType {
+            path: path.to_path_buf(),
+            found: "a directory",
+            expected: "a file to write",
+        }),
+        Ok(m) if !m.is_file() => {
+            // No O_CREAT, no O_TRUNC: a stream is written into as it is.
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .ctx("open", path)?;
+            f.write_all(bytes)
+                .and_then(|()| f.flush())
+                .ctx("write", path)?;
+            Ok(Written::Stream(path.to_path_buf()))
+        }
+        Ok(_) => {
+            // A link the user named is their choice: replace the file it points to.
+            let target = if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+                fs::canonicalize(path).ctx("resolve", path)?
+            } else {
+                path.to_path_buf()
+            };
+            write_atomic(&bare_to_relative(&target), bytes, true)?;
+            Ok(Written::File(target))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if fs::symlink_metadata(path).is_ok() {
+                return Err(StoreError::WrongType {
+                    path: path.to_path_buf(),
+                    found: "a dangling symbolic link",
+                    expected: "a file to write",
+                });
+            }
+            let parent = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if !parent.is_dir() {
+                return Err(StoreError::Io {
+                    op: "write",
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("directory {} does not exist", parent.display()),
+                    ),
+                });
+            }
+            write_atomic(&bare_to_relative(path), bytes, true)?;
+            Ok(Written::File(path.to_path_buf()))
+        }
+        Err(e) => Err(e).ctx("inspect", path),
+    }
+}
+
+/// `./name` for a bare `name`, so that its directory can be opened and synced.
+fn bare_to_relative(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if p.as_os_str().is_empty() => Path::new(".").join(path),
+        _ => path.to_path_buf(),
+    }
+}
+
 /// Writes in progress in this process (appends and whole-file rewrites), for [`exit_when_idle`].
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 /// Set once the process has decided to exit: no new write starts after it.

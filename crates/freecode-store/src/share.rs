@@ -308,24 +308,26 @@ pub fn import_bundle(
     })
 }
 
-/// Writes a bundle to `remote/<id>.json` (or `path`), pretty, 0600, atomically; returns the path.
+/// Writes a bundle to `remote/<id>.json` (or the user's `path`, see
+/// [`fsutil::write_user_file`]), pretty, 0600, atomically; returns the path (`-` for stdout).
 pub fn save_to_remote(
     home: &Home,
     bundle: &Bundle,
     path: Option<&Path>,
 ) -> Result<PathBuf, ShareError> {
-    let path = match path {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let id = SessionId::new(bundle.meta.id.clone()).map_err(StoreError::from)?;
-            home.remote_dir().join(format!("{}.json", id.as_str()))
-        }
-    };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        create_dir_private(dir)?;
-    }
     let mut bytes = serde_json::to_vec_pretty(bundle).unwrap_or_default();
     bytes.push(b'\n');
+    if let Some(p) = path {
+        // A file the user named: `-` is stdout, a FIFO or device is streamed into, a missing
+        // directory is an error.
+        return Ok(match fsutil::write_user_file(p, &bytes)? {
+            fsutil::Written::Stdout => PathBuf::from("-"),
+            fsutil::Written::Stream(p) | fsutil::Written::File(p) => p,
+        });
+    }
+    let id = SessionId::new(bundle.meta.id.clone()).map_err(StoreError::from)?;
+    let path = home.remote_dir().join(format!("{}.json", id.as_str()));
+    create_dir_private(&home.remote_dir())?;
     write_atomic(&path, &bytes, true)?;
     Ok(path)
 }

@@ -92,7 +92,7 @@ pub struct CompactArgs {
     /// User turns to keep (at least 1).
     #[arg(long, value_name = "N")]
     keep: usize,
-    /// File holding the summary of what is trimmed.
+    /// File holding the summary of what is trimmed (`-`: standard input; at most 16 MiB).
     #[arg(long, value_name = "F")]
     summary_file: PathBuf,
     /// Print the outcome as JSON.
@@ -135,9 +135,7 @@ impl SessionCommand {
             }
             Self::Compact(a) => {
                 let id = parse_id(&a.id)?;
-                let summary = std::fs::read_to_string(&a.summary_file).with_context(|| {
-                    format!("cannot read summary file {}", a.summary_file.display())
-                })?;
+                let summary = read_summary(&a.summary_file)?;
                 if summary.trim().is_empty() {
                     return Err(UserError(format!(
                         "summary file {} is empty",
@@ -403,4 +401,27 @@ fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
     }
     let removed = store.purge(&id)?;
     print_line(&format!("purged {id} ({} path(s) removed)", removed.len()))
+}
+
+/// The most a compaction summary file may hold.
+const SUMMARY_MAX_BYTES: u64 = 16 << 20;
+
+/// Reads `--summary-file` (`-`: standard input), bounded: `/dev/zero` is an error, not 24 GB.
+fn read_summary(path: &std::path::Path) -> anyhow::Result<String> {
+    use freecode_store::fsutil::read_capped;
+    let bytes = if path.as_os_str() == "-" {
+        read_capped(
+            std::io::stdin().lock(),
+            path,
+            SUMMARY_MAX_BYTES,
+            "a summary file",
+        )
+    } else {
+        let file = std::fs::File::open(path)
+            .with_context(|| format!("cannot read summary file {}", path.display()))?;
+        read_capped(file, path, SUMMARY_MAX_BYTES, "a summary file")
+    }
+    .map_err(|e| UserError(e.to_string()))?;
+    String::from_utf8(bytes)
+        .map_err(|_| UserError(format!("summary file {} is not UTF-8", path.display())).into())
 }

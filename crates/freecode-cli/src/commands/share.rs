@@ -35,7 +35,8 @@ pub struct ExportArgs {
     /// Share server base URL [default: syncEndpoint of config.json].
     #[arg(long, value_name = "URL", conflicts_with = "file")]
     to: Option<String>,
-    /// Write the bundle to a file instead (no value: remote/<id>.json in the home).
+    /// Write the bundle to a file instead (no value: remote/<id>.json in the home; `-`: stdout;
+    /// a FIFO or device is written into, never replaced; the directory must exist).
     #[arg(long, value_name = "F", num_args = 0..=1)]
     file: Option<Option<PathBuf>>,
     /// Share lifetime: 30m, 12h, 7d … [default: syncUrlExpiryDays of config.json, else 7d].
@@ -237,6 +238,10 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
     let file = a.file.flatten();
     let path = share::save_to_remote(store.home(), &bundle, file.as_deref())?;
     note_redactions(&bundle);
+    if path.as_os_str() == "-" {
+        // The bundle itself went to stdout: nothing else goes there.
+        return Ok(());
+    }
     if a.json {
         return print_json(&serde_json::json!({
             "file": path, "redactions": bundle.redactions.len(),
