@@ -45,6 +45,8 @@ pub enum Command {
     /// The share server.
     #[command(subcommand)]
     Sync(commands::share::SyncCommand),
+    /// Report leftovers, damage, links and loose modes in the home; `--fix` repairs them.
+    Doctor(commands::doctor::DoctorArgs),
     /// Everything offline in one go, in a fresh home: a scripted agent run, the session list,
     /// its trace, and a share through an embedded server imported back.
     Demo(commands::demo::DemoArgs),
@@ -70,7 +72,8 @@ impl Cli {
             )
         })?;
         // A home someone else controls is refused before anything reads or writes it.
-        if !matches!(self.command, Command::Demo(_)) {
+        // (The doctor examines such a home: reporting it is its job.)
+        if !matches!(self.command, Command::Demo(_) | Command::Doctor(_)) {
             home.check()?;
         }
         match self.command {
@@ -84,6 +87,7 @@ impl Cli {
             Command::Serve(args) => args.run(&home),
             Command::Share(cmd) => cmd.run(&home),
             Command::Sync(cmd) => cmd.run(&home),
+            Command::Doctor(args) => args.run(&home),
             Command::Demo(args) => args.run(explicit_home),
         }
     }

@@ -542,6 +542,18 @@ pub fn remove_file(path: &Path) -> Result<bool> {
     }
 }
 
+/// Sets the permission bits of the file or directory `path` (never through a link) to `mode`:
+/// `freecode doctor --fix` taking group's and others' bits away.
+pub fn tighten(path: &Path, mode: u32) -> Result<()> {
+    let (dir, name) = open_parent(path, Walk::Reach)?;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(&dir, name, flags, Mode::empty())
+        .map_err(|e| classify(dir.as_fd(), name, path, e, "a file or directory"))?;
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))
+        .map_err(errno_io)
+        .ctx("change the mode of", path)
+}
+
 /// Removes the directory `dir` if it is empty; `Ok(false)` when it is not there or not empty.
 pub fn remove_empty_dir(dir: &Path) -> Result<bool> {
     let Some((parent, name)) = open_parent_to_remove(dir)? else {

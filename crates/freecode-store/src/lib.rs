@@ -9,7 +9,9 @@
 //! - [`SessionStore`] and [`SessionWriter`] are the session operations of SPEC §8 with the
 //!   §19 bugs fixed.
 //! - [`share`] exports a session as a redacted bundle and imports one as a new session.
+//! - [`doctor`] finds leftovers, damage and loose modes in a home, and repairs them on request.
 
+pub mod doctor;
 pub mod error;
 pub mod fsutil;
 pub mod home;

@@ -66,3 +66,20 @@ impl SessionLock {
         &self.path
     }
 }
+
+/// Whether a process holds the lock of the directory `dir`, found without creating or
+/// changing anything: `Some(pid)` (the pid it wrote, if any) when held, `None` when free or
+/// when there is no lock file.
+pub fn holder(dir: &Path) -> Option<Option<u32>> {
+    let path = dir.join(LOCK_FILE);
+    let mut file = crate::fsutil::open_read(&path).ok()?;
+    match file.try_lock_shared() {
+        Ok(()) => None,
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut s = String::new();
+            let _ = file.read_to_string(&mut s);
+            Some(s.trim().parse().ok())
+        }
+        Err(std::fs::TryLockError::Error(_)) => None,
+    }
+}

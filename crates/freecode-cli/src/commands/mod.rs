@@ -1,6 +1,7 @@
 //! One module per top-level command.
 
 pub mod demo;
+pub mod doctor;
 pub mod index;
 pub mod run;
 pub mod serve;

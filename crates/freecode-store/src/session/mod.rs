@@ -19,7 +19,7 @@ use crate::error::{IoContext, Result, StoreError};
 use crate::fsutil::{self, create_dir_exclusive, create_dir_private, write_atomic};
 use crate::home::Home;
 use crate::jsonl::{self, LineIssue};
-use crate::lock::LockWait;
+use crate::lock::{LockWait, SessionLock};
 use crate::rollout::RecorderConfig;
 
 mod writer;
@@ -529,6 +529,9 @@ impl SessionStore {
             dir: staging.clone(),
         };
         create_dir_exclusive(&staging).ctx("create directory", &staging)?;
+        // Held while the session is made: `freecode doctor` clears a staging directory only
+        // when no process holds it. The lock file moves with the directory's rename.
+        let _making = SessionLock::acquire(&staging, id.as_str(), LockWait::Fail)?;
         let extras = extra_files(&id);
         let _busy = fsutil::busy();
         let result = (|| {
@@ -604,6 +607,8 @@ impl SessionStore {
                 }
             }
         })?;
+        // Held until meta.json is written (see `fork`).
+        let _making = SessionLock::acquire(&paths.dir, id.as_str(), LockWait::Fail)?;
         let now = self.now();
         let meta = SessionMeta::new(
             id,
@@ -752,6 +757,9 @@ impl SessionStore {
             dir: project_dir.join(new_id.as_str()),
         };
         create_dir_exclusive(&dst.dir).ctx("create directory", &dst.dir)?;
+        // Held until the fork's meta.json is written: a fork cut short by a crash is a
+        // directory without meta.json that no process holds, which `freecode doctor` clears.
+        let _making = SessionLock::acquire(&dst.dir, new_id.as_str(), LockWait::Fail)?;
         copy_complete_lines(&src.messages(), &dst.messages())?;
         if let Some(cache) = fsutil::read_bounded(
             &src.context_cache(),

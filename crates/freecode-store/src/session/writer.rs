@@ -98,14 +98,18 @@ impl SessionWriter {
 
     fn recover_compaction(&mut self) -> Result<()> {
         let journal_path = self.paths.journal();
-        let Some(bytes) = fsutil::read_bounded(&journal_path, 1 << 20, "a compaction journal")?
-        else {
-            self.remove_stale_temps();
-            return Ok(());
+        let parsed = match fsutil::read_bounded(&journal_path, 1 << 20, "a compaction journal") {
+            Ok(None) => {
+                self.remove_stale_temps();
+                return Ok(());
+            }
+            Ok(Some(bytes)) => serde_json::from_slice::<Journal>(&bytes).map_err(|e| e.to_string()),
+            Err(e @ StoreError::TooLarge { .. }) => Err(e.to_string()),
+            Err(e) => return Err(e),
         };
         // The journal was written atomically, so it parses unless someone edited it: a garbage
         // one is set aside (not a commit point of ours), never left to block every write.
-        let j: Journal = match serde_json::from_slice(&bytes) {
+        let j: Journal = match parsed {
             Ok(j) => j,
             Err(e) => {
                 let aside = self

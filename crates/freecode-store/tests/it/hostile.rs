@@ -463,3 +463,25 @@ fn oversized_files_are_refused_by_size_not_read() {
         Err(StoreError::TooLarge { .. })
     ));
 }
+
+#[test]
+fn a_garbage_compaction_journal_is_set_aside_and_never_blocks_writes() {
+    for garbage in [&b"garbage"[..], &vec![b'{'; 2 << 20][..]] {
+        let t = TestHome::new();
+        let id = t.create("/p");
+        let journal = t.dir(&id).join("compaction.pending");
+        std::fs::write(&journal, garbage).unwrap();
+        let mut w = t.store.writer(&id).unwrap();
+        w.append(&text_msg("m1", Role::User, "still writable"))
+            .unwrap();
+        drop(w);
+        assert!(!journal.exists());
+        let aside: Vec<_> = std::fs::read_dir(t.dir(&id))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("compaction.pending.bad-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "the garbage is kept for inspection");
+        assert_eq!(t.store.messages(&id).unwrap().messages.len(), 1);
+    }
+}
