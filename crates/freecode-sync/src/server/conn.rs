@@ -104,6 +104,11 @@ struct Conn {
 }
 
 impl Conn {
+    /// The client address the per-address cap counts (an IPv4-mapped IPv6 address as IPv4).
+    fn ip(&self) -> IpAddr {
+        self.peer.ip().to_canonical()
+    }
+
     fn phase(&self) -> MutexGuard<'_, Phase> {
         self.phase.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -168,7 +173,7 @@ struct Table {
 impl Table {
     fn remove(&mut self, id: u64) -> Option<Arc<Conn>> {
         let conn = self.conns.remove(&id)?;
-        let ip = conn.peer.ip();
+        let ip = conn.ip();
         if let Some(n) = self.per_ip.get_mut(&ip) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -224,14 +229,14 @@ impl Tracker {
 
     /// Registers a new connection from `peer`, evicting an idle one past a cap.
     fn admit(self: &Arc<Self>, peer: SocketAddr) -> Result<Registered, Refused> {
-        let ip = peer.ip();
+        let ip = peer.ip().to_canonical();
         let mut table = self.table();
         let per_ip_cap = self
             .limits
             .max_connections_per_ip
             .min(self.limits.max_connections);
         if table.per_ip.get(&ip).copied().unwrap_or(0) >= per_ip_cap
-            && !table.evict_oldest_idle(|c| c.peer.ip() == ip)
+            && !table.evict_oldest_idle(|c| c.ip() == ip)
         {
             return Err(Refused::PerIp);
         }
@@ -609,6 +614,9 @@ mod tests {
             t.admit(addr([10, 0, 0, 4], 1)),
             Err(Refused::Overall)
         ));
+        // An IPv4-mapped IPv6 peer counts as its IPv4 address.
+        let mapped: SocketAddr = "[::ffff:10.0.0.1]:5".parse().unwrap();
+        assert!(matches!(t.admit(mapped), Err(Refused::PerIp)));
         // Releasing frees the slot; a dropped evicted entry does not count twice.
         drop(b2);
         drop(b1);
