@@ -1081,3 +1081,101 @@ fn past_a_cap_with_every_connection_busy_the_new_one_is_closed_at_once() {
     }
     assert_eq!(blob_count(dir.path()), 2);
 }
+
+#[test]
+fn a_client_that_stops_reading_a_response_is_cut_at_the_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        idle_timeout: Duration::from_secs(1),
+        ..config(dir.path())
+    })
+    .unwrap();
+    // Bigger than the socket buffers on both sides can hold.
+    let size = 12 << 20;
+    let up = upload(
+        &agent(),
+        &server.url,
+        &random_bytes(size),
+        "application/octet-stream",
+    );
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(64 * 1024).unwrap();
+        let stream = socket
+            .connect(server.addr)
+            .await
+            .unwrap()
+            .into_std()
+            .unwrap();
+        stream.set_nonblocking(false).unwrap();
+        stream
+    });
+    stream
+        .write_all(format!("GET /{} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", up.code).as_bytes())
+        .unwrap();
+    // Not reading: the server's writes stop making progress.
+    std::thread::sleep(Duration::from_secs(4));
+    let (bytes, closed) = until_closed(&mut stream, Duration::from_secs(15));
+    eprintln!(
+        "stalled reader: got {} of {size} body bytes before the close",
+        bytes.len()
+    );
+    assert!(closed, "still open");
+    assert!(
+        bytes.len() < size,
+        "the whole response arrived: {}",
+        bytes.len()
+    );
+    assert!(support::wait_until(Duration::from_secs(5), || {
+        let logs = logged();
+        logs.contains("client stopped reading the response")
+            || logs.contains("the end of a response not being read")
+    }));
+
+    // A client that reads slowly but steadily gets all of it, however long that takes.
+    let mut slow = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(64 * 1024).unwrap();
+        let stream = socket
+            .connect(server.addr)
+            .await
+            .unwrap()
+            .into_std()
+            .unwrap();
+        stream.set_nonblocking(false).unwrap();
+        stream
+    });
+    slow.write_all(
+        format!(
+            "GET /{} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+            up.code
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    let mut got = Vec::with_capacity(size + 1024);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = slow.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let took = started.elapsed();
+    eprintln!("steady slow reader: {} bytes in {took:?}", got.len());
+    assert!(got.len() > size, "{} of {size}", got.len());
+    assert!(
+        took > Duration::from_secs(2),
+        "not slow enough to test anything: {took:?}"
+    );
+}

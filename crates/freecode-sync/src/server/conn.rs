@@ -8,7 +8,8 @@
 //!   `header_timeout` of the accept, so a silent socket is closed then;
 //! - receiving a head (some bytes in, no request yet) — complete within `header_timeout` of
 //!   the first byte, so a head sent a line at a time is cut;
-//! - idle keep-alive (a response done, no new byte) — closed after `idle_timeout`;
+//! - idle keep-alive (a response done, no new byte) — closed after `idle_timeout` from the
+//!   last byte written (hyper may still be flushing the end of the response);
 //! - busy (a request in the handlers) — no deadline here: the handlers' request and body
 //!   timeouts bound it (see [`super::limits`]);
 //! - responding (the response body is being written) — closed when a write makes no
@@ -84,7 +85,10 @@ impl Closed {
     fn describe(self) -> &'static str {
         match self {
             Self::HeaderTimeout => "request head not received in time: closing the connection",
-            Self::IdleTimeout => "keep-alive connection idle too long: closing it",
+            Self::IdleTimeout => {
+                "keep-alive connection idle too long (no new request, or the end of a \
+                 response not being read): closing it"
+            }
             Self::WriteStalled => "client stopped reading the response: closing the connection",
             Self::Evicted => "connection cap reached: closing this idle connection for a new one",
         }
@@ -130,10 +134,16 @@ impl Conn {
         }
     }
 
-    /// A write made progress: a response being written is not stalled.
+    /// A write made progress: a response being written is not stalled. That includes the
+    /// idle phase, as hyper lets go of a response body before it has flushed all of it.
     fn on_write(&self) {
         let mut phase = self.phase();
-        if let Phase::Responding { since } = &mut *phase {
+        if let Phase::Responding { since }
+        | Phase::Idle {
+            since,
+            fresh: false,
+        } = &mut *phase
+        {
             // No wake-up needed: the watchdog re-checks the phase when its deadline comes.
             *since = Instant::now();
         }
