@@ -1179,3 +1179,33 @@ fn a_client_that_stops_reading_a_response_is_cut_at_the_idle_timeout() {
         "not slow enough to test anything: {took:?}"
     );
 }
+
+#[test]
+fn shutdown_closes_idle_connections_at_once_and_lets_a_request_in_flight_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let addr = server.addr;
+    let mut idle = TcpStream::connect(addr).unwrap();
+    assert!(healthz_on(&mut idle).starts_with("HTTP/1.1 200"));
+    let mut busy = raw(addr, &upload_head(1000), &[3; 500]);
+    std::thread::sleep(Duration::from_millis(300));
+
+    let stopping = std::thread::spawn(move || server.shutdown());
+    // The idle connection goes first, while the upload is still waiting for its body.
+    let (bytes, closed) = until_closed(&mut idle, Duration::from_secs(4));
+    assert!(
+        closed && bytes.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&bytes)
+    );
+    assert!(!stopping.is_finished());
+    assert!(support::wait_until(Duration::from_secs(5), || {
+        TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err()
+    }));
+    // The request in flight completes within the grace period.
+    busy.write_all(&[3; 500]).unwrap();
+    let reply = read_all(&mut busy);
+    assert!(reply.starts_with("HTTP/1.1 201"), "{reply:?}");
+    stopping.join().unwrap().unwrap();
+    assert_eq!(blob_count(dir.path()), 1);
+}
