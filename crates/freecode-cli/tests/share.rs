@@ -725,3 +725,168 @@ fn the_rollout_log_travels_on_request_renumbered_for_the_new_session() {
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["events"], 0);
 }
+
+/// A `freecode sync serve` child on a free loopback port, killed if a test fails before it
+/// stops it.
+struct ServeChild {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+}
+
+impl ServeChild {
+    fn start(home: &Path, extra: &[&str]) -> Self {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let child = common::freecode(home)
+            .args(["sync", "serve", "--listen", &addr.to_string()])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let server = Self { child, addr };
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !agent
+            .get(format!("http://{addr}/healthz"))
+            .call()
+            .is_ok_and(|r| r.status() == 200)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    /// SIGTERM, then its log.
+    fn stop(mut self) -> String {
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+        let mut log = String::new();
+        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut log).unwrap();
+        log
+    }
+}
+
+impl Drop for ServeChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads until the peer closes (true) or `bound` passes without a byte (false).
+fn closed_within(stream: &mut std::net::TcpStream, bound: Duration) -> (String, bool) {
+    use std::io::Read as _;
+    stream.set_read_timeout(Some(bound)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break false;
+            }
+            Err(_) => break true,
+        }
+    };
+    (String::from_utf8_lossy(&out).into_owned(), closed)
+}
+
+#[test]
+fn sync_serve_flags_set_the_connection_timeouts_and_caps() {
+    use std::io::Write as _;
+    use std::net::TcpStream;
+    use std::time::Instant;
+
+    let ctx = Ctx::new();
+    let home = ctx.other_home("server-home");
+    let server = ServeChild::start(
+        &home,
+        &[
+            "--header-timeout",
+            "1s",
+            "--idle-timeout",
+            "2",
+            "--body-timeout",
+            "1000ms",
+        ],
+    );
+    // Header timeout: a silent socket is closed after about a second (the default is 10 s).
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(server.addr).unwrap();
+    let (bytes, closed) = closed_within(&mut silent, Duration::from_secs(8));
+    let took = started.elapsed();
+    assert!(closed && bytes.is_empty(), "{took:?} {bytes:?}");
+    assert!(took >= Duration::from_millis(900), "{took:?}");
+
+    // Idle timeout: a keep-alive connection is closed two seconds after its response.
+    let mut kept = TcpStream::connect(server.addr).unwrap();
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let started = Instant::now();
+    let (reply, closed) = closed_within(&mut kept, Duration::from_secs(8));
+    let took = started.elapsed();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply:?}");
+    assert!(closed, "{took:?}");
+    assert!(took >= Duration::from_millis(1800), "{took:?}");
+
+    // Body timeout: a body still coming after a second gets 408 (the default is 30 s).
+    let mut slow = TcpStream::connect(server.addr).unwrap();
+    slow.write_all(b"POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\npart")
+        .unwrap();
+    let (reply, closed) = closed_within(&mut slow, Duration::from_secs(8));
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
+    assert!(reply.contains("request body timed out"), "{reply:?}");
+    assert!(closed);
+    let log = server.stop();
+    assert!(log.contains("header_timeout_s=1"), "{log}");
+    assert!(log.contains("request head not received in time"), "{log}");
+
+    // Per-address cap: with one connection allowed, a second evicts the idle first.
+    let server = ServeChild::start(&home, &["--max-connections-per-ip", "1"]);
+    let mut first = TcpStream::connect(server.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut second = TcpStream::connect(server.addr).unwrap();
+    let (bytes, closed) = closed_within(&mut first, Duration::from_secs(8));
+    assert!(closed && bytes.is_empty(), "{bytes:?}");
+    second
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let (reply, _) = closed_within(&mut second, Duration::from_secs(8));
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply:?}");
+    let log = server.stop();
+    assert!(log.contains("max_connections_per_ip=1"), "{log}");
+
+    // Unusable values are refused before anything starts.
+    for (flag, value) in [
+        ("--idle-timeout", "0"),
+        ("--header-timeout", "10d"),
+        ("--max-connections", "0"),
+    ] {
+        let out = common::freecode(&home)
+            .args(["sync", "serve", "--listen", "127.0.0.1:0", flag, value])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flag} {value}");
+        assert!(stderr(&out).contains(flag), "{flag}: {}", stderr(&out));
+    }
+}

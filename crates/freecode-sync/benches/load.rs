@@ -211,6 +211,8 @@ fn main() -> ExitCode {
     let handle = server::spawn(ServerConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         store,
+        // Every client thread connects from 127.0.0.1.
+        max_connections_per_ip: ServerConfig::default().max_connections,
         ..ServerConfig::default()
     })
     .expect("starting the share server");

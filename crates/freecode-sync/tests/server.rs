@@ -755,3 +755,457 @@ fn logs_never_carry_a_whole_code() {
     }
     assert_eq!(find_code(&logs), None, "{logs}");
 }
+
+/// Reads until the server closes the connection or `bound` passes without a byte: the bytes
+/// read, and whether the server closed it (end of stream or a reset, not the bound).
+fn until_closed(stream: &mut TcpStream, bound: Duration) -> (Vec<u8>, bool) {
+    stream.set_read_timeout(Some(bound)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return (out, true),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return (out, false);
+            }
+            Err(_) => return (out, true),
+        }
+    }
+}
+
+/// Sends `GET /healthz` on `stream` and reads its whole response (the connection stays open).
+fn healthz_on(stream: &mut TcpStream) -> String {
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "closed mid-response: {:?}",
+            String::from_utf8_lossy(&out)
+        );
+        out.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .unwrap();
+            if out.len() >= end + 4 + len {
+                return text;
+            }
+        }
+    }
+}
+
+/// A connection from a given loopback address (any of 127/8 reaches a 127.0.0.1 listener).
+fn connect_from(local: [u8; 4], to: SocketAddr) -> TcpStream {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from((local, 0))).unwrap();
+        let stream = socket.connect(to).await.unwrap();
+        let stream = stream.into_std().unwrap();
+        stream.set_nonblocking(false).unwrap();
+        stream
+    })
+}
+
+#[test]
+fn a_silent_socket_is_closed_after_the_header_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        header_timeout: Duration::from_secs(1),
+        ..config(dir.path())
+    })
+    .unwrap();
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(server.addr).unwrap();
+    let (bytes, closed) = until_closed(&mut silent, Duration::from_secs(15));
+    let took = started.elapsed();
+    eprintln!("silent socket closed after {took:?}");
+    assert!(closed, "still open after {took:?}");
+    assert!(bytes.is_empty(), "{:?}", String::from_utf8_lossy(&bytes));
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    assert!(support::wait_until(Duration::from_secs(5), || {
+        logged().contains("request head not received in time")
+    }));
+    // A prompt client on a fresh connection is unaffected.
+    assert!(healthz_on(&mut TcpStream::connect(server.addr).unwrap()).starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn a_head_sent_a_line_at_a_time_is_cut_at_the_header_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        header_timeout: Duration::from_secs(1),
+        ..config(dir.path())
+    })
+    .unwrap();
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    // A new header line every 250 ms for 12 s: each one is progress, none ends the head.
+    let trickle = std::thread::spawn(move || {
+        let mut sent = 0;
+        if writer.write_all(b"GET /healthz HTTP/1.1\r\n").is_err() {
+            return sent;
+        }
+        for i in 0..48 {
+            std::thread::sleep(Duration::from_millis(250));
+            if writer
+                .write_all(format!("X-Slow-{i}: y\r\n").as_bytes())
+                .is_err()
+            {
+                break;
+            }
+            sent += 1;
+        }
+        sent
+    });
+    let (bytes, closed) = until_closed(&mut stream, Duration::from_secs(15));
+    let took = started.elapsed();
+    let lines = trickle.join().unwrap();
+    eprintln!("slow head cut after {took:?} ({lines} header lines written)");
+    assert!(closed, "still open after {took:?}");
+    assert!(bytes.is_empty(), "{:?}", String::from_utf8_lossy(&bytes));
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    assert!(lines < 48, "every line was taken: {lines}");
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        header_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(3),
+        ..config(dir.path())
+    })
+    .unwrap();
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    assert!(healthz_on(&mut stream).starts_with("HTTP/1.1 200"));
+    // Idle longer than the header timeout but within the idle timeout: still usable.
+    std::thread::sleep(Duration::from_millis(1800));
+    assert!(healthz_on(&mut stream).starts_with("HTTP/1.1 200"));
+    // Requests keep it alive well past the idle timeout counted from the accept.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(1000));
+        assert!(healthz_on(&mut stream).starts_with("HTTP/1.1 200"));
+    }
+    let idle_from = Instant::now();
+    let (bytes, closed) = until_closed(&mut stream, Duration::from_secs(15));
+    let took = idle_from.elapsed();
+    eprintln!("idle keep-alive connection closed after {took:?}");
+    assert!(closed, "still open after {took:?}");
+    assert!(bytes.is_empty(), "{:?}", String::from_utf8_lossy(&bytes));
+    assert!(
+        took >= Duration::from_millis(2700) && took < Duration::from_secs(9),
+        "{took:?}"
+    );
+    assert!(support::wait_until(Duration::from_secs(5), || {
+        logged().contains("keep-alive connection idle too long")
+    }));
+}
+
+#[test]
+fn a_trickling_body_is_cut_with_408_at_the_body_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        body_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(30),
+        ..config(dir.path())
+    })
+    .unwrap();
+    let started = Instant::now();
+    let mut stream = raw(server.addr, &upload_head(1000), &[1; 10]);
+    let mut writer = stream.try_clone().unwrap();
+    // 10 bytes every 200 ms: the 1000 bytes would take 20 s.
+    let trickle = std::thread::spawn(move || {
+        for _ in 0..60 {
+            std::thread::sleep(Duration::from_millis(200));
+            if writer.write_all(&[1; 10]).is_err() {
+                break;
+            }
+        }
+    });
+    let (bytes, closed) = until_closed(&mut stream, Duration::from_secs(15));
+    let took = started.elapsed();
+    let reply = String::from_utf8_lossy(&bytes).into_owned();
+    eprintln!("trickling body cut after {took:?}");
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
+    assert!(reply.contains("request body timed out"), "{reply:?}");
+    assert!(
+        reply.to_ascii_lowercase().contains("connection: close"),
+        "{reply:?}"
+    );
+    assert!(closed, "connection left open after the 408");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    drop(stream);
+    trickle.join().unwrap();
+    assert_eq!(blob_count(dir.path()), 0);
+    // A body sent at once is within any body timeout.
+    let up = upload(
+        &agent(),
+        &server.url,
+        &random_bytes(256 * 1024),
+        "application/octet-stream",
+    );
+    assert_eq!(get(&agent(), &server.url, &up.code).status, 200);
+}
+
+#[test]
+fn silent_sockets_past_the_caps_do_not_starve_healthz() {
+    let dir = tempfile::tempdir().unwrap();
+    let per_ip = 8;
+    let max = 16;
+    let server = server::spawn(ServerConfig {
+        // Long: it is the caps that must keep /healthz reachable here, not the timeout.
+        header_timeout: Duration::from_secs(60),
+        max_connections: max,
+        max_connections_per_ip: per_ip,
+        ..config(dir.path())
+    })
+    .unwrap();
+
+    // Per address: 8 + 24 silent sockets from 127.0.0.1.
+    let attack = per_ip + 24;
+    let mut silent: Vec<TcpStream> = (0..attack)
+        .map(|_| TcpStream::connect(server.addr).unwrap())
+        .collect();
+    // The oldest is closed as soon as it is in the way of a newer one.
+    let started = Instant::now();
+    let (_, first_closed) = until_closed(&mut silent[0], Duration::from_secs(10));
+    let first_closed_after = started.elapsed();
+    assert!(first_closed);
+    let asked = Instant::now();
+    let reply = healthz_on(&mut TcpStream::connect(server.addr).unwrap());
+    let latency = asked.elapsed();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply:?}");
+    // The oldest were closed to make room; the newest per_ip - 1 are still open.
+    let mut closed = 0;
+    for (i, socket) in silent.iter_mut().enumerate() {
+        let (bytes, was_closed) = until_closed(socket, Duration::from_millis(200));
+        assert!(bytes.is_empty());
+        assert_eq!(was_closed, i < attack - (per_ip - 1), "socket {i}");
+        closed += usize::from(was_closed);
+    }
+    eprintln!(
+        "per-address cap {per_ip}: {attack} silent sockets, {closed} evicted (the oldest \
+         read EOF {first_closed_after:?} after the last connect); /healthz answered in \
+         {latency:?}"
+    );
+    assert!(logged().contains("connection cap reached: closing this idle connection"));
+    drop(silent);
+
+    // Overall: silent sockets from many addresses fill every slot; a client from yet another
+    // address still gets its answer.
+    let mut spread: Vec<TcpStream> = (0..max + 8)
+        .map(|i| connect_from([127, 0, 1, 1 + (i % 8) as u8], server.addr))
+        .collect();
+    let asked = Instant::now();
+    let reply = healthz_on(&mut connect_from([127, 0, 2, 1], server.addr));
+    let latency = asked.elapsed();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply:?}");
+    let still_open = spread
+        .iter_mut()
+        .map(|s| until_closed(s, Duration::from_millis(200)).1)
+        .filter(|closed| !closed)
+        .count();
+    eprintln!(
+        "overall cap {max}: {} silent sockets over 8 addresses, {still_open} left open; \
+         /healthz answered in {latency:?}",
+        max + 8
+    );
+    assert_eq!(still_open, max - 1);
+}
+
+#[test]
+fn past_a_cap_with_every_connection_busy_the_new_one_is_closed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        max_connections_per_ip: 2,
+        body_timeout: Duration::from_secs(30),
+        ..config(dir.path())
+    })
+    .unwrap();
+    // Two uploads in the handlers, their bodies still coming: busy, so never evicted.
+    let head = upload_head(1000).replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n");
+    let mut busy: Vec<TcpStream> = (0..2).map(|_| raw(server.addr, &head, b"part")).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let mut refused = TcpStream::connect(server.addr).unwrap();
+    let _ = refused.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let (bytes, closed) = until_closed(&mut refused, Duration::from_secs(10));
+    assert!(
+        closed && bytes.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&bytes)
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(support::wait_until(Duration::from_secs(5), || {
+        logged().contains("refusing the new one")
+    }));
+    // The busy ones were left alone: they finish their uploads.
+    for stream in &mut busy {
+        stream.write_all(&[0; 996]).unwrap();
+        let reply = read_all(stream);
+        assert!(reply.starts_with("HTTP/1.1 201"), "{reply:?}");
+    }
+    assert_eq!(blob_count(dir.path()), 2);
+}
+
+#[test]
+fn a_client_that_stops_reading_a_response_is_cut_at_the_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        idle_timeout: Duration::from_secs(1),
+        ..config(dir.path())
+    })
+    .unwrap();
+    // Bigger than the socket buffers on both sides can hold.
+    let size = 12 << 20;
+    let up = upload(
+        &agent(),
+        &server.url,
+        &random_bytes(size),
+        "application/octet-stream",
+    );
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(64 * 1024).unwrap();
+        let stream = socket
+            .connect(server.addr)
+            .await
+            .unwrap()
+            .into_std()
+            .unwrap();
+        stream.set_nonblocking(false).unwrap();
+        stream
+    });
+    stream
+        .write_all(format!("GET /{} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", up.code).as_bytes())
+        .unwrap();
+    // Not reading: the server's writes stop making progress.
+    std::thread::sleep(Duration::from_secs(4));
+    let (bytes, closed) = until_closed(&mut stream, Duration::from_secs(15));
+    eprintln!(
+        "stalled reader: got {} of {size} body bytes before the close",
+        bytes.len()
+    );
+    assert!(closed, "still open");
+    assert!(
+        bytes.len() < size,
+        "the whole response arrived: {}",
+        bytes.len()
+    );
+    assert!(support::wait_until(Duration::from_secs(5), || {
+        let logs = logged();
+        logs.contains("client stopped reading the response")
+            || logs.contains("the end of a response not being read")
+    }));
+
+    // A client that reads slowly but steadily gets all of it, however long that takes.
+    let mut slow = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(64 * 1024).unwrap();
+        let stream = socket
+            .connect(server.addr)
+            .await
+            .unwrap()
+            .into_std()
+            .unwrap();
+        stream.set_nonblocking(false).unwrap();
+        stream
+    });
+    slow.write_all(
+        format!(
+            "GET /{} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+            up.code
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    let mut got = Vec::with_capacity(size + 1024);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = slow.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let took = started.elapsed();
+    eprintln!("steady slow reader: {} bytes in {took:?}", got.len());
+    assert!(got.len() > size, "{} of {size}", got.len());
+    assert!(
+        took > Duration::from_secs(2),
+        "not slow enough to test anything: {took:?}"
+    );
+}
+
+#[test]
+fn shutdown_closes_idle_connections_at_once_and_lets_a_request_in_flight_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let addr = server.addr;
+    let mut idle = TcpStream::connect(addr).unwrap();
+    assert!(healthz_on(&mut idle).starts_with("HTTP/1.1 200"));
+    let mut busy = raw(addr, &upload_head(1000), &[3; 500]);
+    std::thread::sleep(Duration::from_millis(300));
+
+    let stopping = std::thread::spawn(move || server.shutdown());
+    // The idle connection goes first, while the upload is still waiting for its body.
+    let (bytes, closed) = until_closed(&mut idle, Duration::from_secs(4));
+    assert!(
+        closed && bytes.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&bytes)
+    );
+    assert!(!stopping.is_finished());
+    assert!(support::wait_until(Duration::from_secs(5), || {
+        TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err()
+    }));
+    // The request in flight completes within the grace period.
+    busy.write_all(&[3; 500]).unwrap();
+    let reply = read_all(&mut busy);
+    assert!(reply.starts_with("HTTP/1.1 201"), "{reply:?}");
+    stopping.join().unwrap().unwrap();
+    assert_eq!(blob_count(dir.path()), 1);
+}

@@ -128,6 +128,51 @@ pub struct SyncServeArgs {
     /// Seconds between sweeps of expired shares.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     sweep_interval: u64,
+    /// Close a connection whose request head has not arrived in full this long after the
+    /// accept (or after its first byte, on a reused connection): seconds, or 500ms, 10s, 2m
+    /// [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    header_timeout: Option<Duration>,
+    /// Close a keep-alive connection with no request (or a response its client stops
+    /// reading) after this long [default: 60s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    idle_timeout: Option<Duration>,
+    /// Answer 408 and close the connection when a request's body has not fully arrived this
+    /// long after the request got its slot [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    body_timeout: Option<Duration>,
+    /// Most connections open at once; past it a new one evicts the oldest idle connection,
+    /// or is closed at once when all are busy [default: 512].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: Option<u32>,
+    /// Most connections open at once from one client address, enforced the same way
+    /// [default: 64].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections_per_ip: Option<u32>,
+}
+
+/// A server timeout: whole seconds, or a number with `ms`, `s`, `m` or `h`; never zero.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 10, 10s, 500ms or 2m"))?;
+    let ms_per = match unit {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("unknown unit {unit:?}: use ms, s, m or h")),
+    };
+    let ms = n
+        .checked_mul(ms_per)
+        .ok_or_else(|| format!("{s:?} is too long"))?;
+    if ms == 0 {
+        return Err("a timeout must be positive".into());
+    }
+    Ok(Duration::from_millis(ms))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -484,6 +529,10 @@ impl SyncCommand {
                         .map_err(|e| UserError(format!("--store {s:?}: {e}")))?,
                     None => freecode_sync::blob::StoreSpec::File(home.root().join("share-server")),
                 };
+                let defaults = freecode_sync::server::ServerConfig::default();
+                let count = |n: Option<u32>, default: usize| {
+                    n.map_or(default, |n| usize::try_from(n).unwrap_or(usize::MAX))
+                };
                 let config = freecode_sync::server::ServerConfig {
                     listen: a.listen,
                     store,
@@ -492,7 +541,15 @@ impl SyncCommand {
                     max_body: a.max_body,
                     max_ttl: Duration::from_secs(a.max_expiry_days.max(1) * 86_400),
                     sweep_interval: Duration::from_secs(a.sweep_interval.max(1)),
-                    ..Default::default()
+                    header_timeout: a.header_timeout.unwrap_or(defaults.header_timeout),
+                    idle_timeout: a.idle_timeout.unwrap_or(defaults.idle_timeout),
+                    body_timeout: a.body_timeout.unwrap_or(defaults.body_timeout),
+                    max_connections: count(a.max_connections, defaults.max_connections),
+                    max_connections_per_ip: count(
+                        a.max_connections_per_ip,
+                        defaults.max_connections_per_ip,
+                    ),
+                    ..defaults
                 };
                 let rt = tokio::runtime::Builder::new_multi_thread()
                     .enable_all()
@@ -520,4 +577,36 @@ async fn shutdown_signal() {
         () = term => {},
     }
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn server_timeouts_take_seconds_or_a_unit() {
+        for (text, ms) in [
+            ("10", 10_000),
+            ("10s", 10_000),
+            (" 500ms ", 500),
+            ("2m", 120_000),
+            ("1h", 3_600_000),
+        ] {
+            assert_eq!(parse_timeout(text), Ok(Duration::from_millis(ms)), "{text}");
+        }
+        for text in [
+            "0",
+            "0s",
+            "",
+            "s",
+            "10d",
+            "1.5s",
+            "-1",
+            "99999999999999999999h",
+        ] {
+            assert!(parse_timeout(text).is_err(), "{text}");
+        }
+    }
 }

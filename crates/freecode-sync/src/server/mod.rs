@@ -15,7 +15,19 @@
 //! Any request but `/healthz` waits up to 2 s for one of [`ServerConfig::max_concurrent`]
 //! slots, else `503 {"error": "server busy"}` with `Retry-After: 1`; a request not answered
 //! within [`ServerConfig::request_timeout`] (a slow or stalled body included) gets
-//! `408 {"error": "request timed out"}` and its connection is closed.
+//! `408 {"error": "request timed out"}`, one whose body has not fully arrived within
+//! [`ServerConfig::body_timeout`] gets `408 {"error": "request body timed out"}`, and either
+//! way its connection is closed.
+//!
+//! Connections (HTTP/1.1, keep-alive) are bounded too: a request head must arrive in full
+//! within [`ServerConfig::header_timeout`] of the accept (or of its first byte, on a reused
+//! connection), a keep-alive connection idle for [`ServerConfig::idle_timeout`] is closed, and
+//! so is one whose client stops reading a response for as long. At most
+//! [`ServerConfig::max_connections`] are open, [`ServerConfig::max_connections_per_ip`] per
+//! client address; a new connection past a cap evicts the oldest one that has no request in
+//! the handlers (a silent or trickling socket), and is closed at once only when all in its
+//! way are busy — so idle sockets never starve `/healthz`. Closed connections are logged
+//! with the peer address.
 //!
 //! Share URLs are `<public_url>/<code>`. Without a public URL they are `http://<Host>`, which
 //! clients accept only for loopback hosts: the server then refuses to listen on anything but
@@ -28,6 +40,7 @@
 //! over one directory or bucket behave as one server. Logs never carry a whole code: store
 //! errors have the codes in their paths and keys shortened.
 
+mod conn;
 mod handlers;
 mod limits;
 mod record;
@@ -41,7 +54,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+
 use axum::routing::{get, post};
+use conn::ConnLimits;
 
 pub use handlers::{DELETE_TOKEN_HEADER, EXPIRES_AT_HEADER, EXPIRES_IN_HEADER};
 
@@ -51,7 +66,8 @@ use handlers::App;
 /// Share server settings. `Default` is a loopback server (`127.0.0.1:8787`) over
 /// `./freecode-shares`, without API key or public URL, taking bodies up to 16 MiB, shares of
 /// 7 days by default and 30 at most, sweeping every minute, serving at most 64 requests at
-/// once, each within 60 s.
+/// once, each within 60 s (its body within 30 s), with request heads due within 10 s, idle
+/// connections closed after 60 s, and at most 512 connections open, 64 per client address.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Address to listen on (port 0 picks a free one).
@@ -78,6 +94,22 @@ pub struct ServerConfig {
     /// Longest a request may take, from getting its slot (body upload included) to its
     /// response; past it, 408.
     pub request_timeout: Duration,
+    /// Longest a request's body may take to arrive, from the same moment; past it, 408 and
+    /// the connection is closed. Only useful below `request_timeout`.
+    pub body_timeout: Duration,
+    /// Longest a request head may take to arrive in full, counted from the accept on a new
+    /// connection and from its first byte on a reused one; past it the connection is closed
+    /// without an answer.
+    pub header_timeout: Duration,
+    /// How long a keep-alive connection may sit with no request (or a response go unread)
+    /// before it is closed.
+    pub idle_timeout: Duration,
+    /// Most connections open at once. Past it, a new connection evicts the oldest one that
+    /// has no request in the handlers, or is closed at once when every one has.
+    pub max_connections: usize,
+    /// Most connections open at once from one client address, enforced the same way among
+    /// that address's connections (at most `max_connections`).
+    pub max_connections_per_ip: usize,
 }
 
 impl Default for ServerConfig {
@@ -93,6 +125,11 @@ impl Default for ServerConfig {
             sweep_interval: Duration::from_secs(60),
             max_concurrent: 64,
             request_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 512,
+            max_connections_per_ip: 64,
         }
     }
 }
@@ -120,15 +157,6 @@ pub enum ServerError {
         /// The underlying error.
         #[source]
         source: Box<BlobError>,
-    },
-    /// Serving failed.
-    #[error("serving on {addr}: {source}")]
-    Serve {
-        /// The listening address.
-        addr: SocketAddr,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
     },
     /// The runtime or thread for [`spawn`] could not be started.
     #[error("starting server runtime for {addr}: {source}")]
@@ -169,8 +197,21 @@ impl ServerConfig {
                 tokio::sync::Semaphore::MAX_PERMITS
             )));
         }
-        if self.request_timeout.is_zero() {
-            return bad("request_timeout must be positive");
+        for (name, timeout) in [
+            ("request_timeout", self.request_timeout),
+            ("body_timeout", self.body_timeout),
+            ("header_timeout", self.header_timeout),
+            ("idle_timeout", self.idle_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(ServerError::Config(format!("{name} must be positive")));
+            }
+        }
+        if self.max_connections == 0 {
+            return bad("max_connections must be at least 1");
+        }
+        if self.max_connections_per_ip == 0 {
+            return bad("max_connections_per_ip must be at least 1");
         }
         match &self.public_url {
             Some(url) => check_public_url(url),
@@ -213,9 +254,8 @@ fn check_public_url(url: &str) -> Result<(), ServerError> {
 }
 
 /// Binds `config.listen`, opens the store, logs the address, and serves until `shutdown`
-/// completes; then lets in-flight requests finish for up to [`SHUTDOWN_GRACE`] and returns
-/// (connections still busy then are dropped with the runtime, or end at their
-/// `request_timeout`).
+/// completes; then stops accepting, closes idle connections, lets in-flight requests finish
+/// for up to [`SHUTDOWN_GRACE`], drops the connections still open, and returns.
 pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -267,6 +307,7 @@ async fn run(
             Arc::new(limits::Limits::new(
                 config.max_concurrent,
                 config.request_timeout,
+                config.body_timeout,
             )),
             limits::limit,
         ))
@@ -282,36 +323,23 @@ async fn run(
         auth = config.api_key.is_some(),
         max_concurrent = config.max_concurrent,
         request_timeout_s = config.request_timeout.as_secs_f64(),
+        body_timeout_s = config.body_timeout.as_secs_f64(),
+        header_timeout_s = config.header_timeout.as_secs_f64(),
+        idle_timeout_s = config.idle_timeout.as_secs_f64(),
+        max_connections = config.max_connections,
+        max_connections_per_ip = config.max_connections_per_ip,
         "share server listening"
     );
-    // Graceful shutdown closes idle connections and waits for the busy ones; a stuck one
-    // must not hold it forever, so the wait is capped once the signal has fired.
-    let (fired, shutdown_fired) = tokio::sync::oneshot::channel::<()>();
-    let signal = async move {
-        shutdown.await;
-        let _ = fired.send(());
+    let limits = ConnLimits {
+        header_timeout: config.header_timeout,
+        idle_timeout: config.idle_timeout,
+        max_connections: config.max_connections,
+        max_connections_per_ip: config.max_connections_per_ip,
     };
-    let grace_over = async move {
-        if shutdown_fired.await.is_err() {
-            // Only when the server ended on its own: the other branch has won already.
-            std::future::pending::<()>().await;
-        }
-        tokio::time::sleep(SHUTDOWN_GRACE).await;
-    };
-    let served = tokio::select! {
-        served = axum::serve(listener, router).with_graceful_shutdown(signal).into_future() => served,
-        () = grace_over => {
-            tracing::warn!(
-                %addr,
-                grace_s = SHUTDOWN_GRACE.as_secs_f64(),
-                "requests still in flight after the shutdown grace period: dropping them"
-            );
-            Ok(())
-        }
-    };
+    conn::accept_loop(listener, router, limits, SHUTDOWN_GRACE, shutdown).await;
     sweeper.abort();
     tracing::info!(%addr, "share server stopped");
-    served.map_err(|source| ServerError::Serve { addr, source })
+    Ok(())
 }
 
 /// A server running on its own thread and tokio runtime, from [`spawn`]. Dropping it (or
