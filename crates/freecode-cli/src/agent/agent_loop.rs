@@ -362,7 +362,7 @@ impl AgentLoop {
             ))
         })?;
         let recorder = Recorder::open(store.home(), &id, config.recorder)?;
-        let mut next_turn = meta.turn_count + 1;
+        let mut next_turn = meta.turn_count.saturating_add(1);
         if recorder.is_enabled() {
             // Turn numbers only grow in the log: the last `turn.started` (read from the end,
             // not the whole log) is past every earlier one.
@@ -372,7 +372,7 @@ impl AgentLoop {
             if let Some(EventKind::TurnStarted { turn_id }) = last.map(|e| e.kind)
                 && let Some(n) = turn_number(&turn_id)
             {
-                next_turn = next_turn.max(n + 1);
+                next_turn = next_turn.max(n.saturating_add(1));
             }
         }
         Ok(Self {
@@ -503,7 +503,7 @@ impl AgentLoop {
     fn turn(&mut self, prompt: &str, interrupt: &InterruptFlag) -> anyhow::Result<TurnOutcome> {
         self.compact_if_needed()?;
         let turn_no = self.next_turn;
-        self.next_turn += 1;
+        self.next_turn = self.next_turn.saturating_add(1);
         if self.meta.title.is_empty() {
             let title = title_from(prompt);
             self.meta = self.writer.update_meta(|m| m.title = title)?;
