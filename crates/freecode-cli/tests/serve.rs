@@ -572,3 +572,55 @@ fn session_send_runs_a_turn_and_ctrl_c_interrupts_it_while_the_server_keeps_serv
     );
     assert!(rpc.finish().success());
 }
+
+#[test]
+fn dot_leading_project_keys_list_show_and_purge_over_rpc_and_the_cli() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("h");
+    let mut rpc = Rpc::start(&home, false);
+    let id = rpc.ok(
+        "session.start",
+        json!({"projectPath": "/./tmp", "provider": "openai"}),
+    )["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The original's name for the path, dot and all.
+    assert!(
+        home.join("sessions/.__tmp")
+            .join(&id)
+            .join("meta.json")
+            .is_file()
+    );
+    let listed = rpc.ok("session.list", json!({}));
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["id"], id.as_str());
+    let by_project = rpc.ok("session.list", json!({"projectPath": "/./tmp"}));
+    assert_eq!(by_project[0]["id"], id.as_str());
+    assert_eq!(
+        rpc.ok("session.resume", json!({"sessionId": id}))["sessionId"],
+        id.as_str()
+    );
+    assert!(rpc.finish().success());
+
+    // The CLI (its listing goes through the index) sees it too, and purges it.
+    let run = |args: &[&str]| {
+        let out = common::freecode(&home).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let list: Vec<Value> = serde_json::from_str(&run(&["session", "list", "--json"])).unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["id"], id.as_str());
+    let shown: Value = serde_json::from_str(&run(&["session", "show", &id, "--json"])).unwrap();
+    assert_eq!(shown["projectPath"], "/./tmp");
+    run(&["session", "delete", &id, "--purge", "--yes"]);
+    assert!(!home.join("sessions/.__tmp").join(&id).exists());
+    let list: Vec<Value> =
+        serde_json::from_str(&run(&["session", "list", "--all", "--json"])).unwrap();
+    assert!(list.is_empty(), "{list:?}");
+}

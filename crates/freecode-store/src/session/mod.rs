@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use freecode_core::context_cache::ContextCache;
 use freecode_core::history::{HistoryMessage, load_history};
 use freecode_core::memory::CompactionMemory;
-use freecode_core::project_key::{ProjectKey, format_original, project_key};
+use freecode_core::project_key::{ProjectKey, format_original, is_project_dir_name, project_key};
 use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use serde::Serialize;
 
@@ -275,7 +275,7 @@ impl SessionStore {
         };
         for entry in entries {
             let entry = entry.ctx("list", &sessions)?;
-            if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            if !entry.file_name().to_str().is_some_and(is_project_dir_name) {
                 continue;
             }
             let dir = entry.path().join(id.as_str());
@@ -322,7 +322,7 @@ impl SessionStore {
             Some(p) if !p.is_empty() => {
                 let mut v = vec![sessions_dir.join(project_key(p).dir_name())];
                 let orig = format_original(p);
-                if !orig.is_empty() && orig != "." && orig != ".." && !orig.contains('\0') {
+                if is_project_dir_name(&orig) {
                     v.push(sessions_dir.join(orig));
                 }
                 v.dedup();
@@ -331,7 +331,7 @@ impl SessionStore {
             _ => match fs::read_dir(&sessions_dir) {
                 Ok(rd) => rd
                     .filter_map(|e| e.ok())
-                    .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
+                    .filter(|e| e.file_name().to_str().is_some_and(is_project_dir_name))
                     .map(|e| e.path())
                     .collect(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
