@@ -287,6 +287,39 @@ fn export_and_import_over_rpc() {
     assert_ne!(id, S1);
     let r = rpc.ok("session.resume", json!({"sessionId": id}));
     assert!(!r["messages"].as_array().unwrap().is_empty());
+    // By default the session belongs to the server's working directory; the sender's project
+    // path is provenance only.
+    let cwd = std::env::current_dir().unwrap().canonicalize().unwrap();
+    let meta = meta_of(&home, id);
+    assert_eq!(meta["projectPath"], cwd.to_str().unwrap());
+    assert_eq!(
+        meta["importedFrom"]["projectPath"],
+        meta_of(&home, S1)["projectPath"]
+    );
+    // `projectPath` names the project.
+    let project = tmp.path().join("proj");
+    std::fs::create_dir(&project).unwrap();
+    let project = project.canonicalize().unwrap();
+    let i = rpc.ok(
+        "session.import",
+        json!({"url": url, "projectPath": project}),
+    );
+    let named = i["sessionId"].as_str().unwrap();
+    assert_eq!(
+        meta_of(&home, named)["projectPath"],
+        project.to_str().unwrap()
+    );
+    let listed = rpc.ok("session.list", json!({"projectPath": project}));
+    assert_eq!(listed[0]["id"], named);
+    // A project directory that does not exist: an error, and nothing written.
+    let before = snapshot(&home);
+    let (code, msg) = rpc.err(
+        "session.import",
+        json!({"url": url, "projectPath": "/nonexistent/dir"}),
+    );
+    assert_eq!(code, -32602);
+    assert!(msg.contains("/nonexistent/dir"), "{msg}");
+    assert_eq!(snapshot(&home), before);
     let (code, msg) = rpc.err(
         "session.import",
         json!({"url": url.split('#').next().unwrap()}),

@@ -321,8 +321,11 @@ impl AgentLoop {
                     project_path: Some(project.clone()),
                     ..ListFilter::default()
                 })?;
+                // An import no turn has run in yet is someone else's history, whatever its
+                // times say: it is resumed by id only.
                 let found = listing.sessions.into_iter().find(|m| {
                     matches!(m.status, SessionStatus::Active | SessionStatus::Interrupted)
+                        && !m.is_untouched_import()
                 });
                 match found {
                     Some(m) => SessionId::new(m.id)?,
@@ -330,7 +333,19 @@ impl AgentLoop {
                 }
             }
         };
-        let was_interrupted = store.meta(&id)?.status == SessionStatus::Interrupted;
+        let found = store.meta(&id)?;
+        if found.project_path_from_bundle() {
+            // An older version's import: `projectPath` is the sender's, not a directory the
+            // user chose, so it never becomes the tools' root.
+            return Err(crate::UserError(format!(
+                "session {id} was imported by an older freecode, which took its project \
+                 directory {} from the bundle; import the bundle again with \
+                 `freecode session import SOURCE --project DIR`",
+                found.project_path
+            ))
+            .into());
+        }
+        let was_interrupted = found.status == SessionStatus::Interrupted;
         let context = store.resume(&id)?;
         let mut writer = store.writer(&id)?;
         let mut meta = context.meta;

@@ -10,6 +10,7 @@ mod crash;
 mod index;
 mod rollout;
 mod rollout_crash;
+mod share;
 mod store;
 mod support;
 mod threads;
