@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use freecode_core::context_cache::ContextCache;
 use freecode_core::history::{HistoryMessage, load_history};
 use freecode_core::memory::CompactionMemory;
+use freecode_core::meta::IMPORTED_FROM;
 use freecode_core::project_key::{ProjectKey, format_original, is_project_dir_name, project_key};
 use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use serde::Serialize;
@@ -738,6 +739,14 @@ impl SessionStore {
         );
         meta.parent_id = Some(id.to_string());
         meta.turn_count = parent.turn_count;
+        if parent.project_path_from_bundle()
+            && meta.project_path == parent.project_path
+            && let Some(from) = parent.imported_from()
+        {
+            // The path is still an older import's bundle path: the fork keeps the mark, so it
+            // never becomes the tools' root either.
+            meta.extra.insert(IMPORTED_FROM.to_owned(), from.clone());
+        }
         if self.sync_rewrites() {
             File::open(dst.messages())
                 .and_then(|f| f.sync_all())

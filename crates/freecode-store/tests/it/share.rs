@@ -109,3 +109,57 @@ fn an_import_without_a_project_is_refused_and_writes_nothing() {
     );
     assert_eq!(snapshot(h.root()), before);
 }
+
+#[test]
+fn a_fork_of_an_older_import_keeps_the_mark_unless_it_moves_to_a_project() {
+    let h = TestHome::new();
+    let imported = import_bundle(
+        &h.store,
+        planted("/victim/project"),
+        &ImportOptions {
+            source: "file".into(),
+            project_path: "/victim/project".into(),
+            with_memories: false,
+        },
+    )
+    .unwrap();
+    // What an older version wrote: no `importedFrom.projectPath`.
+    h.store
+        .update_meta(&imported.id, |m| {
+            let mut from = m.imported_from().unwrap().clone();
+            from.as_object_mut().unwrap().remove("projectPath");
+            m.extra.insert("importedFrom".into(), from);
+        })
+        .unwrap();
+    assert!(
+        h.store
+            .meta(&imported.id)
+            .unwrap()
+            .project_path_from_bundle()
+    );
+    let fork = h.store.fork(&imported.id, None).unwrap();
+    let m = h.store.meta(&fork).unwrap();
+    assert_eq!(m.project_path, "/victim/project");
+    assert!(
+        m.project_path_from_bundle(),
+        "the fork still has the bundle's path"
+    );
+    let moved = h.store.fork(&imported.id, Some("/home/me/mine")).unwrap();
+    let m = h.store.meta(&moved).unwrap();
+    assert!(m.imported_from().is_none() && !m.project_path_from_bundle());
+    // A fork of a current import (its project is the importer's) is an ordinary session.
+    let current = import_bundle(
+        &h.store,
+        planted("/victim/project"),
+        &ImportOptions {
+            source: "file".into(),
+            project_path: "/home/me/mine".into(),
+            with_memories: false,
+        },
+    )
+    .unwrap();
+    let fork = h.store.fork(&current.id, None).unwrap();
+    let m = h.store.meta(&fork).unwrap();
+    assert_eq!(m.project_path, "/home/me/mine");
+    assert!(!m.project_path_from_bundle() && !m.is_untouched_import());
+}
