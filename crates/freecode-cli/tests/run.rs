@@ -430,6 +430,61 @@ fn json_output_is_one_object_and_continue_resumes_the_project_session() {
     assert!(started.contains(&"turn-2-0".to_owned()), "{started:?}");
 }
 
+#[test]
+fn counters_at_their_largest_value_saturate_or_refuse_and_never_wrap() {
+    let ctx = Ctx::new();
+    let out = ctx.run(&["run", "--json", "first"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // turnCount and aggregatedTokenCount at the top stay there.
+    let meta_path = ctx.session_dir(&id).join("meta.json");
+    let mut meta = ctx.meta(&id);
+    meta["turnCount"] = json!(u64::MAX);
+    meta["aggregatedTokenCount"] = json!(u64::MAX - 1);
+    std::fs::write(&meta_path, serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+    let out = ctx.run(&["run", "--json", "--session", &id, "second"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = ctx.meta(&id);
+    assert_eq!(meta["turnCount"], json!(u64::MAX));
+    assert_eq!(meta["aggregatedTokenCount"], json!(u64::MAX));
+
+    // A log whose last event has seq u64::MAX: the next turn is refused, the log untouched.
+    let events = ctx.events_path(&id);
+    let mut log = std::fs::read(&events).unwrap();
+    log.extend_from_slice(
+        format!(
+            "{{\"type\":\"compact.occurred\",\"id\":\"01KF0E48H0AAAAAAAAAAAAAAAA\",\"seq\":{},\"aggregateID\":\"{id}\",\"timestamp\":1,\"beforeTokens\":1,\"afterTokens\":1}}\n",
+            u64::MAX
+        )
+        .as_bytes(),
+    );
+    std::fs::write(&events, &log).unwrap();
+    let out = ctx.run(&["run", "--session", &id, "third"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("seq 18446744073709551615 is the largest there is"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&events).unwrap(),
+        log,
+        "nothing restarts at seq 0"
+    );
+}
+
 // ----- a mock OpenAI-compatible endpoint ----------------------------------------------------
 
 #[test]

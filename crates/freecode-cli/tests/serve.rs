@@ -287,6 +287,39 @@ fn export_and_import_over_rpc() {
     assert_ne!(id, S1);
     let r = rpc.ok("session.resume", json!({"sessionId": id}));
     assert!(!r["messages"].as_array().unwrap().is_empty());
+    // By default the session belongs to the server's working directory; the sender's project
+    // path is provenance only.
+    let cwd = std::env::current_dir().unwrap().canonicalize().unwrap();
+    let meta = meta_of(&home, id);
+    assert_eq!(meta["projectPath"], cwd.to_str().unwrap());
+    assert_eq!(
+        meta["importedFrom"]["projectPath"],
+        meta_of(&home, S1)["projectPath"]
+    );
+    // `projectPath` names the project.
+    let project = tmp.path().join("proj");
+    std::fs::create_dir(&project).unwrap();
+    let project = project.canonicalize().unwrap();
+    let i = rpc.ok(
+        "session.import",
+        json!({"url": url, "projectPath": project}),
+    );
+    let named = i["sessionId"].as_str().unwrap();
+    assert_eq!(
+        meta_of(&home, named)["projectPath"],
+        project.to_str().unwrap()
+    );
+    let listed = rpc.ok("session.list", json!({"projectPath": project}));
+    assert_eq!(listed[0]["id"], named);
+    // A project directory that does not exist: an error, and nothing written.
+    let before = snapshot(&home);
+    let (code, msg) = rpc.err(
+        "session.import",
+        json!({"url": url, "projectPath": "/nonexistent/dir"}),
+    );
+    assert_eq!(code, -32602);
+    assert!(msg.contains("/nonexistent/dir"), "{msg}");
+    assert_eq!(snapshot(&home), before);
     let (code, msg) = rpc.err(
         "session.import",
         json!({"url": url.split('#').next().unwrap()}),
@@ -571,4 +604,56 @@ fn session_send_runs_a_turn_and_ctrl_c_interrupts_it_while_the_server_keeps_serv
         false
     );
     assert!(rpc.finish().success());
+}
+
+#[test]
+fn dot_leading_project_keys_list_show_and_purge_over_rpc_and_the_cli() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("h");
+    let mut rpc = Rpc::start(&home, false);
+    let id = rpc.ok(
+        "session.start",
+        json!({"projectPath": "/./tmp", "provider": "openai"}),
+    )["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The original's name for the path, dot and all.
+    assert!(
+        home.join("sessions/.__tmp")
+            .join(&id)
+            .join("meta.json")
+            .is_file()
+    );
+    let listed = rpc.ok("session.list", json!({}));
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["id"], id.as_str());
+    let by_project = rpc.ok("session.list", json!({"projectPath": "/./tmp"}));
+    assert_eq!(by_project[0]["id"], id.as_str());
+    assert_eq!(
+        rpc.ok("session.resume", json!({"sessionId": id}))["sessionId"],
+        id.as_str()
+    );
+    assert!(rpc.finish().success());
+
+    // The CLI (its listing goes through the index) sees it too, and purges it.
+    let run = |args: &[&str]| {
+        let out = common::freecode(&home).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let list: Vec<Value> = serde_json::from_str(&run(&["session", "list", "--json"])).unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["id"], id.as_str());
+    let shown: Value = serde_json::from_str(&run(&["session", "show", &id, "--json"])).unwrap();
+    assert_eq!(shown["projectPath"], "/./tmp");
+    run(&["session", "delete", &id, "--purge", "--yes"]);
+    assert!(!home.join("sessions/.__tmp").join(&id).exists());
+    let list: Vec<Value> =
+        serde_json::from_str(&run(&["session", "list", "--all", "--json"])).unwrap();
+    assert!(list.is_empty(), "{list:?}");
 }

@@ -149,6 +149,41 @@ impl Bundle {
         };
     }
 
+    /// Clamps every timestamp the sender wrote to at most `now` (ms): the meta's, the
+    /// messages', the summaries', the rollout events' `timestamp`, the memory entries' and
+    /// `exportedAt`. An imported session then cannot sort as newer than the import (a
+    /// `lastTurnAt` in 2100 would top every listing and `run --continue` for ever). The order of
+    /// the sender's times is kept (`min` is monotonic); `expiresAt` is a deadline, not a
+    /// record, and is left alone.
+    pub fn clamp_times(&mut self, now: i64) {
+        let m = &mut self.meta;
+        for t in [&mut m.created_at, &mut m.updated_at, &mut m.last_turn_at] {
+            *t = (*t).min(now);
+        }
+        self.exported_at = self.exported_at.min(now);
+        for msg in &mut self.messages {
+            msg.timestamp = msg.timestamp.min(now);
+        }
+        for s in &mut self.summaries {
+            s.created_at = s.created_at.min(now);
+        }
+        for e in self.rollout.iter_mut().flatten() {
+            if let Some(t) = e.get_mut("timestamp")
+                && t.as_f64().is_some_and(|v| v > now as f64)
+            {
+                *t = Value::from(now);
+            }
+        }
+        let now_f = now as f64;
+        for e in self.memories.iter_mut().flatten() {
+            for t in [&mut e.created_at, &mut e.updated_at].into_iter().flatten() {
+                if *t > now_f {
+                    *t = now_f;
+                }
+            }
+        }
+    }
+
     /// The bundle as compact JSON.
     pub fn to_json(&self) -> Vec<u8> {
         // A struct of plain data always serialises.
@@ -532,5 +567,42 @@ mod tests {
         assert_eq!(shape, SourceShape::LegacyFlat);
         assert_eq!(b.messages[0].text(), "hello");
         assert_eq!(b.meta.title, "T");
+    }
+
+    #[test]
+    fn clamp_times_brings_every_future_time_back_to_now() {
+        let body = br#"{"format":"freecode.session-bundle","version":1,"exportedAt":4102444800000,
+            "meta":{"id":"x","title":"T","projectPath":"/victim","provider":"openai","status":"active",
+              "createdAt":1,"updatedAt":4102444800000,"lastTurnAt":4102444800000,"turnCount":1},
+            "messages":[{"id":"a","role":"user","parts":[],"timestamp":5},
+                        {"id":"b","role":"assistant","parts":[],"timestamp":4102444800000}],
+            "summaries":[{"id":"s","createdAt":4102444800000,"originalMessageCount":1,
+              "originalTokenCount":1,"summaryTokenCount":1,"content":"c"}],
+            "rollout":[{"type":"turn.started","timestamp":7},{"type":"turn.started","timestamp":4102444800000},
+                       {"type":"turn.started","timestamp":1e300},{"type":"x"}],
+            "memories":[{"name":"n","type":"user","createdAt":3.5,"updatedAt":4102444800000.5}],
+            "counts":{"messages":2,"events":4,"memories":1}}"#;
+        let (mut b, _) = parse_bundle(body).unwrap();
+        let now = 1_768_000_000_000;
+        b.clamp_times(now);
+        let m = &b.meta;
+        assert_eq!((m.created_at, m.updated_at, m.last_turn_at), (1, now, now));
+        assert_eq!(b.exported_at, now);
+        let ts: Vec<i64> = b.messages.iter().map(|m| m.timestamp).collect();
+        assert_eq!(ts, [5, now]);
+        assert_eq!(b.summaries[0].created_at, now);
+        let ev: Vec<Option<i64>> = b
+            .rollout
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|e| e.get("timestamp").and_then(Value::as_i64))
+            .collect();
+        assert_eq!(ev, [Some(7), Some(now), Some(now), None]);
+        let mem = &b.memories.as_ref().unwrap()[0];
+        assert_eq!(
+            (mem.created_at, mem.updated_at),
+            (Some(3.5), Some(now as f64))
+        );
     }
 }

@@ -88,7 +88,39 @@ impl SessionMeta {
     pub fn is_deleted(&self) -> bool {
         self.status == SessionStatus::Deleted
     }
+
+    /// An imported session's provenance (`importedFrom`): where it came from, the sender's
+    /// session id and project path, when it was imported.
+    pub fn imported_from(&self) -> Option<&serde_json::Value> {
+        self.extra.get(IMPORTED_FROM)
+    }
+
+    /// Whether `projectPath` came from a bundle: an import made by a version that used the
+    /// sender's path as the session's project (it did not record `importedFrom.projectPath`).
+    /// Such a path is never a directory the agent's tools may use.
+    pub fn project_path_from_bundle(&self) -> bool {
+        self.imported_from()
+            .is_some_and(|f| f.get("projectPath").is_none())
+    }
+
+    /// Whether the session was imported and no turn has ended here since (`lastTurnAt` is not
+    /// after `importedFrom.importedAt`), or its project path came from the bundle. Such a
+    /// session is someone else's history: `run --continue` does not pick it.
+    pub fn is_untouched_import(&self) -> bool {
+        let Some(from) = self.imported_from() else {
+            return false;
+        };
+        if self.project_path_from_bundle() {
+            return true;
+        }
+        from.get("importedAt")
+            .and_then(serde_json::Value::as_i64)
+            .is_none_or(|at| self.last_turn_at <= at)
+    }
 }
+
+/// The `meta.json` key of an imported session's provenance.
+pub const IMPORTED_FROM: &str = "importedFrom";
 
 #[cfg(test)]
 mod tests {
@@ -106,5 +138,23 @@ mod tests {
     fn missing_required_key_is_an_error() {
         let err = serde_json::from_str::<SessionMeta>(r#"{"id":"s1"}"#).unwrap_err();
         assert!(err.to_string().contains("missing field"), "{err}");
+    }
+
+    #[test]
+    fn imports_are_untouched_until_a_turn_ends_after_the_import() {
+        let id = crate::SessionId::new("s").unwrap();
+        let mut m = SessionMeta::new(&id, "t".into(), "/p".into(), "x".into(), None, 100);
+        assert!(!m.is_untouched_import() && !m.project_path_from_bundle());
+        m.extra.insert(
+            IMPORTED_FROM.into(),
+            serde_json::json!({"projectPath": "/sender", "importedAt": 100}),
+        );
+        assert!(m.is_untouched_import() && !m.project_path_from_bundle());
+        m.last_turn_at = 101;
+        assert!(!m.is_untouched_import());
+        // An older version's import: the meta's project path is the sender's.
+        m.extra
+            .insert(IMPORTED_FROM.into(), serde_json::json!({"importedAt": 100}));
+        assert!(m.project_path_from_bundle() && m.is_untouched_import());
     }
 }

@@ -75,7 +75,10 @@ impl ProjectKey {
     }
 }
 
-fn is_safe_name(name: &str) -> bool {
+/// Whether `name` can be a directory under `sessions/`: every name [`project_dir_name`]
+/// produces passes, and listings accept exactly these (a leading dot included: the original
+/// names `/.hidden/p` `.hidden__p`, so dot-leading names are projects, not hidden files).
+pub fn is_project_dir_name(name: &str) -> bool {
     !name.is_empty()
         && name != "."
         && name != ".."
@@ -145,7 +148,7 @@ fn hashed(path: &str) -> String {
 /// The key (directory name under `sessions/`) of a project path.
 pub fn project_key(project_path: &str) -> ProjectKey {
     let original = format_original(project_path);
-    if is_safe_name(&original) && parse_original(&original) == project_path {
+    if is_project_dir_name(&original) && parse_original(&original) == project_path {
         return ProjectKey::Original(original);
     }
     let escaped = escape(project_path);
@@ -207,6 +210,19 @@ mod tests {
         );
         assert_eq!(project_dir_name("/a/../b"), "a__..__b");
         assert_eq!(project_dir_name("/home/josé/项目"), "home__josé__项目");
+        // Dot-leading names are the original's too, and valid project directory names.
+        for (p, name) in [
+            ("/.hidden/p", ".hidden__p"),
+            ("/./tmp", ".__tmp"),
+            ("/.x", ".x"),
+        ] {
+            assert_eq!(project_dir_name(p), name);
+            assert!(is_project_dir_name(name));
+            assert_eq!(parse_project_dir_name(name), ParsedKey::Path(p.to_owned()));
+        }
+        for bad in ["", ".", "..", "a/b", "a\0b"] {
+            assert!(!is_project_dir_name(bad), "{bad:?}");
+        }
     }
 
     #[test]
@@ -216,7 +232,7 @@ mod tests {
             "relative", "/a/b:c", "/a/bc", "/x\0y",
         ] {
             let name = project_dir_name(p);
-            assert!(is_safe_name(&name), "{p:?} -> {name:?}");
+            assert!(is_project_dir_name(&name), "{p:?} -> {name:?}");
             assert_eq!(
                 parse_project_dir_name(&name),
                 ParsedKey::Path(p.to_owned()),
@@ -263,7 +279,7 @@ mod tests {
         #[test]
         fn parse_after_format_is_identity(p in path_strategy()) {
             let name = project_dir_name(&p);
-            prop_assert!(is_safe_name(&name));
+            prop_assert!(is_project_dir_name(&name));
             prop_assert_eq!(parse_project_dir_name(&name), ParsedKey::Path(p));
         }
 

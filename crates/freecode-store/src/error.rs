@@ -70,6 +70,17 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A counter of a file is at its largest value: the next one would wrap, so nothing was
+    /// written.
+    #[error("cannot append to {}: {what} {last} is the largest there is; nothing was written", path.display())]
+    Exhausted {
+        /// Which counter ("seq", "event id").
+        what: &'static str,
+        /// Its last value.
+        last: String,
+        /// The file.
+        path: PathBuf,
+    },
     /// A compaction request that would break the log.
     #[error(transparent)]
     Compaction(#[from] CompactionError),

@@ -213,13 +213,27 @@ impl Recorder {
         if self.file.is_none() {
             return Ok(None);
         }
+        // Neither counter wraps: past the largest value the log refuses new events.
+        let seq = self
+            .seq
+            .checked_add(1)
+            .ok_or_else(|| StoreError::Exhausted {
+                what: "seq",
+                last: self.seq.to_string(),
+                path: self.path.clone(),
+            })?;
         let timestamp = self.now();
         let id = self
             .ulid
-            .next(u64::try_from(timestamp).unwrap_or(0), random_u128);
+            .next(u64::try_from(timestamp).unwrap_or(0), random_u128)
+            .map_err(|e| StoreError::Exhausted {
+                what: "event id",
+                last: e.last,
+                path: self.path.clone(),
+            })?;
         let event = Event {
             id,
-            seq: self.seq + 1,
+            seq,
             aggregate_id: self.aggregate_id.clone(),
             timestamp,
             kind,
@@ -228,7 +242,7 @@ impl Recorder {
         let busy = crate::fsutil::busy();
         self.write_raw(&event.to_line())?;
         drop(busy);
-        self.seq += 1;
+        self.seq = seq;
         Ok(Some(Recorded {
             id: event.id,
             seq: event.seq,
@@ -286,7 +300,7 @@ impl Recorder {
     /// A tool is about to run: writes `function.call` with a fresh call id.
     pub fn function_call(&mut self, turn_id: &str, tool: &str, args: Value) -> Result<ToolCall> {
         let started = self.now();
-        let call_id = format!("call-{}", self.seq + 1);
+        let call_id = format!("call-{}", self.seq.saturating_add(1));
         self.record(EventKind::FunctionCall {
             turn_id: turn_id.to_owned(),
             tool: tool.to_owned(),

@@ -8,6 +8,10 @@
 //!   where an id is missing or repeated, `importedFrom` in the meta) all or nothing, and never
 //!   overwrites anything: memory entries are imported only when asked, and an entry whose name
 //!   exists locally is skipped, not replaced (§19.6).
+//! - Imported data is untrusted: the session goes under the project the importer names
+//!   ([`ImportOptions::project_path`]), the sender's path is kept only as provenance
+//!   (`importedFrom.projectPath`), and every time in the bundle later than the import is
+//!   clamped to the import time ([`Bundle::clamp_times`]).
 //! - The local variant of §15 lives under `remote/`: [`save_to_remote`] writes a bundle file
 //!   there (0600, atomically); import reads any file.
 
@@ -15,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use freecode_core::bundle::{Bundle, MemoryEntry, RedactionNote, valid_memory_name};
 use freecode_core::memory::CompactionMemory;
+use freecode_core::meta::IMPORTED_FROM;
 use freecode_core::redact;
 use freecode_core::{SessionId, SessionMeta, SessionStatus};
 use serde_json::Value;
@@ -167,11 +172,14 @@ fn redact_value<'a>(v: &'a mut Value, path: &mut Vec<Seg<'a>>, notes: &mut Vec<R
     }
 }
 
-/// Where an import came from, recorded in the new meta as `importedFrom`.
+/// Where an import came from, recorded in the new meta as `importedFrom`, and where it goes.
 #[derive(Debug, Clone, Default)]
 pub struct ImportOptions {
     /// The URL (without its key fragment) or file it came from.
     pub source: String,
+    /// The local project the session belongs to (its `projectPath`, the agent's tools' root, and
+    /// where memory entries go). Never taken from the bundle: the sender's path is provenance.
+    pub project_path: String,
     /// Also write the bundle's memory entries into the project (never overwriting).
     pub with_memories: bool,
 }
@@ -202,6 +210,8 @@ pub fn import_bundle(
     opts: &ImportOptions,
 ) -> Result<Imported, ShareError> {
     let home = store.home().clone();
+    let now = crate::now_ms();
+    bundle.clamp_times(now);
     let mut seen = std::collections::HashSet::new();
     let mut renumbered = 0;
     for m in &mut bundle.messages {
@@ -219,14 +229,13 @@ pub fn import_bundle(
     };
     let new = NewSession {
         title,
-        project_path: src.project_path.clone(),
+        project_path: opts.project_path.clone(),
         provider: src.provider.clone(),
         model: src.model.clone(),
     };
     let summaries = std::mem::take(&mut bundle.summaries);
     let rollout = bundle.rollout.take().unwrap_or_default();
     let event_count = rollout.len();
-    let now = crate::now_ms();
     let extra = |id: &SessionId| {
         let mut files = Vec::new();
         if !summaries.is_empty() {
@@ -261,6 +270,7 @@ pub fn import_bundle(
     let id = store.create_populated(new, &bundle.messages, &extra, |m| {
         m.status = SessionStatus::Active;
         m.turn_count = src.turn_count;
+        // Clamped above: never after the import.
         if src.last_turn_at > 0 {
             m.last_turn_at = src.last_turn_at;
         }
@@ -272,12 +282,18 @@ pub fn import_bundle(
         if !opts.source.is_empty() {
             from.insert("source".into(), Value::String(opts.source.clone()));
         }
+        // The sender's project, as provenance only; its presence also marks an import whose
+        // `projectPath` is the importer's (see `SessionMeta::project_path_from_bundle`).
+        from.insert(
+            "projectPath".into(),
+            Value::String(src.project_path.clone()),
+        );
         if bundle.exported_at > 0 {
             from.insert("exportedAt".into(), Value::from(bundle.exported_at));
         }
         from.insert("importedAt".into(), Value::from(now));
         m.extra
-            .insert("importedFrom".to_owned(), Value::Object(from));
+            .insert(IMPORTED_FROM.to_owned(), Value::Object(from));
     })?;
     let meta = store.meta(&id)?;
     let mut written = Vec::new();
@@ -288,7 +304,7 @@ pub fn import_bundle(
             continue;
         }
         // The session is written: a memory entry that cannot be saved is reported, not fatal.
-        match save_memory(&home, &src.project_path, &entry) {
+        match save_memory(&home, &opts.project_path, &entry) {
             Ok(Some(p)) => written.push(p),
             Ok(None) => skipped.push(entry.name),
             Err(e) => {

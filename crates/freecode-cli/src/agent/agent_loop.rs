@@ -321,8 +321,11 @@ impl AgentLoop {
                     project_path: Some(project.clone()),
                     ..ListFilter::default()
                 })?;
+                // An import no turn has run in yet is someone else's history, whatever its
+                // times say: it is resumed by id only.
                 let found = listing.sessions.into_iter().find(|m| {
                     matches!(m.status, SessionStatus::Active | SessionStatus::Interrupted)
+                        && !m.is_untouched_import()
                 });
                 match found {
                     Some(m) => SessionId::new(m.id)?,
@@ -330,7 +333,19 @@ impl AgentLoop {
                 }
             }
         };
-        let was_interrupted = store.meta(&id)?.status == SessionStatus::Interrupted;
+        let found = store.meta(&id)?;
+        if found.project_path_from_bundle() {
+            // An older version's import: `projectPath` is the sender's, not a directory the
+            // user chose, so it never becomes the tools' root.
+            return Err(crate::UserError(format!(
+                "session {id} was imported by an older freecode, which took its project \
+                 directory {} from the bundle; import the bundle again with \
+                 `freecode session import SOURCE --project DIR`",
+                found.project_path
+            ))
+            .into());
+        }
+        let was_interrupted = found.status == SessionStatus::Interrupted;
         let context = store.resume(&id)?;
         let mut writer = store.writer(&id)?;
         let mut meta = context.meta;
@@ -362,7 +377,7 @@ impl AgentLoop {
             ))
         })?;
         let recorder = Recorder::open(store.home(), &id, config.recorder)?;
-        let mut next_turn = meta.turn_count + 1;
+        let mut next_turn = meta.turn_count.saturating_add(1);
         if recorder.is_enabled() {
             // Turn numbers only grow in the log: the last `turn.started` (read from the end,
             // not the whole log) is past every earlier one.
@@ -372,7 +387,7 @@ impl AgentLoop {
             if let Some(EventKind::TurnStarted { turn_id }) = last.map(|e| e.kind)
                 && let Some(n) = turn_number(&turn_id)
             {
-                next_turn = next_turn.max(n + 1);
+                next_turn = next_turn.max(n.saturating_add(1));
             }
         }
         Ok(Self {
@@ -503,7 +518,7 @@ impl AgentLoop {
     fn turn(&mut self, prompt: &str, interrupt: &InterruptFlag) -> anyhow::Result<TurnOutcome> {
         self.compact_if_needed()?;
         let turn_no = self.next_turn;
-        self.next_turn += 1;
+        self.next_turn = self.next_turn.saturating_add(1);
         if self.meta.title.is_empty() {
             let title = title_from(prompt);
             self.meta = self.writer.update_meta(|m| m.title = title)?;

@@ -131,6 +131,22 @@ pub fn agent_config_from_env() -> anyhow::Result<AgentConfig> {
     Ok(config)
 }
 
+/// The canonical path of the project directory `given` (default: the current directory), the
+/// form `run` looks sessions up by; it must be an existing directory.
+pub fn project_directory(given: Option<&std::path::Path>) -> anyhow::Result<String> {
+    let dir = match given {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| UserError(format!("project directory {}: {e}", dir.display())))?;
+    if !dir.is_dir() {
+        return Err(UserError(format!("{} is not a directory", dir.display())).into());
+    }
+    Ok(dir.to_string_lossy().into_owned())
+}
+
 impl RunArgs {
     fn stall_timeout(&self) -> anyhow::Result<Duration> {
         if let Some(secs) = self.stall_timeout {
@@ -152,17 +168,7 @@ impl RunArgs {
         if let Some(id) = &self.session {
             return Ok(SessionTarget::Resume(SessionId::new(id.as_str())?));
         }
-        let dir = match &self.project {
-            Some(p) => p.clone(),
-            None => std::env::current_dir().context("cannot read the current directory")?,
-        };
-        let dir = dir
-            .canonicalize()
-            .map_err(|e| UserError(format!("project directory {}: {e}", dir.display())))?;
-        if !dir.is_dir() {
-            return Err(UserError(format!("{} is not a directory", dir.display())).into());
-        }
-        let project = dir.to_string_lossy().into_owned();
+        let project = project_directory(self.project.as_deref())?;
         Ok(if self.continue_ {
             SessionTarget::Continue { project }
         } else {

@@ -23,6 +23,10 @@
 //! `session.send` answered with status `interrupted`) and the server keeps running; Ctrl+C while
 //! idle marks nothing; a second Ctrl+C within a second exits with status 1, after any write in
 //! progress has finished.
+//!
+//! `session.import {url, projectPath?}` writes the session under `projectPath` (an existing
+//! directory, made canonical; default: the server's working directory), never under the path
+//! the bundle names.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -546,6 +550,12 @@ impl Server {
         let url = p
             .opt_str("url")?
             .ok_or_else(|| RpcError::params("url is required"))?;
+        // The session belongs to the project the caller names (default: the server's working
+        // directory), never to the path inside the bundle.
+        let project = p.opt_str("projectPath")?;
+        let project_path =
+            crate::commands::run::project_directory(project.as_deref().map(Path::new))
+                .map_err(|e| RpcError::params(format!("projectPath: {e:#}")))?;
         let config = SyncConfig::load(self.store.home());
         let (bundle, _) = Client::new(config.api_key)
             .fetch(&url)
@@ -555,6 +565,7 @@ impl Server {
             bundle,
             &ImportOptions {
                 source: url.split('#').next().unwrap_or("").to_owned(),
+                project_path,
                 with_memories: false,
             },
         )?;

@@ -67,6 +67,10 @@ pub struct ImportArgs {
     /// Also import the bundle's memory entries (never replacing an existing one).
     #[arg(long)]
     with_memories: bool,
+    /// The local project the session belongs to (its tools work there) [default: the current
+    /// directory]. The sender's project path is kept as provenance only.
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -349,6 +353,7 @@ fn dry_run(
 
 /// Runs `session import`.
 pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
+    let project_path = crate::commands::run::project_directory(a.project.as_deref())?;
     let is_url = a.source.starts_with("http://") || a.source.starts_with("https://");
     let (bundle, shape, source) = if is_url {
         let config = SyncConfig::load(store.home());
@@ -396,6 +401,7 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
         bundle,
         &ImportOptions {
             source,
+            project_path,
             with_memories: a.with_memories,
         },
     )?;
@@ -403,6 +409,7 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
         return print_json(&serde_json::json!({
             "sessionId": imported.id,
             "title": imported.meta.title,
+            "projectPath": imported.meta.project_path,
             "messages": imported.messages,
             "events": imported.events,
             "memoriesWritten": imported.memories_written,
@@ -412,8 +419,8 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
     }
     print_line(imported.id.as_str())?;
     eprintln!(
-        "imported {} messages as {} ({})",
-        imported.messages, imported.id, imported.meta.title
+        "imported {} messages as {} ({}) into {}",
+        imported.messages, imported.id, imported.meta.title, imported.meta.project_path
     );
     if !imported.memories_skipped.is_empty() {
         eprintln!(

@@ -22,6 +22,7 @@ use std::fs::{self, File};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use freecode_core::project_key::is_project_dir_name;
 use freecode_core::{SessionId, SessionMeta};
 use rusqlite::{Connection, params};
 
@@ -154,7 +155,7 @@ impl SessionIndex {
                 Ok(rd) => rd
                     .filter_map(|e| e.ok())
                     .filter_map(|e| e.file_name().into_string().ok())
-                    .filter(|n| !n.starts_with('.'))
+                    .filter(|n| is_project_dir_name(n))
                     .collect(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
                 Err(e) => return Err(e).ctx("list", &sessions),
@@ -399,8 +400,7 @@ impl SessionIndex {
 pub(crate) fn project_dirs_of(project_path: &str) -> Vec<String> {
     let mut v = vec![freecode_core::project_key::project_dir_name(project_path)];
     let orig = freecode_core::project_key::format_original(project_path);
-    if !orig.is_empty() && orig != "." && orig != ".." && !orig.contains('\0') && !v.contains(&orig)
-    {
+    if is_project_dir_name(&orig) && !v.contains(&orig) {
         v.push(orig);
     }
     v

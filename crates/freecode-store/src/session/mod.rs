@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use freecode_core::context_cache::ContextCache;
 use freecode_core::history::{HistoryMessage, load_history};
 use freecode_core::memory::CompactionMemory;
-use freecode_core::project_key::{ProjectKey, format_original, project_key};
+use freecode_core::meta::IMPORTED_FROM;
+use freecode_core::project_key::{ProjectKey, format_original, is_project_dir_name, project_key};
 use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use serde::Serialize;
 
@@ -289,7 +290,7 @@ impl SessionStore {
         };
         for entry in entries {
             let entry = entry.ctx("list", &sessions)?;
-            if entry.file_name().as_encoded_bytes().starts_with(b".")
+            if !entry.file_name().to_str().is_some_and(is_project_dir_name)
                 || entry.file_type().is_ok_and(|t| t.is_symlink())
             {
                 continue;
@@ -338,7 +339,7 @@ impl SessionStore {
             Some(p) if !p.is_empty() => {
                 let mut v = vec![sessions_dir.join(project_key(p).dir_name())];
                 let orig = format_original(p);
-                if !orig.is_empty() && orig != "." && orig != ".." && !orig.contains('\0') {
+                if is_project_dir_name(&orig) {
                     v.push(sessions_dir.join(orig));
                 }
                 v.dedup();
@@ -347,7 +348,7 @@ impl SessionStore {
             _ => match fs::read_dir(&sessions_dir) {
                 Ok(rd) => rd
                     .filter_map(|e| e.ok())
-                    .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
+                    .filter(|e| e.file_name().to_str().is_some_and(is_project_dir_name))
                     .filter(|e| !e.file_type().is_ok_and(|t| t.is_symlink()))
                     .map(|e| e.path())
                     .collect(),
@@ -786,6 +787,14 @@ impl SessionStore {
         );
         meta.parent_id = Some(id.to_string());
         meta.turn_count = parent.turn_count;
+        if parent.project_path_from_bundle()
+            && meta.project_path == parent.project_path
+            && let Some(from) = parent.imported_from()
+        {
+            // The path is still an older import's bundle path: the fork keeps the mark, so it
+            // never becomes the tools' root either.
+            meta.extra.insert(IMPORTED_FROM.to_owned(), from.clone());
+        }
         if self.sync_rewrites() {
             fsutil::open_read(&dst.messages())
                 .and_then(|f| f.sync_all())

@@ -196,8 +196,10 @@ impl SessionWriter {
         self.update_meta_with(
             |m| {
                 m.last_turn_at = now;
-                m.turn_count += 1;
-                m.aggregated_token_count = Some(m.aggregated_token_count.unwrap_or(0) + tokens);
+                // Counters saturate: at u64::MAX they stay there, never wrap to 0.
+                m.turn_count = m.turn_count.saturating_add(1);
+                m.aggregated_token_count =
+                    Some(m.aggregated_token_count.unwrap_or(0).saturating_add(tokens));
             },
             true,
         )
@@ -374,7 +376,7 @@ impl SessionWriter {
             content: summary.to_owned(),
             extra: freecode_core::Extra::new(),
         });
-        memory.total_compactions += 1;
+        memory.total_compactions = memory.total_compactions.saturating_add(1);
         memory.last_compaction_at = Some(now);
         memory.token_count = summary_tokens + kept_tokens;
 

@@ -367,3 +367,81 @@ fn fork_of_a_compacted_session_carries_its_summary() {
         Some(summary.latest_summary().unwrap().content.clone())
     );
 }
+
+#[test]
+fn dot_leading_project_directories_list_show_and_purge() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SessionStore::with_config(Home::new(dir.path()), crate::support::quiet()).unwrap();
+    let sessions = dir.path().join("sessions");
+    // Ours: `/.hidden/p` and `/./tmp` keep the original's (dot-leading) names.
+    let hidden = store
+        .create(crate::support::new_session("/.hidden/p"))
+        .unwrap();
+    let dot = store.create(crate::support::new_session("/./tmp")).unwrap();
+    assert!(
+        sessions
+            .join(".hidden__p")
+            .join(hidden.as_str())
+            .join("meta.json")
+            .is_file()
+    );
+    assert!(
+        sessions
+            .join(".__tmp")
+            .join(dot.as_str())
+            .join("meta.json")
+            .is_file()
+    );
+
+    // The original's (or an older version's) `.hidden__p` session, written by hand.
+    let theirs = "3f0e2f7c-0000-4000-8000-00000000dot1";
+    let their_dir = sessions.join(".hidden__p").join(theirs);
+    std::fs::create_dir_all(&their_dir).unwrap();
+    std::fs::write(
+        their_dir.join("meta.json"),
+        format!(
+            r#"{{"id":"{theirs}","title":"t","projectPath":"/.hidden/p","provider":"anthropic","status":"active","createdAt":1,"updatedAt":1,"lastTurnAt":1,"turnCount":0}}"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(their_dir.join("messages.jsonl"), "").unwrap();
+    let theirs = SessionId::new(theirs).unwrap();
+
+    let ids = |filter: &ListFilter| -> Vec<String> {
+        let mut v: Vec<String> = store
+            .list(filter)
+            .unwrap()
+            .sessions
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        v.sort();
+        v
+    };
+    let mut all = vec![hidden.to_string(), dot.to_string(), theirs.to_string()];
+    all.sort();
+    assert_eq!(ids(&ListFilter::default()), all);
+    let mut in_hidden = vec![hidden.to_string(), theirs.to_string()];
+    in_hidden.sort();
+    let by_project = |p: &str| ListFilter {
+        project_path: Some(p.into()),
+        ..ListFilter::default()
+    };
+    assert_eq!(ids(&by_project("/.hidden/p")), in_hidden);
+    assert_eq!(ids(&by_project("/./tmp")), [dot.to_string()]);
+    for id in [&hidden, &dot, &theirs] {
+        assert_eq!(store.meta(id).unwrap().id, id.as_str());
+        store
+            .append(
+                id,
+                &StoredMessage::new("m1", freecode_core::Role::User, vec![], 1),
+            )
+            .unwrap();
+    }
+    for id in [&hidden, &dot, &theirs] {
+        store.purge(id).unwrap();
+        assert!(matches!(store.meta(id), Err(StoreError::NotFound { .. })));
+    }
+    assert!(ids(&ListFilter::default()).is_empty());
+    assert!(!sessions.join(".hidden__p").join(hidden.as_str()).exists());
+}

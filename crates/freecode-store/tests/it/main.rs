@@ -11,6 +11,7 @@ mod hostile;
 mod index;
 mod rollout;
 mod rollout_crash;
+mod share;
 mod store;
 mod support;
 mod threads;

@@ -247,6 +247,82 @@ fn recorder_resumes_seq_from_the_tail_and_fences_a_torn_tail() {
     assert!(events.iter().all(|e| e.id.len() == 26));
 }
 
+/// Writes a log of one event with this id and seq; returns its bytes.
+fn log_ending_in(home: &Home, id: &SessionId, event_id: &str, seq: u64) -> Vec<u8> {
+    let path = events_path(home, id);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let line = format!(
+        "{{\"type\":\"turn.started\",\"id\":\"{event_id}\",\"seq\":{seq},\"aggregateID\":\"{id}\",\"timestamp\":1,\"turnId\":\"turn-1\"}}\n"
+    );
+    std::fs::write(&path, &line).unwrap();
+    line.into_bytes()
+}
+
+#[test]
+fn a_log_at_the_largest_seq_refuses_new_events_instead_of_restarting_at_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    let id = SessionId::new("s-max").unwrap();
+    let before = log_ending_in(&home, &id, "01KF0E48H0AAAAAAAAAAAAAAAA", u64::MAX);
+    let mut r = Recorder::open(&home, &id, rec_config(Durability::Never)).unwrap();
+    assert_eq!(r.seq(), u64::MAX);
+    let err = r.turn_started("turn-2").unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Exhausted { what: "seq", .. }),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("18446744073709551615") && text.contains("events.jsonl"),
+        "{text}"
+    );
+    assert!(r.function_call("turn-2", "read_file", json!({})).is_err());
+    drop(r);
+    assert_eq!(std::fs::read(events_path(&home, &id)).unwrap(), before);
+}
+
+#[test]
+fn a_log_after_the_largest_event_id_refuses_new_events_instead_of_restarting_at_000() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    let id = SessionId::new("s-maxid").unwrap();
+    let before = log_ending_in(&home, &id, "7ZZZZZZZZZZZZZZZZZZZZZZZZZ", 4);
+    let mut r = Recorder::open(&home, &id, rec_config(Durability::Never)).unwrap();
+    let err = r.turn_started("turn-2").unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            StoreError::Exhausted {
+                what: "event id",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("7ZZZZZZZZZZZZZZZZZZZZZZZZZ"),
+        "{err}"
+    );
+    drop(r);
+    assert_eq!(std::fs::read(events_path(&home, &id)).unwrap(), before);
+
+    // One id short of the largest: the next event gets the largest, never a smaller one.
+    let id2 = SessionId::new("s-nearmax").unwrap();
+    log_ending_in(&home, &id2, "7ZZZZZZZZZZZZZZZZZZZZZZZZY", 4);
+    let mut r = Recorder::open(&home, &id2, rec_config(Durability::Never)).unwrap();
+    let rec = r
+        .record(EventKind::TurnStarted {
+            turn_id: "turn-2".into(),
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (rec.id.as_str(), rec.seq),
+        ("7ZZZZZZZZZZZZZZZZZZZZZZZZZ", 5)
+    );
+    assert!(r.turn_started("turn-3").is_err());
+}
+
 #[test]
 fn the_last_matching_event_is_found_from_the_tail() {
     let dir = tempfile::tempdir().unwrap();

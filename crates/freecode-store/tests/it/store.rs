@@ -46,6 +46,32 @@ fn end_turn_maintains_the_counters() {
 }
 
 #[test]
+fn end_turn_counters_saturate_at_the_largest_value_instead_of_wrapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let id = store.create(new_session("/p")).unwrap();
+    store
+        .update_meta(&id, |m| {
+            m.turn_count = u64::MAX;
+            m.aggregated_token_count = Some(u64::MAX - 5);
+        })
+        .unwrap();
+    let mut w = store.writer(&id).unwrap();
+    let m = w.end_turn(120).unwrap();
+    assert_eq!(m.turn_count, u64::MAX);
+    assert_eq!(m.aggregated_token_count, Some(u64::MAX));
+    let m = w.end_turn(1).unwrap();
+    assert_eq!(
+        (m.turn_count, m.aggregated_token_count),
+        (u64::MAX, Some(u64::MAX))
+    );
+    drop(w);
+    let on_disk = store.meta(&id).unwrap();
+    assert_eq!(on_disk.turn_count, u64::MAX);
+    assert_eq!(on_disk.aggregated_token_count, Some(u64::MAX));
+}
+
+#[test]
 fn interrupt_then_resume_persists_the_continue_message_and_reactivates() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir);

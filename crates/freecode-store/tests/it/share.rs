@@ -1,0 +1,165 @@
+//! Imports treat the bundle as untrusted: the session goes where the importer says, the
+//! sender's project path is provenance only, and no time in it is later than the import.
+
+use freecode_core::bundle::parse_bundle;
+use freecode_store::share::{ImportOptions, import_bundle};
+use freecode_store::{ListFilter, StoreError};
+
+use crate::support::{TestHome, snapshot};
+
+const YEAR_2100_MS: i64 = 4_102_444_800_000;
+
+fn planted(project_path: &str) -> freecode_core::bundle::Bundle {
+    let body = serde_json::json!({
+        "format": "freecode.session-bundle", "version": 1, "exportedAt": YEAR_2100_MS,
+        "meta": {"id": "a-1", "title": "Planted", "projectPath": project_path, "provider": "x",
+                 "status": "active", "createdAt": 1, "updatedAt": YEAR_2100_MS,
+                 "lastTurnAt": YEAR_2100_MS, "turnCount": 3},
+        "messages": [{"id": "m1", "role": "user", "parts": [], "timestamp": YEAR_2100_MS}],
+        "rollout": [{"type": "turn.started", "id": "e", "seq": 9, "aggregateID": "a-1",
+                     "timestamp": YEAR_2100_MS, "turnId": "turn-1"}],
+        "memories": [{"name": "note", "type": "project", "content": "c"}],
+        "counts": {"messages": 1, "events": 1, "memories": 1}
+    });
+    parse_bundle(&serde_json::to_vec(&body).unwrap()).unwrap().0
+}
+
+#[test]
+fn an_import_lives_in_the_named_project_with_the_senders_path_as_provenance_only() {
+    let h = TestHome::new();
+    let before = freecode_store::now_ms();
+    let imported = import_bundle(
+        &h.store,
+        planted("/victim/project"),
+        &ImportOptions {
+            source: "file".into(),
+            project_path: "/home/me/mine".into(),
+            with_memories: true,
+        },
+    )
+    .unwrap();
+    let after = freecode_store::now_ms();
+    let m = h.store.meta(&imported.id).unwrap();
+    assert_eq!(m.project_path, "/home/me/mine");
+    assert_eq!(m.imported_from().unwrap()["projectPath"], "/victim/project");
+    assert!(!m.project_path_from_bundle());
+    assert!(m.is_untouched_import());
+    assert!(
+        (before..=after).contains(&m.last_turn_at),
+        "{}",
+        m.last_turn_at
+    );
+    assert!(m.updated_at <= after && m.created_at <= after);
+    assert!(m.imported_from().unwrap()["exportedAt"].as_i64().unwrap() <= after);
+    let msgs = h.store.messages(&imported.id).unwrap().messages;
+    assert!(msgs[0].timestamp <= after);
+    let log = std::fs::read_to_string(freecode_store::rollout::events_path(
+        h.store.home(),
+        &imported.id,
+    ))
+    .unwrap();
+    let ev: serde_json::Value = serde_json::from_str(log.trim()).unwrap();
+    assert!(ev["timestamp"].as_i64().unwrap() <= after);
+
+    // Listed under the importer's project, not the sender's.
+    let in_project = |p: &str| {
+        h.store
+            .list(&ListFilter {
+                project_path: Some(p.into()),
+                ..ListFilter::default()
+            })
+            .unwrap()
+            .sessions
+            .len()
+    };
+    assert_eq!(in_project("/home/me/mine"), 1);
+    assert_eq!(in_project("/victim/project"), 0);
+    // Memory entries went to the importer's project (slug `mine`).
+    assert_eq!(imported.memories_written.len(), 1);
+    assert!(
+        imported.memories_written[0].ends_with("projects/mine/memory/project/note.md"),
+        "{:?}",
+        imported.memories_written
+    );
+    assert!(!h.root().join("projects/project").exists());
+
+    // A turn ending after the import makes it the user's session.
+    let mut w = h.store.writer(&imported.id).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let m = w.end_turn(1).unwrap();
+    assert!(!m.is_untouched_import());
+}
+
+#[test]
+fn an_import_without_a_project_is_refused_and_writes_nothing() {
+    let h = TestHome::new();
+    let before = snapshot(h.root());
+    let err = import_bundle(
+        &h.store,
+        planted("/victim/project"),
+        &ImportOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            freecode_store::share::ShareError::Store(StoreError::InvalidProjectPath { .. })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(snapshot(h.root()), before);
+}
+
+#[test]
+fn a_fork_of_an_older_import_keeps_the_mark_unless_it_moves_to_a_project() {
+    let h = TestHome::new();
+    let imported = import_bundle(
+        &h.store,
+        planted("/victim/project"),
+        &ImportOptions {
+            source: "file".into(),
+            project_path: "/victim/project".into(),
+            with_memories: false,
+        },
+    )
+    .unwrap();
+    // What an older version wrote: no `importedFrom.projectPath`.
+    h.store
+        .update_meta(&imported.id, |m| {
+            let mut from = m.imported_from().unwrap().clone();
+            from.as_object_mut().unwrap().remove("projectPath");
+            m.extra.insert("importedFrom".into(), from);
+        })
+        .unwrap();
+    assert!(
+        h.store
+            .meta(&imported.id)
+            .unwrap()
+            .project_path_from_bundle()
+    );
+    let fork = h.store.fork(&imported.id, None).unwrap();
+    let m = h.store.meta(&fork).unwrap();
+    assert_eq!(m.project_path, "/victim/project");
+    assert!(
+        m.project_path_from_bundle(),
+        "the fork still has the bundle's path"
+    );
+    let moved = h.store.fork(&imported.id, Some("/home/me/mine")).unwrap();
+    let m = h.store.meta(&moved).unwrap();
+    assert!(m.imported_from().is_none() && !m.project_path_from_bundle());
+    // A fork of a current import (its project is the importer's) is an ordinary session.
+    let current = import_bundle(
+        &h.store,
+        planted("/victim/project"),
+        &ImportOptions {
+            source: "file".into(),
+            project_path: "/home/me/mine".into(),
+            with_memories: false,
+        },
+    )
+    .unwrap();
+    let fork = h.store.fork(&current.id, None).unwrap();
+    let m = h.store.meta(&fork).unwrap();
+    assert_eq!(m.project_path, "/home/me/mine");
+    assert!(!m.project_path_from_bundle() && !m.is_untouched_import());
+}
