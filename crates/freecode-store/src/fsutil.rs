@@ -36,6 +36,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::error::{IoContext, Result, StoreError};
+use crate::iotrace::{self, Op};
 
 /// Mode of every directory the store creates.
 pub const DIR_MODE: u32 = 0o700;
@@ -139,7 +140,21 @@ fn open_child_dir(dir: BorrowedFd<'_>, name: &OsStr, path: &Path, walk: Walk) ->
         Ok(fd) => Ok(fd),
         Err(Errno::NOENT) if walk == Walk::Create => {
             match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(DIR_MODE)) {
-                Ok(()) | Err(Errno::EXIST) => {}
+                Ok(()) => {
+                    iotrace::record(|| Op::Mkdir {
+                        path: path.to_path_buf(),
+                    });
+                    // The new entry is durable before anything is written below it: a power
+                    // cut must not lose a directory whose files were acknowledged.
+                    let parent = path.parent().unwrap_or(Path::new("."));
+                    rustix::fs::fsync(dir)
+                        .map_err(errno_io)
+                        .ctx("fsync directory", parent)?;
+                    iotrace::record(|| Op::FsyncDir {
+                        path: parent.to_path_buf(),
+                    });
+                }
+                Err(Errno::EXIST) => {}
                 Err(e) => return Err(errno_io(e)).ctx("create directory", path),
             }
             rustix::fs::openat(dir, name, flags, Mode::empty())
@@ -258,6 +273,9 @@ fn open_parent(path: &Path, walk: Walk) -> Result<(OwnedFd, &OsStr)> {
 /// `flags` says so, and checks that it is a regular file of ours (loose modes tightened).
 fn open_file_at(dir: BorrowedFd<'_>, name: &OsStr, path: &Path, flags: OFlags) -> Result<File> {
     let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let creates = iotrace::active()
+        && flags.contains(OFlags::CREATE)
+        && rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).is_err();
     let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(FILE_MODE)).map_err(|e| {
         if e == Errno::EXIST {
             StoreError::Io {
@@ -275,6 +293,11 @@ fn open_file_at(dir: BorrowedFd<'_>, name: &OsStr, path: &Path, flags: OFlags) -
             classify(dir, name, path, e, "a regular file")
         }
     })?;
+    if creates {
+        iotrace::record(|| Op::Create {
+            path: path.to_path_buf(),
+        });
+    }
     let st = check_owned(fd.as_fd(), path, true)?;
     let ft = FileType::from_raw_mode(st.st_mode);
     if ft != FileType::RegularFile {
@@ -334,7 +357,11 @@ pub fn create_dir_exclusive(dir: &Path) -> std::io::Result<()> {
         other => std::io::Error::other(other.to_string()),
     };
     let (parent, name) = open_parent(dir, Walk::Write).map_err(to_io)?;
-    rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(DIR_MODE)).map_err(errno_io)
+    rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(DIR_MODE)).map_err(errno_io)?;
+    iotrace::record(|| Op::Mkdir {
+        path: dir.to_path_buf(),
+    });
+    Ok(())
 }
 
 /// Opens `path` for appending (and reading, to check its tail), creating it 0600 if missing.
@@ -445,7 +472,75 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     let fd = open_dir(dir, Walk::Reach)?;
     rustix::fs::fsync(&fd)
         .map_err(errno_io)
-        .ctx("fsync directory", dir)
+        .ctx("fsync directory", dir)?;
+    iotrace::record(|| Op::FsyncDir {
+        path: dir.to_path_buf(),
+    });
+    Ok(())
+}
+
+/// Appends `bytes` to `file` (opened `O_APPEND`) as one `write`: every append of the store
+/// goes through here, so that a trace sees it.
+pub fn append_bytes(file: &mut File, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if !iotrace::active() {
+        return file.write_all(bytes);
+    }
+    let offset = file.metadata()?.len();
+    file.write_all(bytes)?;
+    iotrace::record(|| Op::Write {
+        path: path.to_path_buf(),
+        offset,
+        data: bytes.to_vec(),
+    });
+    Ok(())
+}
+
+/// Makes `file`'s data durable (`fdatasync`; with `all`, `fsync`).
+pub fn sync_file(file: &File, path: &Path, all: bool) -> std::io::Result<()> {
+    if all {
+        file.sync_all()?;
+    } else {
+        file.sync_data()?;
+    }
+    iotrace::record(|| Op::Fsync {
+        path: path.to_path_buf(),
+    });
+    Ok(())
+}
+
+/// Cuts (or extends) `file` to `len`.
+pub fn set_len(file: &File, path: &Path, len: u64) -> std::io::Result<()> {
+    file.set_len(len)?;
+    iotrace::record(|| Op::SetLen {
+        path: path.to_path_buf(),
+        len,
+    });
+    Ok(())
+}
+
+/// Copies `input` to `out` at its position (the kernel's copy where it can); a trace sees the
+/// bytes.
+pub fn copy_into(input: &mut impl Read, out: &mut File, path: &Path) -> std::io::Result<u64> {
+    use std::io::Seek;
+    use std::os::unix::fs::FileExt;
+    // An O_APPEND file writes at its end whatever its position says.
+    let appends = rustix::fs::fcntl_getfl(&*out).is_ok_and(|f| f.contains(OFlags::APPEND));
+    let offset = if appends {
+        out.metadata()?.len()
+    } else {
+        out.stream_position()?
+    };
+    let n = std::io::copy(input, out)?;
+    if iotrace::active() {
+        let mut data = vec![0u8; usize::try_from(n).unwrap_or(0)];
+        out.read_exact_at(&mut data, offset)?;
+        iotrace::record(|| Op::Write {
+            path: path.to_path_buf(),
+            offset,
+            data,
+        });
+    }
+    Ok(n)
 }
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -469,11 +564,24 @@ fn write_temp_at(dir: BorrowedFd<'_>, tmp: &Path, bytes: &[u8], sync: bool) -> R
         tmp,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
     )?;
-    let res = f
-        .write_all(bytes)
-        .and_then(|()| if sync { f.sync_all() } else { Ok(()) });
+    let res = f.write_all(bytes).and_then(|()| {
+        iotrace::record(|| Op::Write {
+            path: tmp.to_path_buf(),
+            offset: 0,
+            data: bytes.to_vec(),
+        });
+        if sync {
+            sync_file(&f, tmp, true)
+        } else {
+            Ok(())
+        }
+    });
     if let Err(e) = res {
-        let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+        if rustix::fs::unlinkat(dir, name, AtFlags::empty()).is_ok() {
+            iotrace::record(|| Op::Unlink {
+                path: tmp.to_path_buf(),
+            });
+        }
         return Err(e).ctx("write", tmp);
     }
     Ok(())
@@ -496,13 +604,23 @@ fn replace_at(path: &Path, bytes: &[u8], sync_data: bool, sync_dir: bool) -> Res
     write_temp_at(dir.as_fd(), &tmp, bytes, sync_data)?;
     // `renameat` replaces whatever `name` is (a planted link included) and never follows it.
     if let Err(e) = rustix::fs::renameat(&dir, tmp_name, &dir, name) {
-        let _ = rustix::fs::unlinkat(&dir, tmp_name, AtFlags::empty());
+        if rustix::fs::unlinkat(&dir, tmp_name, AtFlags::empty()).is_ok() {
+            iotrace::record(|| Op::Unlink { path: tmp.clone() });
+        }
         return Err(errno_io(e)).ctx("rename into", path);
     }
+    iotrace::record(|| Op::Rename {
+        from: tmp.clone(),
+        to: path.to_path_buf(),
+    });
     if sync_dir {
+        let parent = path.parent().unwrap_or(Path::new("."));
         rustix::fs::fsync(&dir)
             .map_err(errno_io)
-            .ctx("fsync directory", path.parent().unwrap_or(Path::new(".")))?;
+            .ctx("fsync directory", parent)?;
+        iotrace::record(|| Op::FsyncDir {
+            path: parent.to_path_buf(),
+        });
     }
     Ok(())
 }
@@ -527,7 +645,12 @@ pub fn rename(from: &Path, to: &Path) -> Result<()> {
     let (dst, dst_name) = open_parent(to, Walk::Write)?;
     rustix::fs::renameat(&src, src_name, &dst, dst_name)
         .map_err(errno_io)
-        .ctx("rename into", to)
+        .ctx("rename into", to)?;
+    iotrace::record(|| Op::Rename {
+        from: from.to_path_buf(),
+        to: to.to_path_buf(),
+    });
+    Ok(())
 }
 
 /// Removes the file (or link) `path`; `Ok(false)` when it was not there.
@@ -536,7 +659,12 @@ pub fn remove_file(path: &Path) -> Result<bool> {
         return Ok(false);
     };
     match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
-        Ok(()) => Ok(true),
+        Ok(()) => {
+            iotrace::record(|| Op::Unlink {
+                path: path.to_path_buf(),
+            });
+            Ok(true)
+        }
         Err(Errno::NOENT) => Ok(false),
         Err(e) => Err(errno_io(e)).ctx("remove", path),
     }
@@ -560,7 +688,12 @@ pub fn remove_empty_dir(dir: &Path) -> Result<bool> {
         return Ok(false);
     };
     match rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR) {
-        Ok(()) => Ok(true),
+        Ok(()) => {
+            iotrace::record(|| Op::Rmdir {
+                path: dir.to_path_buf(),
+            });
+            Ok(true)
+        }
         Err(Errno::NOENT | Errno::NOTEMPTY | Errno::EXIST) => Ok(false),
         Err(e) => Err(errno_io(e)).ctx("remove", dir),
     }
@@ -583,8 +716,8 @@ pub fn append_line(path: &Path, line: &[u8]) -> Result<()> {
     buf.extend_from_slice(line);
     buf.push(b'\n');
     let _busy = busy();
-    f.write_all(&buf)
-        .and_then(|()| f.sync_data())
+    append_bytes(&mut f, path, &buf)
+        .and_then(|()| sync_file(&f, path, false))
         .ctx("append to", path)
 }
 
@@ -629,12 +762,18 @@ fn remove_entry(dir: BorrowedFd<'_>, name: &OsStr, path: &Path) -> Result<bool> 
             remove_entry(sub.as_fd(), &n, &path.join(&n))?;
         }
         match rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR) {
-            Ok(()) | Err(Errno::NOENT) => {}
+            Ok(()) => iotrace::record(|| Op::Rmdir {
+                path: path.to_path_buf(),
+            }),
+            Err(Errno::NOENT) => {}
             Err(e) => return Err(errno_io(e)).ctx("remove", path),
         }
     } else {
         match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
-            Ok(()) | Err(Errno::NOENT) => {}
+            Ok(()) => iotrace::record(|| Op::Unlink {
+                path: path.to_path_buf(),
+            }),
+            Err(Errno::NOENT) => {}
             Err(e) => return Err(errno_io(e)).ctx("remove", path),
         }
     }

@@ -16,6 +16,7 @@ pub mod error;
 pub mod fsutil;
 pub mod home;
 pub mod index;
+pub mod iotrace;
 pub mod jsonl;
 pub mod lock;
 pub mod rollout;

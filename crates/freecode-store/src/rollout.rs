@@ -16,7 +16,6 @@
 //!   wholesale; a disabled recorder writes nothing and opens no file.
 
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use freecode_core::SessionId;
@@ -192,15 +191,15 @@ impl Recorder {
         if let Some(f) = self.file.as_mut() {
             if self.torn {
                 // A failed write may have left a fragment: never glue an event onto it.
-                f.write_all(b"\n").ctx("append to", &self.path)?;
+                fsutil::append_bytes(f, &self.path, b"\n").ctx("append to", &self.path)?;
                 self.torn = false;
             }
-            if let Err(e) = f.write_all(bytes) {
+            if let Err(e) = fsutil::append_bytes(f, &self.path, bytes) {
                 self.torn = true;
                 return Err(e).ctx("append to", &self.path);
             }
             if self.config.durability == Durability::EveryAppend {
-                f.sync_data().ctx("fsync", &self.path)?;
+                fsutil::sync_file(f, &self.path, false).ctx("fsync", &self.path)?;
             } else {
                 self.unsynced = true;
             }
@@ -253,7 +252,7 @@ impl Recorder {
     /// Makes every event so far durable (the turn-boundary point).
     pub fn sync(&mut self) -> Result<()> {
         if let (Some(f), true) = (self.file.as_ref(), self.unsynced) {
-            f.sync_data().ctx("fsync", &self.path)?;
+            fsutil::sync_file(f, &self.path, false).ctx("fsync", &self.path)?;
             self.unsynced = false;
         }
         Ok(())

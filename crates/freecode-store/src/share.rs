@@ -498,11 +498,10 @@ fn save_memory(
     text.push_str("---\n");
     text.push_str(&e.content);
     // Exclusive create: a file that appeared since the check is not replaced either.
-    use std::io::Write as _;
     match fsutil::create_new(&path) {
         Ok(mut f) => {
-            f.write_all(text.as_bytes()).ctx("write", &path)?;
-            f.sync_all().ctx("fsync", &path)?;
+            fsutil::append_bytes(&mut f, &path, text.as_bytes()).ctx("write", &path)?;
+            fsutil::sync_file(&f, &path, true).ctx("fsync", &path)?;
             Ok(Some(path))
         }
         Err(StoreError::Io { source, .. })

@@ -797,7 +797,7 @@ impl SessionStore {
         }
         if self.sync_rewrites() {
             fsutil::open_read(&dst.messages())
-                .and_then(|f| f.sync_all())
+                .and_then(|f| fsutil::sync_file(&f, &dst.messages(), true))
                 .ctx("fsync", dst.messages())?;
         }
         write_atomic(&dst.meta(), &meta.to_pretty_json(), self.sync_rewrites())?;
@@ -895,13 +895,13 @@ fn copy_complete_lines(src: &Path, dst: &Path) -> Result<()> {
     let mut out = fsutil::create_new(dst)?;
     match fsutil::open_read(src) {
         Ok(mut input) => {
-            std::io::copy(&mut input, &mut out).ctx("copy into", dst)?;
+            fsutil::copy_into(&mut input, &mut out, dst).ctx("copy into", dst)?;
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e).ctx("open", src),
     }
     if let Some(cut) = torn_tail_start(&mut out, dst)? {
-        out.set_len(cut).ctx("truncate", dst)?;
+        fsutil::set_len(&out, dst, cut).ctx("truncate", dst)?;
     }
     Ok(())
 }

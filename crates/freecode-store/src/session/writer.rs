@@ -2,7 +2,6 @@
 //! every mutation (append, end of turn, meta update, interrupt mark, resume, compaction).
 
 use std::fs::{self, File};
-use std::io::Write;
 use std::path::Path;
 
 use freecode_core::compaction::keep_last_n_user_turns;
@@ -83,13 +82,16 @@ impl SessionWriter {
         let mut keep = fsutil::open_append(&torn_path)?;
         let mut reader = &self.log;
         std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(cut)).ctx("seek", &path)?;
-        std::io::copy(&mut std::io::Read::take(reader, len - cut), &mut keep)
-            .and_then(|_| keep.write_all(b"\n"))
-            .and_then(|()| keep.sync_all())
-            .ctx("write", &torn_path)?;
-        self.log
-            .set_len(cut)
-            .and_then(|()| self.log.sync_all())
+        fsutil::copy_into(
+            &mut std::io::Read::take(reader, len - cut),
+            &mut keep,
+            &torn_path,
+        )
+        .and_then(|_| fsutil::append_bytes(&mut keep, &torn_path, b"\n"))
+        .and_then(|()| fsutil::sync_file(&keep, &torn_path, true))
+        .ctx("write", &torn_path)?;
+        fsutil::set_len(&self.log, &path, cut)
+            .and_then(|()| fsutil::sync_file(&self.log, &path, true))
             .ctx("truncate", &path)?;
         tracing::warn!(path = %path.display(), offset = cut, bytes = len - cut, "cut a torn last line before appending");
         self.repaired_tail = Some((cut, len - cut));
@@ -164,11 +166,10 @@ impl SessionWriter {
     pub fn append(&mut self, msg: &StoredMessage) -> Result<()> {
         let line = msg.to_line();
         let _busy = crate::fsutil::busy();
-        self.log
-            .write_all(&line)
-            .ctx("append to", self.paths.messages())?;
+        let path = self.paths.messages();
+        fsutil::append_bytes(&mut self.log, &path, &line).ctx("append to", &path)?;
         if self.store.config.durability == Durability::EveryAppend {
-            self.log.sync_data().ctx("fsync", self.paths.messages())?;
+            fsutil::sync_file(&self.log, &path, false).ctx("fsync", &path)?;
         } else {
             self.unsynced = true;
         }
@@ -178,7 +179,8 @@ impl SessionWriter {
     /// Makes every append so far durable.
     pub fn sync(&mut self) -> Result<()> {
         if self.unsynced {
-            self.log.sync_data().ctx("fsync", self.paths.messages())?;
+            let path = self.paths.messages();
+            fsutil::sync_file(&self.log, &path, false).ctx("fsync", &path)?;
             self.unsynced = false;
         }
         Ok(())
@@ -396,6 +398,11 @@ impl SessionWriter {
             messages: name(&messages_tmp),
             memory: name(&memory_tmp),
         };
+        // Both temps' entries are durable before the commit point: a journal that survives a
+        // power cut always finds the files it names (the memory directory is another
+        // directory than the journal's, so the journal's own fsync does not cover it).
+        fsutil::sync_dir(&self.store.home.memory_dir(&self.id))?;
+        fsutil::sync_dir(&self.paths.dir)?;
         // The commit point: once the journal exists, recovery moves both files into place.
         write_atomic(
             &self.paths.journal(),
@@ -427,7 +434,7 @@ impl Drop for SessionWriter {
     fn drop(&mut self) {
         // Best effort: the durability setting decides; an error here has nowhere to go.
         if self.unsynced && self.store.config.durability != Durability::Never {
-            let _ = self.log.sync_data();
+            let _ = fsutil::sync_file(&self.log, &self.paths.messages(), false);
         }
     }
 }

@@ -9,6 +9,7 @@ mod compat;
 mod crash;
 mod hostile;
 mod index;
+mod power_loss;
 mod rollout;
 mod rollout_crash;
 mod share;
