@@ -232,8 +232,12 @@ impl SessionIndex {
         drop(SqliteThreadStore::open_or_recover(&path)?);
         let conn = Connection::open(&path).map_err(db_err(&path))?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err(&path))?;
+        // A rebuild is one transaction: with SQLite's default 2 MiB page cache its dirty pages
+        // spill into the WAL again and again (`--bench index` 2a: 3.4 s, against 3.0 s with up
+        // to 64 MiB, which is only allocated as it is used).
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;",
+            "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;
+             PRAGMA cache_size = -65536;",
         )
         .map_err(db_err(&path))?;
         migrate::apply(&conn, migrate::THREAD_STORE).map_err(db_err(&path))?;
