@@ -8,6 +8,7 @@ mod common;
 
 use common::{copy_tree, fixtures};
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Output;
 
@@ -164,4 +165,329 @@ fn a_read_only_home_is_read_without_writing_to_it() {
         .arg(&state)
         .status()
         .unwrap();
+}
+
+const DAMAGED: &str = "sessions/home__dev__odd__name_h_dir";
+const OTHER_ID: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+const LOG_IS_DIR: &str = "aaaaaaaa-0000-4000-8000-000000000002";
+const GARBAGE: &str = "aaaaaaaa-0000-4000-8000-000000000003";
+
+fn meta_json(id: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","title":"damaged","projectPath":"/home/dev/odd__name_h_dir","provider":"x","status":"active","createdAt":1768470040944,"updatedAt":1768470040944,"lastTurnAt":1768470040944,"turnCount":1}}"#
+    )
+}
+
+const INVOICE_LOG: &str = concat!(
+    r#"{"id":"m-1","role":"user","parts":[{"type":"text","content":"invoice totals please"}],"timestamp":1768470041944}"#,
+    "\n",
+    r#"{"id":"m-2","role":"assistant","parts":[{"type":"text","content":"invoice done"},{"type":"tool","tool":{"name":"bash"},"result":"ok"}],"timestamp":1768470042944}"#,
+    "\n"
+);
+
+/// Adds to `home` a session whose meta.json names another id, one whose messages.jsonl is a
+/// directory, and one whose meta.json is garbage: each of the three would break a reader that
+/// trusted it.
+fn damage(home: &Home) {
+    let base = home.root.join(DAMAGED);
+    let other = base.join(OTHER_ID);
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        other.join("meta.json"),
+        meta_json("aaaaaaaa-0000-4000-8000-0000000000ff"),
+    )
+    .unwrap();
+    std::fs::write(other.join("messages.jsonl"), INVOICE_LOG).unwrap();
+    let dir_log = base.join(LOG_IS_DIR);
+    std::fs::create_dir_all(dir_log.join("messages.jsonl")).unwrap();
+    std::fs::write(dir_log.join("meta.json"), meta_json(LOG_IS_DIR)).unwrap();
+    let garbage = base.join(GARBAGE);
+    std::fs::create_dir_all(&garbage).unwrap();
+    std::fs::write(garbage.join("meta.json"), "{ this is not json").unwrap();
+    std::fs::write(garbage.join("messages.jsonl"), INVOICE_LOG).unwrap();
+}
+
+/// The `problems` array of a JSON answer, as (path, reason) pairs, sorted by path.
+fn problems_of(v: &Value) -> Vec<(String, String)> {
+    let mut p: Vec<_> = v["problems"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no problems array in {v}"))
+        .iter()
+        .map(|p| {
+            (
+                p["path"].as_str().unwrap().to_owned(),
+                p["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    p.sort();
+    p
+}
+
+fn without_problems(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("problems");
+    v
+}
+
+/// Every damaged path, with a reason, in one stderr.
+fn assert_warned(stderr: &[u8], ids: &[&str], args: &[&str]) {
+    let stderr = String::from_utf8_lossy(stderr);
+    for id in ids {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains(&format!("{DAMAGED}/{id}")) && l.contains("skipped")),
+            "{args:?}: no warning about {id} in:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_damaged_session_never_blocks_the_home() {
+    let clean = Home::new();
+    let home = Home::new();
+    damage(&home);
+    for backend in ["sqlite", "json"] {
+        // search: the good sessions' hits; a bare array, so the problems go to stderr.
+        let args = ["search", "invoice", "--json", "--limit", "100"];
+        let out = home.run(backend, &args);
+        assert!(
+            out.status.success(),
+            "{backend} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            hit_keys(&hits),
+            hit_keys(&clean.json(backend, &args)),
+            "{backend}"
+        );
+        assert_warned(&out.stderr, &[OTHER_ID, LOG_IS_DIR, GARBAGE], &args);
+
+        // stats: an object, so the problems are in it too.
+        let args = ["stats", "--json"];
+        let out = home.run(backend, &args);
+        assert!(
+            out.status.success(),
+            "{backend} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_warned(&out.stderr, &[OTHER_ID, LOG_IS_DIR, GARBAGE], &args);
+        let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let problems = problems_of(&stats);
+        let paths: Vec<&str> = problems.iter().map(|(p, _)| p.as_str()).collect();
+        let root = home.root.join(DAMAGED);
+        assert_eq!(
+            paths,
+            [
+                root.join(OTHER_ID).join("meta.json"),
+                root.join(LOG_IS_DIR).join("messages.jsonl"),
+                root.join(GARBAGE).join("meta.json"),
+            ]
+            .iter()
+            .map(|p| p.to_str().unwrap())
+            .collect::<Vec<_>>(),
+            "{backend}"
+        );
+        assert!(
+            problems[0]
+                .1
+                .contains("aaaaaaaa-0000-4000-8000-0000000000ff"),
+            "{problems:?}"
+        );
+        assert!(problems.iter().all(|(_, why)| !why.is_empty()));
+        let mut want = clean.json(backend, &args);
+        assert_eq!(problems_of(&want), vec![], "a clean home has none");
+        // The session whose log is a directory still counts: its meta is fine, its log is
+        // skipped.
+        want["sessions"] = (want["sessions"].as_u64().unwrap() + 1).into();
+        assert_eq!(without_problems(stats), without_problems(want), "{backend}");
+
+        // session list: the good metas (the one with a directory for a log included); a bare
+        // array, so the problems go to stderr.
+        let args = ["session", "list", "--all", "--json"];
+        let out = home.run(backend, &args);
+        assert!(out.status.success(), "{backend} {args:?}");
+        assert_warned(&out.stderr, &[OTHER_ID, GARBAGE], &args);
+        let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut ids: Vec<&str> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        let want = clean.json(backend, &args);
+        let mut want_ids: Vec<&str> = want
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        want_ids.push(LOG_IS_DIR);
+        ids.sort_unstable();
+        want_ids.sort_unstable();
+        assert_eq!(ids, want_ids, "{backend}");
+    }
+
+    // index rebuild: the good sessions indexed, the damaged ones reported.
+    let args = ["index", "rebuild", "--json"];
+    let out = home.run("sqlite", &args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_warned(&out.stderr, &[OTHER_ID, LOG_IS_DIR, GARBAGE], &args);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(problems_of(&report).len(), 3, "{report}");
+    let want = clean.json("sqlite", &args);
+    assert_eq!(report["messages"], want["messages"]);
+    assert_eq!(report["sessions"], want["sessions"].as_u64().unwrap() + 1);
+    let out = home.run("sqlite", &["index", "rebuild"]);
+    assert!(out.status.success());
+    assert_warned(&out.stderr, &[OTHER_ID, LOG_IS_DIR, GARBAGE], &args);
+}
+
+/// Adds `n` sessions of `turns` turns each, written as the original writes them (plain files).
+fn add_sessions(home: &Home, n: usize, turns: usize) {
+    let base = home.root.join("sessions/home__dev__bulk");
+    for s in 0..n {
+        let id = format!("bbbbbbbb-0000-4000-8000-{s:012}");
+        let dir = base.join(&id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let t0 = 1_768_000_000_000i64 + (s as i64) * 1000;
+        std::fs::write(
+            dir.join("meta.json"),
+            format!(
+                r#"{{"id":"{id}","title":"bulk {s}","projectPath":"/home/dev/bulk","provider":"x","status":"active","createdAt":{t0},"updatedAt":{t0},"lastTurnAt":{t0},"turnCount":{turns}}}"#
+            ),
+        )
+        .unwrap();
+        let mut log = String::new();
+        for t in 0..turns {
+            log.push_str(&format!(
+                r#"{{"id":"u-{s}-{t}","role":"user","parts":[{{"type":"text","content":"please refactor the invoice module part {t}"}}],"timestamp":{}}}"#,
+                t0 + t as i64
+            ));
+            log.push('\n');
+            log.push_str(&format!(
+                r#"{{"id":"a-{s}-{t}","role":"assistant","parts":[{{"type":"text","content":"refactored invoice part {t}"}},{{"type":"tool","tool":{{"name":"edit"}},"result":"ok {s} {t}"}}],"timestamp":{}}}"#,
+                t0 + t as i64
+            ));
+            log.push('\n');
+        }
+        std::fs::write(dir.join("messages.jsonl"), log).unwrap();
+    }
+}
+
+#[test]
+fn readers_never_fail_while_other_processes_rebuild_the_index() {
+    const READERS: usize = 3;
+    const CALLS_PER_READER: usize = 60;
+    let home = Home::new();
+    add_sessions(&home, 150, 8);
+    let commands: [&[&str]; 3] = [
+        &["search", "invoice", "--json", "--limit", "50"],
+        &["stats", "--json"],
+        &["session", "list", "--all", "--json"],
+    ];
+    // The answers of a quiet home, from the index.
+    let want: Vec<Vec<u8>> = commands
+        .iter()
+        .map(|args| {
+            let out = home.run("sqlite", args);
+            assert!(out.status.success(), "{args:?}");
+            out.stdout
+        })
+        .collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (failures, rebuilds, calls, scans) = std::thread::scope(|s| {
+        let rebuilder = s.spawn(|| {
+            let mut failed = Vec::new();
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let out = home.run("sqlite", &["index", "rebuild"]);
+                n += 1;
+                if !out.status.success() {
+                    failed.push(format!("rebuild: {}", String::from_utf8_lossy(&out.stderr)));
+                }
+            }
+            (failed, n)
+        });
+        // A writer that changes files without changing any answer, so that readers' refreshes
+        // write while rebuilds run: a meta.json's mtime moves (its row is rewritten), and a
+        // log grows by a blank line (its watermark moves).
+        let toucher = s.spawn(|| {
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let dir = home.root.join(format!(
+                    "sessions/home__dev__bulk/bbbbbbbb-0000-4000-8000-{:012}",
+                    n % 150
+                ));
+                std::fs::File::options()
+                    .append(true)
+                    .open(dir.join("messages.jsonl"))
+                    .unwrap()
+                    .write_all(b"\n")
+                    .unwrap();
+                std::fs::File::options()
+                    .write(true)
+                    .open(dir.join("meta.json"))
+                    .unwrap()
+                    .set_modified(std::time::SystemTime::now())
+                    .unwrap();
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            n
+        });
+        let readers: Vec<_> = (0..READERS)
+            .map(|r| {
+                let (home, want, commands) = (&home, &want, &commands);
+                s.spawn(move || {
+                    let (mut failed, mut scanned) = (Vec::new(), 0usize);
+                    for i in 0..CALLS_PER_READER {
+                        let c = (r + i) % commands.len();
+                        let out = home.run("sqlite", commands[c]);
+                        // Falling back to a scan is allowed (same answer); it is counted.
+                        scanned += usize::from(
+                            String::from_utf8_lossy(&out.stderr).contains("scanning the files"),
+                        );
+                        if !out.status.success() {
+                            failed.push(format!(
+                                "{:?}: {}",
+                                commands[c],
+                                String::from_utf8_lossy(&out.stderr)
+                            ));
+                        } else if out.stdout != want[c] {
+                            failed.push(format!("{:?}: a different answer", commands[c]));
+                        }
+                    }
+                    (failed, scanned)
+                })
+            })
+            .collect();
+        let mut failures = Vec::new();
+        let mut scans = 0;
+        for h in readers {
+            let (failed, scanned) = h.join().unwrap();
+            failures.extend(failed);
+            scans += scanned;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (rebuild_failures, rebuilds) = rebuilder.join().unwrap();
+        assert!(toucher.join().unwrap() > 0);
+        failures.extend(rebuild_failures);
+        (failures, rebuilds, READERS * CALLS_PER_READER, scans)
+    });
+    eprintln!(
+        "{calls} reader calls, {rebuilds} rebuilds, {} failures, {scans} answered by a scan",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {calls} reader calls (and {rebuilds} rebuilds) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -1253,7 +1253,7 @@ fn bench_search(
         eprintln!("[2] search {label} {text:?}");
         let (t_ix, hits) = timed(11, || Ok(ix.search(&query(&text, LIMIT))?))?;
         let (t_raw, (raw_hits, _)) = timed(3, || raw_grep(&logs, words))?;
-        let (t_scan, scan_hits) = timed(3, || Ok(search_scan(&store, &query(&text, LIMIT))?))?;
+        let (t_scan, scan_hits) = timed(3, || Ok(search_scan(&store, &query(&text, LIMIT))?.0))?;
         let fq = fts_query(words);
         let matches = sql_count(&conn, &fq)?;
         rows.push(
@@ -1306,7 +1306,7 @@ fn bench_search(
         // Same matches on both paths (where the hit set is small enough to compare whole).
         if words[0] != COMMON_WORD {
             let all_ix = ix.search(&query(&text, 10_000_000))?;
-            let all_scan = search_scan(&store, &query(&text, 10_000_000))?;
+            let all_scan = search_scan(&store, &query(&text, 10_000_000))?.0;
             let (a, b) = (hit_keys(&all_ix), hit_keys(&all_scan));
             if a == b {
                 notes.push(format!(
@@ -1348,7 +1348,7 @@ fn bench_search(
 
 /// How many messages search_scan matches (every hit kept).
 fn scan_count(store: &SessionStore, text: &str) -> Res<usize> {
-    Ok(search_scan(store, &query(text, usize::MAX))?.len())
+    Ok(search_scan(store, &query(text, usize::MAX))?.0.len())
 }
 
 fn bench_incremental(c: &Corpus1M, rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Res<()> {
@@ -1467,7 +1467,7 @@ fn bench_stats(c: &Corpus1M, rows: &mut Vec<Row>, notes: &mut Vec<String>) -> Re
     let mut ix = SessionIndex::open(&c.home)?;
     ix.refresh(|_, _| {})?;
     let (t_ix, s_ix) = timed(7, || Ok(ix.stats(&StatsScope::All)?))?;
-    let (t_scan, s_scan) = timed(3, || Ok(stats_scan(&c.store, &StatsScope::All)?))?;
+    let (t_scan, s_scan) = timed(3, || Ok(stats_scan(&c.store, &StatsScope::All)?.0))?;
     let (raw, _) = time(|| {
         let mut n = 0u64;
         for p in &c.logs {

@@ -598,7 +598,7 @@ impl ShareLog {
     /// Every record, oldest first, with revocations applied. Bad or torn lines are skipped
     /// and logged.
     pub fn list(&self) -> Result<Vec<ShareRecord>, ClientError> {
-        let file = match std::fs::File::open(&self.path) {
+        let file = match freecode_store::fsutil::open_read(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => return Err(self.io_error("read", source)),
@@ -732,6 +732,32 @@ mod tests {
         assert_eq!(urls, ["https://x/a", "https://x/c"]);
         assert_eq!(all[0].revoked_at, Some(9));
         assert_eq!(all[1].revoked_at, None);
+    }
+
+    #[test]
+    fn a_planted_share_log_link_never_receives_a_delete_token() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("home");
+        std::fs::create_dir_all(&root).unwrap();
+        let home = Home::new(&root);
+        let outside = tmp.path().join("outside.txt");
+        std::fs::write(&outside, b"theirs").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("shares.jsonl")).unwrap();
+        let log = ShareLog::new(&home);
+        let record = ShareRecord {
+            url: "https://x/a#key".into(),
+            session_id: "s".into(),
+            title: String::new(),
+            created_at: 1,
+            expires_at: Some(2),
+            delete_token: Some("secret-delete-token".into()),
+            encrypted: true,
+            revoked_at: None,
+        };
+        let err = log.add(&record).unwrap_err().to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"theirs");
+        assert!(log.list().is_err(), "a linked log is not read either");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use freecode_core::SessionId;
 use freecode_store::index::{
-    SearchHit, SearchQuery, SessionIndex, Stats, StatsScope, search_scan, stats_scan,
+    Problem, SearchHit, SearchQuery, SessionIndex, Stats, StatsScope, search_scan, stats_scan,
 };
 use freecode_store::threads::BackendChoice;
 use freecode_store::{Home, SessionStore};
@@ -60,6 +60,22 @@ pub fn open_index(home: &Home) -> anyhow::Result<Option<SessionIndex>> {
             Ok(None)
         }
     }
+}
+
+/// Warns on stderr about each damaged session file a command skipped: one line each, with the
+/// path and the reason.
+pub fn warn_problems(problems: &[Problem]) {
+    for (path, why) in problems {
+        tracing::warn!("skipped {}: {why}", path.display());
+    }
+}
+
+/// The `problems` array of a `--json` object: `[{path, reason}]`.
+fn problems_json(problems: &[Problem]) -> serde_json::Value {
+    problems
+        .iter()
+        .map(|(path, why)| serde_json::json!({ "path": path, "reason": why }))
+        .collect()
 }
 
 /// `freecode search`.
@@ -151,10 +167,21 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
         since,
         limit: a.limit,
     };
-    let hits = match open_index(home)? {
-        Some(mut ix) => ix.search(&q)?,
+    // The index, or a scan of the files (same matches) when it cannot be used or fails — a
+    // reader never fails because another process holds the database.
+    let indexed = open_index(home)?.and_then(|mut ix| match ix.search(&q) {
+        Ok(hits) => Some((hits, ix.problems().to_vec())),
+        Err(e) => {
+            tracing::warn!("session index failed ({e}); scanning the files");
+            None
+        }
+    });
+    let (hits, problems) = match indexed {
+        Some(answer) => answer,
         None => search_scan(&SessionStore::open(home.clone())?, &q)?,
     };
+    // A bare array: the problems go to stderr only.
+    warn_problems(&problems);
     if a.json {
         return print_json(&hits);
     }
@@ -208,12 +235,24 @@ pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
     if let StatsScope::Session(id) = &scope {
         store.meta(id)?; // a clear "not found" rather than empty stats
     }
-    let stats = match open_index(home)? {
-        Some(mut ix) => ix.stats(&scope)?,
+    let indexed = open_index(home)?.and_then(|mut ix| match ix.stats(&scope) {
+        Ok(stats) => Some((stats, ix.problems().to_vec())),
+        Err(e) => {
+            tracing::warn!("session index failed ({e}); scanning the files");
+            None
+        }
+    });
+    let (stats, problems) = match indexed {
+        Some(answer) => answer,
         None => stats_scan(&store, &scope)?,
     };
+    warn_problems(&problems);
     if a.json {
-        return print_json(&stats);
+        let mut v = serde_json::to_value(&stats)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("problems".into(), problems_json(&problems));
+        }
+        return print_json(&v);
     }
     render_stats(&stats)
 }
@@ -297,12 +336,14 @@ impl IndexCommand {
                         }
                     }
                 })?;
+                warn_problems(&report.problems);
                 if json {
                     print_json(&serde_json::json!({
                         "sessions": report.sessions,
                         "messages": report.messages,
                         "events": report.events,
                         "database": ix.path(),
+                        "problems": problems_json(&report.problems),
                     }))
                 } else {
                     writeln!(

@@ -190,9 +190,8 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
         },
         None => store.list(&filter)?,
     };
-    for (path, why) in &listing.problems {
-        tracing::warn!("skipped {}: {why}", path.display());
-    }
+    // A bare array under --json: the problems go to stderr only.
+    crate::commands::index::warn_problems(&listing.problems);
     let sessions: Vec<&SessionMeta> = listing
         .sessions
         .iter()

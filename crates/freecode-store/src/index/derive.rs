@@ -9,7 +9,10 @@ use freecode_core::rollout::{Event, EventKind, RawEvent};
 use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use rusqlite::{Connection, Transaction, params};
 
-use super::{Found, SessionIndex, Stamp, db_err};
+use crate::error::StoreError;
+use crate::home::Home;
+
+use super::{Found, Problem, SessionIndex, Stamp, db_err};
 use crate::error::{IoContext, Result};
 use crate::jsonl::LineReader;
 use crate::rollout::EVENTS_FILE;
@@ -29,7 +32,7 @@ pub(crate) struct Watermarks {
 }
 
 /// The thread a session is: same id, the meta's fields. `interrupted` is an active thread.
-pub(crate) fn put_thread(tx: &Transaction<'_>, meta: &SessionMeta) -> rusqlite::Result<()> {
+pub(crate) fn put_thread(tx: &Connection, meta: &SessionMeta) -> rusqlite::Result<()> {
     let status = match meta.status {
         SessionStatus::Archived => "archived",
         SessionStatus::Deleted => "deleted",
@@ -57,7 +60,7 @@ pub(crate) fn put_thread(tx: &Transaction<'_>, meta: &SessionMeta) -> rusqlite::
 }
 
 /// Drops a session's derived message rows and turns (before re-reading its log whole).
-fn forget_messages(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+fn forget_messages(tx: &Connection, id: &str) -> rusqlite::Result<()> {
     tx.execute(
         "DELETE FROM idx_messages_fts WHERE rowid IN (SELECT rowid FROM idx_messages WHERE sessionId = ?1)",
         [id],
@@ -71,14 +74,14 @@ fn forget_messages(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn forget_events(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+fn forget_events(tx: &Connection, id: &str) -> rusqlite::Result<()> {
     tx.execute("DELETE FROM idx_tool_spans WHERE sessionId = ?1", [id])?;
     tx.execute("DELETE FROM idx_model_spans WHERE sessionId = ?1", [id])?;
     Ok(())
 }
 
 /// Removes everything derived from a session that is gone.
-pub(crate) fn forget_session(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+pub(crate) fn forget_session(tx: &Connection, id: &str) -> rusqlite::Result<()> {
     forget_messages(tx, id)?;
     forget_events(tx, id)?;
     tx.execute("DELETE FROM threads WHERE id = ?1", [id])?;
@@ -90,11 +93,11 @@ pub(crate) fn forget_session(tx: &Transaction<'_>, id: &str) -> rusqlite::Result
 /// test): `clear` drops and recreates the table, far faster than deleting its rows one by one.
 pub(crate) const FTS_DDL: &str = "CREATE VIRTUAL TABLE IF NOT EXISTS idx_messages_fts USING fts5(text, tokenize = 'unicode61 remove_diacritics 0');";
 
-/// Drops every derived row (the thread store's own threads, made by its API, stay).
+/// Drops every derived row (the thread store's own threads, made by its API, stay), inside
+/// the caller's transaction.
 pub(crate) fn clear(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(&format!(
-        "BEGIN;
-         DELETE FROM tool_calls WHERE turnId IN (SELECT t.id FROM turns t JOIN idx_sessions s ON s.id = t.threadId);
+        "DELETE FROM tool_calls WHERE turnId IN (SELECT t.id FROM turns t JOIN idx_sessions s ON s.id = t.threadId);
          DELETE FROM turns WHERE threadId IN (SELECT id FROM idx_sessions);
          DELETE FROM threads WHERE id IN (SELECT id FROM idx_sessions);
          DROP TABLE idx_messages_fts;
@@ -102,8 +105,7 @@ pub(crate) fn clear(conn: &Connection) -> rusqlite::Result<()> {
          DELETE FROM idx_messages;
          DELETE FROM idx_tool_spans;
          DELETE FROM idx_model_spans;
-         DELETE FROM idx_sessions;
-         COMMIT;"
+         DELETE FROM idx_sessions;"
     ))
 }
 
@@ -142,7 +144,7 @@ fn to_i64(v: Option<u64>) -> i64 {
 
 /// Indexes one message: its row, its text, and its place in the derived thread.
 fn index_message(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     id: &str,
     line: i64,
     m: &StoredMessage,
@@ -229,7 +231,7 @@ fn index_message(
     Ok(())
 }
 
-fn index_event(tx: &Transaction<'_>, id: &str, e: &Event) -> rusqlite::Result<()> {
+fn index_event(tx: &Connection, id: &str, e: &Event) -> rusqlite::Result<()> {
     match &e.kind {
         EventKind::FunctionOutput {
             tool,
@@ -313,35 +315,112 @@ fn read_from(
     Ok(Some((end, no)))
 }
 
+/// What indexing a session's logs has to do, from one `stat` of each log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogPlan {
+    log: Option<Stamp>,
+    ev: Option<Stamp>,
+    log_restart: bool,
+    ev_restart: bool,
+    log_changed: bool,
+    ev_changed: bool,
+}
+
+impl LogPlan {
+    pub(crate) fn changed(&self) -> bool {
+        self.log_changed || self.ev_changed
+    }
+}
+
+/// The session's rollout log.
+fn events_path(home: &Home, f: &Found) -> std::path::PathBuf {
+    SessionId::new(f.id.as_str())
+        .map(|sid| home.rollout_dir(&sid).join(EVENTS_FILE))
+        .unwrap_or_default()
+}
+
+/// Compares a session's logs with its watermarks `w`. A file whose size is what it was when
+/// last read needs nothing — even when it ends in a torn line, which is read again only once it
+/// changes. A log that is there but is not a regular file is reported and left out, like one
+/// that is missing.
+pub(crate) fn plan_logs(
+    home: &Home,
+    f: &Found,
+    w: &Watermarks,
+    problems: &mut Vec<Problem>,
+) -> LogPlan {
+    let mut stamp = |path: std::path::PathBuf| match Stamp::of_log(&path) {
+        Ok(s) => s,
+        Err(why) => {
+            problems.push((path, why));
+            None
+        }
+    };
+    let log = stamp(f.dir.join(crate::session::MESSAGES_FILE));
+    let ev = stamp(events_path(home, f));
+    let log_restart = log.is_some_and(|s| s.ino != w.log_ino || s.size < w.log_offset);
+    let ev_restart = ev.is_some_and(|s| s.ino != w.ev_ino || s.size < w.ev_offset);
+    LogPlan {
+        log,
+        ev,
+        log_restart,
+        ev_restart,
+        log_changed: log.is_some_and(|s| log_restart || s.size != w.log_seen),
+        ev_changed: ev.is_some_and(|s| ev_restart || s.size != w.ev_seen),
+    }
+}
+
 /// Brings one session's message and rollout logs up to date from their watermarks `w` (the
-/// session's indexed row). A file whose size is what it was when last read is skipped without
-/// opening it — even when it ends in a torn line, which is read again only once it changes.
+/// session's indexed row), inside the caller's write transaction `tx`. A log that cannot be
+/// read is reported in `problems` and the session's rows are left as they were (a savepoint
+/// per session); database errors are returned.
 pub(crate) fn index_logs(
-    ix: &mut SessionIndex,
+    tx: &mut Transaction<'_>,
+    db_path: &std::path::Path,
+    home: &Home,
+    f: &Found,
+    w: Watermarks,
+    problems: &mut Vec<Problem>,
+) -> Result<(u64, u64)> {
+    let plan = plan_logs(home, f, &w, problems);
+    if !plan.changed() {
+        return Ok((0, 0));
+    }
+    let sp = tx.savepoint().map_err(db_err(db_path))?;
+    match index_changed_logs(&sp, db_path, home, f, w, plan) {
+        Ok(counts) => {
+            sp.commit().map_err(db_err(db_path))?;
+            Ok(counts)
+        }
+        Err(e @ StoreError::Db { .. }) => Err(e),
+        Err(e) => {
+            // Dropping the savepoint rolls this session's rows back.
+            let path = match &e {
+                StoreError::Io { path, .. } => path.clone(),
+                _ => f.dir.clone(),
+            };
+            problems.push((path, crate::session::error_chain(&e)));
+            Ok((0, 0))
+        }
+    }
+}
+
+fn index_changed_logs(
+    tx: &Connection,
+    db_path: &std::path::Path,
+    home: &Home,
     f: &Found,
     mut w: Watermarks,
+    plan: LogPlan,
 ) -> Result<(u64, u64)> {
     let before = w;
     let (mut messages, mut events) = (0u64, 0u64);
-    let db_path = ix.path().to_owned();
-    let log = ix.messages_path(f);
-    let ev_path = SessionId::new(f.id.as_str())
-        .map(|sid| ix.home.rollout_dir(&sid).join(EVENTS_FILE))
-        .unwrap_or_default();
-    let log_stamp = Stamp::of(&log);
-    let ev_stamp = Stamp::of(&ev_path);
-    let log_restart = log_stamp.is_some_and(|s| s.ino != w.log_ino || s.size < w.log_offset);
-    let ev_restart = ev_stamp.is_some_and(|s| s.ino != w.ev_ino || s.size < w.ev_offset);
-    let log_changed = log_stamp.is_some_and(|s| log_restart || s.size != w.log_seen);
-    let ev_changed = ev_stamp.is_some_and(|s| ev_restart || s.size != w.ev_seen);
-    if !log_changed && !ev_changed {
-        return Ok((0, 0));
-    }
-    let tx = ix.conn.transaction().map_err(db_err(&db_path))?;
+    let log = f.dir.join(crate::session::MESSAGES_FILE);
+    let ev_path = events_path(home, f);
     let mut fts: Vec<(i64, String)> = Vec::new();
-    if let (true, Some(s)) = (log_changed, log_stamp) {
-        if log_restart {
-            forget_messages(&tx, &f.id).map_err(db_err(&db_path))?;
+    if let (true, Some(s)) = (plan.log_changed, plan.log) {
+        if plan.log_restart {
+            forget_messages(tx, &f.id).map_err(db_err(db_path))?;
             w = Watermarks {
                 log_ino: s.ino,
                 log_offset: 0,
@@ -356,7 +435,7 @@ pub(crate) fn index_logs(
         let res = read_from(&log, w.log_offset, w.log_line, |no, bytes| {
             if let Ok(m) = serde_json::from_slice::<StoredMessage>(bytes) {
                 messages += 1;
-                index_message(&tx, id, no, &m, &mut w, &mut fts)?;
+                index_message(tx, id, no, &m, &mut w, &mut fts)?;
             }
             Ok(())
         })?;
@@ -366,9 +445,9 @@ pub(crate) fn index_logs(
         }
         w.log_seen = s.size;
     }
-    if let (true, Some(s)) = (ev_changed, ev_stamp) {
-        if ev_restart {
-            forget_events(&tx, &f.id).map_err(db_err(&db_path))?;
+    if let (true, Some(s)) = (plan.ev_changed, plan.ev) {
+        if plan.ev_restart {
+            forget_events(tx, &f.id).map_err(db_err(db_path))?;
             w.ev_offset = 0;
             w.ev_ino = s.ino;
         }
@@ -376,7 +455,7 @@ pub(crate) fn index_logs(
         let res = read_from(&ev_path, w.ev_offset, 0, |_, bytes| {
             if let Ok(Ok(e)) = serde_json::from_slice::<RawEvent>(bytes).map(Event::from_raw) {
                 events += 1;
-                index_event(&tx, id, &e)?;
+                index_event(tx, id, &e)?;
             }
             Ok(())
         })?;
@@ -388,10 +467,9 @@ pub(crate) fn index_logs(
     {
         let mut ins = tx
             .prepare_cached("INSERT INTO idx_messages_fts (rowid, text) VALUES (?1, ?2)")
-            .map_err(db_err(&db_path))?;
+            .map_err(db_err(db_path))?;
         for (rowid, text) in &fts {
-            ins.execute(params![rowid, text])
-                .map_err(db_err(&db_path))?;
+            ins.execute(params![rowid, text]).map_err(db_err(db_path))?;
         }
     }
     let moved = (w.log_offset, w.ev_offset, w.log_seen, w.ev_seen)
@@ -401,7 +479,7 @@ pub(crate) fn index_logs(
             before.log_seen,
             before.ev_seen,
         );
-    if moved || log_restart || ev_restart {
+    if moved || plan.log_restart || plan.ev_restart {
         tx.prepare_cached(
             "UPDATE idx_sessions SET logOffset = ?2, logIno = ?3, logLine = ?4, turnNumber = ?5, toolSeq = ?6,
                evOffset = ?7, evIno = ?8, logSeen = ?9, evSeen = ?10 WHERE id = ?1",
@@ -420,9 +498,8 @@ pub(crate) fn index_logs(
                 w.ev_seen
             ])
         })
-        .map_err(db_err(&db_path))?;
+        .map_err(db_err(db_path))?;
     }
-    tx.commit().map_err(db_err(&db_path))?;
     Ok((messages, events))
 }
 

@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 
 use freecode_core::SessionId;
 use freecode_core::rollout::EventKind;
-use rusqlite::params;
+use rusqlite::{Transaction, TransactionBehavior, params};
 use serde::Serialize;
 
 use super::derive::message_text;
-use super::{SessionIndex, db_err};
-use crate::error::Result;
+use super::{Problem, SessionIndex, db_err, log_problem};
+use crate::error::{Result, StoreError};
 use crate::rollout::{events_path, read_events};
 use crate::session::{ListFilter, SessionStore};
 
@@ -141,6 +141,9 @@ impl SessionIndex {
     /// Stats of one session, a project, or everything, from the index (brought up to date).
     pub fn stats(&mut self, scope: &StatsScope) -> Result<Stats> {
         self.refresh(|_, _| {})?;
+        // One snapshot for every query, so that a rebuild committed meanwhile cannot mix in.
+        let snapshot = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
+            .map_err(db_err(self.path()))?;
         let (clause, arg): (&str, Option<String>) = match scope {
             StatsScope::Session(id) => ("s.id = ?1", Some(id.to_string())),
             StatsScope::Project(p) => ("instr(s.projectPath, ?1) > 0", Some(p.clone())),
@@ -212,6 +215,7 @@ impl SessionIndex {
                 .map_err(db_err(&path))?;
             acc.usage = t.map(|v| v.unwrap_or(0));
         }
+        snapshot.commit().map_err(db_err(&path))?;
         Ok(acc.finish())
     }
 }
@@ -382,13 +386,37 @@ fn snippet_of(text: &str, query: &[String]) -> String {
     out.replace('\n', " ")
 }
 
-/// Search without the index: reads every session's log (the JSON-backend fallback).
-pub fn search_scan(store: &SessionStore, q: &SearchQuery) -> Result<Vec<SearchHit>> {
+/// Streams a session's messages for a scan. A log that cannot be read (not a regular file, an
+/// I/O error) is returned as a problem rather than failing the scan.
+fn scan_messages(
+    store: &SessionStore,
+    id: &SessionId,
+    on_message: impl FnMut(freecode_core::StoredMessage),
+) -> Result<Option<Problem>> {
+    let path = store.locate(id)?.messages();
+    if let Some(why) = log_problem(&path) {
+        return Ok(Some((path, why)));
+    }
+    match store.stream_messages(id, on_message, |_| {}) {
+        Ok(()) => Ok(None),
+        Err(e @ StoreError::Io { .. }) => Ok(Some((path, crate::session::error_chain(&e)))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Search without the index: reads every session's log (the JSON-backend fallback). Damaged
+/// sessions are skipped and returned with the reason, like the index's
+/// [`SessionIndex::problems`].
+pub fn search_scan(
+    store: &SessionStore,
+    q: &SearchQuery,
+) -> Result<(Vec<SearchHit>, Vec<Problem>)> {
     let ws = words(&q.text);
     if ws.is_empty() || q.limit == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let listing = store.list(&ListFilter::default())?;
+    let mut problems = listing.problems;
     let mut hits = Vec::new();
     for meta in listing.sessions {
         if q.project
@@ -400,33 +428,30 @@ pub fn search_scan(store: &SessionStore, q: &SearchQuery) -> Result<Vec<SearchHi
         let Ok(id) = SessionId::new(meta.id.as_str()) else {
             continue;
         };
-        store.stream_messages(
-            &id,
-            |m| {
-                if q.since.is_some_and(|s| m.timestamp < s) {
-                    return;
-                }
-                let text = message_text(&m);
-                let tokens = words(&text);
-                let hit = ws
-                    .iter()
-                    .filter(|w| tokens.iter().any(|t| t.starts_with(w.as_str())))
-                    .count();
-                if hit == ws.len() {
-                    hits.push(SearchHit {
-                        session_id: meta.id.clone(),
-                        title: meta.title.clone(),
-                        project_path: meta.project_path.clone(),
-                        message_id: m.id.clone(),
-                        role: m.role.as_str().to_owned(),
-                        timestamp: m.timestamp,
-                        snippet: snippet_of(&text, &ws),
-                        rank: -(hit as f64),
-                    });
-                }
-            },
-            |_| {},
-        )?;
+        let problem = scan_messages(store, &id, |m| {
+            if q.since.is_some_and(|s| m.timestamp < s) {
+                return;
+            }
+            let text = message_text(&m);
+            let tokens = words(&text);
+            let hit = ws
+                .iter()
+                .filter(|w| tokens.iter().any(|t| t.starts_with(w.as_str())))
+                .count();
+            if hit == ws.len() {
+                hits.push(SearchHit {
+                    session_id: meta.id.clone(),
+                    title: meta.title.clone(),
+                    project_path: meta.project_path.clone(),
+                    message_id: m.id.clone(),
+                    role: m.role.as_str().to_owned(),
+                    timestamp: m.timestamp,
+                    snippet: snippet_of(&text, &ws),
+                    rank: -(hit as f64),
+                });
+            }
+        })?;
+        problems.extend(problem);
     }
     hits.sort_by(|a, b| {
         a.rank
@@ -434,15 +459,17 @@ pub fn search_scan(store: &SessionStore, q: &SearchQuery) -> Result<Vec<SearchHi
             .then(b.timestamp.cmp(&a.timestamp))
     });
     hits.truncate(q.limit);
-    Ok(hits)
+    Ok((hits, problems))
 }
 
-/// Stats without the index: reads the logs of the sessions in scope.
-pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<Stats> {
+/// Stats without the index: reads the logs of the sessions in scope. Damaged sessions are
+/// skipped and returned with the reason.
+pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<(Stats, Vec<Problem>)> {
     let listing = store.list(&ListFilter {
         include_deleted: true,
         ..ListFilter::default()
     })?;
+    let mut problems = listing.problems;
     let mut acc = StatsAcc::default();
     let mut msg_usage = [0i64; 4];
     for meta in listing.sessions {
@@ -458,27 +485,29 @@ pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<Stats> {
             continue;
         }
         acc.sessions += 1;
-        store.stream_messages(
-            &id,
-            |m| {
-                acc.messages += 1;
-                acc.turns += u64::from(freecode_core::compaction::is_user_turn(&m));
-                if let Some(u) = &m.usage {
-                    let v = [
-                        u.input_tokens,
-                        u.output_tokens,
-                        u.cache_read_input_tokens,
-                        u.cache_write_input_tokens.or(u.cache_creation_input_tokens),
-                    ];
-                    for (a, b) in msg_usage.iter_mut().zip(v) {
-                        *a += b.map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX));
-                    }
+        let problem = scan_messages(store, &id, |m| {
+            acc.messages += 1;
+            acc.turns += u64::from(freecode_core::compaction::is_user_turn(&m));
+            if let Some(u) = &m.usage {
+                let v = [
+                    u.input_tokens,
+                    u.output_tokens,
+                    u.cache_read_input_tokens,
+                    u.cache_write_input_tokens.or(u.cache_creation_input_tokens),
+                ];
+                for (a, b) in msg_usage.iter_mut().zip(v) {
+                    *a += b.map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX));
                 }
-            },
-            |_| {},
-        )?;
+            }
+        })?;
+        problems.extend(problem);
         let tok = |v: Option<u64>| v.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
-        read_events(&events_path(store.home(), &id), |e| match e.kind {
+        let ev_path = events_path(store.home(), &id);
+        if let Some(why) = log_problem(&ev_path) {
+            problems.push((ev_path, why));
+            continue;
+        }
+        let read = read_events(&ev_path, |e| match e.kind {
             EventKind::FunctionOutput {
                 tool, duration_ms, ..
             } => acc.tools.entry(tool).or_default().push(duration_ms),
@@ -505,10 +534,17 @@ pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<Stats> {
                 tokens: [0; 4],
             }),
             _ => {}
-        })?;
+        });
+        match read {
+            Ok(_) => {}
+            Err(e @ StoreError::Io { .. }) => {
+                problems.push((ev_path, crate::session::error_chain(&e)));
+            }
+            Err(e) => return Err(e),
+        }
     }
     if acc.model_calls == 0 {
         acc.usage = msg_usage;
     }
-    Ok(acc.finish())
+    Ok((acc.finish(), problems))
 }

@@ -330,8 +330,8 @@ impl SessionStore {
         read_meta_file(&self.locate(id)?.meta())
     }
 
-    /// Lists sessions, newest activity first. Unreadable session directories are reported in
-    /// [`Listing::problems`] and skipped.
+    /// Lists sessions, newest activity first. Unreadable session directories, and those whose
+    /// `meta.json` names another id, are reported in [`Listing::problems`] and skipped.
     pub fn list(&self, filter: &ListFilter) -> Result<Listing> {
         let sessions_dir = self.home.sessions_dir();
         let project_dirs: Vec<PathBuf> = match &filter.project_path {
@@ -386,7 +386,17 @@ impl SessionStore {
             let mut bad = Vec::new();
             for p in paths {
                 match read_meta_file(p) {
-                    Ok(m) => ok.push(m),
+                    Ok(m) => {
+                        let dir_id = p
+                            .parent()
+                            .and_then(Path::file_name)
+                            .and_then(|n| n.to_str())
+                            .unwrap_or_default();
+                        match meta_id_mismatch(&m.id, dir_id) {
+                            None => ok.push(m),
+                            Some(why) => bad.push((p.clone(), why)),
+                        }
+                    }
                     // A directory without meta.json is a session being created (or not one).
                     Err(StoreError::Io { source, .. })
                         if source.kind() == std::io::ErrorKind::NotFound => {}
@@ -847,7 +857,15 @@ impl SessionStore {
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// Why a `meta.json` cannot be its session's: its `id` is not its directory's name (SPEC §3:
+/// they are equal). `None` when they agree.
+pub(crate) fn meta_id_mismatch(meta_id: &str, dir_id: &str) -> Option<String> {
+    (meta_id != dir_id)
+        .then(|| format!("its id {meta_id:?} is not its directory's name {dir_id:?}"))
+}
+
+/// An error and its sources, `: `-separated.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {

@@ -27,7 +27,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 pub use json::JsonThreadStore;
-pub use sqlite::SqliteThreadStore;
+pub use sqlite::{BUSY_TIMEOUT, SqliteThreadStore};
 pub use types::{
     GoalStatus, NewThread, NewToolCall, NewTurn, StoredThread, StoredToolCall, StoredTurn,
     StoredTurnItemsView, ThreadFilter, ThreadStatus, ThreadUpdate, TurnItemToolCall, cmp_calls,

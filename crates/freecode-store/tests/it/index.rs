@@ -152,7 +152,7 @@ fn search_matches_the_scan_and_follows_appends_and_rewrites() {
             ..Default::default()
         };
         let mut a: Vec<_> = ix.search(&q).unwrap().iter().map(key).collect();
-        let mut b: Vec<_> = search_scan(&store, &q).unwrap().iter().map(key).collect();
+        let mut b: Vec<_> = search_scan(&store, &q).unwrap().0.iter().map(key).collect();
         a.sort();
         b.sort();
         assert_eq!(a, b, "{text}");
@@ -231,7 +231,7 @@ fn stats_match_the_scan() {
     ] {
         assert_eq!(
             ix.stats(&scope).unwrap(),
-            stats_scan(&store, &scope).unwrap(),
+            stats_scan(&store, &scope).unwrap().0,
             "{scope:?}"
         );
     }
@@ -336,5 +336,158 @@ fn a_word_in_too_many_messages_returns_the_newest_unranked() {
     assert_eq!(
         got,
         vec![(newest(0), 0.0), (newest(1), 0.0), (newest(2), 0.0)]
+    );
+}
+
+/// Paths of the problems, sorted.
+fn problem_paths(p: &[(std::path::PathBuf, String)]) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = p.iter().map(|(path, _)| path.clone()).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[test]
+fn damaged_sessions_are_skipped_and_reported_by_the_index_and_the_scan() {
+    let (tmp, store) = fixture_home();
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    let q = SearchQuery {
+        text: "invoice".into(),
+        limit: 100,
+        ..Default::default()
+    };
+    let clean_hits = ix.search(&q).unwrap();
+    let clean_stats = ix.stats(&StatsScope::All).unwrap();
+    let clean_list = ix.list(&ListFilter::default()).unwrap().sessions;
+    assert!(ix.problems().is_empty());
+
+    let base = tmp
+        .path()
+        .join(".freecode/sessions/home__dev__odd__name_h_dir");
+    let log = r#"{"id":"x-1","role":"user","parts":[{"type":"text","content":"invoice again"}],"timestamp":1}
+"#;
+    let meta = |id: &str| {
+        format!(
+            r#"{{"id":"{id}","title":"t","projectPath":"/p","provider":"x","status":"active","createdAt":1,"updatedAt":1,"lastTurnAt":1,"turnCount":0}}"#
+        )
+    };
+    // Another session's id in its meta (the id of a real one: the worst case).
+    let other = base.join("aaaaaaaa-0000-4000-8000-000000000001");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        other.join("meta.json"),
+        meta("68d44408-94df-4f2f-ae2e-ffffdb68e297"),
+    )
+    .unwrap();
+    std::fs::write(other.join("messages.jsonl"), log).unwrap();
+    // A directory for a log, and for a rollout log.
+    let dir_log = base.join("aaaaaaaa-0000-4000-8000-000000000002");
+    std::fs::create_dir_all(dir_log.join("messages.jsonl")).unwrap();
+    std::fs::write(
+        dir_log.join("meta.json"),
+        meta("aaaaaaaa-0000-4000-8000-000000000002"),
+    )
+    .unwrap();
+    let ev_dir = tmp
+        .path()
+        .join(".freecode/rollout/sessions/aaaaaaaa-0000-4000-8000-000000000002/events.jsonl");
+    std::fs::create_dir_all(&ev_dir).unwrap();
+    // Garbage.
+    let garbage = base.join("aaaaaaaa-0000-4000-8000-000000000003");
+    std::fs::create_dir_all(&garbage).unwrap();
+    std::fs::write(garbage.join("meta.json"), "{{{").unwrap();
+    std::fs::write(garbage.join("messages.jsonl"), log).unwrap();
+    let mut want_problems_sorted = vec![
+        other.join("meta.json"),
+        dir_log.join("messages.jsonl"),
+        garbage.join("meta.json"),
+        ev_dir.clone(),
+    ];
+    want_problems_sorted.sort();
+
+    let key = |h: &freecode_store::index::SearchHit| (h.session_id.clone(), h.message_id.clone());
+    let keys = |v: &[freecode_store::index::SearchHit]| {
+        let mut k: Vec<_> = v.iter().map(key).collect();
+        k.sort();
+        k
+    };
+    for round in 0..2 {
+        // The index: the same hits, and the damaged files named (again when nothing changed).
+        let hits = ix.search(&q).unwrap();
+        assert_eq!(keys(&hits), keys(&clean_hits), "round {round}");
+        assert_eq!(
+            problem_paths(ix.problems()),
+            want_problems_sorted,
+            "round {round}"
+        );
+        let stats = ix.stats(&StatsScope::All).unwrap();
+        assert_eq!(
+            stats.sessions,
+            clean_stats.sessions + 1,
+            "the log-less one counts"
+        );
+        assert_eq!(
+            (stats.turns, stats.messages),
+            (clean_stats.turns, clean_stats.messages)
+        );
+        let listing = ix.list(&ListFilter::default()).unwrap();
+        assert_eq!(listing.sessions.len(), clean_list.len() + 1);
+        assert_eq!(
+            problem_paths(&listing.problems),
+            [other.join("meta.json"), garbage.join("meta.json")],
+            "a listing reads metas only"
+        );
+    }
+    let bad = ix
+        .problems()
+        .iter()
+        .find(|(p, _)| *p == other.join("meta.json"))
+        .unwrap();
+    assert!(
+        bad.1.contains("68d44408-94df-4f2f-ae2e-ffffdb68e297"),
+        "{bad:?}"
+    );
+
+    // The scan: the same answers and the same problems.
+    let (hits, problems) = search_scan(&store, &q).unwrap();
+    assert_eq!(keys(&hits), keys(&clean_hits));
+    assert_eq!(
+        problem_paths(&problems),
+        want_problems_sorted
+            .iter()
+            .filter(|p| **p != ev_dir)
+            .cloned()
+            .collect::<Vec<_>>(),
+        "a search scan reads no rollout log"
+    );
+    let (stats, problems) = stats_scan(&store, &StatsScope::All).unwrap();
+    assert_eq!(stats, ix.stats(&StatsScope::All).unwrap());
+    assert_eq!(problem_paths(&problems), want_problems_sorted);
+    let listing = store.list(&ListFilter::default()).unwrap();
+    assert_eq!(
+        listing.sessions,
+        ix.list(&ListFilter::default()).unwrap().sessions
+    );
+
+    // A rebuild skips them too.
+    let report = ix.rebuild(|_, _| {}).unwrap();
+    assert_eq!(problem_paths(&report.problems), want_problems_sorted);
+    assert_eq!(report.sessions as u64, clean_stats.sessions + 1);
+
+    // An indexed session whose meta turns bad leaves the index, as it leaves the scan.
+    let good = store.list(&ListFilter::default()).unwrap().sessions[0]
+        .id
+        .clone();
+    let good_meta = store
+        .locate(&SessionId::new(good.as_str()).unwrap())
+        .unwrap()
+        .meta();
+    std::fs::write(&good_meta, "not json").unwrap();
+    let listed = ix.list(&ListFilter::default()).unwrap();
+    assert!(!ids(&listed.sessions).contains(&good));
+    assert!(problem_paths(&listed.problems).contains(&good_meta));
+    assert_eq!(
+        ix.stats(&StatsScope::All).unwrap(),
+        stats_scan(&store, &StatsScope::All).unwrap().0
     );
 }
