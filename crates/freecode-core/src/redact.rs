@@ -93,7 +93,10 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::LazyLock;
 
+use aho_corasick::AhoCorasick;
 use regex::Regex;
+
+mod formats;
 
 /// What kind of secret a finding is: the stable snake_case [`name`](Self::name) appears in the
 /// placeholders and in `--dry-run` output.
@@ -140,11 +143,17 @@ pub enum SecretKind {
     CliFlag,
     /// The value of an assignment whose key names a secret (`PASSWORD=…`, `"token": "…"`).
     EnvAssignment,
+    /// Azure secret: an Entra ID (AD) client secret (`…Q~…`), a storage or Cosmos DB account
+    /// key, an `AccountKey=`/`SharedAccessKey=` value, a container registry password.
+    AzureKey,
+    /// A token in another provider's published format (Twilio, SendGrid, Shopify, Discord,
+    /// Telegram, Vault, Terraform, DigitalOcean, xAI, Groq, Pinecone, …: see the module docs).
+    ApiToken,
 }
 
 impl SecretKind {
     /// Every kind, in declaration order.
-    pub const ALL: [SecretKind; 20] = [
+    pub const ALL: [SecretKind; 22] = [
         Self::AwsAccessKeyId,
         Self::AwsSecretAccessKey,
         Self::GithubToken,
@@ -165,6 +174,8 @@ impl SecretKind {
         Self::UrlCredentials,
         Self::CliFlag,
         Self::EnvAssignment,
+        Self::AzureKey,
+        Self::ApiToken,
     ];
 
     /// The stable snake_case name, as used in `[REDACTED:<name>]`.
@@ -190,6 +201,8 @@ impl SecretKind {
             Self::UrlCredentials => "url_credentials",
             Self::CliFlag => "cli_flag",
             Self::EnvAssignment => "env_assignment",
+            Self::AzureKey => "azure_key",
+            Self::ApiToken => "api_token",
         }
     }
 
@@ -213,7 +226,9 @@ impl SecretKind {
             | Self::OpenAiKey
             | Self::NpmToken
             | Self::PypiToken
-            | Self::HuggingFaceToken => 90,
+            | Self::HuggingFaceToken
+            | Self::AzureKey
+            | Self::ApiToken => 90,
             Self::JwtToken => 80,
             Self::AwsSecretAccessKey => 70,
             Self::BearerToken | Self::BasicAuth => 60,
@@ -298,6 +313,15 @@ pub fn apply<'a>(text: &'a str, findings: &[Finding]) -> Cow<'a, str> {
 #[derive(Debug)]
 pub struct Redactor {
     simple: Vec<Simple>,
+    /// Every anchor of `simple`, found in one pass; `anchor_rules[i]` are the rules anchor `i`
+    /// gates.
+    anchors: AhoCorasick,
+    anchor_rules: Vec<Vec<usize>>,
+    /// Rules without anchors, and the one regex that must match before they run.
+    anchorless: Vec<Simple>,
+    anchorless_gate: Regex,
+    comparison: Regex,
+    xml_key_value: Regex,
     authorization: Regex,
     assignment: Regex,
     cli_flag: Regex,
@@ -382,7 +406,7 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
     SimpleSpec {
         kind: SecretKind::AwsAccessKeyId,
         anchors: &["AKIA", "ASIA"],
-        pattern: r"(?:AKIA|ASIA)[A-Z2-7]{16}",
+        pattern: r"(?:AKIA|ASIA)[A-Z0-9]{16}",
         group: 0,
         boundary: Some(is_alnum),
         validate: always,
@@ -398,10 +422,10 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
     SimpleSpec {
         kind: SecretKind::GitlabToken,
         anchors: &["gl"],
-        pattern: r"gl(?:pat|dt|rt|ptt|oas|cbt|soat|ffct|imt)-[A-Za-z0-9_-]{20,}",
+        pattern: r"gl(?:pat|dt|rt|ptt|oas|cbt|soat|ffct|imt)-[A-Za-z0-9_.-]{20,}",
         group: 0,
         boundary: Some(is_token_byte),
-        validate: always,
+        validate: has_digit,
     },
     SimpleSpec {
         kind: SecretKind::SlackToken,
@@ -414,7 +438,7 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
     SimpleSpec {
         kind: SecretKind::SlackWebhook,
         anchors: &["hooks.slack.com/"],
-        pattern: r"https://hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/]{16,})",
+        pattern: r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/]{16,})",
         group: 1,
         boundary: Some(is_word),
         validate: has_digit,
@@ -433,7 +457,7 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
         pattern: r"AIza[0-9A-Za-z_-]{35}",
         group: 0,
         boundary: Some(is_token_byte),
-        validate: always,
+        validate: formats::google_key,
     },
     SimpleSpec {
         kind: SecretKind::AnthropicKey,
@@ -441,7 +465,7 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
         pattern: r"sk-ant-[A-Za-z0-9_-]{20,}",
         group: 0,
         boundary: Some(is_token_byte),
-        validate: always,
+        validate: not_made_up,
     },
     SimpleSpec {
         kind: SecretKind::OpenAiKey,
@@ -462,7 +486,7 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
     SimpleSpec {
         kind: SecretKind::PypiToken,
         anchors: &["pypi-AgE"],
-        pattern: r"pypi-AgE[A-Za-z0-9_-]{50,}",
+        pattern: r"pypi-AgE[A-Za-z0-9_-]{100,}",
         group: 0,
         boundary: Some(is_token_byte),
         validate: always,
@@ -470,7 +494,7 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
     SimpleSpec {
         kind: SecretKind::HuggingFaceToken,
         anchors: &["hf_"],
-        pattern: r"hf_[A-Za-z0-9]{34,}",
+        pattern: r"hf_[A-Za-z0-9]{34}",
         group: 0,
         boundary: Some(is_word),
         validate: has_both_cases,
@@ -479,12 +503,12 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
         kind: SecretKind::JwtToken,
         anchors: &["eyJ"],
         pattern: concat!(
-            r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*",
+            r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{4,}(?:\.[A-Za-z0-9_-]*)?",
             r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
         ),
         group: 0,
         boundary: Some(is_token_byte),
-        validate: always,
+        validate: jwt_header_is_json,
     },
     SimpleSpec {
         kind: SecretKind::AwsSecretAccessKey,
@@ -531,9 +555,18 @@ const AUTHORIZATION_PATTERN: &str = concat!(
 );
 
 const ASSIGNMENT_PATTERN: &str = concat!(
-    r"[A-Za-z0-9_.-]*(?i-u:pass|pwd|secret|token|auth|key)[A-Za-z0-9_.-]*",
-    r#"(?:\\?["'`])?[ \t]*(?::=|=>|={1,3}|:)[ \t]*"#
+    r"[A-Za-z0-9_.-]*(?:(?i-u:pass|pwd|pw|secret|token|auth|key|credential)|BUNDLE_)[A-Za-z0-9_.-]*",
+    r#"(?:\\?["'`])?[ \t]*(?::=|=>|={1,3}|!==?|:)[ \t]*"#
 );
+
+/// A string literal compared with a name: `"hunter2" != password`.
+const COMPARISON_PATTERN: &str = concat!(
+    r#"(?:"([^"\n\\]{1,256})"|'([^'\n\\]{1,256})')"#,
+    r"[ \t]*(?:===?|!==?)[ \t]*([A-Za-z_$][A-Za-z0-9_.$]*)"
+);
+
+/// An XML setting: `<add key="ClearTextPassword" value="…" />`.
+const XML_KEY_VALUE_PATTERN: &str = r#"key="([A-Za-z0-9_.:-]{1,100})"[ \t]+value=""#;
 
 const CLI_FLAG_PATTERN: &str =
     r"--([A-Za-z0-9-]*(?i-u:pass|pwd|secret|token|key|auth)[A-Za-z0-9-]*)[ \t]+";
@@ -548,22 +581,54 @@ fn compile(pattern: &str) -> Regex {
     Regex::new(pattern).expect("built-in redaction pattern compiles")
 }
 
+fn build(s: &SimpleSpec) -> Simple {
+    Simple {
+        kind: s.kind,
+        anchors: s.anchors,
+        regex: compile(s.pattern),
+        group: s.group,
+        boundary: s.boundary,
+        validate: s.validate,
+    }
+}
+
+#[allow(
+    clippy::expect_used,
+    reason = "the anchors are constants; a bad set fails every test"
+)]
+fn compile_anchors(patterns: &[&str]) -> AhoCorasick {
+    AhoCorasick::new(patterns).expect("built-in redaction anchors compile")
+}
+
 impl Redactor {
     /// Compiles the detectors (a few milliseconds; prefer [`Redactor::global`]).
     pub fn new() -> Self {
-        let simple = SIMPLE_SPECS
+        let simple: Vec<Simple> = SIMPLE_SPECS
             .iter()
-            .map(|s| Simple {
-                kind: s.kind,
-                anchors: s.anchors,
-                regex: compile(s.pattern),
-                group: s.group,
-                boundary: s.boundary,
-                validate: s.validate,
-            })
+            .chain(formats::FORMAT_SPECS)
+            .map(build)
             .collect();
+        let mut patterns: Vec<&str> = Vec::new();
+        let mut anchor_rules: Vec<Vec<usize>> = Vec::new();
+        for (i, s) in simple.iter().enumerate() {
+            for a in s.anchors {
+                match patterns.iter().position(|p| p == a) {
+                    Some(j) => anchor_rules[j].push(i),
+                    None => {
+                        patterns.push(a);
+                        anchor_rules.push(vec![i]);
+                    }
+                }
+            }
+        }
         Self {
             simple,
+            anchors: compile_anchors(&patterns),
+            anchor_rules,
+            anchorless: formats::ANCHORLESS.iter().map(build).collect(),
+            anchorless_gate: compile(formats::ANCHORLESS_GATE),
+            comparison: compile(COMPARISON_PATTERN),
+            xml_key_value: compile(XML_KEY_VALUE_PATTERN),
             authorization: compile(AUTHORIZATION_PATTERN),
             assignment: compile(ASSIGNMENT_PATTERN),
             cli_flag: compile(CLI_FLAG_PATTERN),
@@ -583,6 +648,7 @@ impl Redactor {
     /// once its neighbour is a placeholder, and redacting twice must change nothing.
     pub fn scan(&self, text: &str) -> Vec<Finding> {
         let mut findings = self.scan_once(text);
+        findings = repeat_values(text, findings);
         for _ in 0..MAX_EXTRA_PASSES {
             if findings.is_empty() {
                 break;
@@ -594,6 +660,7 @@ impl Redactor {
             }
             findings.extend(map_back(&findings, &more));
             findings.sort_by_key(|f| f.start);
+            findings = repeat_values(text, findings);
         }
         findings
     }
@@ -601,10 +668,28 @@ impl Redactor {
     /// One pass of every detector, overlaps resolved.
     fn scan_once(&self, text: &str) -> Vec<Finding> {
         let mut found = Vec::new();
-        for s in &self.simple {
-            if s.anchors.is_empty() || s.anchors.iter().any(|a| text.contains(a)) {
+        let mut run = vec![false; self.simple.len()];
+        for m in self.anchors.find_overlapping_iter(text) {
+            for &i in &self.anchor_rules[m.pattern().as_usize()] {
+                run[i] = true;
+            }
+        }
+        for (s, go) in self.simple.iter().zip(run) {
+            if go || s.anchors.is_empty() {
                 s.collect(text, &mut found);
             }
+        }
+        if let Some(m) = self.anchorless_gate.find(text) {
+            // Candidates start at or after the gate's first match (less a Discord id's length).
+            for s in &self.anchorless {
+                s.collect_from(text, m.start(), &mut found);
+            }
+        }
+        if text.contains("==") || text.contains("!=") {
+            self.collect_comparisons(text, &mut found);
+        }
+        if text.contains("value=") {
+            self.collect_xml_key_values(text, &mut found);
         }
         if text.contains("uthorization") || text.contains("UTHORIZATION") {
             self.collect_authorization(text, &mut found);
@@ -677,7 +762,9 @@ impl Redactor {
                 .rev()
                 .take_while(|&&b| b == b' ' || b == b'\t')
                 .count();
-            let sep_is_colon = rest[..rest.len() - blanks].ends_with(b":");
+            let sep = &rest[..rest.len() - blanks];
+            let sep_is_colon = sep.ends_with(b":");
+            let comparison = sep.ends_with(b"==") || sep.ends_with(b"!=");
             // `Token::new`, `a :: b`: a path, not an assignment.
             if sep_is_colon && bytes.get(m.end()) == Some(&b':') {
                 continue;
@@ -689,9 +776,51 @@ impl Redactor {
             if sep_is_colon && !value.quoted && blanks == 0 {
                 continue;
             }
+            if comparison && !value.quoted {
+                continue;
+            }
             if let Some(v) = judge(text, value, strength, true)
                 && (v.quoted || !(declared || (sep_is_colon && colon_code_or_prose(text, v))))
             {
+                push(out, SecretKind::EnvAssignment, v.start, v.end);
+            }
+        }
+    }
+
+    fn collect_comparisons(&self, text: &str, out: &mut Vec<Finding>) {
+        for caps in self.comparison.captures_iter(text) {
+            let (Some(value), Some(name)) = (caps.get(1).or_else(|| caps.get(2)), caps.get(3))
+            else {
+                continue;
+            };
+            let key = name.as_str().rsplit('.').next().unwrap_or_default();
+            let Some(strength) = classify_key(key) else {
+                continue;
+            };
+            let v = Value {
+                start: value.start(),
+                end: value.end(),
+                quoted: true,
+                backtick: false,
+            };
+            if let Some(v) = judge(text, v, strength, false) {
+                push(out, SecretKind::EnvAssignment, v.start, v.end);
+            }
+        }
+    }
+
+    fn collect_xml_key_values(&self, text: &str, out: &mut Vec<Finding>) {
+        for caps in self.xml_key_value.captures_iter(text) {
+            let (Some(all), Some(key)) = (caps.get(0), caps.get(1)) else {
+                continue;
+            };
+            let Some(strength) = classify_key(key.as_str()) else {
+                continue;
+            };
+            let Some(value) = parse_value(text, all.end() - 1) else {
+                continue;
+            };
+            if let Some(v) = judge(text, value, strength, false) {
                 push(out, SecretKind::EnvAssignment, v.start, v.end);
             }
         }
@@ -729,6 +858,16 @@ impl Redactor {
             };
             let raw = &text[value.start..value.end];
             let Some(colon) = raw.find(':') else { continue };
+            // `--user kevin:'p4ss'`: the password is quoted on its own.
+            if colon + 1 == raw.len()
+                && let Some(quoted) = parse_value(text, value.end)
+                && quoted.quoted
+            {
+                if let Some(v) = judge(text, quoted, Strength::Cli, false) {
+                    push(out, SecretKind::BasicAuth, v.start, v.end);
+                }
+                continue;
+            }
             let password = Value {
                 start: value.start + colon + 1,
                 quoted: true,
@@ -745,6 +884,14 @@ impl Redactor {
 }
 
 impl Simple {
+    /// Matches starting at or after `from` (a char boundary; the patterns have no look-behind).
+    fn collect_from(&self, text: &str, from: usize, out: &mut Vec<Finding>) {
+        let Some(tail) = text.get(from..) else { return };
+        for m in self.regex.find_iter(tail) {
+            self.consider(text, from + m.start(), from + m.end(), out);
+        }
+    }
+
     fn collect(&self, text: &str, out: &mut Vec<Finding>) {
         if self.group == 0 {
             for m in self.regex.find_iter(text) {
@@ -768,7 +915,11 @@ impl Simple {
                 return;
             }
         }
-        if (self.validate)(&text[start..end]) {
+        let token = &text[start..end];
+        // Documentation examples (`AKIAIOSFODNN7EXAMPLE`) and masks (`gho_xxxxxxxx…`).
+        let example = self.kind != SecretKind::PrivateKeyBlock
+            && (token.contains("EXAMPLE") || token.contains("xxxxxx") || token.contains("XXXXXX"));
+        if !example && (self.validate)(token) {
             push(out, self.kind, start, end);
         }
     }
@@ -818,6 +969,39 @@ fn map_back(done: &[Finding], more: &[Finding]) -> Vec<Finding> {
             })
         })
         .collect()
+}
+
+/// Shortest value whose other occurrences in the text are redacted too.
+const MIN_REPEATED_VALUE: usize = 8;
+
+/// `findings` plus every other occurrence of a value one of them redacts (`token = 'abc…' |
+/// 'abc…'`): once a value is known to be secret, it goes wherever it appears in the text.
+fn repeat_values(text: &str, findings: Vec<Finding>) -> Vec<Finding> {
+    let mut extra = Vec::new();
+    for f in &findings {
+        let value = &text[f.start..f.end];
+        if value.len() < MIN_REPEATED_VALUE {
+            continue;
+        }
+        let mut from = 0;
+        while let Some(i) = text[from..].find(value) {
+            let start = from + i;
+            if start != f.start {
+                extra.push(Finding {
+                    kind: f.kind,
+                    start,
+                    end: start + value.len(),
+                });
+            }
+            from = start + value.len();
+        }
+    }
+    if extra.is_empty() {
+        return findings;
+    }
+    let mut all = findings;
+    all.extend(extra);
+    resolve(text, all)
 }
 
 fn push(out: &mut Vec<Finding>, kind: SecretKind, start: usize, end: usize) {
@@ -902,6 +1086,9 @@ enum Strength {
     Weak,
     /// A command-line flag value: it must look like a credential.
     Cli,
+    /// A key whose only secret word is a qualified `key` (`softlayer_key`, `ibm_key`): the
+    /// value must look like a random token.
+    KeyLike,
 }
 
 /// Words that are secrets by themselves, or as the end of a word (`dbpassword`).
@@ -915,6 +1102,60 @@ const SECRET_STEMS: &[&str] = &[
     "accesskey",
     "privatekey",
     "secretkey",
+    "credential",
+    "credentials",
+];
+
+/// Words that, before the secret word, say the value is not a secret (`publicToken`).
+const NOT_SECRET_WORDS: &[&str] = &["public", "publishable", "not", "non", "fake", "dummy"];
+
+/// Qualifiers of `key` that make it a data-structure key, not a secret (`cache_key`).
+const NON_SECRET_KEY_QUALIFIERS: &[&str] = &[
+    "cache",
+    "primary",
+    "foreign",
+    "sort",
+    "partition",
+    "public",
+    "pub",
+    "hash",
+    "object",
+    "lookup",
+    "idempotency",
+    "row",
+    "map",
+    "dict",
+    "unique",
+    "composite",
+    "shard",
+    "routing",
+    "dedup",
+    "group",
+    "sequence",
+    "bucket",
+    "translation",
+    "i18n",
+    "react",
+    "index",
+    "search",
+    "sort",
+    "cursor",
+    "next",
+    "page",
+    "event",
+    "state",
+    "config",
+    "metric",
+    "label",
+    "column",
+    "field",
+    "json",
+    "yaml",
+    "env",
+    "host",
+    "ssh",
+    "gpg",
+    "pgp",
 ];
 
 /// Words that make a following `key` a secret (`API_KEY`, `signing_key`).
@@ -1134,7 +1375,9 @@ fn secret_word(words: &[&str], i: usize) -> Option<Strength> {
     }
     // `DB_PASS`, `smtp_pwd`; not `PASS` alone (test output), `PWD` (the working directory) or
     // `pass_through`, `needless_pass_by_value`.
-    if (w.eq_ignore_ascii_case("pass") || w.eq_ignore_ascii_case("pwd"))
+    if (w.eq_ignore_ascii_case("pass")
+        || w.eq_ignore_ascii_case("pwd")
+        || w.eq_ignore_ascii_case("pw"))
         && words.len() > 1
         && i == words.len() - 1
     {
@@ -1148,6 +1391,10 @@ fn secret_word(words: &[&str], i: usize) -> Option<Strength> {
 
 /// Whether an assignment key (or flag name) names a secret, and how strong the evidence is.
 fn classify_key(key: &str) -> Option<Strength> {
+    // Bundler's credentials for a gem server: `BUNDLE_GEMS__EXAMPLE__COM=user:password`.
+    if key.starts_with("BUNDLE_") && key.contains("__") {
+        return Some(Strength::Normal);
+    }
     let words = words(key);
     let mut last = None;
     let mut strength = Strength::Weak;
@@ -1159,8 +1406,19 @@ fn classify_key(key: &str) -> Option<Strength> {
             }
         }
     }
-    let last = last?;
+    let Some(last) = last else {
+        // `softlayer_key`, `ibm-cloud-key`: a qualified `key` at the end, for random values only.
+        let n = words.len();
+        return (n > 1
+            && words[n - 1].eq_ignore_ascii_case("key")
+            && !in_ci(NON_SECRET_KEY_QUALIFIERS, words[n - 2]))
+        .then_some(Strength::KeyLike);
+    };
     if words[last + 1..].iter().any(|w| in_ci(META_WORDS, w)) {
+        return None;
+    }
+    // `publicToken`, `not_secret`, `fake_password`: not a secret by its own name.
+    if words[..last].iter().any(|w| in_ci(NOT_SECRET_WORDS, w)) {
         return None;
     }
     Some(strength)
@@ -1268,7 +1526,7 @@ fn judge(text: &str, value: Value, strength: Strength, follow: bool) -> Option<V
         // Python string prefixes: b"…", r'…', f"…".
         if matches!(
             v,
-            "b" | "r" | "u" | "f" | "br" | "rb" | "fr" | "rf" | "B" | "R" | "U" | "F"
+            "b" | "r" | "u" | "f" | "br" | "rb" | "fr" | "rf" | "B" | "R" | "U" | "F" | "@"
         ) && matches!(bytes.get(value.end), Some(b'"' | b'\''))
         {
             let inner = parse_value(text, value.end)?;
@@ -1299,10 +1557,18 @@ fn judge(text: &str, value: Value, strength: Strength, follow: bool) -> Option<V
         value.quoted && v.starts_with(|c: char| c.is_whitespace() || ",;)+.".contains(c));
     // Inline code after a colon in prose ("the secret: `x = y`") is only a value when it is
     // one credential-looking word.
+    // `"<xsd:element name="Agency…"`: a quote that closes nothing, as an identifier follows.
+    let glued = value.quoted
+        && !value.backtick
+        && matches!(bytes.get(value.end), Some(b'"' | b'\''))
+        && bytes
+            .get(value.end + 1)
+            .is_some_and(|b| b.is_ascii_alphanumeric());
     let prose_code = value.backtick
         && (v.contains(|c: char| c.is_whitespace() || c == '=' || c == ':') || !credential_like(v));
     if v.trim().is_empty()
         || between_literals
+        || glued
         || prose_code
         || is_placeholder(v)
         || is_keyword(v)
@@ -1317,6 +1583,13 @@ fn judge(text: &str, value: Value, strength: Strength, follow: bool) -> Option<V
         Strength::Normal => true,
         Strength::Weak => v.len() >= 8 && credential_like(v),
         Strength::Cli => v.len() >= 6 && credential_like(v) && !v.starts_with('-'),
+        Strength::KeyLike => {
+            v.len() >= 16
+                && has_digit_and_letter(v)
+                && longest_alnum_run(v) >= 12
+                && !v.contains(char::is_whitespace)
+                && !v.contains('/')
+        }
     };
     ok.then_some(value)
 }
@@ -1360,7 +1633,11 @@ fn valid_openai_key(s: &str) -> bool {
         .iter()
         .find_map(|p| body.strip_prefix(p))
         .unwrap_or(body);
-    body.len() >= 20 && has_digit(body) && has_both_cases(body) && longest_alnum_run(body) >= 16
+    body.len() >= 20
+        && has_digit(body)
+        && has_both_cases(body)
+        && longest_alnum_run(body) >= 16
+        && not_made_up(body)
 }
 
 fn valid_loose_bearer(s: &str) -> bool {
@@ -1460,6 +1737,17 @@ fn is_type_like(v: &str) -> bool {
     })
 }
 
+/// Not an obviously made-up example: no run of 8 ascending letters (`abcdefgh`, `klmnopqr`)
+/// and no character repeated 8 times (`aaaaaaaa`).
+fn not_made_up(s: &str) -> bool {
+    let b = s.as_bytes();
+    let ascending = b
+        .windows(8)
+        .any(|w| w.iter().all(u8::is_ascii_lowercase) && w.windows(2).all(|p| p[1] == p[0] + 1));
+    let repeated = b.windows(8).any(|w| w.iter().all(|&c| c == w[0]));
+    !ascending && !repeated
+}
+
 /// A value that stands for a secret rather than being one.
 fn is_placeholder(v: &str) -> bool {
     const WORDS: &[&str] = &[
@@ -1484,6 +1772,17 @@ fn is_placeholder(v: &str) -> bool {
     if v.starts_with(PLACEHOLDER_PREFIX) || WORDS.iter().any(|w| v.eq_ignore_ascii_case(w)) {
         return true;
     }
+    // Documentation examples (`AKIAIOSFODNN7EXAMPLE`), masks inside a value (`hf_xxxxxx…`),
+    // made-up sequences (`sk_abcdefghijklmnop…`, `0000000000`) and elided values (`ops_eyJ…`).
+    if v.contains("EXAMPLE")
+        || v.contains("xxxxxx")
+        || v.contains("XXXXXX")
+        || !not_made_up(v)
+        || v.ends_with("...")
+        || v.ends_with('…')
+    {
+        return true;
+    }
     // Masks: `***`, `xxxx`, `...`, `XXXX-XXXX`.
     if v.chars()
         .all(|c| matches!(c, '*' | 'x' | 'X' | '.' | '-' | '_' | '#' | '•' | '…'))
@@ -1491,10 +1790,12 @@ fn is_placeholder(v: &str) -> bool {
         return true;
     }
     // `<token>`, `{token}`, `{{ .Values.token }}`, `${TOKEN}`.
-    if (v.starts_with('<') && v.ends_with('>'))
-        || v.starts_with('{')
-        || v.contains("{{")
-        || v.contains("${")
+    if (v.starts_with('<') && v.ends_with('>')) || v.starts_with('{') || has_template(v) {
+        return true;
+    }
+    // `%VAR%` (Windows, NuGet).
+    if let Some(name) = v.strip_prefix('%').and_then(|r| r.strip_suffix('%'))
+        && is_identifier(name)
     {
         return true;
     }
@@ -1525,6 +1826,54 @@ fn is_placeholder(v: &str) -> bool {
         return true;
     }
     lower.ends_with("_here") || lower.ends_with("-here")
+}
+
+/// Whether `v` holds a template expansion: `${NAME}` or `{{ … }}` with no brace inside.
+fn has_template(v: &str) -> bool {
+    let closed = |open: &str, close: &str| {
+        v.match_indices(open).any(|(i, _)| {
+            let rest = &v[i + open.len()..];
+            rest.find(close).is_some_and(|j| {
+                j > 0
+                    && rest[..j]
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b" _.:-|'\"$/".contains(&b))
+            })
+        })
+    };
+    closed("${", "}") || closed("{{", "}}")
+}
+
+/// A JWT's first part decodes (base64url) to a JSON object.
+fn jwt_header_is_json(s: &str) -> bool {
+    let header = s.split('.').next().unwrap_or_default();
+    let decoded = base64url_decode(header);
+    let t = decoded.trim_ascii();
+    t.starts_with(b"{") && t.ends_with(b"}")
+}
+
+/// Lenient base64url (or base64) decoding without padding; stops at the first other byte.
+fn base64url_decode(s: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for b in s.bytes() {
+        let v = match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'-' | b'+' => 62,
+            b'_' | b'/' => 63,
+            _ => break,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
 }
 
 /// Type names seen after `name:` in Python, TypeScript and Rust signatures.
@@ -1618,7 +1967,7 @@ fn is_code(v: &str) -> bool {
 /// An identifier that itself names a secret — a variable or a field name, not its value:
 /// `password=password`, `token: accessToken`, `Kind::Token => "github_token"`.
 fn is_secret_name(v: &str) -> bool {
-    if !is_identifier(v) {
+    if !is_identifier(v) || (longest_alnum_run(v) >= 20 && has_digit(v) && has_both_cases(v)) {
         return false;
     }
     // Whole words only: `abc123secret` is a value, `githubToken` a name.
@@ -1742,6 +2091,11 @@ mod tests {
     #[test]
     fn every_pattern_compiles() {
         let r = Redactor::new();
-        assert_eq!(r.simple.len(), SIMPLE_SPECS.len());
+        assert_eq!(
+            r.simple.len(),
+            SIMPLE_SPECS.len() + formats::FORMAT_SPECS.len()
+        );
+        assert_eq!(r.anchorless.len(), formats::ANCHORLESS.len());
+        assert!(Regex::new(formats::ANCHORLESS_GATE).is_ok());
     }
 }

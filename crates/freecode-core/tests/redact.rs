@@ -471,18 +471,56 @@ fn corpus() -> Vec<Case> {
         ],
     });
 
+    // Azure and other providers' published formats, standing alone in prose
+    let entra = format!("{}8Q~{}", f.mixed(ALNUM, 3), f.mixed(ALNUM, 34));
+    let storage = format!("{}==", f.mixed(B64, 86));
+    let twilio = format!("SK{}", f.mixed(HEX, 32));
+    let sendgrid = format!("SG.{}.{}", f.mixed(B64URL, 22), f.mixed(B64URL, 43));
+    let vault = format!("hvs.{}", f.mixed(B64URL, 95));
+    let groq = format!("gsk_{}", f.mixed(ALNUM, 52));
+    cases.push(Case {
+        name: "providers",
+        text: format!(
+            "The app registration's client secret is {entra} and the storage account key              {storage} (both from the portal).
+Also tried Twilio {twilio}, SendGrid {sendgrid},              the Vault token {vault} and Groq {groq} today.
+"
+        ),
+        secrets: vec![
+            (AzureKey, entra),
+            (AzureKey, storage),
+            (ApiToken, twilio),
+            (ApiToken, sendgrid),
+            (ApiToken, vault),
+            (ApiToken, groq),
+        ],
+        keep: vec![
+            "The app registration's client secret is ",
+            " and the storage account key ",
+            "Also tried Twilio ",
+            "the Vault token ",
+        ],
+    });
+
     // Shell history with exports and command-line flags
     let ant2 = format!("sk-ant-api03-{}", f.mixed(B64URL, 90));
     let dckr = format!("dckr_pat_{}", f.mixed(B64URL, 27));
     let pat = format!("github_pat_{}_{}", f.mixed(ALNUM, 22), f.mixed(ALNUM, 59));
+    let mysql = f.mixed(ALNUM, 14);
     cases.push(Case {
         name: "shell history",
         text: format!(
             "$ history | tail -3\n  501  export ANTHROPIC_API_KEY=\"{ant2}\"\n  \
              502  docker login --username ci-bot --password {dckr} registry.example.com\n  \
-             503  gh auth login --with-token <<< {pat}\n"
+             503  gh auth login --with-token <<< {pat}\n  \
+             504  mysql -h db --password {mysql} app\n"
         ),
-        secrets: vec![(AnthropicKey, ant2), (CliFlag, dckr), (GithubToken, pat)],
+        // The Docker Hub token is a known format now (it was caught as the flag's value).
+        secrets: vec![
+            (AnthropicKey, ant2),
+            (ApiToken, dckr),
+            (GithubToken, pat),
+            (CliFlag, mysql),
+        ],
         keep: vec![
             "export ANTHROPIC_API_KEY=\"",
             "docker login --username ci-bot --password ",
