@@ -20,6 +20,25 @@
 //!   line through the `END` line (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP … variants; literal `\n`
 //!   escapes as in a JSON string work too; a block cut off before its `END` line is redacted
 //!   through its last base64 line).
+//! - **Other providers' published formats** (`formats`): Azure Entra ID client secrets
+//!   (`…Q~…`), storage/Cosmos DB account keys (86 base64 + `==`), `AccountKey=`/
+//!   `SharedAccessKey=` values and container registry passwords ([`SecretKind::AzureKey`]); AWS
+//!   key ids `ABIA`/`ACCA`/`A3T…` and a lone 40-character secret key with the entropy of random
+//!   data; and ([`SecretKind::ApiToken`]) Twilio `SK…`, SendGrid `SG.…`, Shopify `shpat_`,
+//!   Discord bot tokens, Telegram bot tokens, Vault `hvs.`/`hvb.`, Terraform `….atlasv1.…`,
+//!   DigitalOcean, Cloudflare, Heroku, Fly.io, Grafana, Sentry, New Relic, Doppler, 1Password,
+//!   age, Atlassian, Airtable, Artifactory, Postman, Databricks, Tailscale, Mailchimp, Mailgun,
+//!   Notion, Linear, PlanetScale, Docker Hub, OpenRouter, xAI, Groq, Perplexity, Pinecone,
+//!   Replicate, LangSmith, Hugging Face `api_org_`, more GitLab prefixes, … Each rule runs only
+//!   when one of its literal anchors occurs (one Aho-Corasick pass finds them all); the few
+//!   structural rules without a literal wait for one combined gate regex.
+//! - A value found secret once is redacted wherever else it appears in the same text; a string
+//!   literal compared with a secret name (`"…" != password`) and an XML `key="…Password"
+//!   value="…"` setting are assignments too; Bundler's `BUNDLE_<HOST>__<TLD>` credentials and
+//!   keys ending in a qualified `key` (`softlayer_key`) with a random-looking value count.
+//! - Not redacted as secrets: documentation examples (`…EXAMPLE`), masks (`xxxxxx`), made-up
+//!   runs (`abcdefgh…`, 8 repeated characters), elided values (`…`/`...` at the end), keys
+//!   named public/fake/not (`publicToken`), and a JWT whose header does not decode to JSON.
 //! - **Secrets known by their context**: AWS secret access keys (40 base64 characters) after an
 //!   `aws_secret_access_key`/`SecretAccessKey` key, `Authorization:` header values (`Bearer`,
 //!   `token`, … → [`SecretKind::BearerToken`], `Basic` → [`SecretKind::BasicAuth`]), `Bearer
