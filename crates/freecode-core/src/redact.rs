@@ -996,23 +996,30 @@ const MIN_REPEATED_VALUE: usize = 8;
 /// `findings` plus every other occurrence of a value one of them redacts (`token = 'abc…' |
 /// 'abc…'`): once a value is known to be secret, it goes wherever it appears in the text.
 fn repeat_values(text: &str, findings: Vec<Finding>) -> Vec<Finding> {
-    let mut extra = Vec::new();
+    let mut values: Vec<&str> = Vec::new();
+    let mut kinds: Vec<SecretKind> = Vec::new();
     for f in &findings {
         let value = &text[f.start..f.end];
-        if value.len() < MIN_REPEATED_VALUE {
-            continue;
+        if value.len() >= MIN_REPEATED_VALUE && !values.contains(&value) {
+            values.push(value);
+            kinds.push(f.kind);
         }
-        let mut from = 0;
-        while let Some(i) = text[from..].find(value) {
-            let start = from + i;
-            if start != f.start {
-                extra.push(Finding {
-                    kind: f.kind,
-                    start,
-                    end: start + value.len(),
-                });
-            }
-            from = start + value.len();
+    }
+    if values.is_empty() {
+        return findings;
+    }
+    // One pass over the text for all the values.
+    let Ok(ac) = AhoCorasick::new(&values) else {
+        return findings;
+    };
+    let mut extra = Vec::new();
+    for m in ac.find_iter(text) {
+        if !findings.iter().any(|f| f.start == m.start()) {
+            extra.push(Finding {
+                kind: kinds[m.pattern().as_usize()],
+                start: m.start(),
+                end: m.end(),
+            });
         }
     }
     if extra.is_empty() {
