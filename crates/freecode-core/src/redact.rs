@@ -112,7 +112,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::LazyLock;
 
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use regex::Regex;
 
 mod formats;
@@ -335,10 +335,11 @@ pub struct Redactor {
     /// Every anchor of `simple`, found in one pass; `anchor_rules[i]` are the rules anchor `i`
     /// gates.
     anchors: AhoCorasick,
-    anchor_rules: Vec<Vec<usize>>,
-    /// Rules without anchors, and the one regex that must match before they run.
-    anchorless: Vec<Simple>,
-    anchorless_gate: Regex,
+    /// `(rule, whether the anchor starts every match of the rule's alternative it is in)`.
+    anchor_rules: Vec<Vec<(usize, bool)>>,
+    /// Structural rules without a literal: each runs only on a maximal run of its boundary
+    /// class whose length fits the rule (see [`formats::RUN_RULES`]).
+    run_rules: Vec<(Simple, formats::RunClass, usize, usize)>,
     comparison: Regex,
     xml_key_value: Regex,
     authorization: Regex,
@@ -440,7 +441,10 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
     },
     SimpleSpec {
         kind: SecretKind::GitlabToken,
-        anchors: &["gl"],
+        anchors: &[
+            "glpat-", "gldt-", "glrt-", "glptt-", "gloas-", "glcbt-", "glsoat-", "glffct-",
+            "glimt-",
+        ],
         pattern: r"gl(?:pat|dt|rt|ptt|oas|cbt|soat|ffct|imt)-[A-Za-z0-9_.-]{20,}",
         group: 0,
         boundary: Some(is_token_byte),
@@ -616,26 +620,75 @@ fn build(s: &SimpleSpec) -> Simple {
     reason = "the anchors are constants; a bad set fails every test"
 )]
 fn compile_anchors(patterns: &[&str]) -> AhoCorasick {
-    AhoCorasick::new(patterns).expect("built-in redaction anchors compile")
+    // A full DFA: a few hundred short patterns make a small one, and it scans at memory speed
+    // where the default NFA does not.
+    AhoCorasick::builder()
+        .kind(Some(AhoCorasickKind::DFA))
+        .build(patterns)
+        .expect("built-in redaction anchors compile")
+}
+
+/// How far before an anchor a rule's match may start: the longest prefix a pattern has before
+/// its literal (an Azure account key's 86 characters before `==`) with room to spare.
+const WINDOW_BACK: usize = 256;
+/// How far past an anchor a rule's match is looked for before the window is stretched to the
+/// end of the token it is in.
+const WINDOW_AHEAD: usize = 1024;
+
+/// The byte range around an anchor hit that a rule of this kind is run on: from the hit when
+/// the anchor starts the match (`prefix`), else from [`WINDOW_BACK`] before it (moved back to a blank, so a `\b` or a key name is not cut) to
+/// [`WINDOW_AHEAD`] past it, stretched to the next blank; a private key block runs to the end.
+fn window(text: &str, kind: SecretKind, prefix: bool, start: usize, end: usize) -> Range<usize> {
+    let bytes = text.as_bytes();
+    let blank = |b: &u8| b.is_ascii_whitespace();
+    let mut from = if prefix {
+        start
+    } else {
+        start.saturating_sub(WINDOW_BACK)
+    };
+    if from > 0 && !prefix {
+        // Back to just after a blank, at most another WINDOW_BACK bytes.
+        let lo = from.saturating_sub(WINDOW_BACK);
+        from = bytes[lo..from]
+            .iter()
+            .rposition(blank)
+            .map_or(lo, |i| lo + i + 1);
+    }
+    let to = if kind == SecretKind::PrivateKeyBlock {
+        text.len()
+    } else {
+        let ahead = (end + WINDOW_AHEAD).min(text.len());
+        bytes[ahead..]
+            .iter()
+            .position(blank)
+            .map_or(text.len(), |i| ahead + i)
+    };
+    while !text.is_char_boundary(from) {
+        from -= 1;
+    }
+    let mut to = to;
+    while !text.is_char_boundary(to) {
+        to += 1;
+    }
+    from..to
 }
 
 impl Redactor {
     /// Compiles the detectors (a few milliseconds; prefer [`Redactor::global`]).
     pub fn new() -> Self {
-        let simple: Vec<Simple> = SIMPLE_SPECS
-            .iter()
-            .chain(formats::FORMAT_SPECS)
-            .map(build)
-            .collect();
+        let specs: Vec<&SimpleSpec> = SIMPLE_SPECS.iter().chain(formats::FORMAT_SPECS).collect();
+        let simple: Vec<Simple> = specs.iter().map(|s| build(s)).collect();
         let mut patterns: Vec<&str> = Vec::new();
-        let mut anchor_rules: Vec<Vec<usize>> = Vec::new();
-        for (i, s) in simple.iter().enumerate() {
+        let mut anchor_rules: Vec<Vec<(usize, bool)>> = Vec::new();
+        for (i, (s, spec)) in simple.iter().zip(specs).enumerate() {
             for a in s.anchors {
+                // A literal the pattern or one of its top-level alternatives starts with.
+                let prefix = spec.pattern.starts_with(a) || spec.pattern.contains(&format!("|{a}"));
                 match patterns.iter().position(|p| p == a) {
-                    Some(j) => anchor_rules[j].push(i),
+                    Some(j) => anchor_rules[j].push((i, prefix)),
                     None => {
                         patterns.push(a);
-                        anchor_rules.push(vec![i]);
+                        anchor_rules.push(vec![(i, prefix)]);
                     }
                 }
             }
@@ -644,8 +697,10 @@ impl Redactor {
             simple,
             anchors: compile_anchors(&patterns),
             anchor_rules,
-            anchorless: formats::ANCHORLESS.iter().map(build).collect(),
-            anchorless_gate: compile(formats::ANCHORLESS_GATE),
+            run_rules: formats::RUN_RULES
+                .iter()
+                .map(|r| (build(&r.spec), r.class, r.min, r.max))
+                .collect(),
             comparison: compile(COMPARISON_PATTERN),
             xml_key_value: compile(XML_KEY_VALUE_PATTERN),
             authorization: compile(AUTHORIZATION_PATTERN),
@@ -687,23 +742,48 @@ impl Redactor {
     /// One pass of every detector, overlaps resolved.
     fn scan_once(&self, text: &str) -> Vec<Finding> {
         let mut found = Vec::new();
-        let mut run = vec![false; self.simple.len()];
+        // Each rule runs on the merged windows around its anchors' hits, not on the whole text.
+        let mut windows: Vec<Vec<Range<usize>>> = vec![Vec::new(); self.simple.len()];
+        let bytes = text.as_bytes();
         for m in self.anchors.find_overlapping_iter(text) {
-            for &i in &self.anchor_rules[m.pattern().as_usize()] {
-                run[i] = true;
+            for &(i, prefix) in &self.anchor_rules[m.pattern().as_usize()] {
+                let rule = &self.simple[i];
+                // A token that starts with this anchor cannot start after a byte of its own
+                // alphabet (`EAAA` inside base64): the hit gates nothing.
+                if prefix
+                    && m.start() > 0
+                    && rule.boundary.is_some_and(|bad| bad(bytes[m.start() - 1]))
+                {
+                    continue;
+                }
+                let w = &mut windows[i];
+                // The last window already reaches a blank past this hit's WINDOW_AHEAD: this
+                // hit's window would end there too.
+                if w.last().is_some_and(|l| l.end >= m.end() + WINDOW_AHEAD) {
+                    continue;
+                }
+                let next = window(text, rule.kind, prefix, m.start(), m.end());
+                match w.last_mut() {
+                    Some(l) if next.start <= l.end => l.end = l.end.max(next.end),
+                    _ => w.push(next),
+                }
             }
         }
-        for (s, go) in self.simple.iter().zip(run) {
-            if go || s.anchors.is_empty() {
-                s.collect(text, &mut found);
+        for (s, ws) in self.simple.iter().zip(&windows) {
+            if s.anchors.is_empty() {
+                s.collect_in(text, 0..text.len(), &mut found);
+            }
+            for w in ws {
+                s.collect_in(text, w.clone(), &mut found);
             }
         }
-        if let Some(m) = self.anchorless_gate.find(text) {
-            // Candidates start at or after the gate's first match (less a Discord id's length).
-            for s in &self.anchorless {
-                s.collect_from(text, m.start(), &mut found);
+        formats::for_each_run(text, |class, start, end| {
+            for (s, c, min, max) in &self.run_rules {
+                if *c == class && (*min..=*max).contains(&(end - start)) {
+                    s.collect_in(text, start..end, &mut found);
+                }
             }
-        }
+        });
         if text.contains("==") || text.contains("!=") {
             self.collect_comparisons(text, &mut found);
         }
@@ -749,18 +829,24 @@ impl Redactor {
 
     fn collect_assignments(&self, text: &str, out: &mut Vec<Finding>) {
         let bytes = text.as_bytes();
-        for m in self.assignment.find_iter(text) {
+        let matches = assignment_windows(text).into_iter().flat_map(|w| {
+            let from = w.start;
+            self.assignment
+                .find_iter(&text[w])
+                .map(move |m| (from + m.start())..(from + m.end()))
+        });
+        for m in matches {
             // The match is `key`, an optional closing quote, blanks, the separator, blanks.
-            let span = &bytes[m.start()..m.end()];
+            let span = &bytes[m.start..m.end];
             let key_len = span
                 .iter()
                 .position(|&b| !(is_word(b) || b == b'.' || b == b'-'))
                 .unwrap_or(span.len());
-            let key = text[m.start()..m.start() + key_len].trim_start_matches(['-', '.']);
+            let key = text[m.start..m.start + key_len].trim_start_matches(['-', '.']);
             let Some(strength) = classify_key(key) else {
                 continue;
             };
-            let before = &text[..m.start()];
+            let before = &text[..m.start];
             // `Kind::Token => …`: a path in code, not a key.
             if before.ends_with("::") {
                 continue;
@@ -785,10 +871,10 @@ impl Redactor {
             let sep_is_colon = sep.ends_with(b":");
             let comparison = sep.ends_with(b"==") || sep.ends_with(b"!=");
             // `Token::new`, `a :: b`: a path, not an assignment.
-            if sep_is_colon && bytes.get(m.end()) == Some(&b':') {
+            if sep_is_colon && bytes.get(m.end) == Some(&b':') {
                 continue;
             }
-            let Some(value) = parse_value(text, m.end()) else {
+            let Some(value) = parse_value(text, m.end) else {
                 continue;
             };
             // `key:value` without a space is only an assignment when the value is quoted (JSON).
@@ -903,23 +989,18 @@ impl Redactor {
 }
 
 impl Simple {
-    /// Matches starting at or after `from` (a char boundary; the patterns have no look-behind).
-    fn collect_from(&self, text: &str, from: usize, out: &mut Vec<Finding>) {
-        let Some(tail) = text.get(from..) else { return };
-        for m in self.regex.find_iter(tail) {
-            self.consider(text, from + m.start(), from + m.end(), out);
-        }
-    }
-
-    fn collect(&self, text: &str, out: &mut Vec<Finding>) {
+    /// Matches inside `range` of `text` (char boundaries); boundaries are checked on `text`.
+    fn collect_in(&self, text: &str, range: Range<usize>, out: &mut Vec<Finding>) {
+        let from = range.start;
+        let Some(part) = text.get(range) else { return };
         if self.group == 0 {
-            for m in self.regex.find_iter(text) {
-                self.consider(text, m.start(), m.end(), out);
+            for m in self.regex.find_iter(part) {
+                self.consider(text, from + m.start(), from + m.end(), out);
             }
         } else {
-            for caps in self.regex.captures_iter(text) {
+            for caps in self.regex.captures_iter(part) {
                 if let Some(m) = caps.get(self.group) {
-                    self.consider(text, m.start(), m.end(), out);
+                    self.consider(text, from + m.start(), from + m.end(), out);
                 }
             }
         }
@@ -942,6 +1023,82 @@ impl Simple {
             push(out, self.kind, start, end);
         }
     }
+}
+
+/// Longest key an assignment is looked for in: a longer run of key characters before a `:` or
+/// `=` is data (base64, a minified line), not a name.
+const MAX_KEY: usize = 200;
+
+/// Whether a key byte run names a secret word of [`ASSIGNMENT_PATTERN`] (case-insensitively).
+fn mentions_secret_word(key: &[u8]) -> bool {
+    const WORDS: [&[u8]; 9] = [
+        b"pass",
+        b"pwd",
+        b"pw",
+        b"secret",
+        b"token",
+        b"auth",
+        b"key",
+        b"credential",
+        b"bundle_",
+    ];
+    WORDS
+        .iter()
+        .any(|w| key.windows(w.len()).any(|k| k.eq_ignore_ascii_case(w)))
+}
+
+/// The stretches of `text` that [`ASSIGNMENT_PATTERN`] can match in, merged: each is a key
+/// (a run of key characters naming a secret word, at most [`MAX_KEY`] long), its optional
+/// closing quote and blanks, and the separator with the blanks after it. Found from the `:` and
+/// `=` bytes, so text without them costs one `memchr` pass.
+fn assignment_windows(text: &str) -> Vec<Range<usize>> {
+    let bytes = text.as_bytes();
+    let key_byte = |b: u8| is_word(b) || b == b'.' || b == b'-';
+    let mut windows: Vec<Range<usize>> = Vec::new();
+    for p in memchr::memchr2_iter(b':', b'=', bytes) {
+        if windows.last().is_some_and(|w| p < w.end) {
+            continue;
+        }
+        // Back over the separator (`:=`, `!==`, `=>`), blanks, a closing quote and its `\`.
+        let mut k = p;
+        while k > 0 && matches!(bytes[k - 1], b':' | b'=' | b'!') && p - k < 3 {
+            k -= 1;
+        }
+        while k > 0 && matches!(bytes[k - 1], b' ' | b'\t') {
+            k -= 1;
+        }
+        if k > 0 && matches!(bytes[k - 1], b'"' | b'\'' | b'`') {
+            k -= 1;
+            if k > 0 && bytes[k - 1] == b'\\' {
+                k -= 1;
+            }
+        }
+        let key_end = k;
+        let lo = key_end.saturating_sub(MAX_KEY + 1);
+        let key_start = bytes[lo..key_end]
+            .iter()
+            .rposition(|&b| !key_byte(b))
+            .map_or(lo, |i| lo + i + 1);
+        if key_start == key_end
+            || (key_start == lo && lo > 0)
+            || !mentions_secret_word(&bytes[key_start..key_end])
+        {
+            continue;
+        }
+        // Forward over the separator and the blanks after it.
+        let mut e = p;
+        while e < bytes.len() && matches!(bytes[e], b':' | b'=' | b'>' | b'!') && e - p < 3 {
+            e += 1;
+        }
+        while e < bytes.len() && matches!(bytes[e], b' ' | b'\t') {
+            e += 1;
+        }
+        match windows.last_mut() {
+            Some(w) if key_start <= w.end => w.end = w.end.max(e),
+            _ => windows.push(key_start..e),
+        }
+    }
+    windows
 }
 
 /// Keywords that, before `name =`/`name:`, make it a declaration in code.
@@ -2121,7 +2278,9 @@ mod tests {
             r.simple.len(),
             SIMPLE_SPECS.len() + formats::FORMAT_SPECS.len()
         );
-        assert_eq!(r.anchorless.len(), formats::ANCHORLESS.len());
-        assert!(Regex::new(formats::ANCHORLESS_GATE).is_ok());
+        assert_eq!(r.run_rules.len(), formats::RUN_RULES.len());
+        for (rule, _, min, max) in &r.run_rules {
+            assert!(rule.anchors.is_empty() && min <= max, "{:?}", rule.regex);
+        }
     }
 }

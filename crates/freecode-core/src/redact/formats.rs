@@ -108,14 +108,6 @@ pub(super) const FORMAT_SPECS: &[SimpleSpec] = &[
     },
     SimpleSpec {
         kind: SecretKind::AzureKey,
-        anchors: &["=="],
-        pattern: r"[A-Za-z0-9+/]{86}==",
-        group: 0,
-        boundary: Some(is_b64_or_pad),
-        validate: base64_key_64,
-    },
-    SimpleSpec {
-        kind: SecretKind::AzureKey,
         anchors: &["Key=", "key=", "KEY="],
         pattern: r"(?i-u:AccountKey|SharedAccessKey|PrimaryKey|SecondaryKey)=([A-Za-z0-9+/=]{20,})",
         group: 1,
@@ -140,8 +132,8 @@ pub(super) const FORMAT_SPECS: &[SimpleSpec] = &[
     },
     SimpleSpec {
         kind: SecretKind::ApiToken,
-        anchors: &["AQVN", "YC", "t1."],
-        pattern: r"AQVN[A-Za-z0-9_-]{35,38}|YC[A-Za-z0-9_-]{38}|t1\.[A-Z0-9a-z_-]+={0,2}\.[A-Z0-9a-z_-]{86}={0,2}",
+        anchors: &["AQVN", "t1."],
+        pattern: r"AQVN[A-Za-z0-9_-]{35,38}|t1\.[A-Z0-9a-z_-]+={0,2}\.[A-Z0-9a-z_-]{86}={0,2}",
         group: 0,
         boundary: Some(is_token_byte),
         validate: random_mixed,
@@ -272,7 +264,7 @@ pub(super) const FORMAT_SPECS: &[SimpleSpec] = &[
     },
     SimpleSpec {
         kind: SecretKind::ApiToken,
-        anchors: &["sq"],
+        anchors: &["sqa_", "sqp_", "squ_"],
         pattern: r"sq[apu]_[A-Za-z0-9]{40}",
         group: 0,
         boundary: Some(is_word),
@@ -328,14 +320,6 @@ pub(super) const FORMAT_SPECS: &[SimpleSpec] = &[
     },
     SimpleSpec {
         kind: SecretKind::ApiToken,
-        anchors: &["pat"],
-        pattern: r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}",
-        group: 0,
-        boundary: Some(is_alnum),
-        validate: always,
-    },
-    SimpleSpec {
-        kind: SecretKind::ApiToken,
         anchors: &["ATATT", "ATCTT"],
         pattern: r"AT[AC]TT[A-Za-z0-9_=-]{40,}",
         group: 0,
@@ -351,14 +335,6 @@ pub(super) const FORMAT_SPECS: &[SimpleSpec] = &[
         validate: always,
     },
     // ---- messaging, payments, SaaS ---------------------------------------------------------
-    SimpleSpec {
-        kind: SecretKind::ApiToken,
-        anchors: &["SK"],
-        pattern: r"SK[0-9a-fA-F]{32}",
-        group: 0,
-        boundary: Some(is_alnum),
-        validate: has_digit_and_letter,
-    },
     SimpleSpec {
         kind: SecretKind::ApiToken,
         anchors: &["SG."],
@@ -590,52 +566,226 @@ pub(super) const FORMAT_SPECS: &[SimpleSpec] = &[
     },
 ];
 
-/// Structural rules with no literal to gate them; [`ANCHORLESS_GATE`] finds candidates first.
-pub(super) const ANCHORLESS: &[SimpleSpec] = &[
-    SimpleSpec {
-        kind: SecretKind::AwsSecretAccessKey,
-        anchors: &[],
-        pattern: r"[A-Za-z0-9/+]{40,}",
-        group: 0,
-        boundary: Some(is_b64_or_pad),
-        validate: aws_secret_alone,
-    },
-    SimpleSpec {
-        kind: SecretKind::ApiToken,
-        anchors: &[],
-        // Discord bot token: the bot id in base64, a timestamp, an HMAC.
-        pattern: r"[A-Z][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}",
-        group: 0,
-        boundary: Some(is_token_or_dot),
-        validate: discord_token,
-    },
-    SimpleSpec {
-        kind: SecretKind::ApiToken,
-        anchors: &[],
-        // ngrok auth token.
-        pattern: r"2[A-Za-z0-9]{26}_[A-Za-z0-9]{21}",
-        group: 0,
-        boundary: Some(is_token_byte),
-        validate: random_mixed,
-    },
-    SimpleSpec {
-        kind: SecretKind::ApiToken,
-        anchors: &[],
-        // Mailgun webhook signing key.
-        pattern: r"[a-h0-9]{32}-[a-h0-9]{8}-[a-h0-9]{8}",
-        group: 0,
-        boundary: Some(is_token_byte),
-        validate: hex_not_constant,
-    },
+/// The byte classes a structural rule's token is a maximal run of (its boundary class).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RunClass {
+    /// `[A-Za-z0-9+/=]`: base64 with padding.
+    Base64,
+    /// `[A-Za-z0-9_-]`.
+    Token,
+    /// `[A-Za-z0-9_.-]`.
+    TokenOrDot,
+    /// `[A-Za-z0-9]`.
+    Alnum,
+}
+
+const CLASSES: [(RunClass, super::Boundary); 4] = [
+    (RunClass::Base64, is_b64_or_pad),
+    (RunClass::Token, is_token_byte),
+    (RunClass::TokenOrDot, is_token_or_dot),
+    (RunClass::Alnum, is_alnum),
 ];
 
-/// One regex that matches wherever an [`ANCHORLESS`] rule or the lone AWS secret rule could.
-pub(super) const ANCHORLESS_GATE: &str = concat!(
-    r"[A-Za-z0-9/+]{40}",
-    r"|[A-Z][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.",
-    r"|2[A-Za-z0-9]{26}_",
-    r"|[a-h0-9]{32}-[a-h0-9]{8}-"
-);
+/// A structural rule with no literal to gate it: it runs only on a maximal run of its class
+/// whose length is in `min..=max`, so text without such runs costs one pass over its bytes.
+pub(super) struct RunRule {
+    pub(super) spec: SimpleSpec,
+    pub(super) class: RunClass,
+    pub(super) min: usize,
+    pub(super) max: usize,
+}
+
+/// Shortest run any [`RUN_RULES`] rule accepts, and the longest.
+const RUN_MIN: usize = 34;
+const RUN_MAX: usize = 88;
+
+/// The bytes of any [`RunClass`]: `[A-Za-z0-9+/=_.-]`.
+static IN_ANY_CLASS: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=' | b'_' | b'-' | b'.');
+        b += 1;
+    }
+    t
+};
+
+/// Calls `f(class, start, end)` for every maximal run of each [`RunClass`] in `text` whose
+/// length is between [`RUN_MIN`] and [`RUN_MAX`]. Runs longer than that (a base64 image,
+/// a minified line) hold no candidate: every rule's token must be a whole run of its class.
+pub(super) fn for_each_run(text: &str, mut f: impl FnMut(RunClass, usize, usize)) {
+    let bytes = text.as_bytes();
+    let any = |b: u8| IN_ANY_CLASS[usize::from(b)];
+    let mut i = 0;
+    while i < bytes.len() {
+        if !any(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && any(bytes[i]) {
+            i += 1;
+        }
+        if i - start < RUN_MIN {
+            continue;
+        }
+        // Every class's runs inside this run of the union class.
+        let run = &bytes[start..i];
+        if !run.iter().any(|b| matches!(b, b'_' | b'-' | b'.')) {
+            // Plain base64 (an image, most often): the base64 run is the whole run, and the
+            // other classes' runs are its alphanumeric runs. One pass instead of four.
+            if (RUN_MIN..=RUN_MAX).contains(&run.len()) {
+                f(RunClass::Base64, start, i);
+            }
+            let mut j = 0;
+            while j < run.len() {
+                let s = j;
+                while j < run.len() && run[j].is_ascii_alphanumeric() {
+                    j += 1;
+                }
+                if (RUN_MIN..=RUN_MAX).contains(&(j - s)) {
+                    for class in [RunClass::Token, RunClass::TokenOrDot, RunClass::Alnum] {
+                        f(class, start + s, start + j);
+                    }
+                }
+                j += 1;
+            }
+            continue;
+        }
+        for (class, member) in CLASSES {
+            let mut j = 0;
+            while j < run.len() {
+                if !member(run[j]) {
+                    j += 1;
+                    continue;
+                }
+                let s = j;
+                while j < run.len() && member(run[j]) {
+                    j += 1;
+                }
+                if (RUN_MIN..=RUN_MAX).contains(&(j - s)) {
+                    f(class, start + s, start + j);
+                }
+            }
+        }
+    }
+}
+
+/// Structural rules with no literal: tokens that are a whole run of their class.
+pub(super) const RUN_RULES: &[RunRule] = &[
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::AzureKey,
+            anchors: &[],
+            // A 64-byte key in base64: Azure storage and Cosmos DB account keys.
+            pattern: r"^[A-Za-z0-9+/]{86}==$",
+            group: 0,
+            boundary: Some(is_b64_or_pad),
+            validate: base64_key_64,
+        },
+        class: RunClass::Base64,
+        min: 88,
+        max: 88,
+    },
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::ApiToken,
+            anchors: &[],
+            // Airtable personal access token.
+            pattern: r"^pat[A-Za-z0-9]{14}\.[a-f0-9]{64}$",
+            group: 0,
+            boundary: Some(is_token_or_dot),
+            validate: always,
+        },
+        class: RunClass::TokenOrDot,
+        min: 82,
+        max: 82,
+    },
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::AwsSecretAccessKey,
+            anchors: &[],
+            pattern: r"^[A-Za-z0-9/+]{40}$",
+            group: 0,
+            boundary: Some(is_b64_or_pad),
+            validate: aws_secret_alone,
+        },
+        class: RunClass::Base64,
+        min: 40,
+        max: 40,
+    },
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::ApiToken,
+            anchors: &[],
+            // Discord bot token: the bot id in base64, a timestamp, an HMAC.
+            pattern: r"^[A-Z][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}$",
+            group: 0,
+            boundary: Some(is_token_or_dot),
+            validate: discord_token,
+        },
+        class: RunClass::TokenOrDot,
+        min: 59,
+        max: 74,
+    },
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::ApiToken,
+            anchors: &[],
+            // ngrok auth token.
+            pattern: r"^2[A-Za-z0-9]{26}_[A-Za-z0-9]{20,24}$",
+            group: 0,
+            boundary: Some(is_token_byte),
+            validate: random_mixed,
+        },
+        class: RunClass::Token,
+        min: 48,
+        max: 52,
+    },
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::ApiToken,
+            anchors: &[],
+            // Mailgun webhook signing key.
+            pattern: r"^[a-h0-9]{32}-[a-h0-9]{8}-[a-h0-9]{8}$",
+            group: 0,
+            boundary: Some(is_token_byte),
+            validate: hex_not_constant,
+        },
+        class: RunClass::Token,
+        min: 50,
+        max: 50,
+    },
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::ApiToken,
+            anchors: &[],
+            // Twilio API key sid.
+            pattern: r"^SK[0-9a-fA-F]{32}$",
+            group: 0,
+            boundary: Some(is_alnum),
+            validate: has_digit_and_letter,
+        },
+        class: RunClass::Alnum,
+        min: 34,
+        max: 34,
+    },
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::ApiToken,
+            anchors: &[],
+            // Yandex Cloud API key.
+            pattern: r"^YC[A-Za-z0-9_-]{38}$",
+            group: 0,
+            boundary: Some(is_token_byte),
+            validate: random_mixed,
+        },
+        class: RunClass::Token,
+        min: 40,
+        max: 40,
+    },
+];
 
 fn hex_entropy_3(s: &str) -> bool {
     entropy(s) >= 3.0
