@@ -54,10 +54,14 @@ fn context_bound(s: &str) -> bool {
 }
 
 /// The floors this redactor reaches on the dev set, so that a change that loses ground fails.
-/// Issue 10's goals are 0.95 in context and 0.85 alone; these are below them (see the misses
-/// this test prints on failure).
-const IN_CONTEXT: f64 = 0.89;
-const ALONE_SHARE: f64 = 0.77;
+/// Issue 10's goals are 0.95 in context and 0.85 alone; these are below them. The misses left
+/// (`REDACT_REPORT=1 cargo test -p freecode-core --test redact_scanners -- --nocapture` lists
+/// them) are mostly secrets only their context names (a Kubernetes `data:` block, a
+/// `SONAR_LOGIN`, an AWS `session:` token, bare 20–64 character runs without a prefix) or
+/// made-up samples that the made-up-value checks reject on purpose (`abcd1234abcd1234…`,
+/// `AKCxxxxxxxxxx`, `mongodb://xxxx:xxxxx@`); rules for them would memorise the dev strings.
+const IN_CONTEXT: f64 = 0.90;
+const ALONE_SHARE: f64 = 0.80;
 /// Share of negatives (less [`SECRET_LIKE`]) that may change: the issue's goal.
 const NEGATIVES: f64 = 0.10;
 

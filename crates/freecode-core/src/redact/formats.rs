@@ -117,9 +117,19 @@ pub(super) const FORMAT_SPECS: &[SimpleSpec] = &[
     SimpleSpec {
         kind: SecretKind::AzureKey,
         anchors: &["+ACR"],
-        pattern: r"[A-Za-z0-9+/]{42}\+ACR[A-Za-z0-9]{4}",
+        // 52 characters: 42, `+ACR`, 6.
+        pattern: r"[A-Za-z0-9+/]{42}\+ACR[A-Za-z0-9]{6}",
         group: 0,
         boundary: Some(is_b64_or_pad),
+        validate: random_mixed,
+    },
+    SimpleSpec {
+        kind: SecretKind::ApiToken,
+        // ClickHouse Cloud API secret key.
+        anchors: &["4b1d"],
+        pattern: r"4b1d[A-Za-z0-9]{38}",
+        group: 0,
+        boundary: Some(is_alnum),
         validate: random_mixed,
     },
     SimpleSpec {
@@ -674,6 +684,20 @@ pub(super) fn for_each_run(text: &str, mut f: impl FnMut(RunClass, usize, usize)
 
 /// Structural rules with no literal: tokens that are a whole run of their class.
 pub(super) const RUN_RULES: &[RunRule] = &[
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::ApiToken,
+            anchors: &[],
+            // Okta API (SSWS) token: `00` and 40 more.
+            pattern: r"^00[A-Za-z0-9_-]{40}$",
+            group: 0,
+            boundary: Some(is_token_byte),
+            validate: random_mixed,
+        },
+        class: RunClass::Token,
+        min: 42,
+        max: 42,
+    },
     RunRule {
         spec: SimpleSpec {
             kind: SecretKind::AzureKey,
