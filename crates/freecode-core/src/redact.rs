@@ -4,9 +4,15 @@
 //! ([`SecretKind::name`]). A finding covers only the secret *value*: in `PASSWORD=hunter2` or
 //! `"api_key": "…"` the key name and the quotes stay visible, in `https://user:pw@host` only `pw`
 //! goes, in `Authorization: Bearer …` only the token goes. The patterns are compiled once per
-//! process ([`Redactor::global`]); the format-specific ones only run when a cheap substring
-//! check finds their prefix, so a text without secrets costs a few linear passes (a few
-//! milliseconds per MiB).
+//! process ([`Redactor::global`]). The format-specific ones run only on a window around a hit of
+//! one of their literal anchors (one full-DFA Aho-Corasick pass finds them all; a hit of a
+//! prefix anchor right after a byte of the token's own alphabet, as `EAAA` inside base64, gates
+//! nothing); the structural ones without a literal only on a whole run of their byte class whose
+//! length fits (a 40-character base64 run, a 59–74-character dotted token); the assignment
+//! pattern only from a `:` or `=` whose key (at most 200 key characters) names a secret word.
+//! So a text without secrets costs a few linear passes: over 400 MiB/s on prose, code and
+//! base64 image data. Nothing is skipped by content type: a base64 image is walked like any
+//! text; its long runs simply hold no token of a rule whose token must be a whole run.
 //!
 //! # What is caught
 //!
@@ -29,9 +35,10 @@
 //!   DigitalOcean, Cloudflare, Heroku, Fly.io, Grafana, Sentry, New Relic, Doppler, 1Password,
 //!   age, Atlassian, Airtable, Artifactory, Postman, Databricks, Tailscale, Mailchimp, Mailgun,
 //!   Notion, Linear, PlanetScale, Docker Hub, OpenRouter, xAI, Groq, Perplexity, Pinecone,
-//!   Replicate, LangSmith, Hugging Face `api_org_`, more GitLab prefixes, … Each rule runs only
-//!   when one of its literal anchors occurs (one Aho-Corasick pass finds them all); the few
-//!   structural rules without a literal wait for one combined gate regex.
+//!   Replicate, LangSmith, Hugging Face `api_org_`, ClickHouse Cloud `4b1d…`, Okta `00…` (42
+//!   characters), more GitLab prefixes, … Each rule runs only around its literal anchors; the
+//!   structural rules without a literal (lone AWS secret, Azure 64-byte key, Discord, ngrok,
+//!   Mailgun, Twilio, Yandex, Airtable, Okta) only on whole runs of their byte class.
 //! - A value found secret once is redacted wherever else it appears in the same text; a string
 //!   literal compared with a secret name (`"…" != password`) and an XML `key="…Password"
 //!   value="…"` setting are assignments too; Bundler's `BUNDLE_<HOST>__<TLD>` credentials and

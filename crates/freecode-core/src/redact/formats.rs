@@ -2,9 +2,9 @@
 //! published prefix or structure (the formats gitleaks, TruffleHog and detect-secrets document),
 //! with the literal anchors that gate it, a boundary class and a last check on the match.
 //!
-//! Rules with a distinctive literal run only when one of their anchors occurs in the text (one
-//! Aho-Corasick pass finds them all); the few structural rules without a literal
-//! ([`ANCHORLESS`]) run only after a single combined regex has found a candidate.
+//! Rules with a distinctive literal run only on a window around a hit of one of their anchors
+//! (one Aho-Corasick pass finds them all); the structural rules without a literal
+//! ([`RUN_RULES`]) run only on a whole run of their byte class whose length fits.
 
 use super::{
     SecretKind, SimpleSpec, always, has_both_cases, has_digit, has_digit_and_letter, is_alnum,
