@@ -267,7 +267,7 @@ pub(super) const FORMAT_SPECS: &[SimpleSpec] = &[
     SimpleSpec {
         kind: SecretKind::ApiToken,
         anchors: &["sq0csp-", "sq0atp-", "EAAA"],
-        pattern: r"sq0(?:csp|atp)-[0-9A-Za-z_-]{22,43}|EAAA[A-Za-z0-9_-]{60}",
+        pattern: r"sq0(?:csp|atp)-[0-9A-Za-z_-]{16,43}|EAAA[A-Za-z0-9_-]{60}",
         group: 0,
         boundary: Some(is_token_byte),
         validate: has_digit,
@@ -348,10 +348,10 @@ pub(super) const FORMAT_SPECS: &[SimpleSpec] = &[
     SimpleSpec {
         kind: SecretKind::ApiToken,
         anchors: &["SG."],
-        pattern: r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}",
+        pattern: r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}|SG\.[A-Za-z0-9=_.-]{66}",
         group: 0,
         boundary: Some(is_token_byte),
-        validate: always,
+        validate: has_digit_and_letter,
     },
     SimpleSpec {
         kind: SecretKind::ApiToken,
@@ -536,6 +536,42 @@ pub(super) const FORMAT_SPECS: &[SimpleSpec] = &[
         group: 0,
         boundary: Some(is_token_byte),
         validate: has_digit,
+    },
+    SimpleSpec {
+        kind: SecretKind::ApiToken,
+        // Google OAuth refresh token (`1//0…`, as in application default credentials).
+        anchors: &["1//0"],
+        pattern: r"1//0[A-Za-z0-9_-]{30,}",
+        group: 0,
+        boundary: Some(is_token_byte),
+        validate: has_digit_and_letter,
+    },
+    SimpleSpec {
+        kind: SecretKind::ApiToken,
+        // Gemini (the exchange) API key: `master-` or `account-` and 20 random characters.
+        anchors: &["master-", "account-"],
+        pattern: r"(?:master|account)-[A-Za-z0-9]{20}",
+        group: 0,
+        boundary: Some(is_token_byte),
+        validate: random_tail,
+    },
+    SimpleSpec {
+        kind: SecretKind::ApiToken,
+        // MaxMind license key: 6, `_`, 29, `_mmk`.
+        anchors: &["_mmk"],
+        pattern: r"[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk",
+        group: 0,
+        boundary: Some(is_word),
+        validate: has_digit,
+    },
+    SimpleSpec {
+        kind: SecretKind::ApiToken,
+        // A Sumo Logic access id (`su` and 12) assigned to a key that names Sumo Logic.
+        anchors: &["sumo", "Sumo", "SUMO"],
+        pattern: r#"(?i:sumo)[A-Za-z0-9_.-]{0,40}["']?[ \t]*(?::|=)[ \t]*["']?(su[A-Za-z0-9]{12})"#,
+        group: 1,
+        boundary: Some(is_alnum),
+        validate: random_mixed,
     },
     // ---- AI providers ----------------------------------------------------------------------
     SimpleSpec {
@@ -809,10 +845,66 @@ pub(super) const RUN_RULES: &[RunRule] = &[
         min: 40,
         max: 40,
     },
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::ApiToken,
+            anchors: &[],
+            // A 44-character random key of the base64url alphabet (IBM Cloud IAM API keys, Azure
+            // DevOps personal access tokens of the older format).
+            pattern: r"^[A-Za-z0-9_-]{44}$",
+            group: 0,
+            boundary: Some(is_token_byte),
+            validate: random_key_44,
+        },
+        class: RunClass::Token,
+        min: 44,
+        max: 44,
+    },
+    RunRule {
+        spec: SimpleSpec {
+            kind: SecretKind::ApiToken,
+            anchors: &[],
+            // Twitter (X) access token: the user's numeric id, `-`, a random part.
+            pattern: r"^[0-9]{10,22}-[A-Za-z0-9]{20,40}$",
+            group: 0,
+            boundary: Some(is_token_byte),
+            validate: random_tail,
+        },
+        class: RunClass::Token,
+        min: 34,
+        max: 63,
+    },
 ];
 
 fn hex_entropy_3(s: &str) -> bool {
     entropy(s) >= 3.0
+}
+
+/// A random part after a fixed prefix (`master-…`, `123…-…`): digits, both cases, and more
+/// distinct characters than a word with a number.
+fn random_tail(s: &str) -> bool {
+    let tail = s.rsplit('-').next().unwrap_or(s);
+    random_mixed(tail) && entropy(tail) >= 3.8
+}
+
+/// A 44-character key: digits, both cases, a long alphanumeric stretch (not `snake_Case_1`
+/// identifiers) and no hex-only or base32 look.
+fn random_key_44(s: &str) -> bool {
+    let run = s
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    random_mixed(s)
+        && s.bytes().filter(u8::is_ascii_digit).count() >= 4
+        && s.bytes().filter(u8::is_ascii_uppercase).count() >= 3
+        && s.bytes().filter(u8::is_ascii_lowercase).count() >= 3
+        && run >= 20
+        && entropy(s) >= 3.5
+        // Not words joined into a name (`bedrock-api-key-…`).
+        && !s
+            .split(['-', '_'])
+            .any(|w| w.len() >= 3 && w.bytes().all(|b| b.is_ascii_lowercase()))
 }
 
 /// Vault tokens: random, not a lowercase word run.
