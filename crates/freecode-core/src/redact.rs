@@ -36,31 +36,42 @@
 //!   age, Atlassian, Airtable, Artifactory, Postman, Databricks, Tailscale, Mailchimp, Mailgun,
 //!   Notion, Linear, PlanetScale, Docker Hub, OpenRouter, xAI, Groq, Perplexity, Pinecone,
 //!   Replicate, LangSmith, Hugging Face `api_org_`, ClickHouse Cloud `4b1d…`, Okta `00…` (42
-//!   characters), more GitLab prefixes, … Each rule runs only around its literal anchors; the
-//!   structural rules without a literal (lone AWS secret, Azure 64-byte key, Discord, ngrok,
-//!   Mailgun, Twilio, Yandex, Airtable, Okta) only on whole runs of their byte class.
+//!   characters), Google OAuth refresh tokens `1//0…`, Gemini `master-`/`account-`, MaxMind
+//!   `…_mmk`, a Sumo Logic access id beside a `sumo…` key, more GitLab prefixes, … Each rule runs
+//!   only around its literal anchors; the structural rules without a literal (lone AWS secret,
+//!   Azure 64-byte key, Discord, ngrok, Mailgun, Twilio, Yandex, Airtable, Okta, a 44-character
+//!   random key — IBM Cloud IAM, older Azure DevOps tokens —, Twitter `<id>-<random>`) only on
+//!   whole runs of their byte class.
+//! - **Kubernetes Secrets**: in a `kind: Secret` manifest (a run of lines without a blank line
+//!   or `---`, `kind:` at the indentation of `data:`), every value of 10 or more characters under
+//!   `data:`/`stringData:`, whatever its key, block values (`|`) included; templates stay.
 //! - A value found secret once is redacted wherever else it appears in the same text; a string
 //!   literal compared with a secret name (`"…" != password`) and an XML `key="…Password"
 //!   value="…"` setting are assignments too; Bundler's `BUNDLE_<HOST>__<TLD>` credentials and
 //!   keys ending in a qualified `key` (`softlayer_key`) with a random-looking value count.
 //! - Not redacted as secrets: documentation examples (`…EXAMPLE`), masks (`xxxxxx`), made-up
-//!   runs (`abcdefgh…`, 8 repeated characters), elided values (`…`/`...` at the end), keys
-//!   named public/fake/not (`publicToken`), and a JWT whose header does not decode to JSON.
+//!   runs (`abcdefgh…`, 8 repeated characters; but an Anthropic key with the whole published
+//!   structure, `sk-ant-api03-` + 93 + `AA`, is redacted however it reads), elided values
+//!   (`…`/`...` at the end), keys named public/fake/not (`publicToken`), and a JWT whose header
+//!   does not decode to JSON.
 //! - **Secrets known by their context**: AWS secret access keys (40 base64 characters) after an
 //!   `aws_secret_access_key`/`SecretAccessKey` key, `Authorization:` header values (`Bearer`,
 //!   `token`, … → [`SecretKind::BearerToken`], `Basic` → [`SecretKind::BasicAuth`]), `Bearer
 //!   <token>` anywhere else, the password of `scheme://user:password@host` (and the user of
-//!   `https://<token>@host` when it looks like a token), `--password value` style command-line
+//!   `https://<token>@host` when it looks like a token; the user too when it equals the
+//!   password, as in `root:root`), `--password value` style command-line
 //!   flags and the password of `curl -u user:password`.
 //! - **Assignments** ([`SecretKind::EnvAssignment`]): `KEY=value`, `export KEY="value"`,
 //!   `key: value`, `"key": "value"`, `key = 'value'`, `key := value`, `key => value`, also inside
 //!   JSON-escaped text (`\"key\": \"value\"`), whose key names a secret. The key is split into
-//!   words (on `_`, `-`, `.` and camelCase). It names a secret when a word is `password`,
-//!   `passwd`, `passphrase`, `secret`, `token`, `apikey`, `accesskey`, `privatekey`, `secretkey`
-//!   or ends with one of those (`dbpassword`, `authtoken`); when its *last* word is `pass`/`pwd`
-//!   after another word (`DB_PASS`; not `PASS` alone, test output, `PWD`, the working directory,
+//!   words (on `_`, `-`, `.` and camelCase); `?=` is a separator too. It names a secret when
+//!   a word is `password`, `passwd`, `passphrase`, `secret`, `token`, `apikey`, `accesskey`,
+//!   `privatekey`, `secretkey` or ends with one of those (`dbpassword`, `authtoken`); when its
+//!   *last* word is `pass`/`pwd` after another word (`DB_PASS`; not `PASS` alone, test output, `PWD`, the working directory,
 //!   or `pass_through`); when a word is `key` after `api`, `access`, `private`, `secret`,
-//!   `client`, `signing`, … (see the source); or when a word is `auth` (weaker, below). Then no
+//!   `client`, `signing`, … (see the source); when it is `login` after `sonar` (SonarQube's
+//!   token, `sonar.login`); when its last word is `session` and the value a base64 blob of 100
+//!   or more characters (an AWS session token); or when a word is `auth` (weaker, below). Then no
 //!   word after the last such word may describe metadata about the secret
 //!   (`PASSWORD_MIN_LENGTH`, `TOKEN_URL`, `SECRET_NAME`, `AWS_ACCESS_KEY_ID`, `token_type`,
 //!   `SSH_AUTH_SOCK`, `PASSWORD_FILE`, `token_start`, …). Plurals and other words are not the
@@ -83,7 +94,9 @@
 //! - Names instead of values: an identifier with a secret word as a whole word
 //!   (`password=password`, `token: githubToken`, `Kind::Token => "github_token"`, but not
 //!   `abc123secret`).
-//! - Unquoted values that are code: containing `(`, `[`, `{`, `::` or `->`; followed by `{` or
+//! - Unquoted values that are code: containing `(`, `[`, `{`, `::` or `->` (unless a bracket
+//!   closes one of another kind, `m{{h}o)p…`: code never does that, so it is a password with
+//!   symbols and runs to the next blank); followed by `{` or
 //!   `(`; starting with `&`, `*`, `@` or `_`; dotted paths (`self.token`, `process.env.TOKEN`);
 //!   type names (`api_key: str`, `token: String`, `password: Option<…>`; `password: str = "x"`
 //!   still redacts `x`); declarations (`let`/`const`/`var`/`val`/`type`/`pub`/… `token = tok`:
@@ -495,7 +508,7 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
         pattern: r"sk-ant-[A-Za-z0-9_-]{20,}",
         group: 0,
         boundary: Some(is_token_byte),
-        validate: not_made_up,
+        validate: valid_anthropic_key,
     },
     SimpleSpec {
         kind: SecretKind::OpenAiKey,
@@ -585,8 +598,10 @@ const AUTHORIZATION_PATTERN: &str = concat!(
 );
 
 const ASSIGNMENT_PATTERN: &str = concat!(
-    r"[A-Za-z0-9_.-]*(?:(?i-u:pass|pwd|pw|secret|token|auth|key|credential)|BUNDLE_)[A-Za-z0-9_.-]*",
-    r#"(?:\\?["'`])?[ \t]*(?::=|=>|={1,3}|!==?|:)[ \t]*"#
+    r"[A-Za-z0-9_.-]*",
+    r"(?:(?i-u:pass|pwd|pw|secret|token|auth|key|credential|sonar|session)|BUNDLE_)",
+    r"[A-Za-z0-9_.-]*",
+    r#"(?:\\?["'`])?[ \t]*(?::=|=>|={1,3}|!==?|\?=|:)[ \t]*"#
 );
 
 /// A string literal compared with a name: `"hunter2" != password`.
@@ -784,6 +799,7 @@ impl Redactor {
                 s.collect_in(text, w.clone(), &mut found);
             }
         }
+        same_user_as_password(text, &mut found);
         formats::for_each_run(text, |class, start, end| {
             for (s, c, min, max) in &self.run_rules {
                 if *c == class && (*min..=*max).contains(&(end - start)) {
@@ -801,6 +817,9 @@ impl Redactor {
             self.collect_authorization(text, &mut found);
         }
         self.collect_assignments(text, &mut found);
+        if text.contains("kind:") && text.contains("ata:") {
+            collect_kubernetes_secret(text, &mut found);
+        }
         if text.contains("--") {
             self.collect_cli_flags(text, &mut found);
         }
@@ -1038,8 +1057,10 @@ const MAX_KEY: usize = 200;
 
 /// Whether a key byte run names a secret word of [`ASSIGNMENT_PATTERN`] (case-insensitively).
 fn mentions_secret_word(key: &[u8]) -> bool {
-    const WORDS: [&[u8]; 9] = [
+    const WORDS: [&[u8]; 11] = [
         b"pass",
+        b"sonar",
+        b"session",
         b"pwd",
         b"pw",
         b"secret",
@@ -1068,7 +1089,7 @@ fn assignment_windows(text: &str) -> Vec<Range<usize>> {
         }
         // Back over the separator (`:=`, `!==`, `=>`), blanks, a closing quote and its `\`.
         let mut k = p;
-        while k > 0 && matches!(bytes[k - 1], b':' | b'=' | b'!') && p - k < 3 {
+        while k > 0 && matches!(bytes[k - 1], b':' | b'=' | b'!' | b'?') && p - k < 3 {
             k -= 1;
         }
         while k > 0 && matches!(bytes[k - 1], b' ' | b'\t') {
@@ -1194,6 +1215,143 @@ fn repeat_values(text: &str, findings: Vec<Finding>) -> Vec<Finding> {
     resolve(text, all)
 }
 
+/// Shortest value of a Kubernetes Secret's `data:` entry that is redacted: ten base64
+/// characters, seven bytes (shorter ones, like 6-digit numbers elsewhere, are left).
+const MIN_SECRET_DATA: usize = 10;
+
+/// The lines of `text` with their byte offsets (without the line break).
+fn lines_at(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut at = 0;
+    text.split('\n').map(move |l| {
+        let start = at;
+        at += l.len() + 1;
+        (start, l.strip_suffix('\r').unwrap_or(l))
+    })
+}
+
+fn indent(line: &str) -> usize {
+    line.len() - line.trim_start_matches([' ', '\t']).len()
+}
+
+/// A Kubernetes `kind: Secret` manifest (YAML): every value under its `data:` or `stringData:`
+/// is a secret whatever its key (`extra`, `.dockercfg`), including `|`/`>` block values. The
+/// manifest is a run of lines without a blank line or a `---`, and `kind:` sits at the
+/// indentation of `data:`.
+fn collect_kubernetes_secret(text: &str, out: &mut Vec<Finding>) {
+    let lines: Vec<(usize, &str)> = lines_at(text).collect();
+    let mut first = 0;
+    while first < lines.len() {
+        let mut last = first;
+        while last < lines.len()
+            && !lines[last].1.trim().is_empty()
+            && !lines[last].1.starts_with("---")
+        {
+            last += 1;
+        }
+        if last > first {
+            kubernetes_manifest(&lines[first..last], out);
+        }
+        first = last + 1;
+    }
+}
+
+fn kubernetes_manifest(lines: &[(usize, &str)], out: &mut Vec<Finding>) {
+    let unquote = |v: &str| {
+        v.strip_prefix(['"', '\''])
+            .and_then(|r| r.strip_suffix(['"', '\'']))
+            .unwrap_or(v)
+            .to_owned()
+    };
+    let secret_at = |level: usize| {
+        lines.iter().any(|(_, l)| {
+            indent(l) == level
+                && l.trim_start()
+                    .strip_prefix("kind:")
+                    .is_some_and(|v| unquote(v.trim()).eq_ignore_ascii_case("secret"))
+        })
+    };
+    let mut i = 0;
+    while i < lines.len() {
+        let (_, line) = lines[i];
+        let head = line.trim();
+        i += 1;
+        let section = indent(line);
+        if (head != "data:" && head != "stringData:") || !secret_at(section) {
+            continue;
+        }
+        while i < lines.len() {
+            let (at, entry) = lines[i];
+            let level = indent(entry);
+            if level <= section {
+                break;
+            }
+            i += 1;
+            let body = &entry[level..];
+            let Some(colon) = body
+                .find(": ")
+                .or_else(|| body.strip_suffix(':').map(str::len))
+            else {
+                continue;
+            };
+            let raw = body[colon + 1..].trim();
+            let raw = raw.split(" #").next().unwrap_or(raw).trim_end();
+            if raw.starts_with(['|', '>']) {
+                // A block value: the lines indented past the entry.
+                while i < lines.len() && indent(lines[i].1) > level {
+                    let (bat, bline) = lines[i];
+                    let value = bline.trim();
+                    if value.len() >= MIN_SECRET_DATA {
+                        let start = bat + indent(bline);
+                        push(out, SecretKind::EnvAssignment, start, start + value.len());
+                    }
+                    i += 1;
+                }
+                continue;
+            }
+            let value = unquote(raw);
+            if value.len() < MIN_SECRET_DATA || is_placeholder(&value) {
+                continue;
+            }
+            if let Some(offset) = entry.find(value.as_str()).filter(|&o| o > level + colon) {
+                push(
+                    out,
+                    SecretKind::EnvAssignment,
+                    at + offset,
+                    at + offset + value.len(),
+                );
+            }
+        }
+    }
+}
+
+/// `scheme://root:root@host`: a user that is the password would give it away, so it goes too.
+fn same_user_as_password(text: &str, found: &mut Vec<Finding>) {
+    let bytes = text.as_bytes();
+    let mut users = Vec::new();
+    for f in found.iter() {
+        if f.kind != SecretKind::UrlCredentials
+            || f.start == 0
+            || bytes[f.start - 1] != b':'
+            || bytes.get(f.end) != Some(&b'@')
+        {
+            continue;
+        }
+        let colon = f.start - 1;
+        let Some(scheme_end) = text[..colon].rfind("://") else {
+            continue;
+        };
+        let user = scheme_end + 3;
+        if text[user..colon] == text[f.start..f.end] {
+            users.push(Finding {
+                kind: SecretKind::UrlCredentials,
+                start: user,
+                end: colon,
+            });
+        }
+    }
+    found.extend(users);
+}
+
 fn push(out: &mut Vec<Finding>, kind: SecretKind, start: usize, end: usize) {
     if start < end {
         out.push(Finding { kind, start, end });
@@ -1276,6 +1434,8 @@ enum Strength {
     Weak,
     /// A command-line flag value: it must look like a credential.
     Cli,
+    /// A key whose only secret word is `session`: the value must be a long base64 blob.
+    Blob,
     /// A key whose only secret word is a qualified `key` (`softlayer_key`, `ibm_key`): the
     /// value must look like a random token.
     KeyLike,
@@ -1576,6 +1736,14 @@ fn secret_word(words: &[&str], i: usize) -> Option<Strength> {
     if w.eq_ignore_ascii_case("key") && i > 0 && in_ci(KEY_QUALIFIERS, words[i - 1]) {
         return Some(Strength::Normal);
     }
+    // SonarQube's scanner takes its token as `sonar.login` (`SONAR_LOGIN`).
+    if w.eq_ignore_ascii_case("login") && i > 0 && words[i - 1].eq_ignore_ascii_case("sonar") {
+        return Some(Strength::Normal);
+    }
+    // A session token (`session:` in an AWS credentials block): a long base64 blob only.
+    if w.eq_ignore_ascii_case("session") && i == words.len() - 1 {
+        return Some(Strength::Blob);
+    }
     w.eq_ignore_ascii_case("auth").then_some(Strength::Weak)
 }
 
@@ -1587,15 +1755,18 @@ fn classify_key(key: &str) -> Option<Strength> {
     }
     let words = words(key);
     let mut last = None;
-    let mut strength = Strength::Weak;
+    let mut strength = None;
     for i in 0..words.len() {
         if let Some(s) = secret_word(&words, i) {
             last = Some(i);
-            if s == Strength::Normal {
-                strength = Strength::Normal;
-            }
+            strength = match (strength, s) {
+                (_, Strength::Normal) | (Some(Strength::Normal), _) => Some(Strength::Normal),
+                (Some(Strength::Weak), _) | (_, Strength::Weak) => Some(Strength::Weak),
+                _ => Some(s),
+            };
         }
     }
+    let strength = strength.unwrap_or(Strength::Weak);
     let Some(last) = last else {
         // `softlayer_key`, `ibm-cloud-key`: a qualified `key` at the end, for random values only.
         let n = words.len();
@@ -1699,6 +1870,21 @@ fn parse_value(text: &str, pos: usize) -> Option<Value> {
     while i < b.len() && !is_unquoted_terminator(b[i]) {
         i += 1;
     }
+    // A password with bracket symbols (`m{{h}o)p${e]…}}`): the run to the next blank, less
+    // trailing punctuation, when its brackets close in the wrong kind, which code never does.
+    let word_end = b[pos..]
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .map_or(b.len(), |n| pos + n);
+    if word_end > i {
+        let mut end = word_end;
+        while end > i && matches!(b[end - 1], b',' | b';' | b'\'' | b'"' | b'`') {
+            end -= 1;
+        }
+        if text.get(pos..end).is_some_and(misnested_brackets) {
+            i = end;
+        }
+    }
     (i > pos).then_some(Value {
         start: pos,
         end: i,
@@ -1765,7 +1951,10 @@ fn judge(text: &str, value: Value, strength: Strength, follow: bool) -> Option<V
         || is_short_number(v)
         || is_secret_name(v)
         || (!value.quoted
-            && (is_code(v) || is_type_name(v) || is_stopword(v) || opens_block(bytes, value.end)))
+            && ((is_code(v) && !misnested_brackets(v))
+                || is_type_name(v)
+                || is_stopword(v)
+                || opens_block(bytes, value.end)))
     {
         return None;
     }
@@ -1773,6 +1962,12 @@ fn judge(text: &str, value: Value, strength: Strength, follow: bool) -> Option<V
         Strength::Normal => true,
         Strength::Weak => v.len() >= 8 && credential_like(v),
         Strength::Cli => v.len() >= 6 && credential_like(v) && !v.starts_with('-'),
+        Strength::Blob => {
+            v.len() >= 100
+                && v.bytes().all(|b| is_base64_byte(b) || b == b'=')
+                && has_digit(v)
+                && has_both_cases(v)
+        }
         Strength::KeyLike => {
             v.len() >= 16
                 && has_digit_and_letter(v)
@@ -1782,6 +1977,31 @@ fn judge(text: &str, value: Value, strength: Strength, follow: bool) -> Option<V
         }
     };
     ok.then_some(value)
+}
+
+/// Brackets that close in the wrong kind (`{)`, `(]`): symbols of a password, not code, which
+/// may be cut off (`getToken(`) but never closes `(` with `}`.
+fn misnested_brackets(s: &str) -> bool {
+    let mut open = Vec::new();
+    for b in s.bytes() {
+        match b {
+            b'(' | b'[' | b'{' => open.push(b),
+            b')' | b']' | b'}' => {
+                let want = match b {
+                    b')' => b'(',
+                    b']' => b'[',
+                    _ => b'{',
+                };
+                match open.pop() {
+                    Some(o) if o == want => {}
+                    Some(_) => return true,
+                    None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 fn has_digit(s: &str) -> bool {
@@ -1828,6 +2048,22 @@ fn valid_openai_key(s: &str) -> bool {
         && has_both_cases(body)
         && longest_alnum_run(body) >= 16
         && not_made_up(body)
+}
+
+/// An Anthropic key that is not a made-up sample, or one with the whole published structure
+/// (`sk-ant-<kind><nn>-`, 93 more characters, `AA`): a sample of that shape is redacted all the
+/// same, as nothing tells it from a real key.
+fn valid_anthropic_key(s: &str) -> bool {
+    let full = s.ends_with("AA")
+        && s.len() >= 7 + 93
+        && s.get(7..)
+            .and_then(|r| r.split_once('-'))
+            .is_some_and(|(kind, rest)| {
+                kind.len() >= 5
+                    && kind.bytes().rev().take(2).all(|b| b.is_ascii_digit())
+                    && rest.len() >= 95
+            });
+    full || not_made_up(s)
 }
 
 fn valid_loose_bearer(s: &str) -> bool {
@@ -2202,6 +2438,19 @@ mod tests {
         );
         assert_eq!(words("oauth2Token"), ["oauth2", "Token"]);
         assert_eq!(words("x-api-key"), ["x", "api", "key"]);
+    }
+
+    #[test]
+    fn context_words_and_bracket_passwords() {
+        assert_eq!(classify_key("sonar.login"), Some(Strength::Normal));
+        assert_eq!(classify_key("SONAR_LOGIN"), Some(Strength::Normal));
+        assert_eq!(classify_key("login"), None);
+        assert_eq!(classify_key("session"), Some(Strength::Blob));
+        assert_eq!(classify_key("session_id"), None);
+        assert_eq!(classify_key("session_token"), Some(Strength::Normal));
+        assert!(misnested_brackets("m{{h}o)p${e]"));
+        assert!(!misnested_brackets("getToken("));
+        assert!(!misnested_brackets("cache[key](x)"));
     }
 
     #[test]
