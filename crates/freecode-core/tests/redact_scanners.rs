@@ -35,6 +35,9 @@ const SECRET_LIKE: &[&str] = &[
     "rabbitmq = 'amqps://user123:pass456@?",
     "slack token - 'xoxb-65677559833?",
     "privatekey = '-----BEGIN?RSA?PRIVATE?KEY-----",
+    "sendgrid = 'SG.ZV-VYwtHzJJW4wF8yPQk3.ZXg9?",
+    // The Anthropic API-key rule's true positive, listed as a negative of the admin-key rule.
+    "sk-ant-api03-abc123xyz-456def789ghij-klmnopqrstuvwx-3456yza789bcde-1234fghijklmnopby56aaaog",
 ];
 
 /// A secret only its context identifies, not its format: short, pure hex or a UUID, lowercase
@@ -53,15 +56,17 @@ fn context_bound(s: &str) -> bool {
         || pair
 }
 
-/// The floors this redactor reaches on the dev set, so that a change that loses ground fails.
-/// Issue 10's goals are 0.95 in context and 0.85 alone; these are below them. The misses left
-/// (`REDACT_REPORT=1 cargo test -p freecode-core --test redact_scanners -- --nocapture` lists
-/// them) are mostly secrets only their context names (a Kubernetes `data:` block, a
-/// `SONAR_LOGIN`, an AWS `session:` token, bare 20–64 character runs without a prefix) or
-/// made-up samples that the made-up-value checks reject on purpose (`abcd1234abcd1234…`,
-/// `AKCxxxxxxxxxx`, `mongodb://xxxx:xxxxx@`); rules for them would memorise the dev strings.
-const IN_CONTEXT: f64 = 0.90;
-const ALONE_SHARE: f64 = 0.80;
+/// The floors: issue 10's goals, 0.95 in context and 0.85 alone, which this redactor reaches on
+/// the dev set (400 of 420, 184 of 212). The misses left (`REDACT_REPORT=1 cargo test -p
+/// freecode-core --test redact_scanners -- --nocapture` lists them) are secrets only their
+/// context names, or labels a general rule would have to memorise: masks the made-up-value
+/// checks reject on purpose (`AKCxxxxxxxxxx`, `mongodb://xxxx:xxxxx@`, `username:password`),
+/// a key block whose body is prose (gitleaks lists `anything` as a negative of the same shape),
+/// UUIDs and hosts labelled as secrets (Entra tenant and client ids, a registry host), keys
+/// that are not secret words (`secrete[]`, `railway`, `sourcegraph`), and bare 20–64 character
+/// runs without a prefix (Sonar, Sumo Logic, Trello, LaunchDarkly, Netlify samples alone).
+const IN_CONTEXT: f64 = 0.95;
+const ALONE_SHARE: f64 = 0.85;
 /// Share of negatives (less [`SECRET_LIKE`]) that may change: the issue's goal.
 const NEGATIVES: f64 = 0.10;
 
