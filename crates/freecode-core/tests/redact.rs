@@ -471,18 +471,56 @@ fn corpus() -> Vec<Case> {
         ],
     });
 
+    // Azure and other providers' published formats, standing alone in prose
+    let entra = format!("{}8Q~{}", f.mixed(ALNUM, 3), f.mixed(ALNUM, 34));
+    let storage = format!("{}==", f.mixed(B64, 86));
+    let twilio = format!("SK{}", f.mixed(HEX, 32));
+    let sendgrid = format!("SG.{}.{}", f.mixed(B64URL, 22), f.mixed(B64URL, 43));
+    let vault = format!("hvs.{}", f.mixed(B64URL, 95));
+    let groq = format!("gsk_{}", f.mixed(ALNUM, 52));
+    cases.push(Case {
+        name: "providers",
+        text: format!(
+            "The app registration's client secret is {entra} and the storage account key              {storage} (both from the portal).
+Also tried Twilio {twilio}, SendGrid {sendgrid},              the Vault token {vault} and Groq {groq} today.
+"
+        ),
+        secrets: vec![
+            (AzureKey, entra),
+            (AzureKey, storage),
+            (ApiToken, twilio),
+            (ApiToken, sendgrid),
+            (ApiToken, vault),
+            (ApiToken, groq),
+        ],
+        keep: vec![
+            "The app registration's client secret is ",
+            " and the storage account key ",
+            "Also tried Twilio ",
+            "the Vault token ",
+        ],
+    });
+
     // Shell history with exports and command-line flags
     let ant2 = format!("sk-ant-api03-{}", f.mixed(B64URL, 90));
     let dckr = format!("dckr_pat_{}", f.mixed(B64URL, 27));
     let pat = format!("github_pat_{}_{}", f.mixed(ALNUM, 22), f.mixed(ALNUM, 59));
+    let mysql = f.mixed(ALNUM, 14);
     cases.push(Case {
         name: "shell history",
         text: format!(
             "$ history | tail -3\n  501  export ANTHROPIC_API_KEY=\"{ant2}\"\n  \
              502  docker login --username ci-bot --password {dckr} registry.example.com\n  \
-             503  gh auth login --with-token <<< {pat}\n"
+             503  gh auth login --with-token <<< {pat}\n  \
+             504  mysql -h db --password {mysql} app\n"
         ),
-        secrets: vec![(AnthropicKey, ant2), (CliFlag, dckr), (GithubToken, pat)],
+        // The Docker Hub token is a known format now (it was caught as the flag's value).
+        secrets: vec![
+            (AnthropicKey, ant2),
+            (ApiToken, dckr),
+            (GithubToken, pat),
+            (CliFlag, mysql),
+        ],
         keep: vec![
             "export ANTHROPIC_API_KEY=\"",
             "docker login --username ci-bot --password ",
@@ -594,6 +632,95 @@ fn corpus() -> Vec<Case> {
             "> Authorization: token ",
             "> Proxy-Authorization: Basic ",
             "> User-Agent: curl/8.5.0",
+        ],
+    });
+
+    // A Kubernetes Secret: every `data:` value, whatever its key, and a block value.
+    let k8s_a = f.mixed(B64, 24);
+    let k8s_b = format!("{}==", f.mixed(B64, 30));
+    let k8s_c = format!("{}=", f.mixed(B64, 63));
+    cases.push(Case {
+        name: "kubernetes secret",
+        text: format!(
+            "$ kubectl get secret app -o yaml
+apiVersion: v1
+data:
+  extra: {k8s_a}
+               \"db.conf\": \"{k8s_b}\"
+  .dockerconfigjson: |
+    {k8s_c}
+kind: Secret
+             metadata:
+  name: app
+type: Opaque
+"
+        ),
+        secrets: vec![
+            (EnvAssignment, k8s_a),
+            (EnvAssignment, k8s_b),
+            (EnvAssignment, k8s_c),
+        ],
+        keep: vec![
+            "  extra: ",
+            "  \"db.conf\": \"",
+            "kind: Secret",
+            "  name: app",
+        ],
+    });
+
+    // Context-named secrets: SonarQube's login, an AWS session token, a password with bracket
+    // symbols, a connection string whose user is its password.
+    let sonar = format!("squ{}", f.mixed(ALNUM, 37));
+    let aws_session = f.mixed(B64, 300);
+    let symbols = format!("x{{{}){}]", f.mixed(ALNUM, 6), f.mixed(ALNUM, 6));
+    let same = f.mixed(ALNUM, 8);
+    cases.push(Case {
+        name: "context-named secrets",
+        text: format!(
+            "sonar.login={sonar}\n[default]\nsession: {aws_session}\nDB_PASS = {symbols},\n\
+             MONGO_URL=mongodb://{same}:{same}@db:27017/app\n"
+        ),
+        secrets: vec![
+            (EnvAssignment, sonar),
+            (EnvAssignment, aws_session),
+            (EnvAssignment, symbols),
+            (UrlCredentials, same.clone()),
+            (UrlCredentials, same),
+        ],
+        keep: vec![
+            "sonar.login=",
+            "session: ",
+            "DB_PASS = ",
+            "MONGO_URL=mongodb://",
+            "@db:27017/app",
+        ],
+    });
+
+    // Provider formats known by structure or prefix.
+    let key44 = f.mixed(ALNUM, 44);
+    let gcp_refresh = format!("1//0{}", f.mixed(B64URL, 60));
+    let twitter = format!("{}-{}", f.chars("0123456789", 19), f.mixed(ALNUM, 31));
+    let gemini = format!("master-{}", f.mixed(ALNUM, 20));
+    let maxmind = format!("{}_{}_mmk", f.mixed(ALNUM, 6), f.mixed(ALNUM, 29));
+    cases.push(Case {
+        name: "structured provider keys",
+        text: format!(
+            "IAM key {key44}; refresh {gcp_refresh}; twitter {twitter}; gemini {gemini}; \
+             maxmind {maxmind}."
+        ),
+        secrets: vec![
+            (ApiToken, key44),
+            (ApiToken, gcp_refresh),
+            (ApiToken, twitter),
+            (ApiToken, gemini),
+            (ApiToken, maxmind),
+        ],
+        keep: vec![
+            "IAM key ",
+            "; refresh ",
+            "; twitter ",
+            "; gemini ",
+            "; maxmind ",
         ],
     });
 
@@ -768,6 +895,13 @@ fn look_alikes() -> Vec<String> {
         "decodes PEM blocks with or without \"-----BEGIN PRIVATE KEY-----\"\n/// and \"-----END PRIVATE KEY-----\" headers",
         "/// token          = 1*tchar\nlet response: TokenResponse = client\n    .post(url)",
         "in `PASSWORD=…` or `\"token\": \"…\"`; GitHub tokens look like `ghp_…`; the secret: `x = y`",
+        // Not a Secret manifest, or a template; code cut off mid-call; names, not keys.
+        "kind: ConfigMap\ndata:\n  app.properties: |\n    feature.flags=alpha,beta,gamma\n  log_level: debug-verbose",
+        "kind: Secret\nstringData:\n  password: \"{{ .Values.db.password }}\"\n  short: YmFyCg==",
+        "password = getToken(\ntoken = cache[key](\nsecret = build(config[0], {",
+        "git checkout master-2024-release-candidate-build\nsession: abc123\nsession_id: 42",
+        "tracing-subscriber-env-filter-directive-parser",
+        "the run-tests-on-Linux-x86_64-with-glibc2-39-v1 job",
     ]
     .into_iter()
     .map(String::from)

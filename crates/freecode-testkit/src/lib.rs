@@ -27,3 +27,9 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// `../shared/fixtures/external`, beside the repository: files written by other tools (agents'
+/// session files, the secret scanners' labelled strings).
+pub fn external_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/external")
+}
