@@ -27,7 +27,7 @@ use freecode_core::project_key::{ParsedKey, parse_project_dir_name};
 use freecode_core::{SessionId, SessionMeta};
 use serde::Serialize;
 
-use crate::error::{Result, StoreError};
+use crate::error::{Result, StoreError, chain};
 use crate::fsutil;
 use crate::home::Home;
 use crate::lock::{LockWait, SessionLock};
@@ -116,17 +116,6 @@ fn ends_torn(path: &Path) -> bool {
     let len = f.metadata().map_or(0, |m| m.len());
     let mut last = [b'\n'];
     len > 0 && f.read_exact_at(&mut last, len - 1).is_ok() && last[0] != b'\n'
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 /// Examines `home`; with `fix`, repairs what can be repaired safely.

@@ -128,6 +128,18 @@ pub enum StoreError {
     },
 }
 
+/// An error and its sources, `: `-separated (what the CLI prints with `{:#}`).
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
 /// `12 MiB`, `512 KiB`, `300 bytes`.
 pub fn human_bytes(n: u64) -> String {
     if n >= 1 << 20 && n.is_multiple_of(1 << 20) {

@@ -399,7 +399,7 @@ pub(crate) fn index_logs(
                 StoreError::Io { path, .. } => path.clone(),
                 _ => f.dir.clone(),
             };
-            problems.push((path, crate::session::error_chain(&e)));
+            problems.push((path, crate::error::chain(&e)));
             Ok((0, 0))
         }
     }

@@ -399,7 +399,7 @@ fn scan_messages(
     }
     match store.stream_messages(id, on_message, |_| {}) {
         Ok(()) => Ok(None),
-        Err(e @ StoreError::Io { .. }) => Ok(Some((path, crate::session::error_chain(&e)))),
+        Err(e @ StoreError::Io { .. }) => Ok(Some((path, crate::error::chain(&e)))),
         Err(e) => Err(e),
     }
 }
@@ -538,7 +538,7 @@ pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<(Stats, Ve
         match read {
             Ok(_) => {}
             Err(e @ StoreError::Io { .. }) => {
-                problems.push((ev_path, crate::session::error_chain(&e)));
+                problems.push((ev_path, crate::error::chain(&e)));
             }
             Err(e) => return Err(e),
         }

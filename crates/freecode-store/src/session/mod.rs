@@ -402,7 +402,7 @@ impl SessionStore {
                         if source.kind() == std::io::ErrorKind::NotFound => {}
                     Err(StoreError::Io { source, .. })
                         if source.kind() == std::io::ErrorKind::NotADirectory => {}
-                    Err(e) => bad.push((p.clone(), error_chain(&e))),
+                    Err(e) => bad.push((p.clone(), crate::error::chain(&e))),
                 }
             }
             (ok, bad)
@@ -862,18 +862,6 @@ impl SessionStore {
 pub(crate) fn meta_id_mismatch(meta_id: &str, dir_id: &str) -> Option<String> {
     (meta_id != dir_id)
         .then(|| format!("its id {meta_id:?} is not its directory's name {dir_id:?}"))
-}
-
-/// An error and its sources, `: `-separated.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 /// Bytes parsed at a time when loading a log: bounds the transient memory of a load.

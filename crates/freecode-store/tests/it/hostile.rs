@@ -6,6 +6,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use freecode_core::message::Role;
+use freecode_store::error::chain;
 use freecode_store::rollout::{Recorder, RecorderConfig};
 use freecode_store::{Home, ListFilter, SessionStore, StoreError, fsutil};
 
@@ -38,18 +39,6 @@ impl Outside {
 fn is_link_error(e: &StoreError, link: &Path) -> bool {
     matches!(e, StoreError::Symlink { path } if path == link)
         && e.to_string().contains(&link.display().to_string())
-}
-
-/// The error and its sources, as the CLI prints them.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 fn recording() -> RecorderConfig {
