@@ -50,6 +50,9 @@ pub enum Command {
     /// Everything offline in one go, in a fresh home: a scripted agent run, the session list,
     /// its trace, and a share through an embedded server imported back.
     Demo(commands::demo::DemoArgs),
+    /// Writes the JSON Schemas of the `--json` outputs (docs/schemas) into DIR.
+    #[command(hide = true)]
+    Schema(commands::schema::SchemaArgs),
 }
 
 impl Cli {
@@ -73,7 +76,10 @@ impl Cli {
         })?;
         // A home someone else controls is refused before anything reads or writes it.
         // (The doctor examines such a home: reporting it is its job.)
-        if !matches!(self.command, Command::Demo(_) | Command::Doctor(_)) {
+        if !matches!(
+            self.command,
+            Command::Demo(_) | Command::Doctor(_) | Command::Schema(_)
+        ) {
             home.check()?;
         }
         match self.command {
@@ -89,6 +95,7 @@ impl Cli {
             Command::Sync(cmd) => cmd.run(&home),
             Command::Doctor(args) => args.run(&home),
             Command::Demo(args) => args.run(explicit_home),
+            Command::Schema(args) => args.run(),
         }
     }
 }

@@ -9,6 +9,7 @@
 mod agent;
 mod cli;
 mod commands;
+mod ops;
 mod otlp;
 mod render;
 mod trace_render;

@@ -558,9 +558,21 @@ mod tests {
                     .shift_remove("cacheWriteTokens");
             }
             let want = expected(&format!("{name}/buildTrace.json"));
+            // Our keys are camelCase throughout (docs/json.md): the original's `wall_ms` is our
+            // `wallMs`, and so on; the values and the order are the same.
+            let mut camel = want.clone();
+            for (theirs, ours) in [
+                ("wall_ms", "wallMs"),
+                ("model_ms", "modelMs"),
+                ("tool_ms", "toolMs"),
+                ("duration_ms", "durationMs"),
+                ("ttft_ms", "ttftMs"),
+            ] {
+                camel = camel.replace(&format!("\"{theirs}\": "), &format!("\"{ours}\": "));
+            }
             assert_eq!(
                 format!("{}\n", serde_json::to_string_pretty(&ours).unwrap()),
-                want,
+                camel,
                 "{name}"
             );
             assert_eq!(

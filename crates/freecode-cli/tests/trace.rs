@@ -230,7 +230,7 @@ fn json_is_the_fold_aged_to_the_clock() {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let now = v["startedAt"].as_i64().unwrap() + v["wall_ms"].as_i64().unwrap();
+    let now = v["startedAt"].as_i64().unwrap() + v["wallMs"].as_i64().unwrap();
     assert!(
         (before..=after).contains(&now),
         "{before} <= {now} <= {after}"
@@ -249,15 +249,17 @@ fn json_is_the_fold_aged_to_the_clock() {
         serde_json::to_value(ctx.fold(S7).snapshot(None)).unwrap()
     );
     let original: Value = serde_json::from_str(&expected("S7_compacted/trace--json.txt")).unwrap();
-    for key in [
-        "startedAt",
-        "endedAt",
-        "wall_ms",
-        "model_ms",
-        "tool_ms",
-        "inputTokens",
+    // Our keys are camelCase throughout (docs/compatibility.md): the original's `wall_ms` is
+    // our `wallMs`, with the same numbers.
+    for (ours, theirs) in [
+        ("startedAt", "startedAt"),
+        ("endedAt", "endedAt"),
+        ("wallMs", "wall_ms"),
+        ("modelMs", "model_ms"),
+        ("toolMs", "tool_ms"),
+        ("inputTokens", "inputTokens"),
     ] {
-        assert_eq!(v[key], original[key], "{key}");
+        assert_eq!(v[ours], original[theirs], "{ours}");
     }
     assert!(
         out.starts_with("{\n  \"sessionId\": "),
@@ -468,7 +470,10 @@ fn replay_prints_the_summary_and_the_originals_fields() {
             assert_eq!(obj.shift_remove(key), Some(Value::from(0)), "{name}: {key}");
         }
         assert_eq!(obj.shift_remove("skippedLines"), Some(Value::Array(vec![])));
-        let original = expected(&format!("{name}/replaySession.json"));
+        // The original's `duration_ms` is our `durationMs` (camelCase throughout, see
+        // docs/compatibility.md); everything else is the same, in the same order.
+        let original = expected(&format!("{name}/replaySession.json"))
+            .replace("\"duration_ms\": ", "\"durationMs\": ");
         let want: Value = serde_json::from_str(&original).unwrap();
         if name == "S1_full" {
             // SPEC §19.29: the original lists the second `turn-0` twice and loses the first

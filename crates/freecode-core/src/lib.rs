@@ -24,6 +24,8 @@ pub use ids::{IdError, SessionId};
 pub use message::{Part, Role, StoredMessage, ToolRef, Usage};
 pub use meta::{SessionMeta, SessionStatus};
 pub use record::Extra;
+/// Re-exported for [`string_enum!`]'s `JsonSchema` implementation in other crates.
+pub use schemars;
 
 /// The synthetic user message a resumed, interrupted session hands the model.
 pub const CONTINUE_MESSAGE: &str = "Continue from where you left off.";

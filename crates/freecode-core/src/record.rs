@@ -175,6 +175,34 @@ macro_rules! json_record {
                 d.deserialize_map(V)
             }
         }
+
+        // An object with the known keys (required unless they may be absent); any other key is
+        // allowed, as reading keeps it.
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                use $crate::record::FieldValue;
+                let mut properties = serde_json::Map::new();
+                let mut required: Vec<serde_json::Value> = Vec::new();
+                $(
+                    properties.insert(
+                        $key.to_owned(),
+                        generator.subschema_for::<$ty>().to_value(),
+                    );
+                    if <$ty as FieldValue>::when_absent().is_none() {
+                        required.push($key.into());
+                    }
+                )+
+                schemars::json_schema!({
+                    "type": "object",
+                    "properties": properties,
+                    "required": required,
+                })
+            }
+        }
     };
 }
 

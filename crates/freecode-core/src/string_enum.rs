@@ -52,5 +52,19 @@ macro_rules! string_enum {
                 Ok(Self::parse(&s))
             }
         }
+
+        // A string: the known values are listed, and any other string is accepted (and kept).
+        impl $crate::schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut $crate::schemars::SchemaGenerator) -> $crate::schemars::Schema {
+                $crate::schemars::json_schema!({
+                    "type": "string",
+                    "examples": [$($text),+],
+                })
+            }
+        }
     };
 }

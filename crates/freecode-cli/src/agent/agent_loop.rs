@@ -149,7 +149,7 @@ pub enum AgentEvent {
 }
 
 /// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStatus {
     /// The model answered without calling more tools.
@@ -163,7 +163,7 @@ pub enum TurnStatus {
 }
 
 /// One tool call of a turn.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallSummary {
     /// Tool name.
@@ -177,7 +177,7 @@ pub struct ToolCallSummary {
 }
 
 /// Why a turn failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct TurnError {
     /// `stall` or `provider`.
     pub kind: String,
@@ -186,7 +186,7 @@ pub struct TurnError {
 }
 
 /// What a turn did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnOutcome {
     /// The session.

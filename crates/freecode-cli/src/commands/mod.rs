@@ -4,6 +4,7 @@ pub mod demo;
 pub mod doctor;
 pub mod index;
 pub mod run;
+pub mod schema;
 pub mod serve;
 pub mod session;
 pub mod share;

@@ -43,6 +43,7 @@ use freecode_sync::client::{
 use serde_json::{Map, Value, json};
 
 use crate::agent::{AgentLoop, InterruptFlag, Interrupts, SessionTarget};
+use crate::ops;
 
 /// Arguments of `freecode serve`.
 #[derive(Debug, clap::Args)]
@@ -256,6 +257,16 @@ impl Server {
         match method {
             "session.start" => self.start(p),
             "session.list" => self.list(p),
+            "session.get" => {
+                let id = p.session_id()?;
+                let meta = self.store.meta(&id)?;
+                let log = self.store.messages(&id)?;
+                to_value(&ops::SessionDetail {
+                    meta,
+                    messages: log.messages,
+                })
+            }
+            "rpc.discover" => Ok(ops::openrpc_document()),
             "session.resume" => self.resume(p),
             "session.delete" => self.delete(p),
             "session.archive" => {
@@ -269,10 +280,13 @@ impl Server {
                 Ok(Value::String(self.store.fork(&id, None)?.to_string()))
             }
             "session.compact" => self.compact(p),
-            "session.getInterrupted" => Ok(match self.store.interrupted_session()? {
-                Some((meta, msg)) => json!({"sessionId": meta.id, "messageId": msg}),
-                None => Value::Null,
-            }),
+            "session.getInterrupted" => {
+                let found = self.store.interrupted_session()?;
+                to_value(&found.map(|(meta, msg)| ops::InterruptedRef {
+                    session_id: meta.id,
+                    message_id: msg,
+                }))
+            }
             "session.export" => self.export(p),
             "session.import" => self.import(p),
             "session.trace" => self.trace(p),
@@ -282,7 +296,9 @@ impl Server {
                 if let Some(f) = &flag {
                     f.raise();
                 }
-                Ok(json!({"stopped": flag.is_some()}))
+                to_value(&ops::Stopped {
+                    stopped: flag.is_some(),
+                })
             }
             other => Err(RpcError::new(-32601, format!("Method not found: {other}"))),
         }
@@ -386,11 +402,12 @@ impl Server {
         let project = p.opt_str("projectPath")?;
         let provider = p.opt_str("provider")?;
         let model = p.opt_str("model")?;
+        let title = p.opt_str("title")?.filter(|t| !t.trim().is_empty());
         p.opt_str("agentMode")?;
         let config = CurrentConfig::load(self.store.home());
+        // The caller's to fix: pass one, or configure one.
         let provider = provider.or(config.provider).ok_or_else(|| {
-            RpcError::new(
-                -32603,
+            RpcError::params(
                 "No provider configured. Pass provider, or set current.provider in config.json",
             )
         })?;
@@ -404,15 +421,19 @@ impl Server {
                 .to_string(),
         };
         let id = self.store.create(NewSession {
-            title: String::new(),
+            title: title.clone().unwrap_or_default(),
             project_path,
             provider,
             model: model.or(config.model),
         })?;
-        // The original's title: "Session <id>".
-        self.store
-            .update_meta(&id, |m| m.title = format!("Session {id}"))?;
-        Ok(json!({"sessionId": id}))
+        if title.is_none() {
+            // The original's title: "Session <id>".
+            self.store
+                .update_meta(&id, |m| m.title = format!("Session {id}"))?;
+        }
+        to_value(&ops::SessionRef {
+            session_id: id.to_string(),
+        })
     }
 
     fn list(&self, p: &Params) -> RpcResult {
@@ -433,8 +454,8 @@ impl Server {
             project_path: project,
             include_deleted: false,
         })?;
-        let contexts: Vec<Value> = listing.sessions.iter().map(context_json).collect();
-        Ok(Value::Array(contexts))
+        // The very items of `session list --json`: the metas.
+        to_value(&listing.sessions)
     }
 
     fn resume(&self, p: &Params) -> RpcResult {
@@ -453,14 +474,14 @@ impl Server {
             })?;
         // The pinned model wins over the configured one (SPEC §19.24).
         let model = ctx.meta.model.clone().or(config.model);
-        Ok(json!({
-            "sessionId": id,
-            "provider": provider,
-            "model": model,
-            "status": ctx.meta.status,
-            "messages": ctx.messages,
-            "summary": ctx.summary,
-        }))
+        to_value(&ops::Resumed {
+            session_id: id.to_string(),
+            provider,
+            model,
+            status: ctx.meta.status,
+            messages: ctx.messages,
+            summary: ctx.summary,
+        })
     }
 
     fn delete(&self, p: &Params) -> RpcResult {
@@ -503,15 +524,7 @@ impl Server {
             }
         };
         let outcome = self.store.compact(&id, keep, &summary)?;
-        let mut v = json!({
-            "compacted": outcome.compacted,
-            "tokensBefore": outcome.tokens_before,
-            "tokensAfter": outcome.tokens_after,
-        });
-        if let Some(r) = outcome.reason {
-            v["reason"] = Value::String(r);
-        }
-        Ok(v)
+        to_value(&ops::Compaction::new(id.as_str(), outcome))
     }
 
     fn export(&self, p: &Params) -> RpcResult {
@@ -533,17 +546,20 @@ impl Server {
             ClientError::Export(e) => RpcError::from(e),
             e => client_error("Export failed", e),
         })?;
-        let mut result = json!({
-            "url": shared.url,
-            "expiresAt": shared.receipt.expires_at,
-            "redactions": bundle.redactions.len(),
-        });
+        let mut result = ops::Exported {
+            url: shared.url,
+            expires_at: shared.receipt.expires_at,
+            encrypted: shared.encrypted,
+            redactions: bundle.redactions.len(),
+            delete_token: None,
+            warning: None,
+        };
         if let Err(e) = logged {
             // The share is live: hand the caller the only way to revoke it.
-            result["deleteToken"] = json!(shared.receipt.delete_token);
-            result["warning"] = json!(format!("the share could not be recorded: {e}"));
+            result.delete_token = shared.receipt.delete_token;
+            result.warning = Some(format!("the share could not be recorded: {e}"));
         }
-        Ok(result)
+        to_value(&result)
     }
 
     fn import(&self, p: &Params) -> RpcResult {
@@ -569,7 +585,9 @@ impl Server {
                 with_memories: false,
             },
         )?;
-        Ok(json!({"sessionId": imported.id}))
+        to_value(&ops::SessionRef {
+            session_id: imported.id.to_string(),
+        })
     }
 
     fn trace(&self, p: &Params) -> RpcResult {
@@ -577,10 +595,7 @@ impl Server {
         self.store.meta(&id)?;
         let trace = crate::commands::trace::trace_of(self.store.home(), &id)
             .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
-        match trace {
-            Some(t) => serde_json::to_value(t).map_err(|e| RpcError::new(-32603, e.to_string())),
-            None => Ok(Value::Null),
-        }
+        to_value(&trace)
     }
 }
 
@@ -597,32 +612,14 @@ fn client_error(what: &str, e: freecode_sync::client::ClientError) -> RpcError {
     RpcError::new(code, format!("{what}: {e}"))
 }
 
+/// A result as JSON (-32603 if it cannot be: never, for these types).
+fn to_value(v: &impl serde::Serialize) -> RpcResult {
+    serde_json::to_value(v).map_err(|e| RpcError::new(-32603, e.to_string()))
+}
+
 /// `{jsonrpc, id, error}`.
 fn error_reply(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-/// SPEC §9.1's SessionContext, with `messages: []` as `session.list` returns it.
-fn context_json(m: &SessionMeta) -> Value {
-    let mut v = json!({
-        "id": m.id,
-        "title": m.title,
-        "projectPath": m.project_path,
-        "provider": m.provider,
-        "status": m.status,
-        "createdAt": m.created_at,
-        "updatedAt": m.updated_at,
-        "lastTurnAt": m.last_turn_at,
-        "turnCount": m.turn_count,
-        "messages": [],
-    });
-    if let Some(model) = &m.model {
-        v["model"] = Value::String(model.clone());
-    }
-    if let Some(parent) = &m.parent_id {
-        v["parentId"] = Value::String(parent.clone());
-    }
-    v
 }
 
 /// `current.provider` / `current.model` of `config.json`.

@@ -82,6 +82,9 @@ pub struct DeleteArgs {
     /// Do not ask for confirmation before purging.
     #[arg(long, short = 'y')]
     yes: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `session compact`.
@@ -115,7 +118,9 @@ impl SessionCommand {
                 let id = parse_id(&a.id)?;
                 let new_id = store.fork(&id, None)?;
                 if a.json {
-                    print_json(&serde_json::json!({ "sessionId": new_id }))
+                    print_json(&crate::ops::SessionRef {
+                        session_id: new_id.to_string(),
+                    })
                 } else {
                     println!("{new_id}");
                     Ok(())
@@ -145,7 +150,7 @@ impl SessionCommand {
                 }
                 let outcome = store.compact(&id, a.keep, &summary)?;
                 if a.json {
-                    print_json(&outcome)
+                    print_json(&crate::ops::Compaction::new(id.as_str(), outcome))
                 } else if outcome.compacted {
                     print_line(&format!(
                         "compacted {id}: {} → {} messages, ~{} → ~{} tokens",
@@ -259,12 +264,10 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
         tracing::warn!("messages.jsonl: skipped {issue}");
     }
     if a.json {
-        let mut obj = match serde_json::to_value(&meta)? {
-            serde_json::Value::Object(o) => o,
-            _ => serde_json::Map::new(),
-        };
-        obj.insert("messages".into(), serde_json::to_value(&log.messages)?);
-        return print_json(&obj);
+        return print_json(&crate::ops::SessionDetail {
+            meta,
+            messages: log.messages,
+        });
     }
     let st = Style::stdout();
     let mut out = std::io::stdout().lock();
@@ -370,7 +373,15 @@ fn render_message(out: &mut impl Write, st: Style, m: &StoredMessage) -> std::io
 fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
     let id = parse_id(&a.id)?;
     if !a.purge {
-        store.delete(&id)?;
+        let meta = store.delete(&id)?;
+        if a.json {
+            return print_json(&crate::ops::Deleted {
+                session_id: id.to_string(),
+                purged: false,
+                status: Some(meta.status),
+                removed_paths: None,
+            });
+        }
         return print_line(&format!(
             "deleted {id} (soft: `freecode session restore {id}` brings it back)"
         ));
@@ -399,6 +410,14 @@ fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
         }
     }
     let removed = store.purge(&id)?;
+    if a.json {
+        return print_json(&crate::ops::Deleted {
+            session_id: id.to_string(),
+            purged: true,
+            status: None,
+            removed_paths: Some(removed.len()),
+        });
+    }
     print_line(&format!("purged {id} ({} path(s) removed)", removed.len()))
 }
 

@@ -98,6 +98,9 @@ pub struct ShareListArgs {
 pub struct RevokeArgs {
     /// The share URL (the #key part is not needed).
     url: String,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `freecode sync …`.
@@ -244,12 +247,14 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
     }
     note_redactions(&bundle);
     if a.json {
-        return print_json(&serde_json::json!({
-            "url": shared.url,
-            "expiresAt": shared.receipt.expires_at,
-            "encrypted": shared.encrypted,
-            "redactions": bundle.redactions.len(),
-        }));
+        return print_json(&crate::ops::Exported {
+            url: shared.url,
+            expires_at: shared.receipt.expires_at,
+            encrypted: shared.encrypted,
+            redactions: bundle.redactions.len(),
+            delete_token: None,
+            warning: None,
+        });
     }
     print_line(&shared.url)?;
     let expiry = shared
@@ -511,14 +516,26 @@ impl ShareCommand {
                     ))
                 })?;
                 let config = SyncConfig::load(home);
-                match Client::new(config.api_key).revoke(&public, &token) {
-                    Ok(()) => eprintln!("revoked {public}"),
-                    Err(freecode_sync::client::ClientError::NotFound(_)) => {
-                        eprintln!("{public} was already gone from the server");
-                    }
+                let already_gone = match Client::new(config.api_key).revoke(&public, &token) {
+                    Ok(()) => false,
+                    Err(freecode_sync::client::ClientError::NotFound(_)) => true,
                     Err(e) => return Err(e).context(format!("cannot revoke {public}")),
+                };
+                if already_gone {
+                    eprintln!("{public} was already gone from the server");
+                } else {
+                    eprintln!("revoked {public}");
                 }
-                log.mark_revoked(&public, freecode_store::now_ms())?;
+                let revoked_at = freecode_store::now_ms();
+                log.mark_revoked(&public, revoked_at)?;
+                if a.json {
+                    return print_json(&crate::ops::Revoked {
+                        url: public,
+                        session_id: record.session_id,
+                        already_gone,
+                        revoked_at,
+                    });
+                }
                 Ok(())
             }
         }

@@ -14,7 +14,8 @@ use serde_json::Value;
 use super::event::{DenySource, Event, EventKind};
 
 /// One tool call in a turn.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct ReplayCall {
     pub tool: String,
@@ -25,12 +26,12 @@ pub struct ReplayCall {
     pub duration_ms: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed: Option<bool>,
-    #[serde(rename = "callId", skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
 }
 
 /// A refused call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[allow(missing_docs)]
 pub struct ReplayDenied {
     pub tool: String,
@@ -40,19 +41,19 @@ pub struct ReplayDenied {
 }
 
 /// One turn.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct ReplayTurn {
     pub turn_id: String,
     pub started_at: i64,
     pub calls: Vec<ReplayCall>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied: Vec<ReplayDenied>,
 }
 
 /// A line of the log that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[allow(missing_docs)]
 pub struct SkippedLine {
     pub line: u64,
@@ -61,7 +62,7 @@ pub struct SkippedLine {
 }
 
 /// The replay of one log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct Replay {

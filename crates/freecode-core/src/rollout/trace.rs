@@ -21,7 +21,7 @@ use super::event::{DenySource, Event, EventKind};
 pub const HANG_THRESHOLD_MS: i64 = 300_000;
 
 /// Where a span stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SpanStatus {
     /// Answered.
@@ -35,7 +35,7 @@ pub enum SpanStatus {
 }
 
 /// One model call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct ModelSpan {
@@ -44,13 +44,12 @@ pub struct ModelSpan {
     pub model: String,
     pub started_at: i64,
     pub status: SpanStatus,
-    #[serde(rename = "duration_ms")]
     pub duration_ms: i64,
     pub message_count: u64,
     pub tool_count: u64,
     pub prompt_chars: u64,
     pub tool_calls: Vec<String>,
-    #[serde(rename = "ttft_ms", skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_ms: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
@@ -67,13 +66,12 @@ pub struct ModelSpan {
 }
 
 /// One tool that ran.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct ToolSpan {
     pub tool: String,
     pub started_at: i64,
-    #[serde(rename = "duration_ms")]
     pub duration_ms: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
@@ -82,7 +80,7 @@ pub struct ToolSpan {
 }
 
 /// One refused tool call: it never ran, so it is not a tool span.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[allow(missing_docs)]
 pub struct DeniedSpan {
     pub tool: String,
@@ -94,21 +92,18 @@ pub struct DeniedSpan {
 }
 
 /// The folded trace of one log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct Trace {
     pub session_id: String,
     pub started_at: i64,
     pub ended_at: i64,
-    #[serde(rename = "wall_ms")]
     pub wall_ms: i64,
     pub model_spans: Vec<ModelSpan>,
     pub tool_spans: Vec<ToolSpan>,
     pub denied_spans: Vec<DeniedSpan>,
-    #[serde(rename = "model_ms")]
     pub model_ms: i64,
-    #[serde(rename = "tool_ms")]
     pub tool_ms: i64,
     pub input_tokens: u64,
     pub output_tokens: u64,

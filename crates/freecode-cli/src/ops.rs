@@ -1,0 +1,462 @@
+//! The typed results of the commands: one JSON vocabulary for `--json` and JSON-RPC
+//! (`freecode serve`), and the JSON Schemas generated from it (`docs/schemas`, `rpc.discover`).
+//!
+//! The rules: a session is the meta shape, keyed `id` ([`SessionMeta`]); a reference to one
+//! anywhere else is `sessionId`; every key is camelCase; a duration ends in `Ms`. A command's
+//! `--json` and the RPC method doing the same thing print the same type.
+
+use std::borrow::Cow;
+
+use freecode_core::rollout::replay::Replay;
+use freecode_core::rollout::trace::Trace;
+use freecode_core::{SessionMeta, SessionStatus, StoredMessage};
+use freecode_store::session::CompactionOutcome;
+use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
+use serde::Serialize;
+
+use crate::agent::TurnOutcome;
+
+/// A reference to one session: what `fork`, `import`, `session.start` and `session.import`
+/// answer.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRef {
+    /// The session's id.
+    pub session_id: String,
+}
+
+/// One session with its messages: `session show --json` and `session.get`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionDetail {
+    /// The meta fields, at the top level.
+    #[serde(flatten)]
+    pub meta: SessionMeta,
+    /// Every readable message of `messages.jsonl`, in order.
+    pub messages: Vec<StoredMessage>,
+}
+
+impl JsonSchema for SessionDetail {
+    fn schema_name() -> Cow<'static, str> {
+        "SessionDetail".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        // The meta's own schema (inline: its properties are extended) plus `messages`.
+        let mut schema = SessionMeta::json_schema(generator);
+        let messages = generator.subschema_for::<Vec<StoredMessage>>().to_value();
+        if let Some(props) = schema
+            .get_mut("properties")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            props.insert("messages".into(), messages);
+        }
+        if let Some(required) = schema
+            .get_mut("required")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            required.push("messages".into());
+        }
+        schema
+    }
+}
+
+/// What `session delete --json` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Deleted {
+    /// The session.
+    pub session_id: String,
+    /// `true`: erased (directory, rollout log, memory); `false`: soft-deleted (restorable).
+    pub purged: bool,
+    /// The session's status after a soft delete (`deleted`); absent after a purge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<SessionStatus>,
+    /// How many paths a purge removed; absent after a soft delete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_paths: Option<usize>,
+}
+
+/// What a compaction did: `session compact --json` and `session.compact`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Compaction {
+    /// The session.
+    pub session_id: String,
+    /// Whether the log was trimmed.
+    pub compacted: bool,
+    /// Estimated tokens before.
+    pub tokens_before: u64,
+    /// Estimated tokens after (summary plus kept messages).
+    pub tokens_after: u64,
+    /// Messages before.
+    pub messages_before: usize,
+    /// Messages after.
+    pub messages_after: usize,
+    /// Why nothing was done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Compaction {
+    /// The result for `session_id` from the store's outcome.
+    pub fn new(session_id: &str, o: CompactionOutcome) -> Self {
+        Self {
+            session_id: session_id.to_owned(),
+            compacted: o.compacted,
+            tokens_before: o.tokens_before,
+            tokens_after: o.tokens_after,
+            messages_before: o.messages_before,
+            messages_after: o.messages_after,
+            reason: o.reason,
+        }
+    }
+}
+
+/// What `share revoke --json` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Revoked {
+    /// The share's public URL (without the key).
+    pub url: String,
+    /// The session that was shared.
+    pub session_id: String,
+    /// `true` when the server no longer had the share (expired or revoked elsewhere).
+    pub already_gone: bool,
+    /// When the share log recorded the revocation, ms since the epoch.
+    pub revoked_at: i64,
+}
+
+/// One file of `docs/schemas`: its name, the commands and methods whose output it describes,
+/// and its schema.
+pub struct SchemaFile {
+    /// File name under `docs/schemas/`.
+    pub name: &'static str,
+    /// Where the shape is printed.
+    pub used_by: &'static str,
+    /// Generates the schema.
+    pub generate: fn() -> Schema,
+}
+
+fn root<T: JsonSchema>() -> Schema {
+    SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<T>()
+}
+
+/// Every schema file, in the order `docs/json.md` lists them.
+pub const SCHEMA_FILES: &[SchemaFile] = &[
+    SchemaFile {
+        name: "session.json",
+        used_by: "`session restore --json`; one item of `session list --json` and `session.list`",
+        generate: root::<SessionMeta>,
+    },
+    SchemaFile {
+        name: "session-list.json",
+        used_by: "`session list --json`, `session.list`",
+        generate: root::<Vec<SessionMeta>>,
+    },
+    SchemaFile {
+        name: "session-detail.json",
+        used_by: "`session show --json`, `session.get`",
+        generate: root::<SessionDetail>,
+    },
+    SchemaFile {
+        name: "session-ref.json",
+        used_by: "`session fork --json`, `session.start`, `session.import`",
+        generate: root::<SessionRef>,
+    },
+    SchemaFile {
+        name: "session-deleted.json",
+        used_by: "`session delete --json`",
+        generate: root::<Deleted>,
+    },
+    SchemaFile {
+        name: "compaction.json",
+        used_by: "`session compact --json`, `session.compact`",
+        generate: root::<Compaction>,
+    },
+    SchemaFile {
+        name: "trace.json",
+        used_by: "`trace --json`, `session.trace`",
+        generate: root::<Trace>,
+    },
+    SchemaFile {
+        name: "replay.json",
+        used_by: "`replay --json`",
+        generate: root::<Replay>,
+    },
+    SchemaFile {
+        name: "turn.json",
+        used_by: "`run --json`, `session.send`",
+        generate: root::<TurnOutcome>,
+    },
+    SchemaFile {
+        name: "share-exported.json",
+        used_by: "`session export --json` (to a share server), `session.export`",
+        generate: root::<Exported>,
+    },
+    SchemaFile {
+        name: "share-revoked.json",
+        used_by: "`share revoke --json`",
+        generate: root::<Revoked>,
+    },
+];
+
+/// A schema file's text: pretty JSON and a newline.
+pub fn schema_text(f: &SchemaFile) -> Result<String, serde_json::Error> {
+    let mut s = serde_json::to_string_pretty(&(f.generate)())?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// What `session.resume` answers: the session's provider and model as the next turn will use
+/// them, and its messages.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Resumed {
+    /// The session.
+    pub session_id: String,
+    /// The session's provider, else the configured one.
+    pub provider: String,
+    /// The pinned model, else the configured one.
+    pub model: Option<String>,
+    /// The status after resuming.
+    pub status: SessionStatus,
+    /// The messages to continue from.
+    pub messages: Vec<StoredMessage>,
+    /// The latest compaction summary.
+    pub summary: Option<String>,
+}
+
+/// What `session.getInterrupted` answers when a session was interrupted.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptedRef {
+    /// The interrupted session.
+    pub session_id: String,
+    /// The message marked `interrupted` (null when none is).
+    pub message_id: Option<String>,
+}
+
+/// What `session.stop` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Stopped {
+    /// Whether a turn was running and was told to stop.
+    pub stopped: bool,
+}
+
+/// A share made: `session export --json` (to a server) and `session.export`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Exported {
+    /// The share URL, with the key in its fragment when encrypted.
+    pub url: String,
+    /// When the server expires it, ms since the epoch (absent: the server gave none).
+    pub expires_at: Option<i64>,
+    /// Whether the bundle was encrypted end to end.
+    pub encrypted: bool,
+    /// How many secrets were redacted.
+    pub redactions: usize,
+    /// The delete token, only when the share could not be recorded in `shares.jsonl`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete_token: Option<String>,
+    /// Why the share could not be recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+/// A param of an RPC method.
+struct Param {
+    name: &'static str,
+    required: bool,
+    schema: fn(&mut SchemaGenerator) -> Schema,
+}
+
+/// An RPC method: its name, summary, params and result.
+struct Method {
+    name: &'static str,
+    summary: &'static str,
+    params: &'static [Param],
+    result: fn(&mut SchemaGenerator) -> Schema,
+}
+
+fn sub<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    g.subschema_for::<T>()
+}
+
+fn any_object(_: &mut SchemaGenerator) -> Schema {
+    schemars::json_schema!({"type": "object"})
+}
+
+const fn p(
+    name: &'static str,
+    required: bool,
+    schema: fn(&mut SchemaGenerator) -> Schema,
+) -> Param {
+    Param {
+        name,
+        required,
+        schema,
+    }
+}
+
+const SESSION_ID: Param = p("sessionId", true, sub::<String>);
+
+/// Every method `freecode serve` answers, as `rpc.discover` describes them.
+const METHODS: &[Method] = &[
+    Method {
+        name: "session.start",
+        summary: "Create a session (title default: \"Session <id>\")",
+        params: &[
+            p("projectPath", false, sub::<String>),
+            p("provider", false, sub::<String>),
+            p("model", false, sub::<String>),
+            p("title", false, sub::<String>),
+            p("agentMode", false, sub::<String>),
+        ],
+        result: sub::<SessionRef>,
+    },
+    Method {
+        name: "session.list",
+        summary: "Sessions not deleted, newest activity first (as `session list --json`)",
+        params: &[
+            p("projectPath", false, sub::<String>),
+            p("status", false, sub::<String>),
+        ],
+        result: sub::<Vec<SessionMeta>>,
+    },
+    Method {
+        name: "session.get",
+        summary: "One session's meta and messages (as `session show --json`)",
+        params: &[SESSION_ID],
+        result: sub::<SessionDetail>,
+    },
+    Method {
+        name: "session.resume",
+        summary: "Resume a session: its provider, model, messages and summary",
+        params: &[SESSION_ID],
+        result: sub::<Resumed>,
+    },
+    Method {
+        name: "session.send",
+        summary: "Run one agent turn; answered when the turn ends",
+        params: &[
+            SESSION_ID,
+            p("message", true, sub::<String>),
+            p("model", false, sub::<String>),
+            p("agentMode", false, sub::<String>),
+        ],
+        result: sub::<TurnOutcome>,
+    },
+    Method {
+        name: "session.stop",
+        summary: "Stop the turn running in a session",
+        params: &[SESSION_ID],
+        result: sub::<Stopped>,
+    },
+    Method {
+        name: "session.delete",
+        summary: "Soft-delete a session, or erase it with purge",
+        params: &[SESSION_ID, p("purge", false, sub::<bool>)],
+        result: sub::<()>,
+    },
+    Method {
+        name: "session.archive",
+        summary: "Archive a session",
+        params: &[SESSION_ID],
+        result: sub::<()>,
+    },
+    Method {
+        name: "session.fork",
+        summary: "Copy a session; the new id as a bare string (the original's protocol)",
+        params: &[SESSION_ID],
+        result: sub::<String>,
+    },
+    Method {
+        name: "session.compact",
+        summary: "Trim to the last keep user turns (default 2), recording a summary",
+        params: &[
+            SESSION_ID,
+            p("keep", false, sub::<u64>),
+            p("summary", false, sub::<String>),
+        ],
+        result: sub::<Compaction>,
+    },
+    Method {
+        name: "session.getInterrupted",
+        summary: "The latest interrupted session and its interrupted message, or null",
+        params: &[],
+        result: sub::<Option<InterruptedRef>>,
+    },
+    Method {
+        name: "session.export",
+        summary: "Share a session: redacted, encrypted end to end, expiring",
+        params: &[
+            SESSION_ID,
+            p("to", false, sub::<String>),
+            p("plain", false, sub::<bool>),
+            p("expiresInDays", false, sub::<u64>),
+            p("includeRollout", false, sub::<bool>),
+        ],
+        result: sub::<Exported>,
+    },
+    Method {
+        name: "session.import",
+        summary: "Import a shared session (URL with its #key) as a new session of projectPath",
+        params: &[
+            p("url", true, sub::<String>),
+            p("projectPath", false, sub::<String>),
+        ],
+        result: sub::<SessionRef>,
+    },
+    Method {
+        name: "session.trace",
+        summary: "The session's trace (as `trace --json`), or null without a rollout log",
+        params: &[SESSION_ID],
+        result: sub::<Option<Trace>>,
+    },
+    Method {
+        name: "rpc.discover",
+        summary: "This document",
+        params: &[],
+        result: any_object,
+    },
+];
+
+/// The OpenRPC document `rpc.discover` answers: every method with its params and result, the
+/// types under `components.schemas` (the same ones `docs/schemas` is generated from).
+pub fn openrpc_document() -> serde_json::Value {
+    let mut generator = SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "/components/schemas".into())
+        .into_generator();
+    let methods: Vec<serde_json::Value> = METHODS
+        .iter()
+        .map(|m| {
+            let params: Vec<serde_json::Value> = m
+                .params
+                .iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "name": p.name,
+                        "required": p.required,
+                        "schema": (p.schema)(&mut generator),
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "name": m.name,
+                "summary": m.summary,
+                "paramStructure": "by-name",
+                "params": params,
+                "result": {"name": "result", "schema": (m.result)(&mut generator)},
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "openrpc": "1.3.2",
+        "info": {"title": "freecode serve", "version": env!("CARGO_PKG_VERSION")},
+        "methods": methods,
+        "components": {"schemas": generator.take_definitions(true)},
+    })
+}
