@@ -6,11 +6,16 @@
 //! `--json` and the RPC method doing the same thing print the same type.
 
 use std::borrow::Cow;
+use std::path::PathBuf;
 
+use freecode_core::bundle::{Counts, RedactionNote};
 use freecode_core::rollout::replay::Replay;
 use freecode_core::rollout::trace::Trace;
 use freecode_core::{SessionMeta, SessionStatus, StoredMessage};
+use freecode_store::doctor::Finding;
+use freecode_store::index::{SearchHit, Stats};
 use freecode_store::session::CompactionOutcome;
+use freecode_sync::client::ShareRecord;
 use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
 use serde::Serialize;
 
@@ -126,6 +131,152 @@ pub struct Revoked {
     pub revoked_at: i64,
 }
 
+/// A damaged session file a command skipped (also warned about on stderr).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    /// The file.
+    pub path: PathBuf,
+    /// Why it was skipped.
+    pub reason: String,
+}
+
+impl Problem {
+    /// The problems of a listing, a refresh or a scan.
+    pub fn all(problems: &[(PathBuf, String)]) -> Vec<Self> {
+        problems
+            .iter()
+            .map(|(path, reason)| Self {
+                path: path.clone(),
+                reason: reason.clone(),
+            })
+            .collect()
+    }
+}
+
+/// What `stats --json` answers: the figures and the files left out.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct StatsReport {
+    /// Turns, tool calls, model time and tokens.
+    #[serde(flatten)]
+    pub stats: Stats,
+    /// Damaged session files left out.
+    pub problems: Vec<Problem>,
+}
+
+/// What `index rebuild --json` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rebuilt {
+    /// Sessions indexed.
+    pub sessions: usize,
+    /// Messages indexed.
+    pub messages: u64,
+    /// Rollout events indexed.
+    pub events: u64,
+    /// The database file.
+    pub database: PathBuf,
+    /// Damaged session files left out.
+    pub problems: Vec<Problem>,
+}
+
+/// What `doctor --json` answers.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorReport {
+    /// The home examined.
+    pub home: PathBuf,
+    /// Session directories looked at.
+    pub sessions: usize,
+    /// Everything found, in walk order.
+    pub findings: Vec<Finding>,
+    /// Findings that are problems and were not repaired (the exit status is 1 when any).
+    pub unresolved: usize,
+}
+
+/// What `session import --json` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Imported {
+    /// The new session.
+    pub session_id: String,
+    /// Its title.
+    pub title: String,
+    /// The project it was imported into.
+    pub project_path: String,
+    /// Messages written.
+    pub messages: usize,
+    /// Rollout events written.
+    pub events: usize,
+    /// Project memory files written (`--with-memories`).
+    pub memories_written: Vec<PathBuf>,
+    /// Memory entries skipped (their names were taken).
+    pub memories_skipped: Vec<String>,
+    /// The bundle's shape (`bundle`, or the original's export shape).
+    pub shape: String,
+}
+
+/// What `session export --file F --json` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportedFile {
+    /// The file written.
+    pub file: PathBuf,
+    /// How many secrets were redacted.
+    pub redactions: usize,
+    /// Messages in the bundle.
+    pub messages: u64,
+}
+
+/// What `session export --dry-run --json` answers: what would leave, nothing sent.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DryRun {
+    /// `file`, or the share server's URL.
+    pub destination: String,
+    /// Whether it would be encrypted end to end.
+    pub encrypted: bool,
+    /// What the bundle holds.
+    pub counts: Counts,
+    /// Each redaction: kind and location, never the value.
+    pub redactions: Vec<RedactionNote>,
+}
+
+/// One item of `share list --json`: a share made from this home (the delete token left out).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShareItem {
+    /// The full URL handed out (with the key, when encrypted).
+    pub url: String,
+    /// The session it was made from.
+    pub session_id: String,
+    /// The session's title then.
+    pub title: String,
+    /// When it was made, ms.
+    pub created_at: i64,
+    /// When it expires, ms.
+    pub expires_at: Option<i64>,
+    /// Whether it is encrypted.
+    pub encrypted: bool,
+    /// When it was revoked, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<i64>,
+}
+
+impl From<&ShareRecord> for ShareItem {
+    fn from(r: &ShareRecord) -> Self {
+        Self {
+            url: r.url.clone(),
+            session_id: r.session_id.clone(),
+            title: r.title.clone(),
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            encrypted: r.encrypted,
+            revoked_at: r.revoked_at,
+        }
+    }
+}
+
 /// One file of `docs/schemas`: its name, the commands and methods whose output it describes,
 /// and its schema.
 pub struct SchemaFile {
@@ -189,6 +340,51 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         name: "turn.json",
         used_by: "`run --json`, `session.send`",
         generate: root::<TurnOutcome>,
+    },
+    SchemaFile {
+        name: "trace-list.json",
+        used_by: "`trace --list --json`",
+        generate: root::<Vec<crate::commands::trace::Recorded>>,
+    },
+    SchemaFile {
+        name: "search.json",
+        used_by: "`search --json`",
+        generate: root::<Vec<SearchHit>>,
+    },
+    SchemaFile {
+        name: "stats.json",
+        used_by: "`stats --json`",
+        generate: root::<StatsReport>,
+    },
+    SchemaFile {
+        name: "index-rebuild.json",
+        used_by: "`index rebuild --json`",
+        generate: root::<Rebuilt>,
+    },
+    SchemaFile {
+        name: "doctor.json",
+        used_by: "`doctor [--fix] --json`",
+        generate: root::<DoctorReport>,
+    },
+    SchemaFile {
+        name: "session-imported.json",
+        used_by: "`session import --json`",
+        generate: root::<Imported>,
+    },
+    SchemaFile {
+        name: "share-file.json",
+        used_by: "`session export --file F --json`",
+        generate: root::<ExportedFile>,
+    },
+    SchemaFile {
+        name: "share-dry-run.json",
+        used_by: "`session export --dry-run --json`",
+        generate: root::<DryRun>,
+    },
+    SchemaFile {
+        name: "share-list.json",
+        used_by: "`share list --json`",
+        generate: root::<Vec<ShareItem>>,
     },
     SchemaFile {
         name: "share-exported.json",

@@ -256,3 +256,89 @@ fn export_and_revoke_print_their_schemas() {
     check("share-revoked.json", &again);
     assert_eq!(again["alreadyGone"], true);
 }
+
+#[test]
+fn the_index_doctor_and_listing_commands_print_their_schemas() {
+    let ctx = Ctx::new();
+    let rebuilt = ctx.json(&["index", "rebuild", "--json"]);
+    check("index-rebuild.json", &rebuilt);
+    assert!(rebuilt["sessions"].as_u64().unwrap() > 3);
+    let hits = ctx.json(&["search", "settings", "--json"]);
+    check("search.json", &hits);
+    assert!(!hits.as_array().unwrap().is_empty());
+    let stats = ctx.json(&["stats", "--json"]);
+    check("stats.json", &stats);
+    assert!(stats["modelMs"].is_i64() && stats["problems"].is_array());
+    check("stats.json", &ctx.json(&["stats", S1, "--json"]));
+    let listed = ctx.json(&["trace", "--list", "--json"]);
+    check("trace-list.json", &listed);
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["sessionId"] == S1)
+    );
+    // The copied fixtures have loose modes: the doctor reports them (exit 1) and still prints
+    // its report; with --fix nothing is left.
+    let out = ctx.run(&["doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    check("doctor.json", &report);
+    let fixed = ctx.json(&["doctor", "--fix", "--json"]);
+    check("doctor.json", &fixed);
+    assert_eq!(fixed["unresolved"], 0);
+}
+
+#[test]
+fn file_exports_dry_runs_imports_and_share_lists_print_their_schemas() {
+    let ctx = Ctx::new();
+    let file = ctx.tmp.path().join("s1.bundle.json");
+    let dry = ctx.json(&[
+        "session",
+        "export",
+        S1,
+        "--file",
+        file.to_str().unwrap(),
+        "--dry-run",
+        "--json",
+    ]);
+    check("share-dry-run.json", &dry);
+    assert_eq!(dry["destination"], "file");
+    assert!(!file.exists(), "a dry run writes nothing");
+    let written = ctx.json(&[
+        "session",
+        "export",
+        S1,
+        "--file",
+        file.to_str().unwrap(),
+        "--json",
+    ]);
+    check("share-file.json", &written);
+    assert!(file.exists());
+    let project = ctx.tmp.path().join("proj");
+    std::fs::create_dir(&project).unwrap();
+    let imported = ctx.json(&[
+        "session",
+        "import",
+        file.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+        "--json",
+    ]);
+    check("session-imported.json", &imported);
+    assert_ne!(imported["sessionId"], S1);
+    assert_eq!(imported["messages"], written["messages"]);
+
+    let server = spawn(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: StoreSpec::File(ctx.tmp.path().join("blobs")),
+        sweep_interval: Duration::from_secs(3600),
+        ..ServerConfig::default()
+    })
+    .unwrap();
+    ctx.json(&["session", "export", S1, "--to", &server.url, "--json"]);
+    let shares = ctx.json(&["share", "list", "--json"]);
+    check("share-list.json", &shares);
+    assert_eq!(shares[0]["sessionId"], S1);
+    assert!(shares[0].get("deleteToken").is_none(), "{shares}");
+}

@@ -66,7 +66,7 @@ pub struct MemoryEntry {
 }
 
 /// How many of each item a bundle holds; checked on import.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Counts {
     /// Messages.
     pub messages: u64,
@@ -79,7 +79,7 @@ pub struct Counts {
 }
 
 /// One redaction made before export: what kind, and where (never the value).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RedactionNote {
     /// The kind of secret (`aws_access_key_id`, `env_assignment`, …).
     pub kind: String,

@@ -37,7 +37,7 @@ use crate::session::{
 };
 
 /// What kind of thing a finding is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum FindingKind {
     /// A directory left by an operation cut short.
@@ -65,7 +65,7 @@ pub enum FindingKind {
 }
 
 /// One thing found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Finding {
     /// What it is.

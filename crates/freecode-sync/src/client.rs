@@ -534,7 +534,7 @@ pub fn share_session(
 }
 
 /// One share made from this home.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShareRecord {
     /// The full URL handed out (with the key, when encrypted).

@@ -52,12 +52,12 @@ impl DoctorArgs {
         let report = examine(home, self.fix)?;
         let unresolved = report.unresolved();
         if self.json {
-            print_json(&serde_json::json!({
-                "home": home.root(),
-                "sessions": report.sessions,
-                "findings": report.findings,
-                "unresolved": unresolved,
-            }))?;
+            print_json(&crate::ops::DoctorReport {
+                home: home.root().to_path_buf(),
+                sessions: report.sessions,
+                findings: report.findings.clone(),
+                unresolved,
+            })?;
         } else {
             let style = Style::stdout();
             // A copied tree has a loose mode on every entry: show a few, count the rest.

@@ -70,14 +70,6 @@ pub fn warn_problems(problems: &[Problem]) {
     }
 }
 
-/// The `problems` array of a `--json` object: `[{path, reason}]`.
-fn problems_json(problems: &[Problem]) -> serde_json::Value {
-    problems
-        .iter()
-        .map(|(path, why)| serde_json::json!({ "path": path, "reason": why }))
-        .collect()
-}
-
 /// `freecode search`.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
@@ -248,11 +240,10 @@ pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
     };
     warn_problems(&problems);
     if a.json {
-        let mut v = serde_json::to_value(&stats)?;
-        if let Some(o) = v.as_object_mut() {
-            o.insert("problems".into(), problems_json(&problems));
-        }
-        return print_json(&v);
+        return print_json(&crate::ops::StatsReport {
+            stats,
+            problems: crate::ops::Problem::all(&problems),
+        });
     }
     render_stats(&stats)
 }
@@ -338,13 +329,13 @@ impl IndexCommand {
                 })?;
                 warn_problems(&report.problems);
                 if json {
-                    print_json(&serde_json::json!({
-                        "sessions": report.sessions,
-                        "messages": report.messages,
-                        "events": report.events,
-                        "database": ix.path(),
-                        "problems": problems_json(&report.problems),
-                    }))
+                    print_json(&crate::ops::Rebuilt {
+                        sessions: report.sessions,
+                        messages: report.messages,
+                        events: report.events,
+                        database: ix.path().to_path_buf(),
+                        problems: crate::ops::Problem::all(&report.problems),
+                    })
                 } else {
                     writeln!(
                         std::io::stdout().lock(),

@@ -297,10 +297,11 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
         return Ok(());
     }
     if a.json {
-        return print_json(&serde_json::json!({
-            "file": path, "redactions": bundle.redactions.len(),
-            "messages": bundle.counts.messages,
-        }));
+        return print_json(&crate::ops::ExportedFile {
+            file: path.to_path_buf(),
+            redactions: bundle.redactions.len(),
+            messages: bundle.counts.messages,
+        });
     }
     print_line(&path.display().to_string())?;
     Ok(())
@@ -323,12 +324,12 @@ fn dry_run(
     json: bool,
 ) -> anyhow::Result<()> {
     if json {
-        return print_json(&serde_json::json!({
-            "destination": if to_file { "file" } else { endpoint },
-            "encrypted": !to_file && !plain,
-            "counts": bundle.counts,
-            "redactions": bundle.redactions,
-        }));
+        return print_json(&crate::ops::DryRun {
+            destination: if to_file { "file" } else { endpoint }.to_owned(),
+            encrypted: !to_file && !plain,
+            counts: bundle.counts.clone(),
+            redactions: bundle.redactions.clone(),
+        });
     }
     let mut out = std::io::stdout().lock();
     let st = Style::stdout();
@@ -411,16 +412,16 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
         },
     )?;
     if a.json {
-        return print_json(&serde_json::json!({
-            "sessionId": imported.id,
-            "title": imported.meta.title,
-            "projectPath": imported.meta.project_path,
-            "messages": imported.messages,
-            "events": imported.events,
-            "memoriesWritten": imported.memories_written,
-            "memoriesSkipped": imported.memories_skipped,
-            "shape": shape_name(shape),
-        }));
+        return print_json(&crate::ops::Imported {
+            session_id: imported.id.to_string(),
+            title: imported.meta.title.clone(),
+            project_path: imported.meta.project_path.clone(),
+            messages: imported.messages,
+            events: imported.events,
+            memories_written: imported.memories_written.clone(),
+            memories_skipped: imported.memories_skipped.clone(),
+            shape: shape_name(shape).to_owned(),
+        });
     }
     print_line(imported.id.as_str())?;
     eprintln!(
@@ -458,16 +459,8 @@ impl ShareCommand {
             Self::List(a) => {
                 let records = log.list()?;
                 if a.json {
-                    let shown: Vec<serde_json::Value> = records
-                        .iter()
-                        .map(|r| {
-                            let mut v = serde_json::to_value(r).unwrap_or_default();
-                            if let Some(o) = v.as_object_mut() {
-                                o.remove("deleteToken");
-                            }
-                            v
-                        })
-                        .collect();
+                    let shown: Vec<crate::ops::ShareItem> =
+                        records.iter().map(crate::ops::ShareItem::from).collect();
                     return print_json(&shown);
                 }
                 let mut out = std::io::stdout().lock();

@@ -290,9 +290,10 @@ fn export(
 }
 
 /// One `--list` row.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Recorded {
+pub struct Recorded {
+    /// The session.
     session_id: String,
     /// First event's timestamp (ms), if any.
     started_at: Option<i64>,

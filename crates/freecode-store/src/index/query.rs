@@ -33,7 +33,7 @@ pub struct SearchQuery {
 }
 
 /// One matching message.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchHit {
     /// The session.
@@ -232,7 +232,7 @@ pub enum StatsScope {
 }
 
 /// Tool calls of one tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolStats {
     /// Tool name.
@@ -246,7 +246,7 @@ pub struct ToolStats {
 }
 
 /// Turns, tool calls, model time and tokens.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
     /// Sessions covered.
