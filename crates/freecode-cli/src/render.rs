@@ -127,11 +127,13 @@ pub fn hint_for(err: &anyhow::Error) -> Option<String> {
     None
 }
 
-/// Prints `value` to stdout as pretty JSON and a newline (what `--json` prints).
+/// Prints `value` to stdout as pretty JSON and a newline (what `--json` prints), buffered:
+/// stdout is line-buffered, and a large answer has millions of lines.
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
+    out.flush()?;
     Ok(())
 }
 
