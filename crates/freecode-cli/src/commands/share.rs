@@ -546,7 +546,7 @@ impl SyncCommand {
                     api_key: a.api_key.filter(|k| !k.is_empty()),
                     public_url: a.public_url,
                     max_body: a.max_body,
-                    max_ttl: Duration::from_secs(a.max_expiry_days.max(1) * 86_400),
+                    max_ttl: Duration::from_secs(a.max_expiry_days.max(1).saturating_mul(86_400)),
                     sweep_interval: Duration::from_secs(a.sweep_interval.max(1)),
                     header_timeout: a.header_timeout.unwrap_or(defaults.header_timeout),
                     idle_timeout: a.idle_timeout.unwrap_or(defaults.idle_timeout),
