@@ -13,6 +13,7 @@ mod otlp;
 mod render;
 mod trace_render;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -61,12 +62,10 @@ fn init_logging(default: &str) {
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     use freecode_store::StoreError;
+    if render::is_broken_pipe(err) {
+        return 0;
+    }
     for cause in err.chain() {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::BrokenPipe
-        {
-            return 0;
-        }
         if cause.downcast_ref::<Interrupted>().is_some() {
             return 130;
         }
@@ -122,9 +121,11 @@ fn main() -> ExitCode {
         Err(err) => {
             let code = exit_code(&err);
             if code != 0 && code != 130 {
-                eprintln!("error: {err:#}");
+                // Best effort: a closed stderr must not turn an error into a panic.
+                let mut stderr = std::io::stderr().lock();
+                let _ = writeln!(stderr, "error: {err:#}");
                 if let Some(hint) = render::hint_for(&err) {
-                    eprintln!("hint: {hint}");
+                    let _ = writeln!(stderr, "hint: {hint}");
                 }
             }
             ExitCode::from(code)

@@ -117,8 +117,7 @@ impl SessionCommand {
                 if a.json {
                     print_json(&serde_json::json!({ "sessionId": new_id }))
                 } else {
-                    println!("{new_id}");
-                    Ok(())
+                    print_line(&new_id.to_string())
                 }
             }
             Self::Delete(a) => delete(&store, a),
