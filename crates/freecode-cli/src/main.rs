@@ -85,6 +85,14 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 _ => 1,
             };
         }
+        // A share server that cannot start: a port in use, an unusable setting.
+        if let Some(
+            freecode_sync::server::ServerError::Bind { .. }
+            | freecode_sync::server::ServerError::Config(_),
+        ) = cause.downcast_ref::<freecode_sync::server::ServerError>()
+        {
+            return 1;
+        }
         if cause
             .downcast_ref::<freecode_core::bundle::BundleError>()
             .is_some()
@@ -108,7 +116,9 @@ fn store_exit_code(e: &freecode_store::StoreError) -> u8 {
     use freecode_store::StoreError;
     match e {
         StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe => 0,
-        StoreError::Io { .. } | StoreError::BadJson { .. } => 2,
+        // A file that does not parse (a corrupt `meta.json`) is named for the user to repair
+        // (`freecode doctor`); an I/O failure is unexpected.
+        StoreError::Io { .. } => 2,
         _ => 1,
     }
 }

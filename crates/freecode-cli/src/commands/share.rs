@@ -365,7 +365,7 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
     } else {
         let path = PathBuf::from(&a.source);
         let len = std::fs::metadata(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?
+            .map_err(|e| UserError(format!("cannot read {}: {e}", path.display())))?
             .len();
         if len > MAX_IMPORT_FILE {
             return Err(UserError(format!(
@@ -379,7 +379,7 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
         std::io::Read::read_to_end(
             &mut std::io::Read::take(
                 std::fs::File::open(&path)
-                    .with_context(|| format!("cannot read {}", path.display()))?,
+                    .map_err(|e| UserError(format!("cannot read {}: {e}", path.display())))?,
                 MAX_IMPORT_FILE + 1,
             ),
             &mut bytes,
