@@ -65,11 +65,27 @@ impl Cli {
         }
     }
 
+    /// Whether the command may start a new home: the agent (`run`, `serve`), an import, the
+    /// share server, the doctor (which reports on any path) and the demo (its own home). Every
+    /// other command reads or changes what a home holds, so a missing home is a user error
+    /// (a mistyped `--home`), never an empty one created on the way.
+    fn may_start_home(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Run(_)
+                | Command::Serve(_)
+                | Command::Sync(_)
+                | Command::Doctor(_)
+                | Command::Demo(_)
+                | Command::Session(commands::session::SessionCommand::Import(_))
+        )
+    }
+
     /// Runs the parsed command.
     pub fn run(self) -> anyhow::Result<()> {
         // The demo takes only an explicit --home: it never writes into a real ~/.freecode.
         let explicit_home = self.home.clone();
-        let home = freecode_store::Home::resolve(self.home).ok_or_else(|| {
+        let home = freecode_store::Home::resolve(self.home.clone()).ok_or_else(|| {
             crate::UserError(
                 "cannot find a home directory: set FREECODE_HOME or pass --home".into(),
             )
@@ -81,6 +97,14 @@ impl Cli {
             Command::Demo(_) | Command::Doctor(_) | Command::Schema(_)
         ) {
             home.check()?;
+        }
+        if !self.may_start_home() && !home.root().exists() {
+            return Err(crate::UserError(format!(
+                "no freecode home at {}: start one with `freecode run PROMPT` (or `freecode \
+                 demo`), or point --home or FREECODE_HOME at an existing one",
+                home.root().display()
+            ))
+            .into());
         }
         match self.command {
             Command::Session(cmd) => cmd.run(&home),

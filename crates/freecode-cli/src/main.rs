@@ -14,6 +14,7 @@ mod otlp;
 mod render;
 mod trace_render;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -62,12 +63,10 @@ fn init_logging(default: &str) {
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     use freecode_store::StoreError;
+    if render::is_broken_pipe(err) {
+        return 0;
+    }
     for cause in err.chain() {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::BrokenPipe
-        {
-            return 0;
-        }
         if cause.downcast_ref::<Interrupted>().is_some() {
             return 130;
         }
@@ -86,6 +85,14 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 ) => store_exit_code(e),
                 _ => 1,
             };
+        }
+        // A share server that cannot start: a port in use, an unusable setting.
+        if let Some(
+            freecode_sync::server::ServerError::Bind { .. }
+            | freecode_sync::server::ServerError::Config(_),
+        ) = cause.downcast_ref::<freecode_sync::server::ServerError>()
+        {
+            return 1;
         }
         if cause
             .downcast_ref::<freecode_core::bundle::BundleError>()
@@ -110,7 +117,9 @@ fn store_exit_code(e: &freecode_store::StoreError) -> u8 {
     use freecode_store::StoreError;
     match e {
         StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe => 0,
-        StoreError::Io { .. } | StoreError::BadJson { .. } => 2,
+        // A file that does not parse (a corrupt `meta.json`) is named for the user to repair
+        // (`freecode doctor`); an I/O failure is unexpected.
+        StoreError::Io { .. } => 2,
         _ => 1,
     }
 }
@@ -123,9 +132,11 @@ fn main() -> ExitCode {
         Err(err) => {
             let code = exit_code(&err);
             if code != 0 && code != 130 {
-                eprintln!("error: {err:#}");
+                // Best effort: a closed stderr must not turn an error into a panic.
+                let mut stderr = std::io::stderr().lock();
+                let _ = writeln!(stderr, "error: {err:#}");
                 if let Some(hint) = render::hint_for(&err) {
-                    eprintln!("hint: {hint}");
+                    let _ = writeln!(stderr, "hint: {hint}");
                 }
             }
             ExitCode::from(code)

@@ -142,3 +142,21 @@ pub fn print_line(s: &str) -> anyhow::Result<()> {
     writeln!(std::io::stdout().lock(), "{s}")?;
     Ok(())
 }
+
+/// Whether `err` is a write to a closed stdout (the reader of a pipe went away, as with
+/// `| head -1`) anywhere in its chain: the command ends quietly with status 0.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .is_some_and(|e| e.io_error_kind() == Some(BrokenPipe))
+            || matches!(
+                cause.downcast_ref::<freecode_store::StoreError>(),
+                Some(freecode_store::StoreError::Io { source, .. }) if source.kind() == BrokenPipe
+            )
+    })
+}

@@ -192,6 +192,7 @@ fn fork_and_compact() {
 #[test]
 fn an_empty_home_lists_nothing() {
     let ctx = Ctx::empty();
+    std::fs::create_dir(&ctx.home).unwrap();
     assert_eq!(ctx.ok(&["session", "list"]), "No sessions found.\n");
     assert_eq!(ctx.ok(&["session", "list", "--json"]).trim(), "[]");
 }

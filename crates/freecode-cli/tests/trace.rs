@@ -307,22 +307,25 @@ fn bad_ids_missing_logs_and_empty_homes() {
         assert!(err.contains("session id"), "{bad:?}: {err}");
         ctx.fails(&["replay", bad]);
     }
-    // A session without a log: the original's message, exit 0.
-    assert_eq!(
-        ctx.ok(&["trace", S3_NO_LOG]),
-        expected("no-events-trace.txt")
-    );
-    assert_eq!(
-        ctx.ok(&["trace", S3_NO_LOG, "--json"]),
-        expected("no-events-trace.txt")
-    );
-    assert_eq!(
-        ctx.ok(&["replay", S3_NO_LOG]),
-        expected("no-events-trace.txt")
-    );
-    assert_eq!(ctx.ok(&["replay", S3_NO_LOG, "--json"]), "null\n");
+    // A session without a log: the original's message, but on stderr with exit 1 (the
+    // original printed it on stdout with 0, even for `--json`).
+    let message = expected("no-events-trace.txt");
+    for args in [
+        &["trace", S3_NO_LOG][..],
+        &["trace", S3_NO_LOG, "--json"],
+        &["trace", S3_NO_LOG, "--follow"],
+        &["replay", S3_NO_LOG],
+        &["replay", S3_NO_LOG, "--json"],
+    ] {
+        let out = ctx.run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(message.trim()), "{args:?}: {err}");
+    }
 
     let empty = Ctx::empty();
+    std::fs::create_dir(&empty.home).unwrap();
     let rollout = empty.home.join("rollout");
     for args in [&["trace"][..], &["trace", "--last"], &["trace", "-f"]] {
         let err = empty.fails(args);
@@ -335,6 +338,13 @@ fn bad_ids_missing_logs_and_empty_homes() {
         );
     }
     assert_eq!(empty.ok(&["trace", "--list"]), "");
+    assert!(
+        std::fs::read_dir(&empty.home).unwrap().next().is_none(),
+        "reading never changes the home"
+    );
+    std::fs::remove_dir(&empty.home).unwrap();
+    let err = empty.fails(&["trace", "--list"]);
+    assert!(err.contains("no freecode home at"), "{err}");
     assert!(!empty.home.exists(), "reading never creates the home");
 }
 

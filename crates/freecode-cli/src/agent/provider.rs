@@ -131,7 +131,11 @@ impl OpenAiProvider {
                 .timeout_connect(Some(Duration::from_secs(30)))
                 // The loop decides when a stream has stalled; this only bounds how long an
                 // abandoned worker can stay blocked on a silent connection.
-                .timeout_per_read(Some(stall.saturating_mul(2) + Duration::from_secs(5)))
+                .timeout_per_read(Some(
+                    stall
+                        .saturating_mul(2)
+                        .saturating_add(Duration::from_secs(5)),
+                ))
                 .build(),
         );
         Self {
@@ -389,7 +393,13 @@ fn script(req: &ChatRequest) -> Vec<String> {
         Step::Call { text, tool, args } => {
             words(&text, &mut out);
             let args = args.to_string();
-            let (a, b) = args.split_at(args.len() / 2);
+            // Split the arguments in two chunks as a real stream would, at a character
+            // boundary (a prompt quoted in them may be any Unicode).
+            let mid = (0..=args.len() / 2)
+                .rev()
+                .find(|&i| args.is_char_boundary(i))
+                .unwrap_or(0);
+            let (a, b) = args.split_at(mid);
             out.push(chunk(
                 json!({"tool_calls": [{"index": 0, "id": format!("call_{tool}"), "type": "function",
                     "function": {"name": tool, "arguments": a}}]}),

@@ -13,6 +13,7 @@ use anyhow::Context;
 use clap::Parser;
 
 use crate::cli::Cli;
+use crate::render::print_line;
 
 /// Arguments of `freecode demo`.
 #[derive(Debug, clap::Args)]
@@ -43,11 +44,11 @@ impl DemoArgs {
             Some(p) => p,
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
-        println!("# a fresh home: {}", home.display());
+        print_line(&format!("# a fresh home: {}", home.display()))?;
         let home_s = home.display().to_string();
         let project_s = project.display().to_string();
         let step = |args: &[&str]| -> anyhow::Result<()> {
-            println!("\n$ freecode {}", args.join(" "));
+            print_line(&format!("\n$ freecode {}", args.join(" ")))?;
             let mut argv = vec!["freecode", "--home", home_s.as_str()];
             argv.extend_from_slice(args);
             Cli::try_parse_from(argv)?.run()
@@ -70,7 +71,10 @@ impl DemoArgs {
             .map(|m| m.id.clone())
             .context("the run made no session")?;
         step(&["session", "export", &id, "--to", &server.url, "--dry-run"])?;
-        println!("\n$ freecode session export {id} --to {}", server.url);
+        print_line(&format!(
+            "\n$ freecode session export {id} --to {}",
+            server.url
+        ))?;
         let share = freecode_sync::client::share_session(
             &store,
             &freecode_core::SessionId::new(id.as_str())?,
@@ -80,15 +84,15 @@ impl DemoArgs {
             },
         )?;
         share.logged?;
-        println!("{}", share.shared.url);
+        print_line(&share.shared.url)?;
         step(&["share", "list"])?;
         step(&["session", "import", &share.shared.url])?;
         step(&["session", "list"])?;
-        println!(
+        print_line(&format!(
             "\n# everything is in {}: explore it with `freecode --home {} session show <id>`",
             home.display(),
             home.display()
-        );
+        ))?;
         Ok(())
     }
 }

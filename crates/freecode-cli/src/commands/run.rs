@@ -89,6 +89,22 @@ fn env_ms(name: &str) -> anyhow::Result<Option<Duration>> {
     }
 }
 
+/// The longest stall timeout accepted: past it a duration could overflow a deadline, and no
+/// provider is waited on for a week.
+pub const MAX_STALL_TIMEOUT: Duration = Duration::from_secs(7 * 86_400);
+
+/// `FREECODE_STALL_TIMEOUT_MS` when set and not zero, at most [`MAX_STALL_TIMEOUT`].
+fn stall_timeout_from_env() -> anyhow::Result<Option<Duration>> {
+    match env_ms(STALL_TIMEOUT_ENV)?.filter(|d| !d.is_zero()) {
+        Some(d) if d > MAX_STALL_TIMEOUT => Err(UserError(format!(
+            "{STALL_TIMEOUT_ENV} must be at most {} ms (7 days)",
+            MAX_STALL_TIMEOUT.as_millis()
+        ))
+        .into()),
+        d => Ok(d),
+    }
+}
+
 /// The provider for `base_url` (key in `OPENAI_API_KEY`), or with none the scripted provider
 /// built into the binary (`FREECODE_SCRIPTED_DELAY_MS` between chunks, default 30).
 pub fn provider_config(base_url: Option<&str>) -> anyhow::Result<ProviderConfig> {
@@ -117,7 +133,7 @@ pub fn agent_config_from_env() -> anyhow::Result<AgentConfig> {
     let mut config = AgentConfig::new(provider_config(
         std::env::var("OPENAI_BASE_URL").ok().as_deref(),
     )?);
-    if let Some(d) = env_ms(STALL_TIMEOUT_ENV)?.filter(|d| !d.is_zero()) {
+    if let Some(d) = stall_timeout_from_env()? {
         config.stall_timeout = d;
     }
     if let Ok(v) = std::env::var(COMPACT_AT_ENV) {
@@ -153,11 +169,18 @@ impl RunArgs {
             if !(secs.is_finite() && secs > 0.0) {
                 return Err(UserError("--stall-timeout must be a positive number".into()).into());
             }
-            return Ok(Duration::from_secs_f64(secs));
+            return Duration::try_from_secs_f64(secs)
+                .ok()
+                .filter(|d| *d <= MAX_STALL_TIMEOUT)
+                .ok_or_else(|| {
+                    UserError(format!(
+                        "--stall-timeout must be at most {} seconds (7 days), not {secs}",
+                        MAX_STALL_TIMEOUT.as_secs()
+                    ))
+                    .into()
+                });
         }
-        Ok(env_ms(STALL_TIMEOUT_ENV)?
-            .filter(|d| !d.is_zero())
-            .unwrap_or(Duration::from_secs(60)))
+        Ok(stall_timeout_from_env()?.unwrap_or(Duration::from_secs(60)))
     }
 
     fn provider(&self) -> anyhow::Result<ProviderConfig> {

@@ -4,7 +4,6 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 use freecode_core::message::PartType;
 use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
@@ -122,8 +121,7 @@ impl SessionCommand {
                         session_id: new_id.to_string(),
                     })
                 } else {
-                    println!("{new_id}");
-                    Ok(())
+                    print_line(new_id.as_ref())
                 }
             }
             Self::Delete(a) => delete(&store, a),
@@ -436,7 +434,7 @@ fn read_summary(path: &std::path::Path) -> anyhow::Result<String> {
         )
     } else {
         let file = std::fs::File::open(path)
-            .with_context(|| format!("cannot read summary file {}", path.display()))?;
+            .map_err(|e| UserError(format!("cannot read summary file {}: {e}", path.display())))?;
         read_capped(file, path, SUMMARY_MAX_BYTES, "a summary file")
     }
     .map_err(|e| UserError(e.to_string()))?;

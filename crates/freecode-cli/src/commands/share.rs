@@ -371,7 +371,7 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
     } else {
         let path = PathBuf::from(&a.source);
         let len = std::fs::metadata(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?
+            .map_err(|e| UserError(format!("cannot read {}: {e}", path.display())))?
             .len();
         if len > MAX_IMPORT_FILE {
             return Err(UserError(format!(
@@ -385,7 +385,7 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
         std::io::Read::read_to_end(
             &mut std::io::Read::take(
                 std::fs::File::open(&path)
-                    .with_context(|| format!("cannot read {}", path.display()))?,
+                    .map_err(|e| UserError(format!("cannot read {}: {e}", path.display())))?,
                 MAX_IMPORT_FILE + 1,
             ),
             &mut bytes,
@@ -556,7 +556,7 @@ impl SyncCommand {
                     api_key: a.api_key.filter(|k| !k.is_empty()),
                     public_url: a.public_url,
                     max_body: a.max_body,
-                    max_ttl: Duration::from_secs(a.max_expiry_days.max(1) * 86_400),
+                    max_ttl: Duration::from_secs(a.max_expiry_days.max(1).saturating_mul(86_400)),
                     sweep_interval: Duration::from_secs(a.sweep_interval.max(1)),
                     header_timeout: a.header_timeout.unwrap_or(defaults.header_timeout),
                     idle_timeout: a.idle_timeout.unwrap_or(defaults.idle_timeout),

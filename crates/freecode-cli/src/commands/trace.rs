@@ -88,8 +88,12 @@ fn rollout_sessions_dir(home: &Home) -> PathBuf {
     home.root().join("rollout").join("sessions")
 }
 
-fn no_events(id: &SessionId) -> String {
-    format!("No recorded events for session {id}")
+/// A session with no rollout log: a user error (exit 1), on stderr, whatever the output format.
+fn no_events(id: &SessionId) -> anyhow::Error {
+    UserError(format!(
+        "No recorded events for session {id} (`freecode trace --list` shows the recorded ones)"
+    ))
+    .into()
 }
 
 fn issue_reason(kind: &IssueKind) -> String {
@@ -244,10 +248,7 @@ impl TraceArgs {
         }
         let exporting = self.otlp.is_some() || self.otlp_endpoint.is_some();
         let Some((builder, last)) = fold_trace(&path, &id)? else {
-            if exporting {
-                return Err(UserError(no_events(&id)).into());
-            }
-            return print_line(&no_events(&id));
+            return Err(no_events(&id));
         };
         let trace = post_mortem(&builder, last);
         if exporting {
@@ -444,7 +445,7 @@ fn follow(
 ) -> anyhow::Result<()> {
     let file = match File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return print_line(&no_events(id)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(no_events(id)),
         Err(e) => {
             return Err(anyhow::Error::new(e).context(format!("open {}", path.display())));
         }
@@ -488,10 +489,7 @@ impl ReplayArgs {
         let path = events_path(home, &id);
         let mut builder = ReplayBuilder::new(id.as_str());
         let Some(report) = read_events(&path, |e| builder.apply(&e))? else {
-            if self.json {
-                return print_line("null");
-            }
-            return print_line(&no_events(&id));
+            return Err(no_events(&id));
         };
         warn_skipped(&path, &report);
         for _ in 0..report.unknown {

@@ -227,6 +227,14 @@ impl SessionIndex {
     /// refresh fills it again).
     pub fn open(home: &Home) -> Result<Self> {
         let state = home.state_dir();
+        // The index goes only into an existing home: a mistyped path is not a new home.
+        if !home.root().is_dir() {
+            return Err(StoreError::Io {
+                op: "open the index in",
+                path: home.root().to_owned(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            });
+        }
         crate::fsutil::create_dir_private(&state)?;
         let path = state.join(DB_FILE);
         // Creates or adopts the database, applies the thread store's migrations, recovers from

@@ -246,15 +246,16 @@ fn sort_newest_first(v: &mut [SessionMeta]) {
 }
 
 impl SessionStore {
-    /// A store over `home`, creating `sessions/` (0700) if needed.
+    /// A store over `home`; nothing is created until a write needs it.
     pub fn open(home: Home) -> Result<Self> {
         Self::with_config(home, StoreConfig::default())
     }
 
     /// A store with explicit settings.
     pub fn with_config(home: Home, config: StoreConfig) -> Result<Self> {
+        // Nothing is created here: reading a home never changes it. The directories a write
+        // needs are made by that write (`create`, `fork`, `import` make their project's).
         home.check()?;
-        home.ensure()?;
         Ok(Self { home, config })
     }
 

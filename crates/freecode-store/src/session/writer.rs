@@ -50,7 +50,7 @@ impl SessionWriter {
             unsynced: false,
             repaired_tail: None,
         };
-        w.recover_compaction()?;
+        w.recover_compaction(true)?;
         w.repair_torn_tail()?;
         Ok(w)
     }
@@ -98,7 +98,10 @@ impl SessionWriter {
         Ok(())
     }
 
-    fn recover_compaction(&mut self) -> Result<()> {
+    /// Rolls a committed compaction journal forward (or sets a garbage one aside) and drops
+    /// stale temps. `on_open`: found when the writer opened, so a crash interrupted that
+    /// compaction (warned about); otherwise this is the compaction's own last step.
+    fn recover_compaction(&mut self, on_open: bool) -> Result<()> {
         let journal_path = self.paths.journal();
         let parsed = match fsutil::read_bounded(&journal_path, 1 << 20, "a compaction journal") {
             Ok(None) => {
@@ -144,7 +147,11 @@ impl SessionWriter {
         fsutil::remove_file(&journal_path)?;
         fsutil::sync_dir(&self.paths.dir)?;
         self.log = fsutil::open_append(&self.paths.messages())?;
-        tracing::warn!(session = %self.id, "completed a compaction interrupted by a crash");
+        if on_open {
+            tracing::warn!(session = %self.id, "completed a compaction interrupted by a crash");
+        } else {
+            tracing::debug!(session = %self.id, "compaction committed");
+        }
         Ok(())
     }
 
@@ -409,7 +416,7 @@ impl SessionWriter {
             &serde_json::to_vec(&journal).unwrap_or_default(),
             true,
         )?;
-        self.recover_compaction()?;
+        self.recover_compaction(false)?;
         let tokens_after = summary_tokens + kept_tokens;
         match recorder {
             Some(rec) => rec.compact_occurred(tokens_before, tokens_after)?,

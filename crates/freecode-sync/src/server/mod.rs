@@ -141,7 +141,7 @@ pub enum ServerError {
     #[error("invalid server config: {0}")]
     Config(String),
     /// The listen address could not be bound.
-    #[error("binding {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
