@@ -37,7 +37,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::messages::build_prompt;
-use super::provider::{ChatRequest, Provider, ProviderConfig, Wire};
+use super::provider::{ChatRequest, Family, Provider, ProviderConfig, Wire};
 use super::signals::{InterruptFlag, Interrupts};
 use super::sse::{Completion, Delta, SseParser};
 use super::tools::{Decision, PermissionMode, Tools};
@@ -103,12 +103,6 @@ pub enum SessionTarget {
     /// An existing session (resumed: an interrupted one gets "Continue from where you left
     /// off." and becomes active).
     Resume(SessionId),
-    /// The project's most recently active session that is active or interrupted, else a new
-    /// one.
-    Continue {
-        /// The project directory.
-        project: String,
-    },
 }
 
 /// What the loop reports while it runs (for printing or streaming to a client).
@@ -290,6 +284,23 @@ fn title_from(prompt: &str) -> String {
     t
 }
 
+/// The session `--continue` resumes in `project` (else it starts a new one): its most recent active or interrupted one
+/// that is not an import no turn has run in (someone else's history, whatever its times say:
+/// resumed by id only).
+pub fn continue_candidate(
+    store: &SessionStore,
+    project: &str,
+) -> anyhow::Result<Option<SessionMeta>> {
+    let listing = store.list(&ListFilter {
+        project_path: Some(project.to_owned()),
+        ..ListFilter::default()
+    })?;
+    Ok(listing.sessions.into_iter().find(|m| {
+        matches!(m.status, SessionStatus::Active | SessionStatus::Interrupted)
+            && !m.is_untouched_import()
+    }))
+}
+
 impl AgentLoop {
     /// Opens `target` in `store` for turns: resolves (or creates) the session, resumes it,
     /// pins provider and model in its meta, and opens its rollout log. SIGINT reaches the
@@ -316,22 +327,6 @@ impl AgentLoop {
         let id = match target {
             SessionTarget::New { project } => new_session(project)?,
             SessionTarget::Resume(id) => id,
-            SessionTarget::Continue { project } => {
-                let listing = store.list(&ListFilter {
-                    project_path: Some(project.clone()),
-                    ..ListFilter::default()
-                })?;
-                // An import no turn has run in yet is someone else's history, whatever its
-                // times say: it is resumed by id only.
-                let found = listing.sessions.into_iter().find(|m| {
-                    matches!(m.status, SessionStatus::Active | SessionStatus::Interrupted)
-                        && !m.is_untouched_import()
-                });
-                match found {
-                    Some(m) => SessionId::new(m.id)?,
-                    None => new_session(project)?,
-                }
-            }
         };
         let found = store.meta(&id)?;
         if found.project_path_from_bundle() {
@@ -349,24 +344,34 @@ impl AgentLoop {
         let context = store.resume(&id)?;
         let mut writer = store.writer(&id)?;
         let mut meta = context.meta;
-        // The pinned model belongs to the pinned provider: a session resumed on another
-        // provider starts from that provider's default (or the explicit model).
-        let same_provider = meta.provider == provider_name;
+        // A session keeps the provider it is pinned to: its history is that provider's
+        // conversation (canned answers must never be appended to a real one, nor a real one
+        // sent to the scripted provider). Only an unpinned session takes the loop's provider.
+        let unpinned = meta.provider.trim().is_empty();
+        if !unpinned && Family::of(&meta.provider) != Some(config.provider.family()) {
+            return Err(crate::UserError(format!(
+                "cannot resume session {id}: it is pinned to provider {}{}, not {provider_name}; \
+                 start a new session to use {provider_name}",
+                meta.provider,
+                meta.model
+                    .as_deref()
+                    .map(|m| format!("/{m}"))
+                    .unwrap_or_default(),
+            ))
+            .into());
+        }
+        // The pinned model stays unless a model is given explicitly.
         let model = config
             .model
             .clone()
-            .or_else(|| meta.model.clone().filter(|_| same_provider))
+            .or_else(|| meta.model.clone())
             .or_else(|| config.provider.default_model());
-        if meta.model != model || !same_provider {
-            if !same_provider {
-                tracing::info!(
-                    "session {id} moves from provider {} to {provider_name}",
-                    meta.provider
-                );
-            }
+        if meta.model != model || unpinned {
             meta = writer.update_meta(|m| {
                 m.model = model;
-                m.provider = provider_name.to_owned();
+                if unpinned {
+                    m.provider = provider_name.to_owned();
+                }
             })?;
         }
         let project = std::path::PathBuf::from(&meta.project_path);
@@ -1219,7 +1224,7 @@ mod tests {
     }
 
     #[test]
-    fn the_model_pin_follows_its_provider() {
+    fn a_pinned_session_keeps_its_provider_and_model() {
         let f = fixture();
         let agent = open(
             &f,
@@ -1230,23 +1235,31 @@ mod tests {
         let id = agent.session_id().clone();
         assert_eq!(agent.meta().model.as_deref(), Some("scripted-1"));
         drop(agent);
-        // Resumed on another provider: the old pin is not sent there.
+        // Resumed on another provider: refused, with the reason, and nothing changes.
         let mut cfg = config();
         cfg.provider = ProviderConfig::OpenAi {
+            name: crate::agent::provider::OPENAI_COMPATIBLE,
             base_url: "http://127.0.0.1:9/v1".into(),
             api_key: None,
+            default_model: None,
         };
-        let agent = AgentLoop::open(
+        let err = AgentLoop::open(
             &f.store,
             SessionTarget::Resume(id.clone()),
-            cfg.clone(),
+            cfg,
             Interrupts::new(),
         )
-        .unwrap();
-        assert_eq!(agent.meta().provider, "openai-compatible");
-        assert_eq!(agent.meta().model, None);
-        drop(agent);
+        .unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            msg.contains("pinned to provider scripted/scripted-1, not openai-compatible"),
+            "{msg}"
+        );
+        let meta = f.store.meta(&id).unwrap();
+        assert_eq!(meta.provider, "scripted");
+        assert_eq!(meta.model.as_deref(), Some("scripted-1"));
         // An explicit model is pinned, and kept by the next resume.
+        let mut cfg = config();
         cfg.model = Some("m-2".into());
         drop(
             AgentLoop::open(

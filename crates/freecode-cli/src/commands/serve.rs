@@ -299,9 +299,13 @@ impl Server {
             .ok_or_else(|| RpcError::params("message is required"))?;
         let model = p.opt_str("model")?;
         p.opt_str("agentMode")?;
-        self.visible(&sid)?;
-        let mut config = crate::commands::run::agent_config_from_env()
-            .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
+        let meta = self.visible(&sid)?;
+        let mut config = crate::commands::run::agent_config_from_env(
+            self.store.home(),
+            Some(meta.provider.as_str()),
+            Some(sid.as_str()),
+        )
+        .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
         config.model = model;
         let flag = InterruptFlag::new();
         {
@@ -387,7 +391,7 @@ impl Server {
         let provider = p.opt_str("provider")?;
         let model = p.opt_str("model")?;
         p.opt_str("agentMode")?;
-        let config = CurrentConfig::load(self.store.home());
+        let config = CurrentConfig::load(self.store.home())?;
         let provider = provider.or(config.provider).ok_or_else(|| {
             RpcError::new(
                 -32603,
@@ -441,7 +445,7 @@ impl Server {
         let id = p.session_id()?;
         self.visible(&id)?;
         let ctx = self.store.resume(&id)?;
-        let config = CurrentConfig::load(self.store.home());
+        let config = CurrentConfig::load(self.store.home())?;
         let provider = Some(ctx.meta.provider.clone())
             .filter(|s| !s.is_empty())
             .or(config.provider)
@@ -556,7 +560,7 @@ impl Server {
         let project_path =
             crate::commands::run::project_directory(project.as_deref().map(Path::new))
                 .map_err(|e| RpcError::params(format!("projectPath: {e:#}")))?;
-        let config = SyncConfig::load(self.store.home());
+        let config = SyncConfig::load(self.store.home())?;
         let (bundle, _) = Client::new(config.api_key)
             .fetch(&url)
             .map_err(|e| client_error("Import failed", e))?;
@@ -632,8 +636,8 @@ struct CurrentConfig {
 }
 
 impl CurrentConfig {
-    fn load(home: &Home) -> Self {
-        let v = home.read_config();
+    fn load(home: &Home) -> Result<Self, StoreError> {
+        let v = home.read_config()?;
         let s = |k: &str| {
             v.get("current")
                 .and_then(|c| c.get(k))
@@ -641,10 +645,10 @@ impl CurrentConfig {
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
         };
-        Self {
+        Ok(Self {
             provider: s("provider"),
             model: s("model"),
-        }
+        })
     }
 }
 
