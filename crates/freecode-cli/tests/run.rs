@@ -1137,3 +1137,127 @@ fn config_json_chooses_the_provider_model_and_base_url_of_new_sessions() {
     assert_eq!(meta["provider"], "openai-compatible");
     assert_eq!(meta["model"], "m-config");
 }
+
+// ----- automatic compaction ---------------------------------------------------------------------
+
+/// Appends `pairs` user/assistant exchanges of ~300 characters each to the session's log.
+fn grow_history(ctx: &Ctx, id: &str, pairs: usize, prompt_chars: usize) {
+    use std::io::Write;
+    let path = ctx.session_dir(id).join("messages.jsonl");
+    let mut buf = String::new();
+    for i in 0..pairs {
+        for (role, text) in [
+            (
+                "user",
+                format!("question {i}: {}", "q".repeat(prompt_chars)),
+            ),
+            ("assistant", format!("answer {i}: {}", "a".repeat(300))),
+        ] {
+            let line = json!({
+                "id": format!("gen-{role}-{i}"),
+                "role": role,
+                "parts": [{"type": "text", "content": text}],
+                "timestamp": 1_700_000_000_000_i64 + i as i64,
+            });
+            buf.push_str(&line.to_string());
+            buf.push('\n');
+        }
+    }
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    f.write_all(buf.as_bytes()).unwrap();
+}
+
+#[test]
+fn automatic_compaction_brings_a_20000_message_history_under_the_threshold() {
+    let ctx = Ctx::new();
+    assert!(
+        ctx.run(&["run", "--provider", "scripted", "seed"])
+            .status
+            .success()
+    );
+    let id = ctx.only_session();
+    grow_history(&ctx, &id, 10_000, 300);
+    let started = Instant::now();
+    let out = ctx
+        .command(&[
+            "run",
+            "--session",
+            &id,
+            "--compact-at",
+            "100000",
+            "what now?",
+        ])
+        .env_remove("FREECODE_ROLLOUT")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("stays above"), "{stderr}");
+    assert!(stderr.contains("compacted the history"), "{stderr}");
+    // The summary kept to its budget (10% of the threshold), the history under the threshold.
+    let memory: Value = serde_json::from_slice(
+        &std::fs::read(ctx.home.join("memory").join(&id).join("memory.json")).unwrap(),
+    )
+    .unwrap();
+    let summary = memory["summaries"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let summary_tokens = summary["summaryTokenCount"].as_u64().unwrap();
+    assert!(summary_tokens <= 10_100, "{summary_tokens}");
+    assert!(
+        summary_tokens >= 9_000,
+        "the budget is used: {summary_tokens}"
+    );
+    let content = summary["content"].as_str().unwrap();
+    // The newest dropped prompt is in it (the last two user turns stay in the log).
+    assert!(
+        content.contains("- question 9997: "),
+        "the newest dropped prompt is kept"
+    );
+    assert!(!content.contains("question 9998: "));
+    assert!(!content.contains("- question 0: "));
+    assert!(
+        content.contains("left out to fit 10000 tokens"),
+        "{}",
+        &content[..200]
+    );
+    let events = ctx.events(&id);
+    let compact = of_type(&events, "compact.occurred");
+    assert_eq!(compact.len(), 1);
+    let after = compact[0]["afterTokens"].as_u64().unwrap();
+    assert!(compact[0]["beforeTokens"].as_u64().unwrap() > 1_000_000);
+    assert!(after < 100_000, "{after}");
+    // The log kept the last two user turns (and this turn's messages), not 20,000 lines.
+    let kept = ctx.messages(&id).len();
+    assert!(kept < 20, "{kept}");
+    eprintln!("compacting 20,002 messages and the turn took {took:?}");
+}
+
+#[test]
+fn compaction_that_cannot_reach_the_threshold_says_why_once() {
+    let ctx = Ctx::new();
+    assert!(
+        ctx.run(&["run", "--provider", "scripted", "seed"])
+            .status
+            .success()
+    );
+    let id = ctx.only_session();
+    // The last two user turns alone are ~2 × 1,000 tokens, above a 500-token threshold.
+    grow_history(&ctx, &id, 3, 4_000);
+    let out = ctx.run(&["run", "--session", &id, "--compact-at", "500", "next"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("stays above"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("--compact-at 500") && said[0].contains("the last 2 user turns"),
+        "{stderr}"
+    );
+}

@@ -23,7 +23,7 @@
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use freecode_core::compaction::{extractive_summary, keep_last_n_user_turns};
+use freecode_core::compaction::{extractive_summary_within, keep_last_n_user_turns};
 use freecode_core::memory::estimate_tokens;
 use freecode_core::message::Role;
 use freecode_core::rollout::{EventKind, ModelErrorKind};
@@ -50,6 +50,10 @@ const PROVIDER_DEFAULT: &str = "(provider default)";
 pub const COMPACT_KEEP_TURNS: usize = 2;
 /// The history size (estimated tokens) past which a turn starts by compacting, by default.
 pub const DEFAULT_COMPACT_AT_TOKENS: u64 = 100_000;
+/// The automatic summary's budget is the threshold divided by this (10%)…
+const SUMMARY_SHARE: u64 = 10;
+/// …and at least this many estimated tokens.
+const SUMMARY_MIN_TOKENS: u64 = 256;
 /// The tool output recorded for a tool stopped by Ctrl+C.
 pub const INTERRUPTED_OUTPUT: &str = "interrupted";
 
@@ -139,6 +143,16 @@ pub enum AgentEvent {
         tokens_before: u64,
         /// Estimated tokens after (kept messages plus the summary).
         tokens_after: u64,
+    },
+    /// The history is past the threshold and compaction cannot bring it under (said once per
+    /// loop).
+    CompactionShort {
+        /// Estimated tokens of the history (kept messages plus the summary, when compacted).
+        tokens: u64,
+        /// The threshold.
+        limit: u64,
+        /// Why it cannot be brought under.
+        reason: String,
     },
 }
 
@@ -259,6 +273,8 @@ pub struct AgentLoop {
     /// The next turn's number: past both `turnCount` and every turn id in the log, so ids stay
     /// unique even after a run that died before ending its turn.
     next_turn: u64,
+    /// Whether the loop has said that compaction cannot bring the history under the threshold.
+    compaction_short_said: bool,
 }
 
 impl std::fmt::Debug for AgentLoop {
@@ -410,6 +426,7 @@ impl AgentLoop {
             target: None,
             resumed_after_interrupt: was_interrupted,
             next_turn,
+            compaction_short_said: false,
         })
     }
 
@@ -503,21 +520,57 @@ impl AgentLoop {
         }
         let cut = keep_last_n_user_turns(&self.messages, COMPACT_KEEP_TURNS)?;
         if cut == 0 {
+            self.compaction_short(
+                tokens,
+                limit,
+                format!(
+                    "the whole history is its last {COMPACT_KEEP_TURNS} user turns, which \
+                     compaction keeps"
+                ),
+            );
             return Ok(());
         }
-        let summary = extractive_summary(self.summary.as_deref(), &self.messages[..cut]);
+        // The summary has a budget, a small fraction of the threshold, so that it never grows
+        // with the history it replaces.
+        let budget = (limit / SUMMARY_SHARE).max(SUMMARY_MIN_TOKENS);
+        let summary =
+            extractive_summary_within(self.summary.as_deref(), &self.messages[..cut], budget);
         let outcome =
             self.writer
                 .compact(COMPACT_KEEP_TURNS, &summary, Some(&mut self.recorder))?;
         if outcome.compacted {
             self.messages = read_messages_at(&self.writer.paths().messages())?.messages;
+            let summary_tokens = estimate_tokens(&summary);
             self.summary = Some(summary);
             self.emit(AgentEvent::Compacted {
                 tokens_before: outcome.tokens_before,
                 tokens_after: outcome.tokens_after,
             });
+            if outcome.tokens_after > limit {
+                self.compaction_short(
+                    outcome.tokens_after,
+                    limit,
+                    format!(
+                        "the last {COMPACT_KEEP_TURNS} user turns, which compaction keeps, are \
+                         ~{} tokens themselves (the summary ~{summary_tokens})",
+                        outcome.tokens_after.saturating_sub(summary_tokens)
+                    ),
+                );
+            }
         }
         Ok(())
+    }
+
+    /// Reports, once per loop, that the history stays past the threshold.
+    fn compaction_short(&mut self, tokens: u64, limit: u64, reason: String) {
+        if std::mem::replace(&mut self.compaction_short_said, true) {
+            return;
+        }
+        self.emit(AgentEvent::CompactionShort {
+            tokens,
+            limit,
+            reason,
+        });
     }
 
     fn turn(&mut self, prompt: &str, interrupt: &InterruptFlag) -> anyhow::Result<TurnOutcome> {
@@ -1037,6 +1090,8 @@ mod tests {
         let f = fixture();
         let mut c = config();
         c.compact_at_tokens = Some(1);
+        let short = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = short.clone();
         let mut agent = AgentLoop::open(
             &f.store,
             SessionTarget::New {
@@ -1045,7 +1100,12 @@ mod tests {
             c,
             Interrupts::new(),
         )
-        .unwrap();
+        .unwrap()
+        .on_event(move |e| {
+            if let AgentEvent::CompactionShort { reason, .. } = e {
+                seen.lock().unwrap().push(reason.clone());
+            }
+        });
         let flag = InterruptFlag::new();
         for prompt in ["first question", "second question", "third question"] {
             agent.run_turn(prompt, &flag).unwrap();
@@ -1056,7 +1116,12 @@ mod tests {
             "two user turns or fewer: nothing to trim"
         );
         agent.run_turn("fourth question", &flag).unwrap();
+        agent.run_turn("fifth question", &flag).unwrap();
         drop(agent);
+        // A 1-token threshold cannot be met: said once in the loop's life, not every turn.
+        let short = short.lock().unwrap();
+        assert_eq!(short.len(), 1, "{short:?}");
+        assert!(short[0].contains("last 2 user turns"), "{short:?}");
         let ev = events(&f, &id);
         let k = kinds(&ev);
         let at = k.iter().position(|k| *k == "compact.occurred").unwrap();
@@ -1073,7 +1138,7 @@ mod tests {
             .collect();
         assert_eq!(
             users,
-            ["second question", "third question", "fourth question"]
+            ["third question", "fourth question", "fifth question"]
         );
         let memory = f.store.compaction_memory(&id).unwrap().unwrap();
         let summary = &memory.latest_summary().unwrap().content;

@@ -362,6 +362,18 @@ fn print_event(e: &AgentEvent, json: bool, style: Style) {
                 ))
             );
         }
+        AgentEvent::CompactionShort {
+            tokens,
+            limit,
+            reason,
+        } => {
+            eprintln!(
+                "{}",
+                style.yellow(&format!(
+                    "the history stays above --compact-at {limit} (~{tokens} tokens): {reason}"
+                ))
+            );
+        }
         AgentEvent::ToolDenied { name, reason } => {
             eprintln!("{}", style.yellow(&format!("✗ {name} denied: {reason}")));
         }
