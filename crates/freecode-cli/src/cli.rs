@@ -45,6 +45,9 @@ pub enum Command {
     /// The share server.
     #[command(subcommand)]
     Sync(commands::share::SyncCommand),
+    /// The settings of config.json: list, get, set, path (the known keys and their defaults).
+    #[command(subcommand)]
+    Config(commands::config::ConfigCommand),
     /// Report leftovers, damage, links and loose modes in the home; `--fix` repairs them.
     Doctor(commands::doctor::DoctorArgs),
     /// Everything offline in one go, in a fresh home: a scripted agent run, the session list,
@@ -117,6 +120,7 @@ impl Cli {
             Command::Serve(args) => args.run(&home),
             Command::Share(cmd) => cmd.run(&home),
             Command::Sync(cmd) => cmd.run(&home),
+            Command::Config(cmd) => cmd.run(&home),
             Command::Doctor(args) => args.run(&home),
             Command::Demo(args) => args.run(explicit_home),
             Command::Schema(args) => args.run(),

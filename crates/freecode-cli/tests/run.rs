@@ -933,3 +933,331 @@ fn two_ctrl_c_within_a_second_exit_1_and_leave_every_file_whole() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+// ----- choosing the provider ------------------------------------------------------------------
+
+#[test]
+fn nothing_configured_the_scripted_provider_answers_with_a_notice_and_only_then() {
+    let ctx = Ctx::new();
+    let out = ctx.run(&["run", "hi"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let notices: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("no provider configured"))
+        .collect();
+    assert_eq!(notices.len(), 1, "{stderr}");
+    assert!(notices[0].contains("scripted provider"), "{stderr}");
+    // Asked for by name: no notice.
+    let out = ctx.run(&["run", "--provider", "scripted", "hi"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("no provider configured"), "{stderr}");
+    // An unknown provider is refused before any session is made.
+    let before = ctx.sessions().len();
+    let out = ctx.run(&["run", "--provider", "anthropic", "hi"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("\"anthropic\""), "{stderr}");
+    assert_eq!(ctx.sessions().len(), before);
+}
+
+#[test]
+fn a_key_without_a_base_url_goes_to_the_public_endpoint_never_the_scripted_provider() {
+    let ctx = Ctx::new();
+    // Without a model the public API cannot be called: refused before anything is written.
+    let out = ctx
+        .command(&["run", "hi"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("needs a model"), "{stderr}");
+    assert!(ctx.sessions().is_empty());
+    // With one it goes there (through a proxy that refuses, so the test stays offline).
+    let out = ctx
+        .command(&["run", "--model", "gpt-test", "hi"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("HTTPS_PROXY", "http://127.0.0.1:9")
+        .env("FREECODE_STALL_TIMEOUT_MS", "5000")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        !stdout.contains("I'll look around"),
+        "scripted answer: {stdout}"
+    );
+    assert!(!stderr.contains("no provider configured"), "{stderr}");
+    let id = ctx.only_session();
+    let meta = ctx.meta(&id);
+    assert_eq!(meta["provider"], "openai");
+    assert_eq!(meta["model"], "gpt-test");
+}
+
+/// A session of the original's pinned to `openai/gpt-5`, with one exchange.
+fn pinned_session(ctx: &Ctx) -> String {
+    let mock = MockOpenAi::start(vec![Reply::stream(vec![
+        text("First answer."),
+        finish("stop"),
+        usage(10, 3),
+    ])]);
+    let out = ctx.run(&["run", "--base-url", &mock.base_url, "first"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = ctx.only_session();
+    let path = ctx.session_dir(&id).join("meta.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    meta["provider"] = json!("openai");
+    meta["model"] = json!("gpt-5");
+    std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+    id
+}
+
+#[test]
+fn a_pinned_session_is_resumed_on_its_provider_and_model_or_refused_with_the_reason() {
+    let ctx = Ctx::new();
+    let id = pinned_session(&ctx);
+    let log_before = std::fs::read(ctx.session_dir(&id).join("messages.jsonl")).unwrap();
+    let refused = |args: &[&str], key: Option<&str>, want: &str| {
+        let mut cmd = ctx.command(args);
+        if let Some(k) = key {
+            cmd.env("OPENAI_API_KEY", k);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("cannot resume session {id}")) && stderr.contains(want),
+            "{args:?}: {stderr}"
+        );
+        let meta = ctx.meta(&id);
+        assert_eq!(
+            (meta["provider"].as_str(), meta["model"].as_str()),
+            (Some("openai"), Some("gpt-5"))
+        );
+        assert_eq!(
+            std::fs::read(ctx.session_dir(&id).join("messages.jsonl")).unwrap(),
+            log_before,
+            "{args:?} appended to the session"
+        );
+    };
+    // Nothing configured: the scripted provider never answers in it.
+    refused(
+        &["run", "--session", &id, "more"],
+        None,
+        "set OPENAI_API_KEY",
+    );
+    refused(&["run", "--continue", "more"], None, "set OPENAI_API_KEY");
+    // Asked for another provider.
+    refused(
+        &["run", "--provider", "scripted", "--session", &id, "more"],
+        Some("sk-test"),
+        "pinned to provider openai, not scripted",
+    );
+
+    // With its endpoint it goes on with its own model, and the pin stays.
+    let mock = MockOpenAi::start(vec![Reply::stream(vec![
+        text("Second answer."),
+        finish("stop"),
+        usage(20, 3),
+    ])]);
+    let out = ctx.run(&[
+        "run",
+        "--base-url",
+        &mock.base_url,
+        "--session",
+        &id,
+        "more",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mock.requests()[0].body["model"], "gpt-5");
+    let meta = ctx.meta(&id);
+    assert_eq!(meta["provider"], "openai");
+    assert_eq!(meta["model"], "gpt-5");
+
+    // A scripted session is not sent to a real endpoint either.
+    let out = ctx.run(&["run", "--provider", "scripted", "demo"]);
+    assert!(out.status.success());
+    let scripted = ctx.sessions().into_iter().find(|s| *s != id).unwrap();
+    let out = ctx.run(&[
+        "run",
+        "--base-url",
+        &mock.base_url,
+        "--session",
+        &scripted,
+        "x",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("pinned to the built-in scripted provider"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn config_json_chooses_the_provider_model_and_base_url_of_new_sessions() {
+    let ctx = Ctx::new();
+    let mock = MockOpenAi::start(vec![Reply::stream(vec![
+        text("Configured."),
+        finish("stop"),
+        usage(10, 3),
+    ])]);
+    for (k, v) in [
+        ("current.provider", "openai"),
+        ("current.model", "m-config"),
+        ("baseUrl", mock.base_url.as_str()),
+    ] {
+        let out = ctx.run(&["config", "set", k, v]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = ctx.run(&["run", "hi"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Configured.\n");
+    assert_eq!(mock.requests()[0].body["model"], "m-config");
+    let meta = ctx.meta(&ctx.only_session());
+    assert_eq!(meta["provider"], "openai-compatible");
+    assert_eq!(meta["model"], "m-config");
+}
+
+// ----- automatic compaction ---------------------------------------------------------------------
+
+/// Appends `pairs` user/assistant exchanges of ~300 characters each to the session's log.
+fn grow_history(ctx: &Ctx, id: &str, pairs: usize, prompt_chars: usize) {
+    use std::io::Write;
+    let path = ctx.session_dir(id).join("messages.jsonl");
+    let mut buf = String::new();
+    for i in 0..pairs {
+        for (role, text) in [
+            (
+                "user",
+                format!("question {i}: {}", "q".repeat(prompt_chars)),
+            ),
+            ("assistant", format!("answer {i}: {}", "a".repeat(300))),
+        ] {
+            let line = json!({
+                "id": format!("gen-{role}-{i}"),
+                "role": role,
+                "parts": [{"type": "text", "content": text}],
+                "timestamp": 1_700_000_000_000_i64 + i as i64,
+            });
+            buf.push_str(&line.to_string());
+            buf.push('\n');
+        }
+    }
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    f.write_all(buf.as_bytes()).unwrap();
+}
+
+#[test]
+fn automatic_compaction_brings_a_20000_message_history_under_the_threshold() {
+    let ctx = Ctx::new();
+    assert!(
+        ctx.run(&["run", "--provider", "scripted", "seed"])
+            .status
+            .success()
+    );
+    let id = ctx.only_session();
+    grow_history(&ctx, &id, 10_000, 300);
+    let started = Instant::now();
+    let out = ctx
+        .command(&[
+            "run",
+            "--session",
+            &id,
+            "--compact-at",
+            "100000",
+            "what now?",
+        ])
+        .env_remove("FREECODE_ROLLOUT")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("stays above"), "{stderr}");
+    assert!(stderr.contains("compacted the history"), "{stderr}");
+    // The summary kept to its budget (10% of the threshold), the history under the threshold.
+    let memory: Value = serde_json::from_slice(
+        &std::fs::read(ctx.home.join("memory").join(&id).join("memory.json")).unwrap(),
+    )
+    .unwrap();
+    let summary = memory["summaries"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let summary_tokens = summary["summaryTokenCount"].as_u64().unwrap();
+    assert!(summary_tokens <= 10_100, "{summary_tokens}");
+    assert!(
+        summary_tokens >= 9_000,
+        "the budget is used: {summary_tokens}"
+    );
+    let content = summary["content"].as_str().unwrap();
+    // The newest dropped prompt is in it (the last two user turns stay in the log).
+    assert!(
+        content.contains("- question 9997: "),
+        "the newest dropped prompt is kept"
+    );
+    assert!(!content.contains("question 9998: "));
+    assert!(!content.contains("- question 0: "));
+    assert!(
+        content.contains("left out to fit 10000 tokens"),
+        "{}",
+        &content[..200]
+    );
+    let events = ctx.events(&id);
+    let compact = of_type(&events, "compact.occurred");
+    assert_eq!(compact.len(), 1);
+    let after = compact[0]["afterTokens"].as_u64().unwrap();
+    assert!(compact[0]["beforeTokens"].as_u64().unwrap() > 1_000_000);
+    assert!(after < 100_000, "{after}");
+    // The log kept the last two user turns (and this turn's messages), not 20,000 lines.
+    let kept = ctx.messages(&id).len();
+    assert!(kept < 20, "{kept}");
+    eprintln!("compacting 20,002 messages and the turn took {took:?}");
+}
+
+#[test]
+fn compaction_that_cannot_reach_the_threshold_says_why_once() {
+    let ctx = Ctx::new();
+    assert!(
+        ctx.run(&["run", "--provider", "scripted", "seed"])
+            .status
+            .success()
+    );
+    let id = ctx.only_session();
+    // The last two user turns alone are ~2 × 1,000 tokens, above a 500-token threshold.
+    grow_history(&ctx, &id, 3, 4_000);
+    let out = ctx.run(&["run", "--session", &id, "--compact-at", "500", "next"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("stays above"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("--compact-at 500") && said[0].contains("the last 2 user turns"),
+        "{stderr}"
+    );
+}

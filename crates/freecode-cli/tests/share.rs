@@ -432,6 +432,82 @@ fn config_json_sets_the_endpoint_the_api_key_and_the_expiry() {
 }
 
 #[test]
+fn a_bad_config_json_stops_the_export_naming_file_line_and_column() {
+    let ctx = Ctx::new();
+    let (server, dir) = ctx.server(None);
+    // A trailing comma on line 3: the original warned and sent the session to its public
+    // default endpoint instead of this private one.
+    std::fs::write(
+        ctx.home.join("config.json"),
+        format!("{{\n  \"syncEndpoint\": \"{}\",\n}}\n", server.url),
+    )
+    .unwrap();
+    let out = ctx.run(&["session", "export", S1]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let want = format!(
+        "{}:3:1: invalid config.json",
+        ctx.home.join("config.json").display()
+    );
+    assert!(stderr(&out).contains(&want), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    // Every command that reads it says the same: the share list's revoke, the import of a URL.
+    let out = ctx.run(&["session", "import", "https://127.0.0.1:9/abc"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&want), "{}", stderr(&out));
+    let out = ctx.run(&["run", "hi"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&want), "{}", stderr(&out));
+    // Not an object at all.
+    std::fs::write(ctx.home.join("config.json"), "[1]").unwrap();
+    let out = ctx.run(&["session", "export", S1]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("1:1: invalid config.json: expected a JSON object"),
+        "{}",
+        stderr(&out)
+    );
+    // Nothing reached the server: no file in its blob store.
+    fn files(dir: &Path) -> usize {
+        std::fs::read_dir(dir).map_or(0, |d| {
+            d.map(|e| e.unwrap().path())
+                .map(|p| if p.is_dir() { files(&p) } else { 1 })
+                .sum()
+        })
+    }
+    assert_eq!(files(&dir), 0, "the server received something");
+}
+
+#[test]
+fn an_export_with_no_endpoint_explains_to_file_and_sync_endpoint() {
+    let ctx = Ctx::new();
+    let _ = std::fs::remove_file(ctx.home.join("config.json"));
+    for args in [
+        vec!["session", "export", S1],
+        vec!["session", "export", S1, "--dry-run"],
+    ] {
+        let out = ctx.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr(&out);
+        for word in ["--to", "--file", "syncEndpoint", "nothing was sent"] {
+            assert!(err.contains(word), "{args:?} lacks {word}: {err}");
+        }
+        assert!(out.stdout.is_empty());
+    }
+    assert!(
+        !ctx.home.join("shares.jsonl").exists()
+            || std::fs::read_to_string(ctx.home.join("shares.jsonl"))
+                .unwrap()
+                .lines()
+                .all(|l| !l.contains(S1)),
+        "no share was recorded"
+    );
+    // --to alone is enough.
+    let (server, _) = ctx.server(None);
+    let out = ctx.ok(&["session", "export", S1, "--to", &server.url]);
+    assert!(out.trim().starts_with(&server.url), "{out}");
+}
+
+#[test]
 fn file_bundles_and_the_originals_formats_import_and_bad_files_do_not() {
     let ctx = Ctx::new();
     // Local variant: remote/<id>.json, 0600.

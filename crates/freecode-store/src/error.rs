@@ -116,6 +116,19 @@ pub enum StoreError {
         /// The command that fixes it.
         fix: String,
     },
+    /// `config.json` that is not a JSON object: every command that reads it stops here rather
+    /// than run on defaults the user did not choose.
+    #[error("{}:{line}:{column}: invalid config.json: {message}", path.display())]
+    BadConfig {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the fault.
+        line: usize,
+        /// 1-based column of the fault.
+        column: usize,
+        /// What is wrong there.
+        message: String,
+    },
     /// A file past the size a reader accepts for it.
     #[error("{} is larger than {} ({what}); refusing to read it", path.display(), human_bytes(*cap))]
     TooLarge {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use freecode_core::SessionId;
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::fsutil;
 
 /// Environment variable that overrides the home directory.
@@ -84,19 +84,40 @@ impl Home {
         self.root.join("config.json")
     }
 
-    /// `config.json` as JSON, read afresh: `Null` when missing or unreadable, and when it does
-    /// not parse (with a warning) — the original falls back to its defaults the same way.
-    pub fn read_config(&self) -> serde_json::Value {
+    /// `config.json` as JSON, read afresh: `Null` when there is none, else its object. A file
+    /// that does not parse, or is not a JSON object, is [`StoreError::BadConfig`] naming the
+    /// file, line and column; one that cannot be read is the read's error. (The original fell
+    /// back to its defaults, which sent shares to a public endpoint instead of the configured
+    /// private one.)
+    pub fn read_config(&self) -> Result<serde_json::Value> {
         let path = self.config_file();
-        match fsutil::read_bounded(&path, CONFIG_MAX_BYTES, "config.json") {
-            Ok(Some(bytes)) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-                tracing::warn!(path = %path.display(), error = %e, "config.json is not valid JSON; using defaults");
-                serde_json::Value::Null
+        let Some(bytes) = fsutil::read_bounded(&path, CONFIG_MAX_BYTES, "config.json")? else {
+            return Ok(serde_json::Value::Null);
+        };
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v @ serde_json::Value::Object(_)) => Ok(v),
+            Ok(other) => Err(StoreError::BadConfig {
+                path,
+                line: 1,
+                column: 1,
+                message: format!(
+                    "expected a JSON object {{\"key\": value, …}}, found {}",
+                    json_kind(&other)
+                ),
             }),
-            Ok(None) => serde_json::Value::Null,
             Err(e) => {
-                tracing::warn!(error = %e, "config.json cannot be read; using defaults");
-                serde_json::Value::Null
+                let message = e.to_string();
+                // serde_json appends " at line L column C"; the position is given up front.
+                let message = match message.rfind(" at line ") {
+                    Some(i) => message[..i].to_owned(),
+                    None => message,
+                };
+                Err(StoreError::BadConfig {
+                    path,
+                    line: e.line().max(1),
+                    column: e.column().max(1),
+                    message,
+                })
             }
         }
     }
@@ -134,5 +155,16 @@ impl Home {
             return Ok(());
         }
         fsutil::create_dir_private(&self.sessions_dir())
+    }
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
     }
 }

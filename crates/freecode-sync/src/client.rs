@@ -25,8 +25,6 @@ use crate::crypto::{self, CryptoError, ShareKey};
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest body a download reads.
 pub const MAX_DOWNLOAD: u64 = 64 * 1024 * 1024;
-/// The endpoint when `config.json` names none.
-pub const DEFAULT_ENDPOINT: &str = "https://sync.freecode.dev";
 /// Default share lifetime, days (`syncUrlExpiryDays`).
 pub const DEFAULT_EXPIRY_DAYS: u64 = 7;
 
@@ -100,7 +98,17 @@ pub enum ClientError {
         /// What was wrong.
         why: String,
     },
-    /// The local share log failed.
+    /// No server given (`--to`) and none configured (`syncEndpoint`): nothing was contacted.
+    #[error(
+        "no share server configured, so nothing was sent: pass --to URL for this export, \
+         --file [PATH] to write the bundle locally instead, or set syncEndpoint in {config} \
+         (`freecode config set syncEndpoint https://…`)"
+    )]
+    NoEndpoint {
+        /// The `config.json` that names none.
+        config: String,
+    },
+    /// The local share log (or `config.json`) failed.
     #[error(transparent)]
     Store(#[from] freecode_store::StoreError),
     /// The session could not be exported.
@@ -423,19 +431,22 @@ fn status_error(url: &str, status: u16, body: &[u8]) -> ClientError {
 /// The sync settings of `config.json`: `syncEndpoint`, `syncApiKey`, `syncUrlExpiryDays`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncConfig {
-    /// Where shares go.
-    pub endpoint: String,
+    /// Where shares go; `None` when `config.json` names no server.
+    pub endpoint: Option<String>,
     /// Bearer token for uploads.
     pub api_key: Option<String>,
     /// Default share lifetime.
     pub expiry_days: u64,
+    /// The `config.json` read (named when no endpoint is configured).
+    pub file: std::path::PathBuf,
 }
 
 impl SyncConfig {
-    /// Reads `config.json`; a missing file, bad JSON or empty values give the defaults (as the
-    /// original), with a warning for bad JSON.
-    pub fn load(home: &Home) -> Self {
-        let v = home.read_config();
+    /// Reads `config.json`; a missing file or empty values give the defaults (no endpoint,
+    /// no key, [`DEFAULT_EXPIRY_DAYS`]); a file that does not parse is an error naming its line
+    /// and column.
+    pub fn load(home: &Home) -> Result<Self, freecode_store::StoreError> {
+        let v = home.read_config()?;
         let s = |k: &str| {
             v.get(k)
                 .and_then(|x| x.as_str())
@@ -443,15 +454,26 @@ impl SyncConfig {
                 .filter(|x| !x.is_empty())
                 .map(str::to_owned)
         };
-        Self {
-            endpoint: s("syncEndpoint").unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()),
+        Ok(Self {
+            endpoint: s("syncEndpoint"),
             api_key: s("syncApiKey"),
             expiry_days: v
                 .get("syncUrlExpiryDays")
                 .and_then(serde_json::Value::as_u64)
                 .filter(|d| *d > 0)
                 .unwrap_or(DEFAULT_EXPIRY_DAYS),
-        }
+            file: home.config_file(),
+        })
+    }
+
+    /// The server to use: `to` (a `--to` flag), else `syncEndpoint`, else
+    /// [`ClientError::NoEndpoint`] explaining the choices.
+    pub fn endpoint_or(&self, to: Option<&str>) -> Result<String, ClientError> {
+        to.map(str::to_owned)
+            .or_else(|| self.endpoint.clone())
+            .ok_or_else(|| ClientError::NoEndpoint {
+                config: self.file.display().to_string(),
+            })
     }
 
     /// The share lifetime: `requested`, else `syncUrlExpiryDays`.
@@ -500,7 +522,9 @@ pub fn share_session(
     id: &freecode_core::SessionId,
     opts: &ShareOptions,
 ) -> Result<SessionShare, ClientError> {
-    let config = SyncConfig::load(store.home());
+    let config = SyncConfig::load(store.home())?;
+    // Decided before anything is exported or contacted.
+    let endpoint = config.endpoint_or(opts.to.as_deref())?;
     let lifetime = config.lifetime(opts.expires_in);
     let now = freecode_store::now_ms();
     let bundle = freecode_store::share::export_bundle(
@@ -513,7 +537,6 @@ pub fn share_session(
             expires_at: Some(expires_at(now, lifetime)),
         },
     )?;
-    let endpoint = opts.to.clone().unwrap_or(config.endpoint);
     let shared =
         Client::new(config.api_key).share(&endpoint, &bundle, opts.plain, Some(lifetime))?;
     let logged = ShareLog::new(store.home()).add(&ShareRecord {

@@ -23,7 +23,7 @@
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use freecode_core::compaction::{extractive_summary, keep_last_n_user_turns};
+use freecode_core::compaction::{extractive_summary_within, keep_last_n_user_turns};
 use freecode_core::memory::estimate_tokens;
 use freecode_core::message::Role;
 use freecode_core::rollout::{EventKind, ModelErrorKind};
@@ -37,7 +37,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::messages::build_prompt;
-use super::provider::{ChatRequest, Provider, ProviderConfig, Wire};
+use super::provider::{ChatRequest, Family, Provider, ProviderConfig, Wire};
 use super::signals::{InterruptFlag, Interrupts};
 use super::sse::{Completion, Delta, SseParser};
 use super::tools::{Decision, PermissionMode, Tools};
@@ -50,6 +50,10 @@ const PROVIDER_DEFAULT: &str = "(provider default)";
 pub const COMPACT_KEEP_TURNS: usize = 2;
 /// The history size (estimated tokens) past which a turn starts by compacting, by default.
 pub const DEFAULT_COMPACT_AT_TOKENS: u64 = 100_000;
+/// The automatic summary's budget is the threshold divided by this (10%)…
+const SUMMARY_SHARE: u64 = 10;
+/// …and at least this many estimated tokens.
+const SUMMARY_MIN_TOKENS: u64 = 256;
 /// The tool output recorded for a tool stopped by Ctrl+C.
 pub const INTERRUPTED_OUTPUT: &str = "interrupted";
 
@@ -103,12 +107,6 @@ pub enum SessionTarget {
     /// An existing session (resumed: an interrupted one gets "Continue from where you left
     /// off." and becomes active).
     Resume(SessionId),
-    /// The project's most recently active session that is active or interrupted, else a new
-    /// one.
-    Continue {
-        /// The project directory.
-        project: String,
-    },
 }
 
 /// What the loop reports while it runs (for printing or streaming to a client).
@@ -145,6 +143,16 @@ pub enum AgentEvent {
         tokens_before: u64,
         /// Estimated tokens after (kept messages plus the summary).
         tokens_after: u64,
+    },
+    /// The history is past the threshold and compaction cannot bring it under (said once per
+    /// loop).
+    CompactionShort {
+        /// Estimated tokens of the history (kept messages plus the summary, when compacted).
+        tokens: u64,
+        /// The threshold.
+        limit: u64,
+        /// Why it cannot be brought under.
+        reason: String,
     },
 }
 
@@ -265,6 +273,8 @@ pub struct AgentLoop {
     /// The next turn's number: past both `turnCount` and every turn id in the log, so ids stay
     /// unique even after a run that died before ending its turn.
     next_turn: u64,
+    /// Whether the loop has said that compaction cannot bring the history under the threshold.
+    compaction_short_said: bool,
 }
 
 impl std::fmt::Debug for AgentLoop {
@@ -288,6 +298,23 @@ fn title_from(prompt: &str) -> String {
         t.push('…');
     }
     t
+}
+
+/// The session `--continue` resumes in `project` (else it starts a new one): its most recent active or interrupted one
+/// that is not an import no turn has run in (someone else's history, whatever its times say:
+/// resumed by id only).
+pub fn continue_candidate(
+    store: &SessionStore,
+    project: &str,
+) -> anyhow::Result<Option<SessionMeta>> {
+    let listing = store.list(&ListFilter {
+        project_path: Some(project.to_owned()),
+        ..ListFilter::default()
+    })?;
+    Ok(listing.sessions.into_iter().find(|m| {
+        matches!(m.status, SessionStatus::Active | SessionStatus::Interrupted)
+            && !m.is_untouched_import()
+    }))
 }
 
 impl AgentLoop {
@@ -316,22 +343,6 @@ impl AgentLoop {
         let id = match target {
             SessionTarget::New { project } => new_session(project)?,
             SessionTarget::Resume(id) => id,
-            SessionTarget::Continue { project } => {
-                let listing = store.list(&ListFilter {
-                    project_path: Some(project.clone()),
-                    ..ListFilter::default()
-                })?;
-                // An import no turn has run in yet is someone else's history, whatever its
-                // times say: it is resumed by id only.
-                let found = listing.sessions.into_iter().find(|m| {
-                    matches!(m.status, SessionStatus::Active | SessionStatus::Interrupted)
-                        && !m.is_untouched_import()
-                });
-                match found {
-                    Some(m) => SessionId::new(m.id)?,
-                    None => new_session(project)?,
-                }
-            }
         };
         let found = store.meta(&id)?;
         if found.project_path_from_bundle() {
@@ -349,24 +360,34 @@ impl AgentLoop {
         let context = store.resume(&id)?;
         let mut writer = store.writer(&id)?;
         let mut meta = context.meta;
-        // The pinned model belongs to the pinned provider: a session resumed on another
-        // provider starts from that provider's default (or the explicit model).
-        let same_provider = meta.provider == provider_name;
+        // A session keeps the provider it is pinned to: its history is that provider's
+        // conversation (canned answers must never be appended to a real one, nor a real one
+        // sent to the scripted provider). Only an unpinned session takes the loop's provider.
+        let unpinned = meta.provider.trim().is_empty();
+        if !unpinned && Family::of(&meta.provider) != Some(config.provider.family()) {
+            return Err(crate::UserError(format!(
+                "cannot resume session {id}: it is pinned to provider {}{}, not {provider_name}; \
+                 start a new session to use {provider_name}",
+                meta.provider,
+                meta.model
+                    .as_deref()
+                    .map(|m| format!("/{m}"))
+                    .unwrap_or_default(),
+            ))
+            .into());
+        }
+        // The pinned model stays unless a model is given explicitly.
         let model = config
             .model
             .clone()
-            .or_else(|| meta.model.clone().filter(|_| same_provider))
+            .or_else(|| meta.model.clone())
             .or_else(|| config.provider.default_model());
-        if meta.model != model || !same_provider {
-            if !same_provider {
-                tracing::info!(
-                    "session {id} moves from provider {} to {provider_name}",
-                    meta.provider
-                );
-            }
+        if meta.model != model || unpinned {
             meta = writer.update_meta(|m| {
                 m.model = model;
-                m.provider = provider_name.to_owned();
+                if unpinned {
+                    m.provider = provider_name.to_owned();
+                }
             })?;
         }
         let project = std::path::PathBuf::from(&meta.project_path);
@@ -405,6 +426,7 @@ impl AgentLoop {
             target: None,
             resumed_after_interrupt: was_interrupted,
             next_turn,
+            compaction_short_said: false,
         })
     }
 
@@ -498,21 +520,57 @@ impl AgentLoop {
         }
         let cut = keep_last_n_user_turns(&self.messages, COMPACT_KEEP_TURNS)?;
         if cut == 0 {
+            self.compaction_short(
+                tokens,
+                limit,
+                format!(
+                    "the whole history is its last {COMPACT_KEEP_TURNS} user turns, which \
+                     compaction keeps"
+                ),
+            );
             return Ok(());
         }
-        let summary = extractive_summary(self.summary.as_deref(), &self.messages[..cut]);
+        // The summary has a budget, a small fraction of the threshold, so that it never grows
+        // with the history it replaces.
+        let budget = (limit / SUMMARY_SHARE).max(SUMMARY_MIN_TOKENS);
+        let summary =
+            extractive_summary_within(self.summary.as_deref(), &self.messages[..cut], budget);
         let outcome =
             self.writer
                 .compact(COMPACT_KEEP_TURNS, &summary, Some(&mut self.recorder))?;
         if outcome.compacted {
             self.messages = read_messages_at(&self.writer.paths().messages())?.messages;
+            let summary_tokens = estimate_tokens(&summary);
             self.summary = Some(summary);
             self.emit(AgentEvent::Compacted {
                 tokens_before: outcome.tokens_before,
                 tokens_after: outcome.tokens_after,
             });
+            if outcome.tokens_after > limit {
+                self.compaction_short(
+                    outcome.tokens_after,
+                    limit,
+                    format!(
+                        "the last {COMPACT_KEEP_TURNS} user turns, which compaction keeps, are \
+                         ~{} tokens themselves (the summary ~{summary_tokens})",
+                        outcome.tokens_after.saturating_sub(summary_tokens)
+                    ),
+                );
+            }
         }
         Ok(())
+    }
+
+    /// Reports, once per loop, that the history stays past the threshold.
+    fn compaction_short(&mut self, tokens: u64, limit: u64, reason: String) {
+        if std::mem::replace(&mut self.compaction_short_said, true) {
+            return;
+        }
+        self.emit(AgentEvent::CompactionShort {
+            tokens,
+            limit,
+            reason,
+        });
     }
 
     fn turn(&mut self, prompt: &str, interrupt: &InterruptFlag) -> anyhow::Result<TurnOutcome> {
@@ -1032,6 +1090,8 @@ mod tests {
         let f = fixture();
         let mut c = config();
         c.compact_at_tokens = Some(1);
+        let short = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = short.clone();
         let mut agent = AgentLoop::open(
             &f.store,
             SessionTarget::New {
@@ -1040,7 +1100,12 @@ mod tests {
             c,
             Interrupts::new(),
         )
-        .unwrap();
+        .unwrap()
+        .on_event(move |e| {
+            if let AgentEvent::CompactionShort { reason, .. } = e {
+                seen.lock().unwrap().push(reason.clone());
+            }
+        });
         let flag = InterruptFlag::new();
         for prompt in ["first question", "second question", "third question"] {
             agent.run_turn(prompt, &flag).unwrap();
@@ -1051,7 +1116,12 @@ mod tests {
             "two user turns or fewer: nothing to trim"
         );
         agent.run_turn("fourth question", &flag).unwrap();
+        agent.run_turn("fifth question", &flag).unwrap();
         drop(agent);
+        // A 1-token threshold cannot be met: said once in the loop's life, not every turn.
+        let short = short.lock().unwrap();
+        assert_eq!(short.len(), 1, "{short:?}");
+        assert!(short[0].contains("last 2 user turns"), "{short:?}");
         let ev = events(&f, &id);
         let k = kinds(&ev);
         let at = k.iter().position(|k| *k == "compact.occurred").unwrap();
@@ -1068,7 +1138,7 @@ mod tests {
             .collect();
         assert_eq!(
             users,
-            ["second question", "third question", "fourth question"]
+            ["third question", "fourth question", "fifth question"]
         );
         let memory = f.store.compaction_memory(&id).unwrap().unwrap();
         let summary = &memory.latest_summary().unwrap().content;
@@ -1219,7 +1289,7 @@ mod tests {
     }
 
     #[test]
-    fn the_model_pin_follows_its_provider() {
+    fn a_pinned_session_keeps_its_provider_and_model() {
         let f = fixture();
         let agent = open(
             &f,
@@ -1230,23 +1300,31 @@ mod tests {
         let id = agent.session_id().clone();
         assert_eq!(agent.meta().model.as_deref(), Some("scripted-1"));
         drop(agent);
-        // Resumed on another provider: the old pin is not sent there.
+        // Resumed on another provider: refused, with the reason, and nothing changes.
         let mut cfg = config();
         cfg.provider = ProviderConfig::OpenAi {
+            name: crate::agent::provider::OPENAI_COMPATIBLE,
             base_url: "http://127.0.0.1:9/v1".into(),
             api_key: None,
+            default_model: None,
         };
-        let agent = AgentLoop::open(
+        let err = AgentLoop::open(
             &f.store,
             SessionTarget::Resume(id.clone()),
-            cfg.clone(),
+            cfg,
             Interrupts::new(),
         )
-        .unwrap();
-        assert_eq!(agent.meta().provider, "openai-compatible");
-        assert_eq!(agent.meta().model, None);
-        drop(agent);
+        .unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            msg.contains("pinned to provider scripted/scripted-1, not openai-compatible"),
+            "{msg}"
+        );
+        let meta = f.store.meta(&id).unwrap();
+        assert_eq!(meta.provider, "scripted");
+        assert_eq!(meta.model.as_deref(), Some("scripted-1"));
         // An explicit model is pinned, and kept by the next resume.
+        let mut cfg = config();
         cfg.model = Some("m-2".into());
         drop(
             AgentLoop::open(

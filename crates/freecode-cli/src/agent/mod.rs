@@ -19,6 +19,5 @@ pub mod sse;
 pub mod tools;
 
 pub use agent_loop::{AgentConfig, AgentEvent, AgentLoop, SessionTarget, TurnOutcome, TurnStatus};
-pub use provider::ProviderConfig;
 pub use signals::{InterruptFlag, Interrupts};
 pub use tools::PermissionMode;

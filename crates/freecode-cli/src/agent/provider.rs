@@ -13,8 +13,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-/// Provider id recorded for an OpenAI-compatible endpoint.
+/// Provider id recorded for an OpenAI-compatible endpoint named by its base URL.
 pub const OPENAI_COMPATIBLE: &str = "openai-compatible";
+/// Provider id recorded for the OpenAI API at its public endpoint (a key, no base URL).
+pub const OPENAI: &str = "openai";
+/// Where a key without a base URL goes: the OpenAI API's public endpoint.
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// Provider id of the built-in scripted provider.
 pub const SCRIPTED: &str = "scripted";
 /// The scripted provider's model.
@@ -27,10 +31,14 @@ const ERROR_BODY_BYTES: u64 = 2048;
 pub enum ProviderConfig {
     /// An OpenAI-compatible endpoint.
     OpenAi {
+        /// The id recorded in meta: [`OPENAI`] or [`OPENAI_COMPATIBLE`].
+        name: &'static str,
         /// The base URL, e.g. `https://api.openai.com/v1`; `/chat/completions` is appended.
         base_url: String,
         /// Sent as `Authorization: Bearer …` when set.
         api_key: Option<String>,
+        /// The model when none is given or pinned (`current.model` of `config.json`).
+        default_model: Option<String>,
     },
     /// The built-in scripted provider.
     Scripted {
@@ -39,19 +47,47 @@ pub enum ProviderConfig {
     },
 }
 
+/// The two kinds of provider this binary can call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// The OpenAI chat-completions API (`openai`, `openai-compatible`).
+    OpenAi,
+    /// The built-in scripted provider (`scripted`).
+    Scripted,
+}
+
+impl Family {
+    /// The family of a recorded provider id; `None` for one this binary cannot call.
+    pub fn of(provider: &str) -> Option<Self> {
+        match provider.trim() {
+            OPENAI | OPENAI_COMPATIBLE => Some(Self::OpenAi),
+            SCRIPTED => Some(Self::Scripted),
+            _ => None,
+        }
+    }
+}
+
 impl ProviderConfig {
     /// The provider id recorded in meta and the rollout log.
     pub fn name(&self) -> &'static str {
         match self {
-            Self::OpenAi { .. } => OPENAI_COMPATIBLE,
+            Self::OpenAi { name, .. } => name,
             Self::Scripted { .. } => SCRIPTED,
         }
     }
 
-    /// The model used when none is configured or pinned.
+    /// Which kind of provider this is.
+    pub fn family(&self) -> Family {
+        match self {
+            Self::OpenAi { .. } => Family::OpenAi,
+            Self::Scripted { .. } => Family::Scripted,
+        }
+    }
+
+    /// The model used when none is given or pinned.
     pub fn default_model(&self) -> Option<String> {
         match self {
-            Self::OpenAi { .. } => None,
+            Self::OpenAi { default_model, .. } => default_model.clone(),
             Self::Scripted { .. } => Some(SCRIPTED_MODEL.to_owned()),
         }
     }
@@ -59,7 +95,9 @@ impl ProviderConfig {
     /// A provider; `stall` bounds how long an abandoned worker may block on a silent read.
     pub fn build(&self, stall: Duration) -> Box<dyn Provider> {
         match self {
-            Self::OpenAi { base_url, api_key } => Box::new(OpenAiProvider::new(
+            Self::OpenAi {
+                base_url, api_key, ..
+            } => Box::new(OpenAiProvider::new(
                 base_url.clone(),
                 api_key.clone(),
                 stall,
@@ -67,6 +105,203 @@ impl ProviderConfig {
             Self::Scripted { chunk_delay } => Box::new(ScriptedProvider {
                 chunk_delay: *chunk_delay,
             }),
+        }
+    }
+}
+
+/// Everything that may choose a provider, gathered from flags, the environment and
+/// `config.json`; [`ProviderInputs::resolve`] decides.
+#[derive(Debug, Clone, Default)]
+pub struct ProviderInputs {
+    /// `--provider`.
+    pub provider: Option<String>,
+    /// `--base-url`, else `OPENAI_BASE_URL`.
+    pub base_url: Option<String>,
+    /// `OPENAI_API_KEY`.
+    pub api_key: Option<String>,
+    /// `current.provider` of `config.json`.
+    pub configured_provider: Option<String>,
+    /// `current.model` of `config.json`.
+    pub configured_model: Option<String>,
+    /// `baseUrl` of `config.json`.
+    pub configured_base_url: Option<String>,
+    /// An explicit model (`--model`, `FREECODE_MODEL`).
+    pub model: Option<String>,
+    /// The scripted provider's pause between chunks.
+    pub chunk_delay: Duration,
+}
+
+/// A decided provider, and the one line to tell the user when the choice was not theirs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The provider.
+    pub config: ProviderConfig,
+    /// Printed on stderr (the scripted provider answering though nobody asked for it).
+    pub notice: Option<String>,
+}
+
+fn non_empty(s: &Option<String>) -> Option<&str> {
+    s.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+impl ProviderInputs {
+    /// The provider for a session pinned to `pinned` (its meta's `provider`; `None` or empty
+    /// for a new session). A pinned session keeps its provider: the choice is refused, with the
+    /// reason, when it names another one or when the pinned one cannot be reached with what is
+    /// configured. A new session takes `--provider`, else `current.provider`, else a base URL
+    /// (`--base-url`, `OPENAI_BASE_URL`, `baseUrl`), else a key alone (the OpenAI API's public
+    /// endpoint), else — nothing configured — the scripted provider, with a notice.
+    pub fn resolve(&self, pinned: Option<&str>) -> Result<Resolved, String> {
+        let base_url = non_empty(&self.base_url).or(non_empty(&self.configured_base_url));
+        if let Some(url) = base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(format!(
+                "the base URL must be an http:// or https:// URL, not {url:?}"
+            ));
+        }
+        if let Some(pin) = pinned.map(str::trim).filter(|p| !p.is_empty()) {
+            return self.resolve_pinned(pin, base_url);
+        }
+        if let Some(p) = non_empty(&self.provider) {
+            return self.named(p, base_url, "--provider");
+        }
+        if let Some(p) = non_empty(&self.configured_provider) {
+            return self.named(p, base_url, "current.provider in config.json");
+        }
+        if base_url.is_some() || non_empty(&self.api_key).is_some() {
+            return self.named(OPENAI, base_url, "OPENAI_API_KEY");
+        }
+        Ok(Resolved {
+            config: ProviderConfig::Scripted {
+                chunk_delay: self.chunk_delay,
+            },
+            notice: Some(
+                "no provider configured (--provider, --base-url, OPENAI_API_KEY or \
+                 current.provider in config.json): the built-in scripted provider answers"
+                    .to_owned(),
+            ),
+        })
+    }
+
+    fn resolve_pinned(&self, pin: &str, base_url: Option<&str>) -> Result<Resolved, String> {
+        let Some(family) = Family::of(pin) else {
+            return Err(format!(
+                "it is pinned to provider {pin:?}, which freecode run cannot call (it speaks \
+                 the OpenAI chat-completions API, or runs its built-in scripted provider); \
+                 start a new session instead"
+            ));
+        };
+        if let Some(asked) = non_empty(&self.provider)
+            && Family::of(asked) != Some(family)
+        {
+            return Err(format!(
+                "it is pinned to provider {pin}, not {asked}: a session's history stays with \
+                 its provider; start a new session to use {asked}"
+            ));
+        }
+        match family {
+            Family::Scripted => {
+                if let Some(url) = non_empty(&self.base_url) {
+                    return Err(format!(
+                        "it is pinned to the built-in scripted provider, so its history is \
+                         canned answers; it is not sent to {url}: start a new session there"
+                    ));
+                }
+                Ok(Resolved {
+                    config: ProviderConfig::Scripted {
+                        chunk_delay: self.chunk_delay,
+                    },
+                    notice: non_empty(&self.provider).is_none().then(|| {
+                        "the session is pinned to the built-in scripted provider: it answers"
+                            .to_owned()
+                    }),
+                })
+            }
+            Family::OpenAi => {
+                let name = if pin == OPENAI {
+                    OPENAI
+                } else {
+                    OPENAI_COMPATIBLE
+                };
+                let base_url = match base_url {
+                    Some(u) => u.to_owned(),
+                    None if name == OPENAI => OPENAI_DEFAULT_BASE_URL.to_owned(),
+                    None => {
+                        return Err(
+                            "it is pinned to an OpenAI-compatible endpoint, whose URL is not \
+                             recorded: pass --base-url URL (or set OPENAI_BASE_URL, or baseUrl \
+                             with `freecode config set baseUrl URL`)"
+                                .to_owned(),
+                        );
+                    }
+                };
+                let api_key = non_empty(&self.api_key).map(str::to_owned);
+                if base_url == OPENAI_DEFAULT_BASE_URL && api_key.is_none() {
+                    return Err(format!(
+                        "it is pinned to provider {pin}, whose public endpoint needs a key: set \
+                         OPENAI_API_KEY (or pass --base-url for a compatible server)"
+                    ));
+                }
+                Ok(Resolved {
+                    config: ProviderConfig::OpenAi {
+                        name,
+                        base_url,
+                        api_key,
+                        default_model: non_empty(&self.configured_model).map(str::to_owned),
+                    },
+                    notice: None,
+                })
+            }
+        }
+    }
+
+    /// A new session on the provider `p`, named by `source`.
+    fn named(&self, p: &str, base_url: Option<&str>, source: &str) -> Result<Resolved, String> {
+        match Family::of(p) {
+            Some(Family::Scripted) => Ok(Resolved {
+                config: ProviderConfig::Scripted {
+                    chunk_delay: self.chunk_delay,
+                },
+                notice: None,
+            }),
+            Some(Family::OpenAi) => {
+                let api_key = non_empty(&self.api_key).map(str::to_owned);
+                let default_model = non_empty(&self.configured_model).map(str::to_owned);
+                let (name, base_url) = match base_url {
+                    Some(u) => (OPENAI_COMPATIBLE, u.to_owned()),
+                    None => {
+                        if api_key.is_none() {
+                            return Err(format!(
+                                "{source} asks for the OpenAI API, whose public endpoint needs a \
+                                 key: set OPENAI_API_KEY (or pass --base-url for a compatible \
+                                 server)"
+                            ));
+                        }
+                        if non_empty(&self.model).is_none() && default_model.is_none() {
+                            return Err(format!(
+                                "the OpenAI API ({OPENAI_DEFAULT_BASE_URL}) needs a model: pass \
+                                 --model M (or set FREECODE_MODEL, or current.model with \
+                                 `freecode config set current.model M`)"
+                            ));
+                        }
+                        (OPENAI, OPENAI_DEFAULT_BASE_URL.to_owned())
+                    }
+                };
+                Ok(Resolved {
+                    config: ProviderConfig::OpenAi {
+                        name,
+                        base_url,
+                        api_key,
+                        default_model,
+                    },
+                    notice: None,
+                })
+            }
+            None => Err(format!(
+                "{source} names provider {p:?}, which freecode run cannot call: use {OPENAI} \
+                 (any OpenAI-compatible endpoint, with --base-url) or {SCRIPTED}"
+            )),
         }
     }
 }

@@ -53,7 +53,14 @@ impl DemoArgs {
             argv.extend_from_slice(args);
             Cli::try_parse_from(argv)?.run()
         };
-        step(&["run", "--project", &project_s, &self.prompt])?;
+        step(&[
+            "run",
+            "--provider",
+            "scripted",
+            "--project",
+            &project_s,
+            &self.prompt,
+        ])?;
         step(&["session", "list"])?;
         step(&["trace", "--last"])?;
 

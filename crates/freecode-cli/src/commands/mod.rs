@@ -1,5 +1,6 @@
 //! One module per top-level command.
 
+pub mod config;
 pub mod demo;
 pub mod doctor;
 pub mod index;

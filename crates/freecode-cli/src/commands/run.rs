@@ -1,6 +1,8 @@
 //! `freecode run`: one agent turn on a prompt, against an OpenAI-compatible endpoint
-//! (`--base-url` / `OPENAI_BASE_URL`, key in `OPENAI_API_KEY`) or, with no endpoint configured,
-//! the scripted provider built into the binary.
+//! (`--base-url` / `OPENAI_BASE_URL` / `baseUrl`, key in `OPENAI_API_KEY`; a key alone goes to
+//! the OpenAI API's public endpoint) or the scripted provider built into the binary — when asked
+//! (`--provider scripted`) or when nothing is configured, with a notice. A resumed session
+//! keeps the provider and model it is pinned to, or the run is refused with the reason.
 //!
 //! The streamed answer goes to stdout as it arrives (with `--json`: one JSON object at the end
 //! instead), tool activity and a one-line summary to stderr. Ctrl+C stops the turn, saves what
@@ -16,9 +18,10 @@ use anyhow::Context;
 use freecode_core::SessionId;
 use freecode_store::{Home, SessionStore};
 
+use crate::agent::provider::{ProviderInputs, Resolved};
 use crate::agent::{
-    AgentConfig, AgentEvent, AgentLoop, InterruptFlag, Interrupts, PermissionMode, ProviderConfig,
-    SessionTarget, TurnOutcome, TurnStatus,
+    AgentConfig, AgentEvent, AgentLoop, InterruptFlag, Interrupts, PermissionMode, SessionTarget,
+    TurnOutcome, TurnStatus,
 };
 use crate::render::Style;
 use crate::{Interrupted, UserError};
@@ -39,8 +42,13 @@ pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
 pub struct RunArgs {
     /// The prompt.
     pub prompt: String,
-    /// Base URL of an OpenAI-compatible API (e.g. http://localhost:8080/v1); without one the
-    /// built-in scripted provider answers. The key is read from OPENAI_API_KEY.
+    /// The provider of a new session: openai (any OpenAI-compatible endpoint) or scripted
+    /// (built in) [default: current.provider of config.json, else openai when a base URL or
+    /// OPENAI_API_KEY is set, else scripted, with a notice]. A resumed session keeps its own.
+    #[arg(long, value_name = "P")]
+    pub provider: Option<String>,
+    /// Base URL of an OpenAI-compatible API (e.g. http://localhost:8080/v1) [default: baseUrl
+    /// of config.json; with only OPENAI_API_KEY, the OpenAI API's public endpoint].
     #[arg(long, env = "OPENAI_BASE_URL", value_name = "URL")]
     pub base_url: Option<String>,
     /// The model [default: the session's pinned model, else the provider's]; pinned in the
@@ -105,34 +113,64 @@ fn stall_timeout_from_env() -> anyhow::Result<Option<Duration>> {
     }
 }
 
-/// The provider for `base_url` (key in `OPENAI_API_KEY`), or with none the scripted provider
-/// built into the binary (`FREECODE_SCRIPTED_DELAY_MS` between chunks, default 30).
-pub fn provider_config(base_url: Option<&str>) -> anyhow::Result<ProviderConfig> {
-    match base_url.map(str::trim).filter(|u| !u.is_empty()) {
-        Some(url) => {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(UserError(format!(
-                    "--base-url must be an http:// or https:// URL, not {url:?}"
-                ))
-                .into());
-            }
-            Ok(ProviderConfig::OpenAi {
-                base_url: url.to_owned(),
-                api_key: std::env::var(API_KEY_ENV).ok().filter(|k| !k.is_empty()),
-            })
-        }
-        None => Ok(ProviderConfig::Scripted {
-            chunk_delay: env_ms(SCRIPTED_DELAY_ENV)?.unwrap_or(Duration::from_millis(30)),
-        }),
-    }
+/// What chooses the provider: `provider` (`--provider`), `base_url` (`--base-url` or
+/// `OPENAI_BASE_URL`), `model` (`--model`, `FREECODE_MODEL`), `OPENAI_API_KEY`, and
+/// `current.provider`, `current.model`, `baseUrl` of `config.json` (which must parse).
+pub fn provider_inputs(
+    home: &Home,
+    provider: Option<&str>,
+    base_url: Option<&str>,
+    model: Option<&str>,
+) -> anyhow::Result<ProviderInputs> {
+    let config = home.read_config()?;
+    let get = |k: &str| crate::commands::config::lookup_str(&config, k);
+    Ok(ProviderInputs {
+        provider: provider.map(str::to_owned),
+        base_url: base_url.map(str::to_owned),
+        api_key: std::env::var(API_KEY_ENV).ok().filter(|k| !k.is_empty()),
+        configured_provider: get("current.provider"),
+        configured_model: get("current.model"),
+        configured_base_url: get("baseUrl"),
+        model: model.map(str::to_owned),
+        chunk_delay: env_ms(SCRIPTED_DELAY_ENV)?.unwrap_or(Duration::from_millis(30)),
+    })
 }
 
-/// The agent settings a host without flags (`freecode serve`) takes from the environment:
-/// `OPENAI_BASE_URL`, `FREECODE_STALL_TIMEOUT_MS`, `FREECODE_COMPACT_AT_TOKENS`.
-pub fn agent_config_from_env() -> anyhow::Result<AgentConfig> {
-    let mut config = AgentConfig::new(provider_config(
+/// The provider for a session pinned to `pinned` (`None` for a new one), or the reason it is
+/// refused: a [`UserError`] naming `session`.
+pub fn resolve_provider(
+    inputs: &ProviderInputs,
+    pinned: Option<&str>,
+    session: Option<&str>,
+) -> anyhow::Result<Resolved> {
+    inputs.resolve(pinned).map_err(|why| {
+        UserError(match session {
+            Some(id) => format!("cannot resume session {id}: {why}"),
+            None => why,
+        })
+        .into()
+    })
+}
+
+/// The agent settings a host without flags (`freecode serve`) takes from the environment
+/// (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `FREECODE_MODEL`, `FREECODE_STALL_TIMEOUT_MS`,
+/// `FREECODE_COMPACT_AT_TOKENS`) and `config.json`, for a session pinned to `pinned`.
+pub fn agent_config_from_env(
+    home: &Home,
+    pinned: Option<&str>,
+    session: Option<&str>,
+) -> anyhow::Result<AgentConfig> {
+    let inputs = provider_inputs(
+        home,
+        None,
         std::env::var("OPENAI_BASE_URL").ok().as_deref(),
-    )?);
+        std::env::var("FREECODE_MODEL").ok().as_deref(),
+    )?;
+    let resolved = resolve_provider(&inputs, pinned, session)?;
+    if let Some(notice) = resolved.notice {
+        tracing::info!("{notice}");
+    }
+    let mut config = AgentConfig::new(resolved.config);
     if let Some(d) = stall_timeout_from_env()? {
         config.stall_timeout = d;
     }
@@ -183,42 +221,83 @@ impl RunArgs {
         Ok(stall_timeout_from_env()?.unwrap_or(Duration::from_secs(60)))
     }
 
-    fn provider(&self) -> anyhow::Result<ProviderConfig> {
-        provider_config(self.base_url.as_deref())
-    }
-
-    fn target(&self) -> anyhow::Result<SessionTarget> {
+    /// The session to run in, with its meta when it exists already (`--session`, or the one
+    /// `--continue` picks).
+    fn target(
+        &self,
+        store: &SessionStore,
+    ) -> anyhow::Result<(SessionTarget, Option<freecode_core::SessionMeta>)> {
         if let Some(id) = &self.session {
-            return Ok(SessionTarget::Resume(SessionId::new(id.as_str())?));
+            let id = SessionId::new(id.as_str())?;
+            let meta = store.meta(&id)?;
+            return Ok((SessionTarget::Resume(id), Some(meta)));
         }
         let project = project_directory(self.project.as_deref())?;
-        Ok(if self.continue_ {
-            SessionTarget::Continue { project }
-        } else {
-            SessionTarget::New { project }
-        })
+        if self.continue_
+            && let Some(meta) = crate::agent::agent_loop::continue_candidate(store, &project)?
+        {
+            return Ok((
+                SessionTarget::Resume(SessionId::new(meta.id.as_str())?),
+                Some(meta),
+            ));
+        }
+        Ok((SessionTarget::New { project }, None))
     }
 
     /// Runs the command.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
-        let mut config = AgentConfig::new(self.provider()?);
-        config.model = self.model.clone().filter(|m| !m.trim().is_empty());
+        let model = self.model.clone().filter(|m| !m.trim().is_empty());
+        let inputs = provider_inputs(
+            home,
+            self.provider.as_deref(),
+            self.base_url.as_deref(),
+            model.as_deref(),
+        )?;
+        let store = SessionStore::open(home.clone())?;
+        let (target, pinned) = self.target(&store)?;
+        let resolved = resolve_provider(
+            &inputs,
+            pinned.as_ref().map(|m| m.provider.as_str()),
+            pinned.as_ref().map(|m| m.id.as_str()),
+        )?;
+        let style = Style::new(crate::render::color_enabled(&std::io::stderr()));
+        if let Some(notice) = &resolved.notice {
+            eprintln!("{}", style.dim(notice));
+        }
+        let mut config = AgentConfig::new(resolved.config);
+        config.model = model;
         config.permission = self.permission;
         config.stall_timeout = self.stall_timeout()?;
         config.max_iterations = self.max_iterations.max(1);
         config.compact_at_tokens = (self.compact_at > 0).then_some(self.compact_at);
         config.interrupt_save_pause = env_ms(INTERRUPT_SAVE_DELAY_ENV)?.unwrap_or_default();
-        let target = self.target()?;
 
-        let store = SessionStore::open(home.clone())?;
         let interrupts = Interrupts::new();
         interrupts
             .install_sigint_handler()
             .context("cannot take over Ctrl+C")?;
         let json = self.json;
-        let style = Style::new(crate::render::color_enabled(&std::io::stderr()));
         let mut agent = AgentLoop::open(&store, target, config, interrupts)?
             .on_event(move |e| print_event(e, json, style));
+        if let Some(before) = &pinned
+            && before.model.is_some()
+            && before.model != agent.meta().model
+        {
+            // Only an explicit --model changes a pin: said once, never silently.
+            eprintln!(
+                "{}",
+                style.dim(&format!(
+                    "session {}: model {} → {} (--model)",
+                    agent.session_id(),
+                    before.model.as_deref().unwrap_or("-"),
+                    agent
+                        .meta()
+                        .model
+                        .as_deref()
+                        .unwrap_or("the provider's default")
+                ))
+            );
+        }
         if agent.resumed_after_interrupt() {
             eprintln!(
                 "{}",
@@ -303,6 +382,18 @@ fn print_event(e: &AgentEvent, json: bool, style: Style) {
                 "{}",
                 style.dim(&format!(
                     "compacted the history: ~{tokens_before} → ~{tokens_after} tokens"
+                ))
+            );
+        }
+        AgentEvent::CompactionShort {
+            tokens,
+            limit,
+            reason,
+        } => {
+            eprintln!(
+                "{}",
+                style.yellow(&format!(
+                    "the history stays above --compact-at {limit} (~{tokens} tokens): {reason}"
                 ))
             );
         }

@@ -315,9 +315,13 @@ impl Server {
             .ok_or_else(|| RpcError::params("message is required"))?;
         let model = p.opt_str("model")?;
         p.opt_str("agentMode")?;
-        self.visible(&sid)?;
-        let mut config = crate::commands::run::agent_config_from_env()
-            .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
+        let meta = self.visible(&sid)?;
+        let mut config = crate::commands::run::agent_config_from_env(
+            self.store.home(),
+            Some(meta.provider.as_str()),
+            Some(sid.as_str()),
+        )
+        .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
         config.model = model;
         let flag = InterruptFlag::new();
         {
@@ -404,7 +408,7 @@ impl Server {
         let model = p.opt_str("model")?;
         let title = p.opt_str("title")?.filter(|t| !t.trim().is_empty());
         p.opt_str("agentMode")?;
-        let config = CurrentConfig::load(self.store.home());
+        let config = CurrentConfig::load(self.store.home())?;
         // The caller's to fix: pass one, or configure one.
         let provider = provider.or(config.provider).ok_or_else(|| {
             RpcError::params(
@@ -462,7 +466,7 @@ impl Server {
         let id = p.session_id()?;
         self.visible(&id)?;
         let ctx = self.store.resume(&id)?;
-        let config = CurrentConfig::load(self.store.home());
+        let config = CurrentConfig::load(self.store.home())?;
         let provider = Some(ctx.meta.provider.clone())
             .filter(|s| !s.is_empty())
             .or(config.provider)
@@ -572,7 +576,7 @@ impl Server {
         let project_path =
             crate::commands::run::project_directory(project.as_deref().map(Path::new))
                 .map_err(|e| RpcError::params(format!("projectPath: {e:#}")))?;
-        let config = SyncConfig::load(self.store.home());
+        let config = SyncConfig::load(self.store.home())?;
         let (bundle, _) = Client::new(config.api_key)
             .fetch(&url)
             .map_err(|e| client_error("Import failed", e))?;
@@ -629,8 +633,8 @@ struct CurrentConfig {
 }
 
 impl CurrentConfig {
-    fn load(home: &Home) -> Self {
-        let v = home.read_config();
+    fn load(home: &Home) -> Result<Self, StoreError> {
+        let v = home.read_config()?;
         let s = |k: &str| {
             v.get("current")
                 .and_then(|c| c.get(k))
@@ -638,10 +642,10 @@ impl CurrentConfig {
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
         };
-        Self {
+        Ok(Self {
             provider: s("provider"),
             model: s("model"),
-        }
+        })
     }
 }
 

@@ -275,7 +275,7 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
 
 /// `--dry-run` (what would leave, and what would be redacted) and `--file` (the local bundle).
 fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow::Result<()> {
-    let config = SyncConfig::load(store.home());
+    let config = SyncConfig::load(store.home())?;
     let to_file = a.file.is_some();
     let opts = ExportOptions {
         include_rollout: a.include_rollout,
@@ -286,7 +286,11 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
     };
     let bundle = share::export_bundle(store, id, &opts)?;
     if a.dry_run {
-        let endpoint = a.to.unwrap_or(config.endpoint);
+        let endpoint = if to_file {
+            String::new()
+        } else {
+            config.endpoint_or(a.to.as_deref())?
+        };
         return dry_run(&bundle, to_file, &endpoint, a.plain, a.json);
     }
     let file = a.file.flatten();
@@ -362,7 +366,7 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
     let project_path = crate::commands::run::project_directory(a.project.as_deref())?;
     let is_url = a.source.starts_with("http://") || a.source.starts_with("https://");
     let (bundle, shape, source) = if is_url {
-        let config = SyncConfig::load(store.home());
+        let config = SyncConfig::load(store.home())?;
         let (b, shape) = Client::new(config.api_key)
             .fetch(&a.source)
             .with_context(|| "import failed; nothing was written".to_owned())?;
@@ -508,7 +512,7 @@ impl ShareCommand {
                         "the server gave no delete token for {public}; it cannot be revoked"
                     ))
                 })?;
-                let config = SyncConfig::load(home);
+                let config = SyncConfig::load(home)?;
                 let already_gone = match Client::new(config.api_key).revoke(&public, &token) {
                     Ok(()) => false,
                     Err(freecode_sync::client::ClientError::NotFound(_)) => true,
