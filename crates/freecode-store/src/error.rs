@@ -28,6 +28,14 @@ pub enum StoreError {
         /// The id looked for.
         id: String,
     },
+    /// An id prefix that more than one session's id starts with.
+    #[error("session id prefix {prefix:?} is ambiguous: it matches {}", candidates.join(", "))]
+    AmbiguousId {
+        /// The prefix given.
+        prefix: String,
+        /// Every id it matches, sorted.
+        candidates: Vec<String>,
+    },
     /// Creating a session whose id is taken.
     #[error("session {id} already exists at {}", path.display())]
     AlreadyExists {

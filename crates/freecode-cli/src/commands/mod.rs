@@ -7,4 +7,5 @@ pub mod run;
 pub mod serve;
 pub mod session;
 pub mod share;
+pub mod shell;
 pub mod trace;

@@ -13,7 +13,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use freecode_core::SessionId;
 use freecode_store::{Home, SessionStore};
 
 use crate::agent::{
@@ -34,10 +33,13 @@ pub const COMPACT_AT_ENV: &str = "FREECODE_COMPACT_AT_TOKENS";
 /// The API key's variable (never a flag: command lines are visible to other users).
 pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
 
+/// The most `run -` reads from standard input.
+const PROMPT_MAX_BYTES: u64 = 16 << 20;
+
 /// Arguments of `freecode run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The prompt.
+    /// The prompt; `-` reads it from standard input (at most 16 MiB). An empty one is refused.
     pub prompt: String,
     /// Base URL of an OpenAI-compatible API (e.g. http://localhost:8080/v1); without one the
     /// built-in scripted provider answers. The key is read from OPENAI_API_KEY.
@@ -160,13 +162,36 @@ impl RunArgs {
             .unwrap_or(Duration::from_secs(60)))
     }
 
+    /// The prompt argument, or standard input for `-`; empty (or only blanks) is a user error.
+    fn prompt(&self) -> anyhow::Result<String> {
+        let prompt = if self.prompt == "-" {
+            let bytes = freecode_store::fsutil::read_capped(
+                std::io::stdin().lock(),
+                std::path::Path::new("-"),
+                PROMPT_MAX_BYTES,
+                "a prompt",
+            )
+            .map_err(|e| UserError(e.to_string()))?;
+            String::from_utf8(bytes)
+                .map_err(|_| UserError("the prompt on standard input is not UTF-8".into()))?
+        } else {
+            self.prompt.clone()
+        };
+        if prompt.trim().is_empty() {
+            return Err(UserError("the prompt is empty: nothing to ask the model".into()).into());
+        }
+        Ok(prompt)
+    }
+
     fn provider(&self) -> anyhow::Result<ProviderConfig> {
         provider_config(self.base_url.as_deref())
     }
 
-    fn target(&self) -> anyhow::Result<SessionTarget> {
+    fn target(&self, store: &SessionStore) -> anyhow::Result<SessionTarget> {
         if let Some(id) = &self.session {
-            return Ok(SessionTarget::Resume(SessionId::new(id.as_str())?));
+            return Ok(SessionTarget::Resume(crate::commands::session::resolve_id(
+                store, id,
+            )?));
         }
         let project = project_directory(self.project.as_deref())?;
         Ok(if self.continue_ {
@@ -185,9 +210,10 @@ impl RunArgs {
         config.max_iterations = self.max_iterations.max(1);
         config.compact_at_tokens = (self.compact_at > 0).then_some(self.compact_at);
         config.interrupt_save_pause = env_ms(INTERRUPT_SAVE_DELAY_ENV)?.unwrap_or_default();
-        let target = self.target()?;
-
+        let prompt = self.prompt()?;
         let store = SessionStore::open(home.clone())?;
+        let target = self.target(&store)?;
+
         let interrupts = Interrupts::new();
         interrupts
             .install_sigint_handler()
@@ -206,7 +232,7 @@ impl RunArgs {
             );
         }
         let flag = InterruptFlag::new();
-        let outcome = agent.run_turn(&self.prompt, &flag)?;
+        let outcome = agent.run_turn(&prompt, &flag)?;
 
         let line = summary(&outcome);
         eprintln!("{}", style.dim(&line));
