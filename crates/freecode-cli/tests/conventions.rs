@@ -256,6 +256,24 @@ fn any_unique_id_prefix_works_and_an_ambiguous_one_lists_candidates() {
     );
     let err = ctx.fails(&["trace", "2"]);
     assert!(err.contains("ambiguous"), "{err}");
+    // Many candidates: the first ten, then a count.
+    let base = ctx.home.join("sessions/home__dev__many");
+    for i in 0..12 {
+        let id = format!("cccccccc-0000-4000-8000-{i:012}");
+        let src = ctx
+            .home
+            .join(format!("sessions/home__dev__projects__my_h_app/{S1}"));
+        copy_tree(&src, &base.join(&id));
+        let meta = base.join(&id).join("meta.json");
+        let text = std::fs::read_to_string(&meta).unwrap().replace(S1, &id);
+        std::fs::write(&meta, text).unwrap();
+    }
+    let err = ctx.fails(&["session", "show", "cccc"]);
+    assert!(
+        err.contains("cccccccc-0000-4000-8000-000000000009 and 2 more")
+            && !err.contains("000000000010"),
+        "{err}"
+    );
     // No match: not found, exit 1; an invalid one is still refused as an id.
     assert!(
         ctx.fails(&["session", "show", "ffff"])

@@ -29,7 +29,10 @@ pub enum StoreError {
         id: String,
     },
     /// An id prefix that more than one session's id starts with.
-    #[error("session id prefix {prefix:?} is ambiguous: it matches {}", candidates.join(", "))]
+    #[error(
+        "session id prefix {prefix:?} is ambiguous: it matches {}",
+        some_of(candidates)
+    )]
     AmbiguousId {
         /// The prefix given.
         prefix: String,
@@ -157,6 +160,21 @@ pub fn human_bytes(n: u64) -> String {
     } else {
         format!("{n} bytes")
     }
+}
+
+/// The first ten of `ids`, and how many more.
+fn some_of(ids: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let mut text = ids
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ids.len() > SHOWN {
+        text.push_str(&format!(" and {} more", ids.len() - SHOWN));
+    }
+    text
 }
 
 fn holder_text(pid: Option<u32>) -> String {
