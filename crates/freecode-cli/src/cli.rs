@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 
 use crate::commands;
 
@@ -14,8 +14,32 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
 
+    /// When to colour output: auto (a terminal, unless NO_COLOR is set; CLICOLOR_FORCE or
+    /// FORCE_COLOR force it), always, or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+
+    /// Fewer messages on stderr: errors only.
+    #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// More messages on stderr: -v info, -vv debug, -vvv trace (beats FREECODE_LOG).
+    #[arg(long, short = 'v', global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--color`: when output is coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set; `CLICOLOR_FORCE`/`FORCE_COLOR` force it on.
+    Auto,
+    /// Always, even into a pipe.
+    Always,
+    /// Never.
+    Never,
 }
 
 /// Top-level commands.
@@ -56,6 +80,10 @@ pub enum Command {
     /// Writes the JSON Schemas of the `--json` outputs (docs/schemas) into DIR.
     #[command(hide = true)]
     Schema(commands::schema::SchemaArgs),
+    /// Print the tab-completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions(commands::shell::CompletionsArgs),
+    /// Write the manual pages: one per command into --dir, or freecode(1) to stdout.
+    Man(commands::shell::ManArgs),
 }
 
 impl Cli {
@@ -79,13 +107,32 @@ impl Cli {
                 | Command::Serve(_)
                 | Command::Sync(_)
                 | Command::Doctor(_)
+                | Command::Config(_)
                 | Command::Demo(_)
                 | Command::Session(commands::session::SessionCommand::Import(_))
         )
     }
 
+    /// The log level `-q`/`-v` ask for, which beats the environment; `None` without either.
+    pub fn flag_log_level(&self) -> Option<&'static str> {
+        match (self.quiet, self.verbose) {
+            (true, _) => Some("error"),
+            (false, 0) => None,
+            (false, 1) => Some("info"),
+            (false, 2) => Some("debug"),
+            (false, _) => Some("trace"),
+        }
+    }
+
     /// Runs the parsed command.
     pub fn run(self) -> anyhow::Result<()> {
+        // Generated from the command definitions: no home is needed, none is read.
+        match self.command {
+            Command::Completions(args) => return commands::shell::completions(args),
+            Command::Man(args) => return commands::shell::man(args),
+            Command::Schema(args) => return args.run(),
+            _ => {}
+        }
         // The demo takes only an explicit --home: it never writes into a real ~/.freecode.
         let explicit_home = self.home.clone();
         let home = freecode_store::Home::resolve(self.home.clone()).ok_or_else(|| {
@@ -95,10 +142,7 @@ impl Cli {
         })?;
         // A home someone else controls is refused before anything reads or writes it.
         // (The doctor examines such a home: reporting it is its job.)
-        if !matches!(
-            self.command,
-            Command::Demo(_) | Command::Doctor(_) | Command::Schema(_)
-        ) {
+        if !matches!(self.command, Command::Demo(_) | Command::Doctor(_)) {
             home.check()?;
         }
         if !self.may_start_home() && !home.root().exists() {
@@ -123,7 +167,8 @@ impl Cli {
             Command::Config(cmd) => cmd.run(&home),
             Command::Doctor(args) => args.run(&home),
             Command::Demo(args) => args.run(explicit_home),
-            Command::Schema(args) => args.run(),
+            // Answered above, before any home is resolved.
+            Command::Schema(_) | Command::Completions(_) | Command::Man(_) => Ok(()),
         }
     }
 }

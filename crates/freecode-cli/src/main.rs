@@ -1,7 +1,8 @@
 //! `freecode`: the command-line face of freecode's session store.
 //!
 //! Data goes to stdout (`--json` for machines), logs and diagnostics to stderr (filtered by
-//! `FREECODE_LOG` or `RUST_LOG`), colour only on a terminal and never with `NO_COLOR`. Exit
+//! `FREECODE_LOG` or `RUST_LOG`, or `-q`/`-v`), colour as `--color` says (by default only on a
+//! terminal, never with `NO_COLOR`, always with `CLICOLOR_FORCE`/`FORCE_COLOR`). Exit
 //! codes are decided once, here: 0 success (a closed pipe counts), 1 a user error (bad id,
 //! unknown session, held lock, refused confirmation), 2 anything unexpected, 130 a one-shot run
 //! stopped by Ctrl+C ([`Interrupted`]).
@@ -46,11 +47,15 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
-fn init_logging(default: &str) {
+/// Logs to stderr: `-q`/`-v` (`forced`) beat `FREECODE_LOG`/`RUST_LOG`, which beat `default`.
+fn init_logging(default: &str, forced: Option<&str>) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("FREECODE_LOG")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new(default));
+    let filter = match forced {
+        Some(level) => EnvFilter::new(level),
+        None => EnvFilter::try_from_env("FREECODE_LOG")
+            .or_else(|_| EnvFilter::try_from_default_env())
+            .unwrap_or_else(|_| EnvFilter::new(default)),
+    };
     let ansi = render::color_enabled(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -126,7 +131,8 @@ fn store_exit_code(e: &freecode_store::StoreError) -> u8 {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.default_log_level());
+    render::set_global(cli.color, cli.quiet);
+    init_logging(cli.default_log_level(), cli.flag_log_level());
     match cli.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -2,10 +2,46 @@
 //! hints.
 
 use std::io::{IsTerminal, Write};
+use std::sync::OnceLock;
 
-/// Whether to colour output written to `stream`: a terminal, and `NO_COLOR` unset or empty.
+use crate::cli::ColorChoice;
+
+/// The process-wide `--color` choice and `-q`, set once in `main` before anything prints.
+static GLOBAL: OnceLock<(ColorChoice, bool)> = OnceLock::new();
+
+/// Records the global flags (`--color`, `-q`); only the first call counts.
+pub fn set_global(color: ColorChoice, quiet: bool) {
+    let _ = GLOBAL.set((color, quiet));
+}
+
+/// Whether `-q` was given: notes that are not data are left out.
+pub fn quiet() -> bool {
+    GLOBAL.get().is_some_and(|&(_, q)| q)
+}
+
+/// Whether an environment variable is set to something other than empty (or, for the force
+/// switches, `0`).
+fn env_on(name: &str, zero_is_off: bool) -> bool {
+    std::env::var_os(name).is_some_and(|v| !(v.is_empty() || (zero_is_off && v == "0")))
+}
+
+/// Whether to colour output written to `stream`. `--color always`/`never` decide; under `auto`
+/// (the default) a non-empty `NO_COLOR` turns colour off, then `CLICOLOR_FORCE` or
+/// `FORCE_COLOR` (set, not `0`) turn it on even into a pipe, else only a terminal gets it.
 pub fn color_enabled(stream: &impl IsTerminal) -> bool {
-    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    match GLOBAL.get().map_or(ColorChoice::Auto, |&(c, _)| c) {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            if env_on("NO_COLOR", false) {
+                false
+            } else if env_on("CLICOLOR_FORCE", true) || env_on("FORCE_COLOR", true) {
+                true
+            } else {
+                stream.is_terminal()
+            }
+        }
+    }
 }
 
 /// ANSI styles for one output stream, on or off.
@@ -20,7 +56,7 @@ impl Style {
         Self { on }
     }
 
-    /// Styles for stdout: on for a terminal with `NO_COLOR` unset.
+    /// Styles for stdout, as [`color_enabled`] decides.
     pub fn stdout() -> Self {
         Self::new(color_enabled(&std::io::stdout()))
     }

@@ -64,12 +64,12 @@ fn list_prints_a_table_and_exact_json() {
     .unwrap();
     assert_eq!(json, want);
 
-    let snake = ctx.ok(&["session", "list", "--project", "snake", "--json"]);
+    let snake = ctx.ok(&["session", "list", "--project", "/home/dev/work", "--json"]);
     let snake: Vec<Value> = serde_json::from_str(&snake).unwrap();
     assert!(
         snake
             .iter()
-            .all(|m| m["projectPath"].as_str().unwrap().contains("snake"))
+            .all(|m| m["projectPath"] == "/home/dev/work/snake_case_repo")
             && !snake.is_empty()
     );
     let archived: Vec<Value> =

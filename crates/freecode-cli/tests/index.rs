@@ -74,7 +74,12 @@ fn sqlite_and_json_backends_answer_the_same() {
         vec!["session", "list", "--all", "--json"],
         vec!["stats", "--json"],
         vec!["stats", "68d44408-94df-4f2f-ae2e-ffffdb68e297", "--json"],
-        vec!["stats", "--project", "snake", "--json"],
+        vec![
+            "stats",
+            "--project",
+            "/home/dev/work/snake_case_repo",
+            "--json",
+        ],
     ] {
         assert_eq!(
             home.json("sqlite", &args),

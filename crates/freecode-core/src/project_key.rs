@@ -197,8 +197,39 @@ pub fn parse_project_dir_name(dir_name: &str) -> ParsedKey {
     }
 }
 
+/// `project` without trailing separators: the form [`within_project`] compares (`/` and `\`
+/// both separate, so the original's Windows paths match too; the root becomes empty).
+pub fn trim_separators(project: &str) -> &str {
+    project.trim_end_matches(['/', '\\'])
+}
+
+/// Whether `path` is `project` or below it, by whole path components: `--project
+/// /home/dev/proj1` takes `/home/dev/proj1` and `/home/dev/proj1/api`, never
+/// `/home/dev/proj10`. A trailing separator on `project` changes nothing.
+pub fn within_project(path: &str, project: &str) -> bool {
+    match path.strip_prefix(trim_separators(project)) {
+        Some("") => true,
+        Some(rest) => rest.starts_with(['/', '\\']),
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn within_project_is_by_whole_components() {
+        use super::within_project;
+        assert!(within_project("/home/dev/proj1", "/home/dev/proj1"));
+        assert!(within_project("/home/dev/proj1", "/home/dev/proj1/"));
+        assert!(within_project("/home/dev/proj1/api", "/home/dev/proj1"));
+        assert!(within_project("/home/dev/proj1", "/home/dev"));
+        assert!(!within_project("/home/dev/proj10", "/home/dev/proj1"));
+        assert!(!within_project("/home/dev", "/home/dev/proj1"));
+        assert!(within_project("/anything", "/"));
+        assert!(within_project(r"C:\Users\john\app", r"C:\Users\john"));
+        assert!(!within_project(r"C:\Users\johnny", r"C:\Users\john"));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

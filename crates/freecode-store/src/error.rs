@@ -28,6 +28,17 @@ pub enum StoreError {
         /// The id looked for.
         id: String,
     },
+    /// An id prefix that more than one session's id starts with.
+    #[error(
+        "session id prefix {prefix:?} is ambiguous: it matches {}",
+        some_of(candidates)
+    )]
+    AmbiguousId {
+        /// The prefix given.
+        prefix: String,
+        /// Every id it matches, sorted.
+        candidates: Vec<String>,
+    },
     /// Creating a session whose id is taken.
     #[error("session {id} already exists at {}", path.display())]
     AlreadyExists {
@@ -162,6 +173,21 @@ pub fn human_bytes(n: u64) -> String {
     } else {
         format!("{n} bytes")
     }
+}
+
+/// The first ten of `ids`, and how many more.
+fn some_of(ids: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let mut text = ids
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ids.len() > SHOWN {
+        text.push_str(&format!(" and {} more", ids.len() - SHOWN));
+    }
+    text
 }
 
 fn holder_text(pid: Option<u32>) -> String {

@@ -9,7 +9,6 @@ use std::io::{IsTerminal, Write};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use freecode_core::SessionId;
 use freecode_store::index::{
     Problem, SearchHit, SearchQuery, SessionIndex, Stats, StatsScope, search_scan, stats_scan,
 };
@@ -75,10 +74,12 @@ pub fn warn_problems(problems: &[Problem]) {
 pub struct SearchArgs {
     /// Words to find in messages and tool output (every word must match the start of a word).
     query: String,
-    /// Only sessions whose project path contains this.
+    /// Only sessions of this project directory or one below it (relative: from the current
+    /// directory).
     #[arg(long, value_name = "P")]
     project: Option<String>,
-    /// Only messages since DATE: `2026-01-15`, an RFC 3339 time, or `7d` / `12h` / `30m` ago.
+    /// Only messages since DATE: `2026-01-15`, an RFC 3339 time, `today`, `yesterday`, or
+    /// `1w` / `3d` / `12h` / `30m` ago.
     #[arg(long, value_name = "DATE")]
     since: Option<String>,
     /// At most N hits.
@@ -92,9 +93,10 @@ pub struct SearchArgs {
 /// `freecode stats`.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    /// One session.
+    /// One session (its id or a unique prefix of one).
     id: Option<String>,
-    /// Sessions whose project path contains this.
+    /// Sessions of this project directory or one below it (relative: from the current
+    /// directory).
     #[arg(long, value_name = "P", conflicts_with = "id")]
     project: Option<String>,
     /// Print JSON.
@@ -113,14 +115,68 @@ pub enum IndexCommand {
     },
 }
 
-/// Parses `--since`: a date (local midnight), an RFC 3339 time, or a span ago (`7d`, `12h`, `30m`).
+/// `--project P` as the readers take it: relative paths are made absolute from the current
+/// directory (without resolving links, as the session's own `projectPath` was recorded); paths
+/// that are absolute here or in the original's Windows form (`C:\…`, `\\…`) are kept. The
+/// readers then match P or a directory below it by whole components
+/// ([`freecode_core::project_key::within_project`]).
+pub fn project_scope(p: &str) -> anyhow::Result<String> {
+    if p.is_empty() {
+        return Err(UserError("--project: give a directory".into()).into());
+    }
+    let bytes = p.as_bytes();
+    let windows = p.starts_with('\\')
+        || (bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':');
+    if p.starts_with('/') || windows {
+        return Ok(p.to_owned());
+    }
+    let abs = std::path::absolute(p).with_context(|| format!("--project {p}"))?;
+    abs.into_os_string()
+        .into_string()
+        .map_err(|_| UserError(format!("--project {p}: the path is not UTF-8")).into())
+}
+
+/// Parses `--since` (one parser for every command that takes it): a date (local midnight),
+/// an RFC 3339 time, `today` or `yesterday` (local midnight), or a span ago (`1w`, `3d`, `12h`,
+/// `30m`, `10s`). A time in the future is a user error: it could only match nothing.
 pub fn parse_since(s: &str, now_ms: i64) -> anyhow::Result<i64> {
-    let s = s.trim();
+    let t = since_ms(s.trim(), now_ms)?;
+    if t > now_ms {
+        return Err(UserError(format!(
+            "--since {s:?} is in the future: nothing could match it"
+        ))
+        .into());
+    }
+    Ok(t)
+}
+
+fn since_ms(s: &str, now_ms: i64) -> anyhow::Result<i64> {
+    // A date past what a timestamp holds (9999-12-31 in a zone east of UTC) is as much in the
+    // future as any.
+    let midnight = |date: jiff::civil::Date| -> anyhow::Result<i64> {
+        match date.to_zoned(jiff::tz::TimeZone::system()) {
+            Ok(zoned) => Ok(zoned.timestamp().as_millisecond()),
+            Err(_) if date > jiff::civil::date(1970, 1, 1) => Ok(i64::MAX),
+            Err(e) => Err(UserError(format!("--since {s:?}: {e}")).into()),
+        }
+    };
+    let today = || -> anyhow::Result<jiff::civil::Date> {
+        Ok(jiff::Timestamp::from_millisecond(now_ms)
+            .context("the clock")?
+            .to_zoned(jiff::tz::TimeZone::system())
+            .date())
+    };
+    match s.to_ascii_lowercase().as_str() {
+        "today" => return midnight(today()?),
+        "yesterday" => return midnight(today()?.yesterday().context("yesterday")?),
+        _ => {}
+    }
     if let Some((num, unit)) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i))
         && !num.is_empty()
         && let Ok(n) = num.parse::<i64>()
     {
         let ms = match unit {
+            "w" => Some(7 * 86_400_000),
             "d" => Some(86_400_000),
             "h" => Some(3_600_000),
             "m" => Some(60_000),
@@ -128,20 +184,18 @@ pub fn parse_since(s: &str, now_ms: i64) -> anyhow::Result<i64> {
             _ => None,
         };
         if let Some(ms) = ms {
-            return Ok(now_ms - n.saturating_mul(ms));
+            return Ok(now_ms.saturating_sub(n.saturating_mul(ms)));
         }
     }
     if let Ok(ts) = s.parse::<jiff::Timestamp>() {
         return Ok(ts.as_millisecond());
     }
     if let Ok(date) = s.parse::<jiff::civil::Date>() {
-        let zoned = date
-            .to_zoned(jiff::tz::TimeZone::system())
-            .context("local midnight")?;
-        return Ok(zoned.timestamp().as_millisecond());
+        return midnight(date);
     }
     Err(UserError(format!(
-        "--since {s:?}: expected a date (2026-01-15), an RFC 3339 time, or 7d / 12h / 30m"
+        "--since {s:?}: expected a date (2026-01-15), an RFC 3339 time, today, yesterday, \
+         or 1w / 3d / 12h / 30m"
     ))
     .into())
 }
@@ -155,7 +209,7 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
         .transpose()?;
     let q = SearchQuery {
         text: a.query.clone(),
-        project: a.project,
+        project: a.project.as_deref().map(project_scope).transpose()?,
         since,
         limit: a.limit,
     };
@@ -219,8 +273,10 @@ fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
 /// Runs `freecode stats`.
 pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
     let scope = match (a.id, a.project) {
-        (Some(id), _) => StatsScope::Session(SessionId::new(id)?),
-        (None, Some(p)) => StatsScope::Project(p),
+        (Some(id), _) => {
+            StatsScope::Session(crate::commands::session::resolve_recorded_id(home, &id)?)
+        }
+        (None, Some(p)) => StatsScope::Project(project_scope(&p)?),
         (None, None) => StatsScope::All,
     };
     let store = SessionStore::open(home.clone())?;

@@ -9,4 +9,5 @@ pub mod schema;
 pub mod serve;
 pub mod session;
 pub mod share;
+pub mod shell;
 pub mod trace;

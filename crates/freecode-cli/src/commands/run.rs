@@ -15,7 +15,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use freecode_core::SessionId;
 use freecode_store::{Home, SessionStore};
 
 use crate::agent::provider::{ProviderInputs, Resolved};
@@ -37,10 +36,13 @@ pub const COMPACT_AT_ENV: &str = "FREECODE_COMPACT_AT_TOKENS";
 /// The API key's variable (never a flag: command lines are visible to other users).
 pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
 
+/// The most `run -` reads from standard input.
+const PROMPT_MAX_BYTES: u64 = 16 << 20;
+
 /// Arguments of `freecode run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The prompt.
+    /// The prompt; `-` reads it from standard input (at most 16 MiB). An empty one is refused.
     pub prompt: String,
     /// The provider of a new session: openai (any OpenAI-compatible endpoint) or scripted
     /// (built in) [default: current.provider of config.json, else openai when a base URL or
@@ -221,6 +223,27 @@ impl RunArgs {
         Ok(stall_timeout_from_env()?.unwrap_or(Duration::from_secs(60)))
     }
 
+    /// The prompt argument, or standard input for `-`; empty (or only blanks) is a user error.
+    fn prompt(&self) -> anyhow::Result<String> {
+        let prompt = if self.prompt == "-" {
+            let bytes = freecode_store::fsutil::read_capped(
+                std::io::stdin().lock(),
+                std::path::Path::new("-"),
+                PROMPT_MAX_BYTES,
+                "a prompt",
+            )
+            .map_err(|e| UserError(e.to_string()))?;
+            String::from_utf8(bytes)
+                .map_err(|_| UserError("the prompt on standard input is not UTF-8".into()))?
+        } else {
+            self.prompt.clone()
+        };
+        if prompt.trim().is_empty() {
+            return Err(UserError("the prompt is empty: nothing to ask the model".into()).into());
+        }
+        Ok(prompt)
+    }
+
     /// The session to run in, with its meta when it exists already (`--session`, or the one
     /// `--continue` picks).
     fn target(
@@ -228,7 +251,7 @@ impl RunArgs {
         store: &SessionStore,
     ) -> anyhow::Result<(SessionTarget, Option<freecode_core::SessionMeta>)> {
         if let Some(id) = &self.session {
-            let id = SessionId::new(id.as_str())?;
+            let id = crate::commands::session::resolve_id(store, id)?;
             let meta = store.meta(&id)?;
             return Ok((SessionTarget::Resume(id), Some(meta)));
         }
@@ -237,7 +260,7 @@ impl RunArgs {
             && let Some(meta) = crate::agent::agent_loop::continue_candidate(store, &project)?
         {
             return Ok((
-                SessionTarget::Resume(SessionId::new(meta.id.as_str())?),
+                SessionTarget::Resume(freecode_core::SessionId::new(meta.id.as_str())?),
                 Some(meta),
             ));
         }
@@ -246,6 +269,8 @@ impl RunArgs {
 
     /// Runs the command.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        // An empty prompt is refused before anything is opened or created.
+        let prompt = self.prompt()?;
         let model = self.model.clone().filter(|m| !m.trim().is_empty());
         let inputs = provider_inputs(
             home,
@@ -308,7 +333,7 @@ impl RunArgs {
             );
         }
         let flag = InterruptFlag::new();
-        let outcome = agent.run_turn(&self.prompt, &flag)?;
+        let outcome = agent.run_turn(&prompt, &flag)?;
 
         let line = summary(&outcome);
         eprintln!("{}", style.dim(&line));

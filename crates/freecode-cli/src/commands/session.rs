@@ -25,6 +25,10 @@ pub enum SessionCommand {
     Delete(DeleteArgs),
     /// Undo a soft delete or an archive.
     Restore(IdArgs),
+    /// Give a session a new title.
+    Rename(RenameArgs),
+    /// Archive a session: kept and listed, out of the way (`restore` undoes it).
+    Archive(IdArgs),
     /// Trim the log to the last N user turns, recording a summary.
     Compact(CompactArgs),
     /// Share a session: redacted, encrypted end to end, expiring (or write it to a file).
@@ -36,9 +40,20 @@ pub enum SessionCommand {
 /// `session list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Only sessions whose project path contains this text.
+    /// Only sessions of this project directory or one below it (relative paths are taken from
+    /// the current directory).
     #[arg(long, value_name = "P")]
     project: Option<String>,
+    /// At most N sessions.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Only sessions active since D: `2026-01-15`, an RFC 3339 time, `today`, `yesterday`, or
+    /// `1w` / `3d` / `12h` / `30m` ago.
+    #[arg(long, value_name = "D")]
+    since: Option<String>,
+    /// Order: activity (newest first, the default), created (newest first) or title.
+    #[arg(long, value_enum, value_name = "KEY", default_value_t = SortKey::Activity)]
+    sort: SortKey,
     /// Only sessions with this status (active, interrupted, archived, deleted).
     #[arg(long, value_name = "S")]
     status: Option<String>,
@@ -50,10 +65,33 @@ pub struct ListArgs {
     json: bool,
 }
 
+/// `session rename`.
+#[derive(Debug, Args)]
+pub struct RenameArgs {
+    /// Session id (or a unique prefix of one).
+    id: String,
+    /// The new title (not empty).
+    title: String,
+    /// Print the updated meta as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `session list --sort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortKey {
+    /// Newest activity (`lastTurnAt`) first.
+    Activity,
+    /// Newest created first.
+    Created,
+    /// By title, A to Z (case-insensitive).
+    Title,
+}
+
 /// `session show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// Session id.
+    /// Session id (or a unique prefix of one).
     id: String,
     /// Print one JSON object: the meta fields plus `messages`.
     #[arg(long)]
@@ -63,7 +101,7 @@ pub struct ShowArgs {
 /// A command taking one session id.
 #[derive(Debug, Args)]
 pub struct IdArgs {
-    /// Session id.
+    /// Session id (or a unique prefix of one).
     id: String,
     /// Print JSON.
     #[arg(long)]
@@ -73,7 +111,7 @@ pub struct IdArgs {
 /// `session delete`.
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
-    /// Session id.
+    /// Session id (or a unique prefix of one).
     id: String,
     /// Erase the session directory, its rollout log and its compaction memory.
     #[arg(long)]
@@ -89,7 +127,7 @@ pub struct DeleteArgs {
 /// `session compact`.
 #[derive(Debug, Args)]
 pub struct CompactArgs {
-    /// Session id.
+    /// Session id (or a unique prefix of one).
     id: String,
     /// User turns to keep (at least 1).
     #[arg(long, value_name = "N")]
@@ -102,8 +140,20 @@ pub struct CompactArgs {
     json: bool,
 }
 
-fn parse_id(s: &str) -> anyhow::Result<SessionId> {
-    Ok(SessionId::new(s)?)
+/// The session `s` names: a whole id, or any prefix of exactly one session's id (as git takes
+/// short hashes); an ambiguous prefix is a user error listing the candidates.
+pub fn resolve_id(store: &SessionStore, s: &str) -> anyhow::Result<SessionId> {
+    Ok(store.resolve_prefix(s)?)
+}
+
+/// [`resolve_id`] for a command that may not need a store: an id whose rollout log exists is
+/// taken as it is, without opening (and so creating) anything.
+pub fn resolve_recorded_id(home: &Home, s: &str) -> anyhow::Result<SessionId> {
+    let id = SessionId::new(s)?;
+    if freecode_store::rollout::events_path(home, &id).is_file() {
+        return Ok(id);
+    }
+    resolve_id(&SessionStore::open(home.clone())?, s)
 }
 
 impl SessionCommand {
@@ -114,7 +164,7 @@ impl SessionCommand {
             Self::List(a) => list(&store, a),
             Self::Show(a) => show(&store, a),
             Self::Fork(a) => {
-                let id = parse_id(&a.id)?;
+                let id = resolve_id(&store, &a.id)?;
                 let new_id = store.fork(&id, None)?;
                 if a.json {
                     print_json(&crate::ops::SessionRef {
@@ -128,7 +178,7 @@ impl SessionCommand {
             Self::Export(a) => crate::commands::share::export(&store, a),
             Self::Import(a) => crate::commands::share::import(&store, a),
             Self::Restore(a) => {
-                let id = parse_id(&a.id)?;
+                let id = resolve_id(&store, &a.id)?;
                 let meta = store.restore(&id)?;
                 if a.json {
                     print_json(&meta)
@@ -136,8 +186,32 @@ impl SessionCommand {
                     print_line(&format!("restored {id} (status {})", meta.status))
                 }
             }
+            Self::Rename(a) => {
+                let id = resolve_id(&store, &a.id)?;
+                let title = a.title.trim();
+                if title.is_empty() {
+                    return Err(UserError("a session's title cannot be empty".into()).into());
+                }
+                let meta = store.update_meta(&id, |m| m.title = title.to_owned())?;
+                if a.json {
+                    print_json(&meta)
+                } else {
+                    print_line(&format!("renamed {id} to {:?}", meta.title))
+                }
+            }
+            Self::Archive(a) => {
+                let id = resolve_id(&store, &a.id)?;
+                let meta = store.archive(&id)?;
+                if a.json {
+                    print_json(&meta)
+                } else {
+                    print_line(&format!(
+                        "archived {id} (`freecode session restore {id}` brings it back)"
+                    ))
+                }
+            }
             Self::Compact(a) => {
-                let id = parse_id(&a.id)?;
+                let id = resolve_id(&store, &a.id)?;
                 let summary = read_summary(&a.summary_file)?;
                 if summary.trim().is_empty() {
                     return Err(UserError(format!(
@@ -195,15 +269,42 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
     };
     // A bare array under --json: the problems go to stderr only.
     crate::commands::index::warn_problems(&listing.problems);
-    let sessions: Vec<&SessionMeta> = listing
+    let project = a
+        .project
+        .as_deref()
+        .map(crate::commands::index::project_scope)
+        .transpose()?;
+    let since = a
+        .since
+        .as_deref()
+        .map(|s| crate::commands::index::parse_since(s, freecode_store::now_ms()))
+        .transpose()?;
+    let mut sessions: Vec<&SessionMeta> = listing
         .sessions
         .iter()
         .filter(|m| {
-            a.project
+            project
                 .as_deref()
-                .is_none_or(|p| m.project_path.contains(p))
+                .is_none_or(|p| freecode_core::project_key::within_project(&m.project_path, p))
         })
+        .filter(|m| since.is_none_or(|t| m.last_turn_at >= t))
         .collect();
+    match a.sort {
+        // The listing is newest activity first already.
+        SortKey::Activity => {}
+        SortKey::Created => {
+            sessions.sort_by(|x, y| y.created_at.cmp(&x.created_at).then(x.id.cmp(&y.id)));
+        }
+        SortKey::Title => sessions.sort_by(|x, y| {
+            x.title
+                .to_lowercase()
+                .cmp(&y.title.to_lowercase())
+                .then(x.id.cmp(&y.id))
+        }),
+    }
+    if let Some(n) = a.limit {
+        sessions.truncate(n);
+    }
     if a.json {
         return print_json(&sessions);
     }
@@ -255,7 +356,7 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
 }
 
 fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
-    let id = parse_id(&a.id)?;
+    let id = resolve_id(store, &a.id)?;
     let meta = store.meta(&id)?;
     let log = store.messages(&id)?;
     for issue in &log.issues {
@@ -369,7 +470,7 @@ fn render_message(out: &mut impl Write, st: Style, m: &StoredMessage) -> std::io
 }
 
 fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
-    let id = parse_id(&a.id)?;
+    let id = resolve_id(store, &a.id)?;
     if !a.purge {
         let meta = store.delete(&id)?;
         if a.json {

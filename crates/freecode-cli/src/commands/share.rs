@@ -30,7 +30,7 @@ const MAX_IMPORT_FILE: u64 = freecode_sync::client::MAX_DOWNLOAD;
 /// `session export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Session id.
+    /// Session id (or a unique prefix of one).
     id: String,
     /// Share server base URL [default: syncEndpoint of config.json].
     #[arg(long, value_name = "URL", conflicts_with = "file")]
@@ -208,7 +208,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Runs `session export`.
 pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
-    let id = SessionId::new(&a.id)?;
+    let id = crate::commands::session::resolve_id(store, &a.id)?;
     if a.dry_run || a.file.is_some() {
         return export_locally(store, &id, a);
     }

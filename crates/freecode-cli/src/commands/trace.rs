@@ -32,7 +32,7 @@ use crate::trace_render::{Palette, RenderOptions, format_duration, render_trace}
 /// `freecode trace`.
 #[derive(Debug, Args)]
 pub struct TraceArgs {
-    /// Session id [default: the session whose log changed last]
+    /// Session id or a unique prefix of one [default: the session whose log changed last]
     #[arg(value_name = "ID")]
     id: Option<String>,
     /// Trace the session whose log changed last (the default without an ID).
@@ -77,7 +77,7 @@ pub struct TraceArgs {
 /// `freecode replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// Session id.
+    /// Session id (or a unique prefix of one).
     id: String,
     /// Print the replay as JSON (`null` when the session has no log).
     #[arg(long)]
@@ -233,7 +233,7 @@ impl TraceArgs {
             return list(home, self.json);
         }
         let id = match &self.id {
-            Some(s) => SessionId::new(s.as_str())?,
+            Some(s) => crate::commands::session::resolve_recorded_id(home, s)?,
             None => latest_session(home)?,
         };
         let path = events_path(home, &id);
@@ -485,7 +485,7 @@ fn follow(
 impl ReplayArgs {
     /// Runs the command against `home`.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
-        let id = SessionId::new(self.id)?;
+        let id = crate::commands::session::resolve_recorded_id(home, &self.id)?;
         let path = events_path(home, &id);
         let mut builder = ReplayBuilder::new(id.as_str());
         let Some(report) = read_events(&path, |e| builder.apply(&e))? else {

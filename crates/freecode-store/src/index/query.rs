@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use freecode_core::SessionId;
+use freecode_core::project_key::{trim_separators, within_project};
 use freecode_core::rollout::EventKind;
 use rusqlite::{Transaction, TransactionBehavior, params};
 use serde::Serialize;
@@ -24,7 +25,7 @@ use crate::session::{ListFilter, SessionStore};
 pub struct SearchQuery {
     /// The words to find.
     pub text: String,
-    /// Only sessions whose project path contains this.
+    /// Only sessions of this project path or below it ([`within_project`]).
     pub project: Option<String>,
     /// Only messages at or after this time, ms.
     pub since: Option<i64>,
@@ -55,6 +56,14 @@ pub struct SearchHit {
     pub rank: f64,
 }
 
+/// SQL for [`within_project`] on `s.projectPath`, with parameter `?n` holding the project
+/// passed through [`trim_separators`].
+fn in_project_sql(n: u8) -> String {
+    format!(
+        "(s.projectPath = ?{n} OR substr(s.projectPath, 1, length(?{n}) + 1) IN (?{n} || '/', ?{n} || '\\'))"
+    )
+}
+
 /// The words of a text, as both search paths see them.
 pub fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
@@ -83,6 +92,7 @@ impl SessionIndex {
             return Ok(Vec::new());
         }
         let fts = fts_query(&ws);
+        let project = q.project.as_deref().map(trim_separators);
         // Ranking scores every match: fine for thousands, seconds for a word in most messages.
         // Past RANK_LIMIT matches, the newest come first instead (rank 0).
         let matches: i64 = self
@@ -105,10 +115,11 @@ impl SessionIndex {
              JOIN idx_messages m ON m.rowid = idx_messages_fts.rowid
              JOIN idx_sessions s ON s.id = m.sessionId
              WHERE idx_messages_fts MATCH ?1 AND s.status != 'deleted'
-               AND (?2 IS NULL OR instr(s.projectPath, ?2) > 0)
+               AND (?2 IS NULL OR {in_project2})
                AND (?3 IS NULL OR m.timestamp >= ?3)
              ORDER BY {order}
-             LIMIT ?4"
+             LIMIT ?4",
+            in_project2 = in_project_sql(2),
         );
         let mut stmt = self
             .conn
@@ -116,7 +127,7 @@ impl SessionIndex {
             .map_err(db_err(self.path()))?;
         let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
         let rows = stmt
-            .query_map(params![fts, q.project, q.since, limit], |r| {
+            .query_map(params![fts, project, q.since, limit], |r| {
                 let meta: String = r.get(1)?;
                 let title = serde_json::from_str::<serde_json::Value>(&meta)
                     .ok()
@@ -144,9 +155,10 @@ impl SessionIndex {
         // One snapshot for every query, so that a rebuild committed meanwhile cannot mix in.
         let snapshot = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
             .map_err(db_err(self.path()))?;
+        let in_project1 = in_project_sql(1);
         let (clause, arg): (&str, Option<String>) = match scope {
             StatsScope::Session(id) => ("s.id = ?1", Some(id.to_string())),
-            StatsScope::Project(p) => ("instr(s.projectPath, ?1) > 0", Some(p.clone())),
+            StatsScope::Project(p) => (in_project1.as_str(), Some(trim_separators(p).to_owned())),
             StatsScope::All => ("?1 IS NULL", None),
         };
         let path = self.path().to_owned();
@@ -225,7 +237,7 @@ impl SessionIndex {
 pub enum StatsScope {
     /// One session.
     Session(SessionId),
-    /// Sessions whose project path contains this.
+    /// Sessions of this project path or below it ([`within_project`]).
     Project(String),
     /// Every session.
     All,
@@ -421,7 +433,7 @@ pub fn search_scan(
     for meta in listing.sessions {
         if q.project
             .as_deref()
-            .is_some_and(|p| !meta.project_path.contains(p))
+            .is_some_and(|p| !within_project(&meta.project_path, p))
         {
             continue;
         }
@@ -475,7 +487,7 @@ pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<(Stats, Ve
     for meta in listing.sessions {
         let keep = match scope {
             StatsScope::Session(id) => meta.id == id.as_str(),
-            StatsScope::Project(p) => meta.project_path.contains(p.as_str()),
+            StatsScope::Project(p) => within_project(&meta.project_path, p),
             StatsScope::All => true,
         };
         let Ok(id) = SessionId::new(meta.id.as_str()) else {
