@@ -24,9 +24,6 @@ use freecode_sync::client::{
 use crate::UserError;
 use crate::render::{Style, local_time, print_json, print_line};
 
-/// Largest file `session import FILE` reads.
-const MAX_IMPORT_FILE: u64 = freecode_sync::client::MAX_DOWNLOAD;
-
 /// `session export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -364,15 +361,21 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
         (b, shape, public)
     } else {
         let path = PathBuf::from(&a.source);
+        // What the largest bundle export makes can take, compressed or not.
+        let limit = freecode_store::codec::max_bundle_bytes();
+        let max_file = freecode_store::codec::max_encoded_bytes(limit);
+        let too_big = || {
+            UserError(format!(
+                "{} is larger than any bundle export makes ({limit} bytes of JSON at most, \
+                 {max_file} bytes of file); nothing was written",
+                path.display()
+            ))
+        };
         let len = std::fs::metadata(&path)
             .with_context(|| format!("cannot read {}", path.display()))?
             .len();
-        if len > MAX_IMPORT_FILE {
-            return Err(UserError(format!(
-                "{} is {len} bytes, more than the {MAX_IMPORT_FILE}-byte import limit",
-                path.display()
-            ))
-            .into());
+        if len > max_file {
+            return Err(too_big().into());
         }
         // Bounded read: the length checked above can change (or lie, for a device file).
         let mut bytes = Vec::new();
@@ -380,17 +383,13 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
             &mut std::io::Read::take(
                 std::fs::File::open(&path)
                     .with_context(|| format!("cannot read {}", path.display()))?,
-                MAX_IMPORT_FILE + 1,
+                max_file + 1,
             ),
             &mut bytes,
         )
         .with_context(|| format!("cannot read {}", path.display()))?;
-        if bytes.len() as u64 > MAX_IMPORT_FILE {
-            return Err(UserError(format!(
-                "{} is more than the {MAX_IMPORT_FILE}-byte import limit",
-                path.display()
-            ))
-            .into());
+        if bytes.len() as u64 > max_file {
+            return Err(too_big().into());
         }
         let (b, shape) = freecode_sync::client::decode_body(&bytes, None)
             .with_context(|| format!("cannot import {}; nothing was written", path.display()))?;
