@@ -500,8 +500,10 @@ pub fn decode_body(
         check_size(&json, limit)?;
         return Ok(parse_bundle(&json)?);
     }
-    check_size(bytes, limit)?;
-    Ok(parse_bundle(bytes)?)
+    // A file's trailing newline is not part of the bundle (export counts without it).
+    let json = bytes.trim_ascii_end();
+    check_size(json, limit)?;
+    Ok(parse_bundle(json)?)
 }
 
 fn read_limited(
