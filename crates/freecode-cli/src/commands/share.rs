@@ -33,7 +33,8 @@ pub struct ExportArgs {
     #[arg(long, value_name = "URL", conflicts_with = "file")]
     to: Option<String>,
     /// Write the bundle to a file instead (no value: remote/<id>.json in the home; `-`: stdout;
-    /// a FIFO or device is written into, never replaced; the directory must exist).
+    /// a FIFO or device is written into, never replaced; the directory must exist). A name
+    /// ending in `.zst` is written zstd-compressed.
     #[arg(long, value_name = "F", num_args = 0..=1)]
     file: Option<Option<PathBuf>>,
     /// Share lifetime: 30m, 12h, 7d … [default: syncUrlExpiryDays of config.json, else 7d].
@@ -120,7 +121,7 @@ pub struct SyncServeArgs {
     /// The base of the URLs handed out [default: http://<Host header>].
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
-    /// Largest upload, bytes.
+    /// Largest upload, bytes (clients read it from `GET /limits` before they build a share).
     #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
     max_body: usize,
     /// Longest share lifetime, days.
