@@ -1482,3 +1482,97 @@ fn export_learns_the_servers_limit_first_and_names_the_ways_past_it() {
     assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 1);
     drop(server);
 }
+
+/// Writes a session of `n` messages (text and tool calls, about 450 bytes each, varied enough
+/// to compress like a transcript rather than like repeated bytes) into `home`; returns its id.
+fn big_session(home: &Path, n: usize) -> String {
+    use std::io::Write as _;
+    let id = "0b16b16b-0000-4000-8000-000000200000";
+    let dir = home.join("sessions/home__dev__big").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let words: Vec<&str> = "the settings component theme provider toggle dark light mode context \
+        hook state render props test fixture async await request response handler error retry \
+        timeout config file path module import export function return value string number array \
+        object key map filter reduce promise resolve reject build lint format commit branch"
+        .split_whitespace()
+        .collect();
+    let mut seed: u64 = 11;
+    let mut next = move |m: usize| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (seed >> 33) as usize % m
+    };
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(dir.join("messages.jsonl")).unwrap());
+    for i in 0..n {
+        let t = 1_768_000_000_000_i64 + i as i64 * 1000;
+        let text: Vec<&str> = (0..16 + next(64))
+            .map(|_| words[next(words.len())])
+            .collect();
+        let m = if i % 4 < 2 {
+            serde_json::json!({"id": format!("m{i}"), "role": if i % 4 == 0 {"user"} else {"assistant"},
+                "parts": [{"type": "text", "content": text.join(" ")}], "timestamp": t})
+        } else {
+            let code: Vec<String> = (0..3 + next(10))
+                .map(|k| {
+                    format!(
+                        "const {}_{k} = {}({});",
+                        words[next(words.len())],
+                        words[next(words.len())],
+                        next(1000)
+                    )
+                })
+                .collect();
+            serde_json::json!({"id": format!("m{i}"), "role": "assistant",
+                "parts": [{"type": "tool", "tool": {"name": "read_file", "args": {"path": format!("src/{}.ts", text[0])}},
+                           "result": code.join("\n")}], "timestamp": t})
+        };
+        serde_json::to_writer(&mut out, &m).unwrap();
+        out.write_all(b"\n").unwrap();
+    }
+    out.flush().unwrap();
+    let meta = serde_json::json!({"id": id, "title": "big", "projectPath": "/home/dev/big",
+        "provider": "openai", "model": "gpt-4o", "status": "active", "createdAt": 1_768_000_000_000_i64,
+        "updatedAt": 1_768_000_000_000_i64, "lastTurnAt": 1_768_000_000_000_i64, "turnCount": n / 4});
+    std::fs::write(
+        dir.join("meta.json"),
+        serde_json::to_vec_pretty(&meta).unwrap(),
+    )
+    .unwrap();
+    id.to_owned()
+}
+
+/// The real size (issue 11: a 94 MB bundle that export wrote and import refused): a
+/// 200,000-message session, past the old 64 MiB import bound, exports and imports under the
+/// default limit, plain and compressed. Slow in a debug build: run with `--ignored`.
+#[test]
+#[ignore = "real size: 200,000 messages, about a minute in a debug build"]
+fn a_200000_message_session_exports_and_imports_at_its_real_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let id = big_session(&home, 200_000);
+    let plain = tmp.path().join("big.json");
+    let zst = tmp.path().join("big.json.zst");
+    for f in [&plain, &zst] {
+        let out = common::freecode(&home)
+            .args(["session", "export", &id, "--file", f.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let (p, z) = (
+        std::fs::metadata(&plain).unwrap().len(),
+        std::fs::metadata(&zst).unwrap().len(),
+    );
+    assert!(p > 64 << 20, "past the old import bound: {p}");
+    assert!(z * 3 < p, "{p} -> {z}");
+    let other = tmp.path().join("receiver");
+    for f in [&plain, &zst] {
+        let out = common::freecode(&other)
+            .args(["session", "import", f.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["messages"], 200_000);
+    }
+}
