@@ -1541,6 +1541,24 @@ fn big_session(home: &Path, n: usize) -> String {
     id.to_owned()
 }
 
+/// `common::freecode`, but with the binary `FREECODE_TEST_BIN` names when set (a copy kept
+/// aside, for a run that lasts while other builds replace the target's binary).
+fn freecode_bin(home: &Path) -> Command {
+    let mut c = common::freecode(home);
+    if let Some(bin) = std::env::var_os("FREECODE_TEST_BIN") {
+        let mut other = Command::new(bin);
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => other.env(k, v),
+                None => other.env_remove(k),
+            };
+        }
+        other.stdin(Stdio::null());
+        c = other;
+    }
+    c
+}
+
 /// The real size (issue 11: a 94 MB bundle that export wrote and import refused): a
 /// 200,000-message session, past the old 64 MiB import bound, exports and imports under the
 /// default limit, plain and compressed. Slow in a debug build: run with `--ignored`.
@@ -1553,7 +1571,7 @@ fn a_200000_message_session_exports_and_imports_at_its_real_size() {
     let plain = tmp.path().join("big.json");
     let zst = tmp.path().join("big.json.zst");
     for f in [&plain, &zst] {
-        let out = common::freecode(&home)
+        let out = freecode_bin(&home)
             .args(["session", "export", &id, "--file", f.to_str().unwrap()])
             .output()
             .unwrap();
@@ -1567,7 +1585,7 @@ fn a_200000_message_session_exports_and_imports_at_its_real_size() {
     assert!(z * 3 < p, "{p} -> {z}");
     let other = tmp.path().join("receiver");
     for f in [&plain, &zst] {
-        let out = common::freecode(&other)
+        let out = freecode_bin(&other)
             .args(["session", "import", f.to_str().unwrap(), "--json"])
             .output()
             .unwrap();
