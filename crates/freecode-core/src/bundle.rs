@@ -36,8 +36,8 @@ pub const MAX_MEMORIES: usize = 10_000;
 pub const MAX_JSON_VALUES: usize = 8_000_000;
 /// The largest bundle, counted as the JSON a reader parses (after decompression), that export
 /// writes and import reads: one limit on both sides, so export refuses, naming it, what import
-/// would refuse. 128 MiB holds a 200,000-message session (about 94 MB of JSON, 1 GB of RAM to
-/// parse); zstd makes the file or upload several times smaller, but not the parse.
+/// would refuse. 128 MiB holds a 200,000-message session (85–94 MB of JSON; importing one takes
+/// about 0.7 GB); zstd makes the file or upload 4–5 times smaller, but not the parse.
 pub const MAX_BUNDLE_BYTES: u64 = 128 * 1024 * 1024;
 
 /// A project memory entry (`projects/<slug>/memory/<type>/<name>.md`), as `store/remote.ts`
