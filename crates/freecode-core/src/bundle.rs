@@ -34,6 +34,11 @@ pub const MAX_MEMORIES: usize = 10_000;
 /// before parsing, so a wide bomb (`[0,0,0,…]` of 64 MiB would take gigabytes as a tree) is
 /// refused for the price of one pass; a real 64 MiB export holds a few million.
 pub const MAX_JSON_VALUES: usize = 8_000_000;
+/// The largest bundle, counted as the JSON a reader parses (after decompression), that export
+/// writes and import reads: one limit on both sides, so export refuses, naming it, what import
+/// would refuse. 128 MiB holds a 200,000-message session (85–94 MB of JSON; importing one takes
+/// about 0.7 GB); zstd makes the file or upload 4–5 times smaller, but not the parse.
+pub const MAX_BUNDLE_BYTES: u64 = 128 * 1024 * 1024;
 
 /// A project memory entry (`projects/<slug>/memory/<type>/<name>.md`), as `store/remote.ts`
 /// exports it.
@@ -234,6 +239,14 @@ pub enum BundleError {
         /// The bound.
         max: usize,
     },
+    /// The JSON of a bundle is larger than the bundle limit.
+    #[error("bundle is {size} bytes of JSON, more than the {max}-byte bundle limit")]
+    TooBig {
+        /// Its size, bytes.
+        size: u64,
+        /// The limit, bytes.
+        max: u64,
+    },
     /// The declared counts disagree with the contents (truncated or tampered plain bundle).
     #[error("bundle counts disagree with its contents: {0}")]
     Counts(String),
@@ -381,6 +394,28 @@ pub fn parse_bundle(bytes: &[u8]) -> Result<(Bundle, SourceShape), BundleError> 
         }
     }
     Ok((bundle, shape))
+}
+
+/// Checks the JSON of a bundle against what [`parse_bundle`] and its callers accept: at most
+/// `max_bytes` bytes (the caller's limit, at most [`MAX_BUNDLE_BYTES`]) and [`MAX_JSON_VALUES`]
+/// values. Export runs it on what it writes, so that import never refuses what export made.
+pub fn check_size(json: &[u8], max_bytes: u64) -> Result<(), BundleError> {
+    let size = json.len() as u64;
+    if size > max_bytes {
+        return Err(BundleError::TooBig {
+            size,
+            max: max_bytes,
+        });
+    }
+    let values = count_json_values(json);
+    if values > MAX_JSON_VALUES {
+        return Err(BundleError::TooMany {
+            what: "JSON values",
+            count: values,
+            max: MAX_JSON_VALUES,
+        });
+    }
+    Ok(())
 }
 
 /// Commas and opening brackets outside strings: about the number of values in the document.
@@ -557,6 +592,25 @@ mod tests {
         assert!(matches!(
             parse_bundle(bad_role),
             Err(BundleError::Message { index: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn check_size_refuses_what_import_would() {
+        let json = Bundle::new(meta(), vec![], 0).to_json();
+        let n = json.len() as u64;
+        assert_eq!(check_size(&json, n), Ok(()));
+        assert_eq!(
+            check_size(&json, n - 1),
+            Err(BundleError::TooBig {
+                size: n,
+                max: n - 1
+            })
+        );
+        let wide = format!("[{}0]", "0,".repeat(MAX_JSON_VALUES));
+        assert!(matches!(
+            check_size(wide.as_bytes(), MAX_BUNDLE_BYTES),
+            Err(BundleError::TooMany { .. })
         ));
     }
 

@@ -11,6 +11,7 @@
 //! - [`share`] exports a session as a redacted bundle and imports one as a new session.
 //! - [`doctor`] finds leftovers, damage and loose modes in a home, and repairs them on request.
 
+pub mod codec;
 pub mod doctor;
 pub mod error;
 pub mod fsutil;

@@ -14,6 +14,9 @@
 //!   clamped to the import time ([`Bundle::clamp_times`]).
 //! - The local variant of §15 lives under `remote/`: [`save_to_remote`] writes a bundle file
 //!   there (0600, atomically); import reads any file.
+//! - One size limit on both sides ([`crate::codec::max_bundle_bytes`]): [`bundle_json`] is the
+//!   bundle's JSON as import will read it, refused (naming the limit and the ways past it) when
+//!   import would refuse it. A file whose name ends in `.zst` is written zstd-compressed.
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +44,25 @@ pub enum ShareError {
     /// The bundle could not be redacted; nothing is exported.
     #[error("cannot redact the bundle, nothing exported: {0}")]
     Redaction(String),
+    /// The bundle's JSON is larger than import accepts; nothing is written or sent.
+    #[error(
+        "the bundle of session {id} is {size} bytes of JSON, more than the {limit}-byte limit \
+         of a bundle (import would refuse it); nothing was written or sent. Ways past it: \
+         {ways}"
+    )]
+    TooLarge {
+        /// The session.
+        id: String,
+        /// The JSON's size, bytes.
+        size: u64,
+        /// The limit, bytes.
+        limit: u64,
+        /// What the user can do.
+        ways: String,
+    },
+    /// Compressing or decompressing failed.
+    #[error(transparent)]
+    Codec(#[from] crate::codec::CodecError),
     /// A deleted session is not exported.
     #[error("session {0} is deleted; restore it before exporting")]
     Deleted(String),
@@ -324,15 +346,60 @@ pub fn import_bundle(
     })
 }
 
+/// The bundle's compact JSON, as import will parse it, checked against the bundle limit
+/// ([`crate::codec::max_bundle_bytes`]) so that export never makes what import refuses. The
+/// error names the limit and the ways past it that apply to this bundle.
+pub fn bundle_json(bundle: &Bundle) -> Result<Vec<u8>, ShareError> {
+    let json = serde_json::to_vec(bundle).map_err(|e| ShareError::Redaction(e.to_string()))?;
+    check_json(bundle, &json)?;
+    Ok(json)
+}
+
+/// Checks `json`, a body made of `bundle` (the bundle itself, or the seed's `{meta, messages}`
+/// of it), against the bundle limit, as [`bundle_json`] does.
+pub fn check_json(bundle: &Bundle, json: &[u8]) -> Result<(), ShareError> {
+    let limit = crate::codec::max_bundle_bytes();
+    match freecode_core::bundle::check_size(json, limit) {
+        Ok(()) => Ok(()),
+        Err(freecode_core::bundle::BundleError::TooBig { size, max }) => {
+            let mut ways = Vec::new();
+            if bundle.rollout.is_some() {
+                ways.push("leave out --include-rollout".to_owned());
+            }
+            if bundle.memories.is_some() {
+                ways.push("leave out --include-memories".to_owned());
+            }
+            ways.push(format!(
+                "compact the session first (freecode session compact {} --keep N --summary-file F), \
+                 or fork and trim a copy",
+                bundle.meta.id
+            ));
+            Err(ShareError::TooLarge {
+                id: bundle.meta.id.clone(),
+                size,
+                limit: max,
+                ways: ways.join("; "),
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Writes a bundle to `remote/<id>.json` (or the user's `path`, see
-/// [`fsutil::write_user_file`]), pretty, 0600, atomically; returns the path (`-` for stdout).
+/// [`fsutil::write_user_file`]), compact JSON, 0600, atomically; zstd-compressed when `path`
+/// ends in `.zst`. Returns the path (`-` for stdout). Refused, writing nothing, past the
+/// bundle limit ([`bundle_json`]).
 pub fn save_to_remote(
     home: &Home,
     bundle: &Bundle,
     path: Option<&Path>,
 ) -> Result<PathBuf, ShareError> {
-    let mut bytes = serde_json::to_vec_pretty(bundle).unwrap_or_default();
-    bytes.push(b'\n');
+    let mut bytes = bundle_json(bundle)?;
+    if path.is_some_and(|p| p.extension().is_some_and(|x| x == "zst")) {
+        bytes = crate::codec::compress(&bytes)?;
+    } else {
+        bytes.push(b'\n');
+    }
     if let Some(p) = path {
         // A file the user named: `-` is stdout, a FIFO or device is streamed into, a missing
         // directory is an error.

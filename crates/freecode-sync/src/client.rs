@@ -2,10 +2,14 @@
 //!
 //! - Transport: HTTPS only, except to loopback (`127.0.0.0/8`, `::1`, `localhost`), where
 //!   plain HTTP is allowed for local servers and tests (SPEC §19.8). 30 s overall timeout, like
-//!   the original. Downloads are bounded ([`MAX_DOWNLOAD`]).
-//! - [`Client::share`] encrypts a bundle under a fresh key ([`crate::crypto`]) and returns the
-//!   URL with the key in its fragment; `plain` sends the seed's `{meta, messages}` JSON body
-//!   to a server that expects it.
+//!   the original. Downloads are bounded ([`MAX_DOWNLOAD`], or less with the bundle limit
+//!   lowered: [`freecode_store::codec::max_bundle_bytes`]).
+//! - [`Client::share`] compresses (zstd) and encrypts a bundle under a fresh key
+//!   ([`crate::crypto`], envelope v2) and returns the URL with the key in its fragment; `plain`
+//!   sends the seed's `{meta, messages}` JSON body to a server that expects it.
+//! - [`Client::server_limit`] asks the server for the largest body it takes (`GET /limits`),
+//!   so that [`share_session`] knows it before building the bundle and refuses, naming the
+//!   limit and the ways past it, before sending a body the server would answer 413.
 //! - [`Client::fetch`] downloads and decrypts (or reads a plain body) and validates it as a
 //!   bundle; nothing is written here — the caller imports it.
 //! - [`ShareLog`] is `shares.jsonl` in the home (0600): every share made, with its delete token,
@@ -15,7 +19,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use freecode_core::bundle::{Bundle, BundleError, SourceShape, parse_bundle};
+use freecode_core::bundle::{Bundle, BundleError, SourceShape, check_size, parse_bundle};
 use freecode_store::Home;
 use serde::{Deserialize, Serialize};
 
@@ -23,8 +27,10 @@ use crate::crypto::{self, CryptoError, ShareKey};
 
 /// Overall timeout of one request.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
-/// Largest body a download reads.
-pub const MAX_DOWNLOAD: u64 = 64 * 1024 * 1024;
+/// Largest body a download (or `session import FILE`) reads: what the largest bundle export
+/// makes can take, compressed or not ([`freecode_store::codec::max_encoded_bytes`]).
+pub const MAX_DOWNLOAD: u64 =
+    freecode_store::codec::max_encoded_bytes(freecode_core::bundle::MAX_BUNDLE_BYTES);
 /// Default share lifetime, days (`syncUrlExpiryDays`).
 pub const DEFAULT_EXPIRY_DAYS: u64 = 7;
 
@@ -78,6 +84,24 @@ pub enum ClientError {
         url: String,
         /// The bound.
         limit: u64,
+    },
+    /// The body is larger than the share server takes: nothing was sent.
+    #[error(
+        "the share is {size} bytes (compressed and encrypted), {}; nothing was sent. Ways past it: {ways}",
+        limit.map_or_else(
+            || format!("and {endpoint} refused it as too large (413)"),
+            |l| format!("more than the {l} bytes {endpoint} accepts (its maxBodyBytes)")
+        )
+    )]
+    ServerLimit {
+        /// The server.
+        endpoint: String,
+        /// The body's size, bytes.
+        size: u64,
+        /// The server's limit, when it told.
+        limit: Option<u64>,
+        /// What the user can do.
+        ways: String,
     },
     /// An encrypted share fetched without its key.
     #[error(
@@ -216,6 +240,14 @@ pub struct Client {
     agent: ureq::Agent,
     api_key: Option<String>,
     max_download: u64,
+    server_limit: Option<u64>,
+}
+
+/// What `GET /limits` answers.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServerLimits {
+    max_body_bytes: u64,
 }
 
 impl Client {
@@ -238,8 +270,40 @@ impl Client {
         Self {
             agent,
             api_key: api_key.filter(|k| !k.is_empty()),
-            max_download: MAX_DOWNLOAD,
+            max_download: freecode_store::codec::max_encoded_bytes(
+                freecode_store::codec::max_bundle_bytes(),
+            ),
+            server_limit: None,
         }
+    }
+
+    /// Sets the largest upload the server takes (as [`Client::server_limit`] learned it):
+    /// [`Client::share`] refuses a larger body without sending it.
+    pub fn upload_limit(mut self, bytes: Option<u64>) -> Self {
+        self.server_limit = bytes;
+        self
+    }
+
+    /// The largest upload the server at `endpoint` takes (`GET <endpoint>/limits`,
+    /// `{"maxBodyBytes": N}`), or `None` from a server that does not say (an older one, or
+    /// the original's). A server that cannot be reached is an error, so nothing is built for it.
+    pub fn server_limit(&self, endpoint: &str) -> Result<Option<u64>, ClientError> {
+        let url = format!("{}/limits", endpoint.trim_end_matches('/'));
+        check_transport(&url)?;
+        let mut resp = self
+            .agent
+            .get(&url)
+            .call()
+            .map_err(|e| transport(&url, e))?;
+        let status = resp.status().as_u16();
+        let bytes = read_limited(&mut resp, &url, 64 * 1024)?;
+        if status != 200 {
+            tracing::debug!(status, "{url} gives no limits; the upload will find out");
+            return Ok(None);
+        }
+        Ok(serde_json::from_slice::<ServerLimits>(&bytes)
+            .ok()
+            .map(|l| l.max_body_bytes))
     }
 
     /// Sets the download bound.
@@ -259,24 +323,77 @@ impl Client {
         let upload = format!("{}/upload", endpoint.trim_end_matches('/'));
         check_transport(&upload)?;
         if plain {
-            // The seed's body: {meta, messages}.
+            // The seed's body: {meta, messages}, uncompressed JSON (what such a server reads).
             let body = serde_json::json!({"meta": bundle.meta, "messages": bundle.messages});
             let bytes = serde_json::to_vec(&body).unwrap_or_default();
-            let receipt = self.upload(&upload, &bytes, "application/json", expires_in)?;
+            freecode_store::share::check_json(bundle, &bytes)?;
+            self.check_limit(endpoint, bundle, bytes.len() as u64)?;
+            let receipt = self
+                .upload(&upload, &bytes, "application/json", expires_in)
+                .map_err(|e| self.too_large(e, endpoint, bundle, bytes.len() as u64))?;
             return Ok(Shared {
                 url: receipt.url.clone(),
                 receipt,
                 encrypted: false,
             });
         }
+        let json = freecode_store::share::bundle_json(bundle)?;
+        let compressed = freecode_store::codec::compress(&json)
+            .map_err(freecode_store::share::ShareError::from)?;
+        drop(json);
         let key = ShareKey::generate()?;
-        let sealed = crypto::seal(&key, &bundle.to_json())?;
-        let receipt = self.upload(&upload, &sealed, "application/octet-stream", expires_in)?;
+        let sealed = crypto::seal(&key, &compressed)?;
+        drop(compressed);
+        self.check_limit(endpoint, bundle, sealed.len() as u64)?;
+        let receipt = self
+            .upload(&upload, &sealed, "application/octet-stream", expires_in)
+            .map_err(|e| self.too_large(e, endpoint, bundle, sealed.len() as u64))?;
         Ok(Shared {
             url: format!("{}#{}", receipt.url, key.to_fragment()),
             receipt,
             encrypted: true,
         })
+    }
+
+    /// Refuses a body past the server's known limit.
+    fn check_limit(&self, endpoint: &str, bundle: &Bundle, size: u64) -> Result<(), ClientError> {
+        match self.server_limit {
+            Some(limit) if size > limit => Err(self.limit_error(endpoint, bundle, size)),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`ClientError::ServerLimit`] for a body of `size` bytes made of `bundle`.
+    fn limit_error(&self, endpoint: &str, bundle: &Bundle, size: u64) -> ClientError {
+        let mut ways = vec![format!(
+            "write it to a file instead (freecode session export {id} --file {id}.json.zst) and \
+             import that (freecode session import {id}.json.zst)",
+            id = bundle.meta.id
+        )];
+        if bundle.rollout.is_some() {
+            ways.push("leave out --include-rollout".to_owned());
+        }
+        if bundle.memories.is_some() {
+            ways.push("leave out --include-memories".to_owned());
+        }
+        ways.push(
+            "or have the server's operator raise its limit (freecode sync serve --max-body BYTES)"
+                .to_owned(),
+        );
+        ClientError::ServerLimit {
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            size,
+            limit: self.server_limit,
+            ways: ways.join("; "),
+        }
+    }
+
+    /// A 413 from a server that did not tell its limit beforehand, as [`ClientError::ServerLimit`].
+    fn too_large(&self, e: ClientError, endpoint: &str, bundle: &Bundle, size: u64) -> ClientError {
+        match e {
+            ClientError::Status { status: 413, .. } => self.limit_error(endpoint, bundle, size),
+            e => e,
+        }
     }
 
     fn upload(
@@ -370,13 +487,31 @@ pub fn decode_body(
             "the URL carries a key but the server sent unencrypted data",
         )));
     }
+    let limit = freecode_store::codec::max_bundle_bytes();
+    let inflate = |z: &[u8]| {
+        freecode_store::codec::decompress(z, limit).map_err(freecode_store::share::ShareError::from)
+    };
     if crypto::is_envelope(bytes) {
         let key = key.ok_or(ClientError::MissingKey)?;
-        let plain = crypto::open(key, bytes)?;
-        let (b, shape) = parse_bundle(&plain)?;
-        return Ok((b, shape));
+        let (version, plain) = crypto::open_versioned(key, bytes)?;
+        let json = if version == crypto::VERSION_UNCOMPRESSED {
+            plain
+        } else {
+            inflate(&plain)?
+        };
+        check_size(&json, limit)?;
+        return Ok(parse_bundle(&json)?);
     }
-    Ok(parse_bundle(bytes)?)
+    // A compressed file (`--file F.zst`), recognised by its magic number whatever its name.
+    if freecode_store::codec::is_compressed(bytes) {
+        let json = inflate(bytes)?;
+        check_size(&json, limit)?;
+        return Ok(parse_bundle(&json)?);
+    }
+    // A file's trailing newline is not part of the bundle (export counts without it).
+    let json = bytes.trim_ascii_end();
+    check_size(json, limit)?;
+    Ok(parse_bundle(json)?)
 }
 
 fn read_limited(
@@ -527,6 +662,11 @@ pub fn share_session(
     let endpoint = config.endpoint_or(opts.to.as_deref())?;
     let lifetime = config.lifetime(opts.expires_in);
     let now = freecode_store::now_ms();
+    // The server's limit, before the bundle is built: an unreachable server costs no export,
+    // and a bundle too large for it is refused before it is sent.
+    let client = Client::new(config.api_key);
+    let limit = client.server_limit(&endpoint)?;
+    let client = client.upload_limit(limit);
     let bundle = freecode_store::share::export_bundle(
         store,
         id,
@@ -537,8 +677,7 @@ pub fn share_session(
             expires_at: Some(expires_at(now, lifetime)),
         },
     )?;
-    let shared =
-        Client::new(config.api_key).share(&endpoint, &bundle, opts.plain, Some(lifetime))?;
+    let shared = client.share(&endpoint, &bundle, opts.plain, Some(lifetime))?;
     let logged = ShareLog::new(store.home()).add(&ShareRecord {
         url: shared.url.clone(),
         session_id: id.to_string(),

@@ -4,8 +4,9 @@
 //! travels only in the URL's fragment (`https://host/<code>#<key>`), which HTTP clients never
 //! send: the server stores bytes it cannot read.
 //!
-//! Envelope: `"FCSB"` · version byte `1` · 24-byte random nonce · XChaCha20-Poly1305
-//! ciphertext with its 16-byte tag. The 5 header bytes are the associated data, so a changed
+//! Envelope: `"FCSB"` · version byte · 24-byte random nonce · XChaCha20-Poly1305
+//! ciphertext with its 16-byte tag. Version 2 (written) carries a zstd frame of the bundle's
+//! JSON ([`freecode_store::codec`]); version 1 (still read) carries the JSON itself. The 5 header bytes are the associated data, so a changed
 //! version or magic fails authentication like any other tampering. XChaCha's 192-bit nonce
 //! makes random nonces safe without a counter.
 
@@ -16,8 +17,10 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
 /// First bytes of every envelope.
 pub const MAGIC: &[u8; 4] = b"FCSB";
-/// The envelope version this build writes and reads.
-pub const VERSION: u8 = 1;
+/// The envelope version this build writes: its plaintext is zstd-compressed.
+pub const VERSION: u8 = 2;
+/// The oldest envelope version this build reads (uncompressed plaintext).
+pub const VERSION_UNCOMPRESSED: u8 = 1;
 const HEADER: usize = 5;
 const NONCE: usize = 24;
 const TAG: usize = 16;
@@ -29,7 +32,9 @@ pub enum CryptoError {
     #[error("not an encrypted freecode share ({0})")]
     NotAnEnvelope(&'static str),
     /// A newer envelope version.
-    #[error("encrypted share version {0} is not supported (this freecode reads version {VERSION})")]
+    #[error(
+        "encrypted share version {0} is not supported (this freecode reads versions {VERSION_UNCOMPRESSED} to {VERSION})"
+    )]
     Version(u8),
     /// Authentication failed: wrong key, or the bytes were changed.
     #[error("cannot decrypt the share: wrong key in the URL, or the data was tampered with")]
@@ -80,13 +85,22 @@ pub fn is_envelope(bytes: &[u8]) -> bool {
     bytes.starts_with(MAGIC)
 }
 
-/// Encrypts `plaintext` under `key` into a new envelope.
+/// Encrypts `plaintext` under `key` into a new envelope of [`VERSION`] (the caller compresses).
 pub fn seal(key: &ShareKey, plaintext: &[u8]) -> Result<Vec<u8>, CryptoError> {
+    seal_version(key, plaintext, VERSION)
+}
+
+/// Encrypts `plaintext` into an envelope of `version` ([`VERSION_UNCOMPRESSED`] for readers
+/// older than compression); any other version is refused.
+pub fn seal_version(key: &ShareKey, plaintext: &[u8], version: u8) -> Result<Vec<u8>, CryptoError> {
+    if !(VERSION_UNCOMPRESSED..=VERSION).contains(&version) {
+        return Err(CryptoError::Version(version));
+    }
     let mut nonce = [0u8; NONCE];
     getrandom::fill(&mut nonce).map_err(|e| CryptoError::Random(e.to_string()))?;
     let mut header = [0u8; HEADER];
     header[..4].copy_from_slice(MAGIC);
-    header[4] = VERSION;
+    header[4] = version;
     let cipher = XChaCha20Poly1305::new((&key.0).into());
     let ct = cipher
         .encrypt(
@@ -106,14 +120,20 @@ pub fn seal(key: &ShareKey, plaintext: &[u8]) -> Result<Vec<u8>, CryptoError> {
 
 /// Decrypts an envelope; any change to any byte, or the wrong key, is [`CryptoError::Auth`].
 pub fn open(key: &ShareKey, envelope: &[u8]) -> Result<Vec<u8>, CryptoError> {
+    open_versioned(key, envelope).map(|(_, plain)| plain)
+}
+
+/// Decrypts an envelope of any version this build reads; returns the version and plaintext.
+pub fn open_versioned(key: &ShareKey, envelope: &[u8]) -> Result<(u8, Vec<u8>), CryptoError> {
     if !is_envelope(envelope) {
         return Err(CryptoError::NotAnEnvelope("no FCSB header"));
     }
     if envelope.len() < HEADER + NONCE + TAG {
         return Err(CryptoError::NotAnEnvelope("truncated"));
     }
-    if envelope[4] != VERSION {
-        return Err(CryptoError::Version(envelope[4]));
+    let version = envelope[4];
+    if !(VERSION_UNCOMPRESSED..=VERSION).contains(&version) {
+        return Err(CryptoError::Version(version));
     }
     let (header, rest) = envelope.split_at(HEADER);
     let (nonce, ct) = rest.split_at(NONCE);
@@ -125,6 +145,7 @@ pub fn open(key: &ShareKey, envelope: &[u8]) -> Result<Vec<u8>, CryptoError> {
                 aad: header,
             },
         )
+        .map(|plain| (version, plain))
         .map_err(|_| CryptoError::Auth)
 }
 
@@ -169,8 +190,15 @@ mod tests {
         assert_eq!(ShareKey::from_fragment(&format!("k={frag}")).unwrap(), key);
         assert_eq!(ShareKey::from_fragment("#abc"), Err(CryptoError::BadKey));
         assert_eq!(ShareKey::from_fragment("#!!!"), Err(CryptoError::BadKey));
-        let mut v2 = env.clone();
-        v2[4] = 2;
-        assert_eq!(open(&key, &v2), Err(CryptoError::Version(2)));
+        let mut v3 = env.clone();
+        v3[4] = 3;
+        assert_eq!(open(&key, &v3), Err(CryptoError::Version(3)));
+        // A v1 envelope still opens; changing its version byte to 2 fails authentication.
+        let v1 = seal_version(&key, b"old", VERSION_UNCOMPRESSED).unwrap();
+        assert_eq!(open_versioned(&key, &v1).unwrap(), (1, b"old".to_vec()));
+        let mut as_v2 = v1.clone();
+        as_v2[4] = VERSION;
+        assert_eq!(open(&key, &as_v2), Err(CryptoError::Auth));
+        assert_eq!(seal_version(&key, b"x", 0), Err(CryptoError::Version(0)));
     }
 }

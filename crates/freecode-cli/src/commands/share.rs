@@ -24,9 +24,6 @@ use freecode_sync::client::{
 use crate::UserError;
 use crate::render::{Style, local_time, print_json, print_line};
 
-/// Largest file `session import FILE` reads.
-const MAX_IMPORT_FILE: u64 = freecode_sync::client::MAX_DOWNLOAD;
-
 /// `session export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -36,7 +33,8 @@ pub struct ExportArgs {
     #[arg(long, value_name = "URL", conflicts_with = "file")]
     to: Option<String>,
     /// Write the bundle to a file instead (no value: remote/<id>.json in the home; `-`: stdout;
-    /// a FIFO or device is written into, never replaced; the directory must exist).
+    /// a FIFO or device is written into, never replaced; the directory must exist). A name
+    /// ending in `.zst` is written zstd-compressed.
     #[arg(long, value_name = "F", num_args = 0..=1)]
     file: Option<Option<PathBuf>>,
     /// Share lifetime: 30m, 12h, 7d … [default: syncUrlExpiryDays of config.json, else 7d].
@@ -126,7 +124,7 @@ pub struct SyncServeArgs {
     /// The base of the URLs handed out [default: http://<Host header>].
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
-    /// Largest upload, bytes.
+    /// Largest upload, bytes (clients read it from `GET /limits` before they build a share).
     #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
     max_body: usize,
     /// Longest share lifetime, days.
@@ -374,15 +372,21 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
         (b, shape, public)
     } else {
         let path = PathBuf::from(&a.source);
+        // What the largest bundle export makes can take, compressed or not.
+        let limit = freecode_store::codec::max_bundle_bytes();
+        let max_file = freecode_store::codec::max_encoded_bytes(limit);
+        let too_big = || {
+            UserError(format!(
+                "{} is larger than any bundle export makes ({limit} bytes of JSON at most, \
+                 {max_file} bytes of file); nothing was written",
+                path.display()
+            ))
+        };
         let len = std::fs::metadata(&path)
             .map_err(|e| UserError(format!("cannot read {}: {e}", path.display())))?
             .len();
-        if len > MAX_IMPORT_FILE {
-            return Err(UserError(format!(
-                "{} is {len} bytes, more than the {MAX_IMPORT_FILE}-byte import limit",
-                path.display()
-            ))
-            .into());
+        if len > max_file {
+            return Err(too_big().into());
         }
         // Bounded read: the length checked above can change (or lie, for a device file).
         let mut bytes = Vec::new();
@@ -390,17 +394,13 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
             &mut std::io::Read::take(
                 std::fs::File::open(&path)
                     .map_err(|e| UserError(format!("cannot read {}: {e}", path.display())))?,
-                MAX_IMPORT_FILE + 1,
+                max_file + 1,
             ),
             &mut bytes,
         )
         .with_context(|| format!("cannot read {}", path.display()))?;
-        if bytes.len() as u64 > MAX_IMPORT_FILE {
-            return Err(UserError(format!(
-                "{} is more than the {MAX_IMPORT_FILE}-byte import limit",
-                path.display()
-            ))
-            .into());
+        if bytes.len() as u64 > max_file {
+            return Err(too_big().into());
         }
         let (b, shape) = freecode_sync::client::decode_body(&bytes, None)
             .with_context(|| format!("cannot import {}; nothing was written", path.display()))?;

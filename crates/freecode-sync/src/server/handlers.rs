@@ -1,4 +1,4 @@
-//! The HTTP surface: upload, download, revoke, health, and the per-request log line.
+//! The HTTP surface: upload, download, revoke, health, limits, and the per-request log line.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -195,7 +195,10 @@ pub(crate) async fn upload(State(app): State<Arc<App>>, request: Request) -> Res
 fn too_large(max: usize) -> Response {
     error(
         StatusCode::PAYLOAD_TOO_LARGE,
-        format!("body larger than {max} bytes"),
+        format!(
+            "body larger than {max} bytes, this server's limit (GET /limits tells it \
+             beforehand; its operator can raise it with `freecode sync serve --max-body BYTES`)"
+        ),
     )
 }
 
@@ -366,6 +369,16 @@ pub(crate) async fn revoke(
     }
 }
 
+/// `GET /limits`: `{"maxBodyBytes": N}`, the largest upload taken, so that a client can refuse
+/// a larger one before building or sending it.
+pub(crate) async fn limits(State(app): State<Arc<App>>) -> Response {
+    (
+        StatusCode::OK,
+        Json(json!({ "maxBodyBytes": app.max_body as u64 })),
+    )
+        .into_response()
+}
+
 /// `GET /healthz`.
 pub(crate) async fn health(State(app): State<Arc<App>>) -> Response {
     let status = match tokio::time::timeout(HEALTH_TIMEOUT, app.store.health()).await {
@@ -395,6 +408,7 @@ fn classify(path: &str) -> (&'static str, Option<&str>) {
     match path {
         "/upload" => ("upload", None),
         "/healthz" => ("health", None),
+        "/limits" => ("limits", None),
         _ => match path.strip_prefix('/') {
             Some(seg) if crate::blob::is_valid_code(seg) => ("share", Some(&seg[..6])),
             _ => ("other", None),

@@ -96,7 +96,7 @@ fn timed_out(message: &'static str) -> Response {
     response
 }
 
-/// Middleware: waits up to [`QUEUE_WAIT`] for a slot (`/healthz` needs none), else
+/// Middleware: waits up to [`QUEUE_WAIT`] for a slot (`/healthz` and `/limits` need none), else
 /// `503 {"error": "server busy"}` with `Retry-After: 1`; then runs the request under
 /// `request_timeout`, answering `408 {"error": "request timed out"}` past it, and answers
 /// `408 {"error": "request body timed out"}` if its body has not been received in full
@@ -107,7 +107,8 @@ pub(crate) async fn limit(
     request: Request,
     next: Next,
 ) -> Response {
-    let _permit = if request.uri().path() == "/healthz" {
+    // `/healthz` and `/limits` touch no store and no body: they never wait for a slot.
+    let _permit = if matches!(request.uri().path(), "/healthz" | "/limits") {
         None
     } else {
         match tokio::time::timeout(QUEUE_WAIT, Arc::clone(&limits.permits).acquire_owned()).await {

@@ -11,6 +11,8 @@
 //!   `x-freecode-expires-at`; 404 unknown or malformed; 410 expired (removed on the spot).
 //! - `DELETE /{code}` with `x-freecode-delete-token` — 204; 403 wrong or missing token; 404.
 //! - `GET /healthz` — `200 {"status":"ok"}` when the store answers, else 503.
+//! - `GET /limits` — `200 {"maxBodyBytes": N}`: the largest upload taken, for clients to check
+//!   before they build or send one (413 names the limit too).
 //!
 //! Any request but `/healthz` waits up to 2 s for one of [`ServerConfig::max_concurrent`]
 //! slots, else `503 {"error": "server busy"}` with `Retry-After: 1`; a request not answered
@@ -300,6 +302,7 @@ async fn run(
     let router = Router::new()
         .route("/upload", post(handlers::upload))
         .route("/healthz", get(handlers::health))
+        .route("/limits", get(handlers::limits))
         .route("/{code}", get(handlers::download).delete(handlers::revoke))
         .fallback(handlers::fallback)
         .layer(DefaultBodyLimit::max(config.max_body))
