@@ -3,14 +3,17 @@
 //! Data goes to stdout (`--json` for machines), logs and diagnostics to stderr (filtered by
 //! `FREECODE_LOG` or `RUST_LOG`), colour only on a terminal and never with `NO_COLOR`. Exit
 //! codes are decided once, here: 0 success (a closed pipe counts), 1 a user error (bad id,
-//! unknown session, held lock, refused confirmation), 2 anything unexpected, 130 a one-shot run
+//! unknown session, held lock, refused confirmation; a search without a match, silently, as grep
+//! does), 2 anything unexpected, 130 a one-shot run
 //! stopped by Ctrl+C ([`Interrupted`]).
 
 mod agent;
 mod cli;
 mod commands;
 mod otlp;
+mod pager;
 mod render;
+mod sanitize;
 mod trace_render;
 
 use std::process::ExitCode;
@@ -44,6 +47,18 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
+/// A search that found nothing: exit status 1 with nothing on stderr, as grep and rg.
+#[derive(Debug)]
+pub struct NoMatch;
+
+impl std::fmt::Display for NoMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no match")
+    }
+}
+
+impl std::error::Error for NoMatch {}
+
 fn init_logging(default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("FREECODE_LOG")
@@ -69,6 +84,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         }
         if cause.downcast_ref::<Interrupted>().is_some() {
             return 130;
+        }
+        if cause.downcast_ref::<NoMatch>().is_some() {
+            return 1;
         }
         if cause.downcast_ref::<UserError>().is_some()
             || cause.downcast_ref::<freecode_core::IdError>().is_some()
@@ -121,7 +139,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let code = exit_code(&err);
-            if code != 0 && code != 130 {
+            let quiet = err.downcast_ref::<NoMatch>().is_some();
+            if code != 0 && code != 130 && !quiet {
                 eprintln!("error: {err:#}");
                 if let Some(hint) = render::hint_for(&err) {
                     eprintln!("hint: {hint}");

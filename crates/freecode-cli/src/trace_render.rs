@@ -16,6 +16,8 @@
 use freecode_core::rollout::trace::{HANG_THRESHOLD_MS, SpanStatus, Trace};
 use jiff::tz::TimeZone;
 
+use crate::sanitize::clean_line;
+
 /// What to show.
 #[derive(Debug, Clone)]
 pub struct RenderOptions {
@@ -161,7 +163,11 @@ pub fn render_trace(trace: &Trace, opts: &RenderOptions, p: Palette) -> String {
     let id8: String = trace.session_id.chars().take(8).collect();
     let mut header = p.bold(&format!("session {id8}"));
     if let Some(first) = trace.model_spans.first() {
-        header.push_str(&p.dim(&format!("  {}/{}", first.provider, first.model)));
+        header.push_str(&p.dim(&format!(
+            "  {}/{}",
+            clean_line(&first.provider),
+            clean_line(&first.model)
+        )));
     }
     header.push_str(&p.dim(&format!("  {} wall", dur(trace.wall_ms))));
     lines.push(header);
@@ -186,7 +192,7 @@ pub fn render_trace(trace: &Trace, opts: &RenderOptions, p: Palette) -> String {
             "{} {d} {} {}",
             p.dim(&clock(s.started_at, &opts.time_zone)),
             p.cyan("model"),
-            s.turn_id
+            clean_line(&s.turn_id)
         )];
         let mut facts = vec![
             format!("msgs={}", s.message_count),
@@ -208,7 +214,7 @@ pub fn render_trace(trace: &Trace, opts: &RenderOptions, p: Palette) -> String {
         if !s.tool_calls.is_empty() {
             row.push(format!(
                 "{INDENT}{}",
-                p.dim(&format!("→ {}", s.tool_calls.join(", ")))
+                p.dim(&format!("→ {}", clean_line(&s.tool_calls.join(", "))))
             ));
         }
         match s.status {
@@ -240,8 +246,8 @@ pub fn render_trace(trace: &Trace, opts: &RenderOptions, p: Palette) -> String {
             }
             SpanStatus::Error => row.push(format!(
                 "{INDENT}{}: {}",
-                p.yellow(s.error_kind.as_deref().unwrap_or("error")),
-                s.error.as_deref().unwrap_or("")
+                p.yellow(&clean_line(s.error_kind.as_deref().unwrap_or("error"))),
+                clean_line(s.error.as_deref().unwrap_or(""))
             )),
             SpanStatus::Ok => {}
         }
@@ -256,7 +262,7 @@ pub fn render_trace(trace: &Trace, opts: &RenderOptions, p: Palette) -> String {
                     p.dim(&clock(t.started_at, &opts.time_zone)),
                     p.dim(&format!("{:>7}", dur(t.duration_ms))),
                     p.dim("tool "),
-                    t.tool
+                    clean_line(&t.tool)
                 )],
             ));
         }
@@ -268,8 +274,8 @@ pub fn render_trace(trace: &Trace, opts: &RenderOptions, p: Palette) -> String {
                     p.dim(&clock(d.at, &opts.time_zone)),
                     p.dim(&format!("{:>7}", "—")),
                     p.dim("deny "),
-                    d.tool,
-                    p.dim(&format!("({}) {}", d.source, d.reason))
+                    clean_line(&d.tool),
+                    p.dim(&format!("({}) {}", d.source, clean_line(&d.reason)))
                 )],
             ));
         }

@@ -448,14 +448,31 @@ fn follow_picks_up_appended_events() {
 }
 
 #[test]
-fn replay_prints_the_summary_and_the_originals_fields() {
+fn replay_prints_the_turns_and_the_originals_fields() {
     let ctx = Ctx::fixture_home();
     for (name, id) in SCENARIOS {
-        assert_eq!(
-            ctx.ok(&["replay", id]),
-            expected(&format!("{name}/getSessionSummary.txt")),
-            "{name}"
+        // Ours lists every turn and its calls where the original printed counts and the last
+        // turn's tools (empty when the last turn called none).
+        let human = ctx.ok(&["replay", id]);
+        let v: Value = serde_json::from_str(&ctx.ok(&["replay", id, "--json"])).unwrap();
+        let turns = v["turns"].as_array().unwrap();
+        assert!(
+            human.starts_with(&format!("session {id}  ")),
+            "{name}: {human}"
         );
+        for (n, t) in turns.iter().enumerate() {
+            assert!(
+                human.contains(&format!("turn {} {}", n + 1, t["turnId"].as_str().unwrap())),
+                "{name}: {human}"
+            );
+            for c in t["calls"].as_array().unwrap() {
+                let tool = c["tool"].as_str().unwrap();
+                assert!(
+                    human.contains(&format!("  → {tool} ")),
+                    "{name}: {tool}: {human}"
+                );
+            }
+        }
         let mut ours: Value = serde_json::from_str(&ctx.ok(&["replay", id, "--json"])).unwrap();
         let obj = ours.as_object_mut().unwrap();
         // Fields the original does not have, all empty or zero in these logs.

@@ -11,13 +11,15 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use freecode_core::SessionId;
 use freecode_store::index::{
-    Problem, SearchHit, SearchQuery, SessionIndex, Stats, StatsScope, search_scan, stats_scan,
+    MatchSpan, Problem, SearchHit, SearchQuery, SessionIndex, Stats, StatsScope, search_scan,
+    stats_scan,
 };
 use freecode_store::threads::BackendChoice;
 use freecode_store::{Home, SessionStore};
 
 use crate::UserError;
 use crate::render::{Style, local_time, print_json, truncate};
+use crate::sanitize::clean_line;
 use crate::trace_render::{count, format_duration};
 
 /// Environment switch for the thread-store backend: `json`, `sqlite` or `auto`.
@@ -92,7 +94,11 @@ pub struct SearchArgs {
     /// At most N hits.
     #[arg(long, value_name = "N", default_value_t = 20)]
     limit: usize,
-    /// Print a JSON array of hits.
+    /// Search archived and deleted sessions too.
+    #[arg(long)]
+    all: bool,
+    /// Print a JSON array of hits: each with its plain `snippet` and the `matches` in it as
+    /// character offsets (`[{start, end}]`).
     #[arg(long)]
     json: bool,
 }
@@ -166,6 +172,7 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
         project: a.project,
         since,
         limit: a.limit,
+        all: a.all,
     };
     // The index, or a scan of the files (same matches) when it cannot be used or fails — a
     // reader never fails because another process holds the database.
@@ -183,18 +190,27 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
     // A bare array: the problems go to stderr only.
     warn_problems(&problems);
     if a.json {
-        return print_json(&hits);
+        print_json(&hits)?;
+    } else {
+        render_hits(&hits)?;
     }
-    render_hits(&hits)
+    // As grep and rg: no match is exit status 1.
+    if hits.is_empty() {
+        return Err(crate::NoMatch.into());
+    }
+    Ok(())
 }
 
 fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
     let st = Style::stdout();
-    let mut out = std::io::stdout().lock();
     if hits.is_empty() {
-        writeln!(out, "No matches.")?;
+        // The status (1) says it to scripts; a person gets a word on stderr.
+        if std::io::stderr().is_terminal() {
+            eprintln!("No matches.");
+        }
         return Ok(());
     }
+    let mut out = std::io::stdout().lock();
     for h in hits {
         let title = if h.title.is_empty() {
             "(no title)"
@@ -206,22 +222,39 @@ fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
             "{}  {}  {:<9}  {}",
             st.id(&h.session_id),
             local_time(h.timestamp),
-            h.role,
+            clean_line(&h.role),
             st.dim(&truncate(title, 60))
         )?;
-        let one_line: String = h
-            .snippet
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        let snippet = if st.enabled() {
-            one_line.replace('[', "\x1b[1m").replace(']', "\x1b[0m")
-        } else {
-            one_line
-        };
-        writeln!(out, "    {snippet}")?;
+        writeln!(out, "    {}", highlight(&h.snippet, &h.matches, st))?;
     }
     Ok(())
+}
+
+/// A snippet for the terminal: each segment made terminal-safe, the matches in bold yellow when
+/// colour is on, and no markers at all when it is off (piped output is the plain text).
+fn highlight(snippet: &str, matches: &[MatchSpan], st: Style) -> String {
+    if !st.enabled() {
+        return clean_line(snippet).into_owned();
+    }
+    let chars: Vec<char> = snippet.chars().collect();
+    let segment = |a: usize, b: usize| -> String {
+        let text: String = chars[a.min(chars.len())..b.min(chars.len())]
+            .iter()
+            .collect();
+        clean_line(&text).into_owned()
+    };
+    let mut out = String::new();
+    let mut pos = 0;
+    for m in matches {
+        if m.start < pos || m.end < m.start {
+            continue;
+        }
+        out.push_str(&segment(pos, m.start));
+        out.push_str(&st.highlight(&segment(m.start, m.end)));
+        pos = m.end;
+    }
+    out.push_str(&segment(pos, chars.len()));
+    out
 }
 
 /// Runs `freecode stats`.
