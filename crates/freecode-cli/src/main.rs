@@ -12,6 +12,7 @@ mod cli;
 mod commands;
 mod otlp;
 mod pager;
+mod progress;
 mod render;
 mod sanitize;
 mod trace_render;

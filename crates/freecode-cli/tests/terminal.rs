@@ -54,10 +54,11 @@ impl Home {
             log.push('\n');
         }
         std::fs::write(dir.join("messages.jsonl"), log).unwrap();
-        set_private(&self.root);
     }
 
     fn cmd(&self, args: &[&str]) -> std::process::Command {
+        // The home as the store makes it (private modes), whatever the test wrote.
+        set_private(&self.root);
         let mut c = common::freecode(&self.root);
         c.args(args);
         c
@@ -130,6 +131,7 @@ fn on_terminal(home: &Home, args: &[&str], cols: u16, rows: u16, env: &[(&str, &
     for (k, v) in env {
         c.env(k, v);
     }
+    set_private(&home.root);
     let out = c.output().unwrap();
     assert!(
         out.status.success(),
@@ -319,4 +321,138 @@ fn search_snippets_keep_code_and_highlight_only_on_a_terminal() {
     );
     let plain = on_terminal(&home, &["search", "dark"], 120, 100, &[("NO_COLOR", "1")]);
     assert!(!plain.contains('\x1b'), "{plain:?}");
+}
+
+fn many_messages(n: usize) -> Vec<(&'static str, String)> {
+    (0..n)
+        .map(|i| ("user", format!("message number {i} of a long session")))
+        .collect()
+}
+
+#[test]
+fn long_output_pages_on_a_terminal_only() {
+    let home = Home::new();
+    let msgs = many_messages(200);
+    let refs: Vec<(&str, &str)> = msgs.iter().map(|(r, t)| (*r, t.as_str())).collect();
+    home.add(ID, "long", "/p", "active", &refs);
+    let paged = home.root.join("paged.txt");
+    let pager = format!("cat > '{}'", paged.display());
+    let show = ["session", "show", ID];
+
+    // On a terminal, longer than the screen: through $PAGER.
+    let tty = on_terminal(&home, &show, 100, 20, &[("PAGER", &pager)]);
+    let got = std::fs::read_to_string(&paged).unwrap();
+    assert!(got.contains("message number 199 of"), "{got}");
+    assert!(!tty.contains("message number 199 of"), "{tty}");
+    std::fs::remove_file(&paged).unwrap();
+
+    // --no-pager, or a screen it fits on: printed directly.
+    let tty = on_terminal(
+        &home,
+        &[&show[..], &["--no-pager"]].concat(),
+        100,
+        20,
+        &[("PAGER", &pager)],
+    );
+    assert!(tty.contains("message number 199 of"));
+    assert!(!paged.exists());
+    let tty = on_terminal(&home, &show, 100, 2000, &[("PAGER", &pager)]);
+    assert!(tty.contains("message number 199 of"));
+    assert!(!paged.exists());
+
+    // Piped: never paged.
+    let out = home.cmd(&show).env("PAGER", &pager).output().unwrap();
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("message number 199 of")
+    );
+    assert!(!paged.exists());
+    // The header reads well: one turn, thousands separators.
+    assert!(home.ok(&show).contains("(1 turn)"));
+}
+
+#[test]
+fn list_rows_fit_an_80_column_terminal() {
+    let home = Home::new();
+    for i in 0..5 {
+        home.add(
+            &format!("aaaaaaaa-0000-4000-8000-00000000000{i}"),
+            "A rather long title that would wrap the row at eighty columns 日本語のタイトル",
+            "/home/someone/src/github.com/some-organisation/platform/services/the-repository",
+            if i == 0 { "interrupted" } else { "active" },
+            &[("user", "hi")],
+        );
+    }
+    for cols in [80u16, 120] {
+        let tty = strip_sgr(&on_terminal(&home, &["session", "list"], cols, 50, &[]));
+        let lines: Vec<&str> = tty.split("\r\n").filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 6, "{tty}");
+        for l in &lines {
+            let w = unicode_width::UnicodeWidthStr::width(*l);
+            assert!(w <= cols as usize, "{w} > {cols}: {l:?}");
+        }
+        if cols == 120 {
+            assert!(
+                tty.contains("the-repository"),
+                "the repository's name stays: {tty}"
+            );
+        }
+    }
+    // Piped: whole rows.
+    assert!(
+        home.ok(&["session", "list"])
+            .contains("platform/services/the-repository")
+    );
+}
+
+#[test]
+fn slow_work_shows_progress_on_a_terminal_and_nothing_when_piped() {
+    let home = Home::new();
+    for i in 0..300 {
+        home.add(
+            &format!("cccccccc-0000-4000-8000-{i:012}"),
+            "bulk",
+            "/p",
+            "active",
+            &[("user", "some words to index")],
+        );
+    }
+    let tty = on_terminal(&home, &["index", "rebuild"], 100, 40, &[]);
+    assert!(tty.contains("rebuilding the index"), "{tty:?}");
+    assert!(
+        tty.contains("indexed 300 sessions, 300 messages"),
+        "{tty:?}"
+    );
+    let out = home.run(&["index", "rebuild"]);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // `run` waits for its first token behind a spinner on a terminal; piped, nothing extra.
+    let slow = [("FREECODE_SCRIPTED_DELAY_MS", "100")];
+    let tty = on_terminal(
+        &home,
+        &["run", "--project", home.root.to_str().unwrap(), "hello"],
+        100,
+        40,
+        &slow,
+    );
+    assert!(tty.contains("waiting for the model"), "{tty:?}");
+    let out = home
+        .cmd(&["run", "--project", home.root.to_str().unwrap(), "hello"])
+        .env("FREECODE_SCRIPTED_DELAY_MS", "100")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("waiting for the model"), "{stderr}");
+    assert!(!stderr.contains('\x1b'), "{stderr}");
 }

@@ -18,7 +18,7 @@ use freecode_store::threads::BackendChoice;
 use freecode_store::{Home, SessionStore};
 
 use crate::UserError;
-use crate::render::{Style, local_time, print_json, truncate};
+use crate::render::{Style, local_time, plural, print_json, thousands, truncate};
 use crate::sanitize::clean_line;
 use crate::trace_render::{count, format_duration};
 
@@ -62,6 +62,15 @@ pub fn open_index(home: &Home) -> anyhow::Result<Option<SessionIndex>> {
             Ok(None)
         }
     }
+}
+
+/// Brings the index up to date, with a progress bar on a terminal when it takes a while (a
+/// first `search` or `stats` on a big home indexes every session).
+fn refreshed(ix: &mut SessionIndex) -> Result<(), freecode_store::StoreError> {
+    let mut bar = crate::progress::Progress::new("indexing");
+    let report = ix.refresh(|done, total| bar.update(done, total));
+    bar.finish();
+    report.map(drop)
 }
 
 /// Warns on stderr about each damaged session file a command skipped: one line each, with the
@@ -176,11 +185,13 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
     };
     // The index, or a scan of the files (same matches) when it cannot be used or fails — a
     // reader never fails because another process holds the database.
-    let indexed = open_index(home)?.and_then(|mut ix| match ix.search(&q) {
-        Ok(hits) => Some((hits, ix.problems().to_vec())),
-        Err(e) => {
-            tracing::warn!("session index failed ({e}); scanning the files");
-            None
+    let indexed = open_index(home)?.and_then(|mut ix| {
+        match refreshed(&mut ix).and_then(|()| ix.search(&q)) {
+            Ok(hits) => Some((hits, ix.problems().to_vec())),
+            Err(e) => {
+                tracing::warn!("session index failed ({e}); scanning the files");
+                None
+            }
         }
     });
     let (hits, problems) = match indexed {
@@ -268,11 +279,13 @@ pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
     if let StatsScope::Session(id) = &scope {
         store.meta(id)?; // a clear "not found" rather than empty stats
     }
-    let indexed = open_index(home)?.and_then(|mut ix| match ix.stats(&scope) {
-        Ok(stats) => Some((stats, ix.problems().to_vec())),
-        Err(e) => {
-            tracing::warn!("session index failed ({e}); scanning the files");
-            None
+    let indexed = open_index(home)?.and_then(|mut ix| {
+        match refreshed(&mut ix).and_then(|()| ix.stats(&scope)) {
+            Ok(stats) => Some((stats, ix.problems().to_vec())),
+            Err(e) => {
+                tracing::warn!("session index failed ({e}); scanning the files");
+                None
+            }
         }
     });
     let (stats, problems) = match indexed {
@@ -297,20 +310,22 @@ fn render_stats(s: &Stats) -> anyhow::Result<()> {
         out,
         "{}",
         st.bold(&format!(
-            "{} session(s), {} turns, {} messages",
-            s.sessions, s.turns, s.messages
+            "{}, {}, {}",
+            plural(s.sessions, "session", "sessions"),
+            plural(s.turns, "turn", "turns"),
+            plural(s.messages, "message", "messages")
         ))
     )?;
     let failed = if s.model_errors > 0 {
-        format!(", {} failed", s.model_errors)
+        format!(", {} failed", thousands(s.model_errors))
     } else {
         String::new()
     };
     writeln!(
         out,
-        "  model   {:>9}  {} calls{failed}",
+        "  model   {:>9}  {}{failed}",
         format_duration(s.model_ms as f64),
-        s.model_calls
+        plural(s.model_calls, "call", "calls")
     )?;
     writeln!(
         out,
@@ -334,7 +349,7 @@ fn render_stats(s: &Stats) -> anyhow::Result<()> {
             out,
             "  {:<24} {:>6} {:>9} {:>9}",
             truncate(&t.tool, 24),
-            t.calls,
+            thousands(t.calls),
             format_duration(t.total_ms as f64),
             format_duration(t.p95_ms as f64)
         )?;
@@ -354,21 +369,13 @@ impl IndexCommand {
                     )
                     .into());
                 };
-                let bar = std::io::stderr().is_terminal();
-                let report = ix.rebuild(|done, total| {
-                    if bar && (done % 64 == 0 || done == total) {
-                        let width = 30;
-                        let filled = (done * width).checked_div(total).unwrap_or(width);
-                        eprint!(
-                            "\r[{}{}] {done}/{total} sessions",
-                            "#".repeat(filled),
-                            " ".repeat(width - filled)
-                        );
-                        if done == total {
-                            eprintln!();
-                        }
-                    }
-                })?;
+                let mut bar = crate::progress::Progress::with_delay(
+                    "rebuilding the index",
+                    std::time::Duration::ZERO,
+                );
+                let report = ix.rebuild(|done, total| bar.update(done, total));
+                bar.finish();
+                let report = report?;
                 warn_problems(&report.problems);
                 if json {
                     print_json(&serde_json::json!({
@@ -381,10 +388,10 @@ impl IndexCommand {
                 } else {
                     writeln!(
                         std::io::stdout().lock(),
-                        "indexed {} sessions, {} messages, {} rollout events into {}",
-                        report.sessions,
-                        report.messages,
-                        report.events,
+                        "indexed {}, {}, {} into {}",
+                        plural(report.sessions as u64, "session", "sessions"),
+                        plural(report.messages, "message", "messages"),
+                        plural(report.events, "rollout event", "rollout events"),
                         ix.path().display()
                     )?;
                     Ok(())

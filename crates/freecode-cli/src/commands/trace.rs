@@ -57,6 +57,10 @@ pub struct TraceArgs {
     /// Re-render every second as the log grows, until ctrl-c.
     #[arg(long, short = 'f', conflicts_with_all = ["json", "otlp", "otlp_endpoint"])]
     follow: bool,
+    /// Print directly even on a terminal (by default a trace longer than the screen goes
+    /// through `$PAGER`, else `less -R`).
+    #[arg(long)]
+    no_pager: bool,
     /// Stop --follow after N renders.
     #[arg(long, value_name = "N", hide = true, requires = "follow")]
     follow_iterations: Option<u64>,
@@ -262,11 +266,14 @@ impl TraceArgs {
         if self.json {
             return print_json(&trace);
         }
-        print_line(&render_trace(
-            &trace,
-            &self.render_options(),
-            Palette::stdout(),
-        ))
+        let mut out = crate::pager::Pager::new(!self.no_pager);
+        writeln!(
+            out,
+            "{}",
+            render_trace(&trace, &self.render_options(), Palette::stdout())
+        )?;
+        out.finish()?;
+        Ok(())
     }
 }
 
@@ -330,32 +337,22 @@ fn list(home: &Home, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(&rows);
     }
+    // Human output is local time (as `session list`); `--json` carries the ms timestamps.
     let mut out = std::io::stdout().lock();
     for r in &rows {
-        let start = r.started_at.map_or_else(|| "-".to_owned(), iso_utc);
+        let start = r.started_at.map_or_else(|| "-".to_owned(), local_time);
         let span = match (r.started_at, r.ended_at) {
             (Some(a), Some(b)) => format_duration((b - a) as f64),
             _ => format_duration(0.0),
         };
         writeln!(
             out,
-            "{}  {start}  {} events  {span}",
-            r.session_id, r.events
+            "{}  {start}  {}  {span}",
+            r.session_id,
+            plural(r.events, "event", "events")
         )?;
     }
     Ok(())
-}
-
-/// A ms timestamp as JavaScript's `toISOString`: `2026-01-15T09:35:18.844Z`.
-fn iso_utc(ms: i64) -> String {
-    match jiff::Timestamp::from_millisecond(ms) {
-        Ok(ts) => format!(
-            "{}.{:03}Z",
-            ts.strftime("%Y-%m-%dT%H:%M:%S"),
-            ms.rem_euclid(1000)
-        ),
-        Err(_) => ms.to_string(),
-    }
 }
 
 /// Reads the complete lines appended to a log since the last call, never re-reading.
@@ -673,11 +670,5 @@ mod tests {
         // Nothing new: nothing read again.
         tail.read_new(&path, |e| seen.push(e.seq)).unwrap();
         assert_eq!(seen, [1, 2, 3]);
-    }
-
-    #[test]
-    fn iso_utc_is_javascripts_to_iso_string() {
-        assert_eq!(iso_utc(1_768_469_718_844), "2026-01-15T09:35:18.844Z");
-        assert_eq!(iso_utc(1_768_467_604_000), "2026-01-15T09:00:04.000Z");
     }
 }
