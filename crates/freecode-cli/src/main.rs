@@ -4,7 +4,8 @@
 //! `FREECODE_LOG` or `RUST_LOG`, or `-q`/`-v`), colour as `--color` says (by default only on a
 //! terminal, never with `NO_COLOR`, always with `CLICOLOR_FORCE`/`FORCE_COLOR`). Exit
 //! codes are decided once, here: 0 success (a closed pipe counts), 1 a user error (bad id,
-//! unknown session, held lock, refused confirmation), 2 anything unexpected, 130 a one-shot run
+//! unknown session, held lock, refused confirmation; a search without a match, silently, as grep
+//! does), 2 anything unexpected, 130 a one-shot run
 //! stopped by Ctrl+C ([`Interrupted`]).
 
 mod agent;
@@ -12,7 +13,10 @@ mod cli;
 mod commands;
 mod ops;
 mod otlp;
+mod pager;
+mod progress;
 mod render;
+mod sanitize;
 mod trace_render;
 
 use std::io::Write;
@@ -47,6 +51,18 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
+/// A search that found nothing: exit status 1 with nothing on stderr, as grep and rg.
+#[derive(Debug)]
+pub struct NoMatch;
+
+impl std::fmt::Display for NoMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no match")
+    }
+}
+
+impl std::error::Error for NoMatch {}
+
 /// Logs to stderr: `-q`/`-v` (`forced`) beat `FREECODE_LOG`/`RUST_LOG`, which beat `default`.
 fn init_logging(default: &str, forced: Option<&str>) {
     use tracing_subscriber::EnvFilter;
@@ -74,6 +90,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
         if cause.downcast_ref::<Interrupted>().is_some() {
             return 130;
+        }
+        if cause.downcast_ref::<NoMatch>().is_some() {
+            return 1;
         }
         if cause.downcast_ref::<UserError>().is_some()
             || cause.downcast_ref::<freecode_core::IdError>().is_some()
@@ -137,7 +156,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let code = exit_code(&err);
-            if code != 0 && code != 130 {
+            let quiet = err.downcast_ref::<NoMatch>().is_some();
+            if code != 0 && code != 130 && !quiet {
                 // Best effort: a closed stderr must not turn an error into a panic.
                 let mut stderr = std::io::stderr().lock();
                 let _ = writeln!(stderr, "error: {err:#}");

@@ -66,6 +66,20 @@ fn hit_keys(v: &Value) -> Vec<(String, String)> {
     k
 }
 
+/// The hits in order (the snippets' windows may differ: FTS5 picks its own).
+fn ordered_hits(v: &Value) -> Vec<(String, String)> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["sessionId"].as_str().unwrap().to_owned(),
+                h["messageId"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn sqlite_and_json_backends_answer_the_same() {
     let home = Home::new();
@@ -91,12 +105,53 @@ fn sqlite_and_json_backends_answer_the_same() {
         home.root.join("state/freecode.db").exists(),
         "the index was built"
     );
-    for q in ["dark mode", "invoice", "ダークモード", "zzz-nothing"] {
-        let a = home.json("sqlite", &["search", q, "--json", "--limit", "100"]);
-        let b = home.json("json", &["search", q, "--json", "--limit", "100"]);
-        assert_eq!(hit_keys(&a), hit_keys(&b), "{q}");
+    for q in [
+        "dark mode",
+        "invoice",
+        "ダークモード",
+        "dark",
+        "the",
+        "toggle settings",
+    ] {
+        for all in [false, true] {
+            let mut args = vec!["search", q, "--json", "--limit", "100"];
+            if all {
+                args.push("--all");
+            }
+            let a = home.json("sqlite", &args);
+            let b = home.json("json", &args);
+            assert_eq!(hit_keys(&a), hit_keys(&b), "{q}");
+            // The same order (BM25 as FTS5 computes it, then newest first) and the same ranks.
+            assert_eq!(ordered_hits(&a), ordered_hits(&b), "{args:?}");
+            let ranks = |v: &Value| -> Vec<f64> {
+                v.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h["rank"].as_f64().unwrap())
+                    .collect()
+            };
+            for (x, y) in ranks(&a).iter().zip(ranks(&b)) {
+                assert!((x - y).abs() < 1e-9, "{args:?}: {x} vs {y}");
+            }
+        }
     }
-    let hits = home.json(
+    // No match: an empty array and exit status 1 (as grep), on both backends, nothing on
+    // stderr.
+    for backend in ["sqlite", "json"] {
+        let out = home.run(backend, &["search", "zzz-nothing", "--json"]);
+        assert_eq!(out.status.code(), Some(1), "{backend}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v, serde_json::json!([]));
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = home.run(backend, &["search", "zzz-nothing"]);
+        assert_eq!(out.status.code(), Some(1), "{backend}");
+        assert!(out.stdout.is_empty());
+    }
+    let out = home.run(
         "sqlite",
         &[
             "search",
@@ -106,14 +161,19 @@ fn sqlite_and_json_backends_answer_the_same() {
             "2026-01-15T09:30:00Z",
         ],
     );
+    let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
         hits.as_array()
             .unwrap()
             .iter()
             .all(|h| h["timestamp"].as_i64().unwrap() >= 1_768_469_400_000)
     );
+    // Piped, the snippet is the plain text: no markers, no escapes; code keeps its brackets.
     let text = String::from_utf8(home.run("sqlite", &["search", "dark mode"]).stdout).unwrap();
-    assert!(text.contains("[dark]"), "{text}");
+    assert!(text.contains("dark mode"), "{text}");
+    assert!(!text.contains('\x1b'), "{text}");
+    let text = String::from_utf8(home.run("sqlite", &["search", "dark"]).stdout).unwrap();
+    assert!(text.contains("const [dark, setDark]"), "{text}");
     assert_eq!(
         home.run("sqlite", &["search", "x", "--since", "yesterday-ish"])
             .status
@@ -406,85 +466,102 @@ fn readers_never_fail_while_other_processes_rebuild_the_index() {
         })
         .collect();
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let (failures, rebuilds, calls, scans) = std::thread::scope(|s| {
-        let rebuilder = s.spawn(|| {
-            let mut failed = Vec::new();
-            let mut n = 0usize;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let out = home.run("sqlite", &["index", "rebuild"]);
-                n += 1;
-                if !out.status.success() {
-                    failed.push(format!("rebuild: {}", String::from_utf8_lossy(&out.stderr)));
-                }
-            }
-            (failed, n)
-        });
-        // A writer that changes files without changing any answer, so that readers' refreshes
-        // write while rebuilds run: a meta.json's mtime moves (its row is rewritten), and a
-        // log grows by a blank line (its watermark moves).
-        let toucher = s.spawn(|| {
-            let mut n = 0usize;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let dir = home.root.join(format!(
-                    "sessions/home__dev__bulk/bbbbbbbb-0000-4000-8000-{:012}",
-                    n % 150
-                ));
-                std::fs::File::options()
-                    .append(true)
-                    .open(dir.join("messages.jsonl"))
-                    .unwrap()
-                    .write_all(b"\n")
-                    .unwrap();
-                std::fs::File::options()
-                    .write(true)
-                    .open(dir.join("meta.json"))
-                    .unwrap()
-                    .set_modified(std::time::SystemTime::now())
-                    .unwrap();
-                n += 1;
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            n
-        });
-        let readers: Vec<_> = (0..READERS)
-            .map(|r| {
-                let (home, want, commands) = (&home, &want, &commands);
-                s.spawn(move || {
-                    let (mut failed, mut scanned) = (Vec::new(), 0usize);
-                    for i in 0..CALLS_PER_READER {
-                        let c = (r + i) % commands.len();
-                        let out = home.run("sqlite", commands[c]);
-                        // Falling back to a scan is allowed (same answer); it is counted.
-                        scanned += usize::from(
-                            String::from_utf8_lossy(&out.stderr).contains("scanning the files"),
-                        );
-                        if !out.status.success() {
-                            failed.push(format!(
-                                "{:?}: {}",
-                                commands[c],
-                                String::from_utf8_lossy(&out.stderr)
-                            ));
-                        } else if out.stdout != want[c] {
-                            failed.push(format!("{:?}: a different answer", commands[c]));
-                        }
+    let (failures, rebuilds, calls, scans) =
+        std::thread::scope(|s| {
+            let rebuilder = s.spawn(|| {
+                let mut failed = Vec::new();
+                let mut n = 0usize;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let out = home.run("sqlite", &["index", "rebuild"]);
+                    n += 1;
+                    if !out.status.success() {
+                        failed.push(format!("rebuild: {}", String::from_utf8_lossy(&out.stderr)));
                     }
-                    (failed, scanned)
-                })
-            })
-            .collect();
-        let mut failures = Vec::new();
-        let mut scans = 0;
-        for h in readers {
-            let (failed, scanned) = h.join().unwrap();
-            failures.extend(failed);
-            scans += scanned;
-        }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (rebuild_failures, rebuilds) = rebuilder.join().unwrap();
-        assert!(toucher.join().unwrap() > 0);
-        failures.extend(rebuild_failures);
-        (failures, rebuilds, READERS * CALLS_PER_READER, scans)
-    });
+                }
+                (failed, n)
+            });
+            // A writer that changes files without changing any answer, so that readers' refreshes
+            // write while rebuilds run: a meta.json's mtime moves (its row is rewritten), and a
+            // log grows by a blank line (its watermark moves).
+            let toucher = s.spawn(|| {
+                let mut n = 0usize;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let dir = home.root.join(format!(
+                        "sessions/home__dev__bulk/bbbbbbbb-0000-4000-8000-{:012}",
+                        n % 150
+                    ));
+                    std::fs::File::options()
+                        .append(true)
+                        .open(dir.join("messages.jsonl"))
+                        .unwrap()
+                        .write_all(b"\n")
+                        .unwrap();
+                    std::fs::File::options()
+                        .write(true)
+                        .open(dir.join("meta.json"))
+                        .unwrap()
+                        .set_modified(std::time::SystemTime::now())
+                        .unwrap();
+                    n += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                n
+            });
+            let readers: Vec<_> =
+                (0..READERS)
+                    .map(|r| {
+                        let (home, want, commands) = (&home, &want, &commands);
+                        s.spawn(move || {
+                            let (mut failed, mut scanned) = (Vec::new(), 0usize);
+                            for i in 0..CALLS_PER_READER {
+                                let c = (r + i) % commands.len();
+                                let out = home.run("sqlite", commands[c]);
+                                // Falling back to a scan is allowed (same answer); it is counted.
+                                scanned += usize::from(
+                                    String::from_utf8_lossy(&out.stderr)
+                                        .contains("scanning the files"),
+                                );
+                                if !out.status.success() {
+                                    failed.push(format!(
+                                        "{:?}: {}",
+                                        commands[c],
+                                        String::from_utf8_lossy(&out.stderr)
+                                    ));
+                                } else if out.stdout != want[c] {
+                                    let (got, want) = (
+                                        String::from_utf8_lossy(&out.stdout),
+                                        String::from_utf8_lossy(&want[c]),
+                                    );
+                                    let at = got
+                                        .char_indices()
+                                        .zip(want.chars())
+                                        .find(|((_, a), b)| a != b)
+                                        .map_or(0, |((i, _), _)| i);
+                                    failed.push(format!(
+                                "{:?}: a different answer from byte {at}: {:?} instead of {:?}",
+                                commands[c],
+                                got.get(at..).unwrap_or("").chars().take(80).collect::<String>(),
+                                want.get(at..).unwrap_or("").chars().take(80).collect::<String>()
+                            ));
+                                }
+                            }
+                            (failed, scanned)
+                        })
+                    })
+                    .collect();
+            let mut failures = Vec::new();
+            let mut scans = 0;
+            for h in readers {
+                let (failed, scanned) = h.join().unwrap();
+                failures.extend(failed);
+                scans += scanned;
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let (rebuild_failures, rebuilds) = rebuilder.join().unwrap();
+            assert!(toucher.join().unwrap() > 0);
+            failures.extend(rebuild_failures);
+            (failures, rebuilds, READERS * CALLS_PER_READER, scans)
+        });
     eprintln!(
         "{calls} reader calls, {rebuilds} rebuilds, {} failures, {scans} answered by a scan",
         failures.len()

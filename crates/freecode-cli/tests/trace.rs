@@ -35,6 +35,11 @@ fn expected(rel: &str) -> String {
     std::fs::read_to_string(fixtures().join("expected/rollout").join(rel)).unwrap()
 }
 
+/// The original's waterfall with our deliberate differences: `1 call`, not `1 calls`.
+fn deliberate(s: &str) -> String {
+    s.replace("  1 calls\n", "  1 call\n")
+}
+
 fn strip_ansi(s: &str) -> String {
     let mut out = String::new();
     let mut it = s.chars();
@@ -174,7 +179,7 @@ fn finished_logs_print_the_originals_waterfall_without_colour() {
             let out = ctx.ok(&args);
             assert_eq!(
                 out,
-                strip_ansi(&expected(&format!("{name}/{file}"))),
+                deliberate(&strip_ansi(&expected(&format!("{name}/{file}")))),
                 "{args:?}"
             );
         }
@@ -276,6 +281,15 @@ fn list_is_sorted_newest_first() {
     let mut want: Vec<&str> = original.lines().collect();
     // The original printed directory order (alphabetical here); ours is by start, newest first.
     want.sort_by(|a, b| b.split("  ").nth(1).cmp(&a.split("  ").nth(1)));
+    // And local time (UTC here), as every human output, where the original printed ISO UTC.
+    let want: Vec<String> = want
+        .iter()
+        .map(|l| {
+            let f: Vec<&str> = l.split("  ").collect();
+            let local = format!("{} {}", &f[1][..10], &f[1][11..16]);
+            [f[0], &local, f[2], f[3]].join("  ")
+        })
+        .collect();
     assert_eq!(ours, want);
     assert!(ours[0].starts_with(S8) && ours[4].starts_with(S1), "{out}");
 
@@ -460,14 +474,31 @@ fn follow_picks_up_appended_events() {
 }
 
 #[test]
-fn replay_prints_the_summary_and_the_originals_fields() {
+fn replay_prints_the_turns_and_the_originals_fields() {
     let ctx = Ctx::fixture_home();
     for (name, id) in SCENARIOS {
-        assert_eq!(
-            ctx.ok(&["replay", id]),
-            expected(&format!("{name}/getSessionSummary.txt")),
-            "{name}"
+        // Ours lists every turn and its calls where the original printed counts and the last
+        // turn's tools (empty when the last turn called none).
+        let human = ctx.ok(&["replay", id]);
+        let v: Value = serde_json::from_str(&ctx.ok(&["replay", id, "--json"])).unwrap();
+        let turns = v["turns"].as_array().unwrap();
+        assert!(
+            human.starts_with(&format!("session {id}  ")),
+            "{name}: {human}"
         );
+        for (n, t) in turns.iter().enumerate() {
+            assert!(
+                human.contains(&format!("turn {} {}", n + 1, t["turnId"].as_str().unwrap())),
+                "{name}: {human}"
+            );
+            for c in t["calls"].as_array().unwrap() {
+                let tool = c["tool"].as_str().unwrap();
+                assert!(
+                    human.contains(&format!("  → {tool} ")),
+                    "{name}: {tool}: {human}"
+                );
+            }
+        }
         let mut ours: Value = serde_json::from_str(&ctx.ok(&["replay", id, "--json"])).unwrap();
         let obj = ours.as_object_mut().unwrap();
         // Fields the original does not have, all empty or zero in these logs.

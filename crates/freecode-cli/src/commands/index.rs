@@ -10,13 +10,15 @@ use std::io::{IsTerminal, Write};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use freecode_store::index::{
-    Problem, SearchHit, SearchQuery, SessionIndex, Stats, StatsScope, search_scan, stats_scan,
+    MatchSpan, Problem, SearchHit, SearchQuery, SessionIndex, Stats, StatsScope, search_scan,
+    stats_scan,
 };
 use freecode_store::threads::BackendChoice;
 use freecode_store::{Home, SessionStore};
 
 use crate::UserError;
-use crate::render::{Style, local_time, print_json, truncate};
+use crate::render::{Style, local_time, plural, print_json, thousands, truncate};
+use crate::sanitize::clean_line;
 use crate::trace_render::{count, format_duration};
 
 /// Environment switch for the thread-store backend: `json`, `sqlite` or `auto`.
@@ -61,6 +63,15 @@ pub fn open_index(home: &Home) -> anyhow::Result<Option<SessionIndex>> {
     }
 }
 
+/// Brings the index up to date, with a progress bar on a terminal when it takes a while (a
+/// first `search` or `stats` on a big home indexes every session).
+fn refreshed(ix: &mut SessionIndex) -> Result<(), freecode_store::StoreError> {
+    let mut bar = crate::progress::Progress::new("indexing");
+    let report = ix.refresh(|done, total| bar.update(done, total));
+    bar.finish();
+    report.map(drop)
+}
+
 /// Warns on stderr about each damaged session file a command skipped: one line each, with the
 /// path and the reason.
 pub fn warn_problems(problems: &[Problem]) {
@@ -85,7 +96,11 @@ pub struct SearchArgs {
     /// At most N hits.
     #[arg(long, value_name = "N", default_value_t = 20)]
     limit: usize,
-    /// Print a JSON array of hits.
+    /// Search archived and deleted sessions too.
+    #[arg(long)]
+    all: bool,
+    /// Print a JSON array of hits: each with its plain `snippet` and the `matches` in it as
+    /// character offsets (`[{start, end}]`).
     #[arg(long)]
     json: bool,
 }
@@ -212,14 +227,17 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
         project: a.project.as_deref().map(project_scope).transpose()?,
         since,
         limit: a.limit,
+        all: a.all,
     };
     // The index, or a scan of the files (same matches) when it cannot be used or fails — a
     // reader never fails because another process holds the database.
-    let indexed = open_index(home)?.and_then(|mut ix| match ix.search(&q) {
-        Ok(hits) => Some((hits, ix.problems().to_vec())),
-        Err(e) => {
-            tracing::warn!("session index failed ({e}); scanning the files");
-            None
+    let indexed = open_index(home)?.and_then(|mut ix| {
+        match refreshed(&mut ix).and_then(|()| ix.search(&q)) {
+            Ok(hits) => Some((hits, ix.problems().to_vec())),
+            Err(e) => {
+                tracing::warn!("session index failed ({e}); scanning the files");
+                None
+            }
         }
     });
     let (hits, problems) = match indexed {
@@ -229,18 +247,27 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
     // A bare array: the problems go to stderr only.
     warn_problems(&problems);
     if a.json {
-        return print_json(&hits);
+        print_json(&hits)?;
+    } else {
+        render_hits(&hits)?;
     }
-    render_hits(&hits)
+    // As grep and rg: no match is exit status 1.
+    if hits.is_empty() {
+        return Err(crate::NoMatch.into());
+    }
+    Ok(())
 }
 
 fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
     let st = Style::stdout();
-    let mut out = std::io::stdout().lock();
     if hits.is_empty() {
-        writeln!(out, "No matches.")?;
+        // The status (1) says it to scripts; a person gets a word on stderr.
+        if std::io::stderr().is_terminal() {
+            eprintln!("No matches.");
+        }
         return Ok(());
     }
+    let mut out = std::io::stdout().lock();
     for h in hits {
         let title = if h.title.is_empty() {
             "(no title)"
@@ -252,22 +279,39 @@ fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
             "{}  {}  {:<9}  {}",
             st.id(&h.session_id),
             local_time(h.timestamp),
-            h.role,
+            clean_line(&h.role),
             st.dim(&truncate(title, 60))
         )?;
-        let one_line: String = h
-            .snippet
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        let snippet = if st.enabled() {
-            one_line.replace('[', "\x1b[1m").replace(']', "\x1b[0m")
-        } else {
-            one_line
-        };
-        writeln!(out, "    {snippet}")?;
+        writeln!(out, "    {}", highlight(&h.snippet, &h.matches, st))?;
     }
     Ok(())
+}
+
+/// A snippet for the terminal: each segment made terminal-safe, the matches in bold yellow when
+/// colour is on, and no markers at all when it is off (piped output is the plain text).
+fn highlight(snippet: &str, matches: &[MatchSpan], st: Style) -> String {
+    if !st.enabled() {
+        return clean_line(snippet).into_owned();
+    }
+    let chars: Vec<char> = snippet.chars().collect();
+    let segment = |a: usize, b: usize| -> String {
+        let text: String = chars[a.min(chars.len())..b.min(chars.len())]
+            .iter()
+            .collect();
+        clean_line(&text).into_owned()
+    };
+    let mut out = String::new();
+    let mut pos = 0;
+    for m in matches {
+        if m.start < pos || m.end < m.start {
+            continue;
+        }
+        out.push_str(&segment(pos, m.start));
+        out.push_str(&st.highlight(&segment(m.start, m.end)));
+        pos = m.end;
+    }
+    out.push_str(&segment(pos, chars.len()));
+    out
 }
 
 /// Runs `freecode stats`.
@@ -283,11 +327,13 @@ pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
     if let StatsScope::Session(id) = &scope {
         store.meta(id)?; // a clear "not found" rather than empty stats
     }
-    let indexed = open_index(home)?.and_then(|mut ix| match ix.stats(&scope) {
-        Ok(stats) => Some((stats, ix.problems().to_vec())),
-        Err(e) => {
-            tracing::warn!("session index failed ({e}); scanning the files");
-            None
+    let indexed = open_index(home)?.and_then(|mut ix| {
+        match refreshed(&mut ix).and_then(|()| ix.stats(&scope)) {
+            Ok(stats) => Some((stats, ix.problems().to_vec())),
+            Err(e) => {
+                tracing::warn!("session index failed ({e}); scanning the files");
+                None
+            }
         }
     });
     let (stats, problems) = match indexed {
@@ -311,20 +357,22 @@ fn render_stats(s: &Stats) -> anyhow::Result<()> {
         out,
         "{}",
         st.bold(&format!(
-            "{} session(s), {} turns, {} messages",
-            s.sessions, s.turns, s.messages
+            "{}, {}, {}",
+            plural(s.sessions, "session", "sessions"),
+            plural(s.turns, "turn", "turns"),
+            plural(s.messages, "message", "messages")
         ))
     )?;
     let failed = if s.model_errors > 0 {
-        format!(", {} failed", s.model_errors)
+        format!(", {} failed", thousands(s.model_errors))
     } else {
         String::new()
     };
     writeln!(
         out,
-        "  model   {:>9}  {} calls{failed}",
+        "  model   {:>9}  {}{failed}",
         format_duration(s.model_ms as f64),
-        s.model_calls
+        plural(s.model_calls, "call", "calls")
     )?;
     writeln!(
         out,
@@ -348,7 +396,7 @@ fn render_stats(s: &Stats) -> anyhow::Result<()> {
             out,
             "  {:<24} {:>6} {:>9} {:>9}",
             truncate(&t.tool, 24),
-            t.calls,
+            thousands(t.calls),
             format_duration(t.total_ms as f64),
             format_duration(t.p95_ms as f64)
         )?;
@@ -368,21 +416,13 @@ impl IndexCommand {
                     )
                     .into());
                 };
-                let bar = std::io::stderr().is_terminal();
-                let report = ix.rebuild(|done, total| {
-                    if bar && (done % 64 == 0 || done == total) {
-                        let width = 30;
-                        let filled = (done * width).checked_div(total).unwrap_or(width);
-                        eprint!(
-                            "\r[{}{}] {done}/{total} sessions",
-                            "#".repeat(filled),
-                            " ".repeat(width - filled)
-                        );
-                        if done == total {
-                            eprintln!();
-                        }
-                    }
-                })?;
+                let mut bar = crate::progress::Progress::with_delay(
+                    "rebuilding the index",
+                    std::time::Duration::ZERO,
+                );
+                let report = ix.rebuild(|done, total| bar.update(done, total));
+                bar.finish();
+                let report = report?;
                 warn_problems(&report.problems);
                 if json {
                     print_json(&crate::ops::Rebuilt {
@@ -395,10 +435,10 @@ impl IndexCommand {
                 } else {
                     writeln!(
                         std::io::stdout().lock(),
-                        "indexed {} sessions, {} messages, {} rollout events into {}",
-                        report.sessions,
-                        report.messages,
-                        report.events,
+                        "indexed {}, {}, {} into {}",
+                        plural(report.sessions as u64, "session", "sessions"),
+                        plural(report.messages, "message", "messages"),
+                        plural(report.events, "rollout event", "rollout events"),
                         ix.path().display()
                     )?;
                     Ok(())

@@ -302,8 +302,22 @@ impl RunArgs {
             .install_sigint_handler()
             .context("cannot take over Ctrl+C")?;
         let json = self.json;
-        let mut agent = AgentLoop::open(&store, target, config, interrupts)?
-            .on_event(move |e| print_event(e, json, style));
+        // While the model has not answered (its first token, or after a tool ran): a spinner on
+        // a terminal's stderr, nothing otherwise.
+        let spinner = crate::progress::Spinner::new();
+        let waiting = spinner.clone();
+        let mut agent = AgentLoop::open(&store, target, config, interrupts)?.on_event(move |e| {
+            waiting.hide();
+            print_event(e, json, style);
+            if matches!(
+                e,
+                AgentEvent::ToolFinished { .. }
+                    | AgentEvent::ToolDenied { .. }
+                    | AgentEvent::Compacted { .. }
+            ) {
+                waiting.show("waiting for the model");
+            }
+        });
         if let Some(before) = &pinned
             && before.model.is_some()
             && before.model != agent.meta().model
@@ -333,7 +347,10 @@ impl RunArgs {
             );
         }
         let flag = InterruptFlag::new();
-        let outcome = agent.run_turn(&prompt, &flag)?;
+        spinner.show("waiting for the model");
+        let outcome = agent.run_turn(&prompt, &flag);
+        spinner.hide();
+        let outcome = outcome?;
 
         let line = summary(&outcome);
         eprintln!("{}", style.dim(&line));

@@ -10,7 +10,11 @@ use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use freecode_store::{Home, ListFilter, SessionStore};
 
 use crate::UserError;
-use crate::render::{Style, local_time, pad, print_json, print_line, truncate};
+use crate::render::{
+    Style, local_time, pad, plural, print_json, print_line, relative_time, shorten_middle,
+    thousands, truncate, width,
+};
+use crate::sanitize::{clean_line, clean_text};
 
 /// Session commands.
 #[derive(Debug, Subcommand)]
@@ -96,6 +100,10 @@ pub struct ShowArgs {
     /// Print one JSON object: the meta fields plus `messages`.
     #[arg(long)]
     json: bool,
+    /// Print directly even on a terminal (by default output longer than the screen goes
+    /// through `$PAGER`, else `less -R`).
+    #[arg(long)]
+    no_pager: bool,
 }
 
 /// A command taking one session id.
@@ -314,42 +322,88 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let st = Style::stdout();
-    let project_w = sessions
+    let now = freecode_store::now_ms();
+    let rows: Vec<[String; 4]> = sessions
         .iter()
-        .map(|m| m.project_path.chars().count())
+        .map(|m| {
+            [
+                m.status.as_str().to_owned(),
+                thousands(m.turn_count),
+                relative_time(m.last_turn_at, now),
+                crate::sanitize::clean_line(&m.project_path).into_owned(),
+            ]
+        })
+        .collect();
+    let col = |i: usize, header: &str| {
+        rows.iter()
+            .map(|r| width(&r[i]))
+            .chain([width(header)])
+            .max()
+            .unwrap_or(0)
+    };
+    let id_w = sessions
+        .iter()
+        .map(|m| width(&m.id))
+        .chain([2])
         .max()
-        .unwrap_or(7)
-        .clamp(7, 40);
+        .unwrap_or(2);
+    let (status_w, turns_w, time_w) = (col(0, "STATUS"), col(1, "TURNS"), col(2, "ACTIVE"));
+    let project_max = col(3, "PROJECT");
+    // On a terminal every row fits its width: the project path is cut in the middle (its end,
+    // the repository, stays) and the title at its end; too narrow for both, the project column
+    // goes. Piped, rows are as long as they need.
+    let fixed = id_w + status_w + turns_w + time_w + 4 * 2;
+    let (project_w, title_w) = match crate::render::terminal_columns() {
+        Some(cols) => {
+            let room = cols.saturating_sub(fixed);
+            if room >= 32 {
+                let project_w = project_max.min((room * 2 / 5).max(16));
+                (Some(project_w), room - project_w - 2)
+            } else {
+                (None, room.max(10))
+            }
+        }
+        None => (Some(project_max.min(60)), 80),
+    };
+    let project_header = project_w
+        .map(|w| format!("{}  ", pad("PROJECT", "PROJECT", w)))
+        .unwrap_or_default();
     writeln!(
         out,
         "{}",
         st.bold(&format!(
-            "{:<36}  {:<11}  {:>5}  {:<16}  {:<project_w$}  TITLE",
-            "ID", "STATUS", "TURNS", "LAST ACTIVE", "PROJECT"
+            "{}  {}  {:>turns_w$}  {}  {project_header}TITLE",
+            pad("ID", "ID", id_w),
+            pad("STATUS", "STATUS", status_w),
+            "TURNS",
+            pad("ACTIVE", "ACTIVE", time_w),
         ))
     )?;
-    for m in sessions {
-        let status = m.status.as_str();
+    for (m, row) in sessions.iter().zip(&rows) {
+        let [status, turns, active, project] = row;
         let status_cell = match m.status {
             SessionStatus::Interrupted => st.red(status),
-            SessionStatus::Active => status.to_owned(),
+            SessionStatus::Active => status.clone(),
             _ => st.dim(status),
         };
-        let project = truncate(&m.project_path, project_w);
+        let project = project_w
+            .map(|w| {
+                let p = shorten_middle(project, w);
+                format!("{}  ", pad(&p, &p, w))
+            })
+            .unwrap_or_default();
         let title = if m.title.is_empty() {
             "(no title)".to_owned()
         } else {
-            truncate(&m.title, 60)
+            truncate(&m.title, title_w)
         };
         writeln!(
             out,
-            "{}  {}  {:>5}  {:<16}  {}  {}",
-            pad(&st.id(&m.id), &m.id, 36),
-            pad(&status_cell, status, 11),
-            m.turn_count,
-            local_time(m.last_turn_at),
-            pad(&project, &project, project_w),
-            title
+            "{}  {}  {}{turns}  {}  {project}{title}",
+            pad(&st.id(&m.id), &m.id, id_w),
+            pad(&status_cell, status, status_w),
+            " ".repeat(turns_w.saturating_sub(width(turns))),
+            pad(active, active, time_w),
         )?;
     }
     Ok(())
@@ -369,74 +423,85 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
         });
     }
     let st = Style::stdout();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::pager::Pager::new(!a.no_pager);
     writeln!(
         out,
         "{}  {}",
         st.id(&meta.id),
-        st.bold(if meta.title.is_empty() {
-            "(no title)"
+        st.bold(&if meta.title.is_empty() {
+            "(no title)".into()
         } else {
-            &meta.title
+            clean_line(&meta.title)
         })
     )?;
-    writeln!(out, "  project   {}", meta.project_path)?;
+    writeln!(out, "  project   {}", clean_line(&meta.project_path))?;
     writeln!(
         out,
         "  model     {}{}",
-        meta.provider,
+        clean_line(&meta.provider),
         meta.model
             .as_deref()
-            .map(|m| format!(" / {m}"))
+            .map(|m| format!(" / {}", clean_line(m)))
             .unwrap_or_default()
     )?;
-    writeln!(out, "  status    {}", meta.status)?;
+    writeln!(out, "  status    {}", clean_line(meta.status.as_str()))?;
     writeln!(out, "  created   {}", local_time(meta.created_at))?;
     writeln!(
         out,
-        "  last turn {}  ({} turns)",
+        "  last turn {}  ({})",
         local_time(meta.last_turn_at),
-        meta.turn_count
+        plural(meta.turn_count, "turn", "turns")
     )?;
     if let Some(p) = &meta.parent_id {
-        writeln!(out, "  forked    from {p}")?;
+        writeln!(out, "  forked    from {}", clean_line(p))?;
     }
     if let Some(t) = meta.aggregated_token_count {
-        writeln!(out, "  tokens    {t}")?;
+        writeln!(out, "  tokens    {}", thousands(t))?;
     }
-    writeln!(out, "  messages  {}", log.messages.len())?;
+    writeln!(out, "  messages  {}", thousands(log.messages.len() as u64))?;
     for m in &log.messages {
         writeln!(out)?;
         render_message(&mut out, st, m)?;
+    }
+    out.finish()?;
+    Ok(())
+}
+
+/// The lines of a message's text, each made terminal-safe.
+fn text_lines(out: &mut impl Write, text: Option<&str>) -> std::io::Result<()> {
+    for line in clean_text(text.unwrap_or("")).lines() {
+        writeln!(out, "  {line}")?;
     }
     Ok(())
 }
 
 fn render_message(out: &mut impl Write, st: Style, m: &StoredMessage) -> std::io::Result<()> {
-    let mut head = format!("{} {}", local_time(m.timestamp), m.role);
+    let mut head = format!(
+        "{} {}",
+        local_time(m.timestamp),
+        clean_line(m.role.as_str())
+    );
     if m.is_interrupted() {
         head.push_str(" (interrupted)");
     }
     if let Some(u) = &m.usage {
         head.push_str(&format!(
             "  [{} in / {} out]",
-            u.input_tokens.unwrap_or(0),
-            u.output_tokens.unwrap_or(0)
+            thousands(u.input_tokens.unwrap_or(0)),
+            thousands(u.output_tokens.unwrap_or(0))
         ));
     }
     writeln!(out, "{}", st.dim(&head))?;
     for p in &m.parts {
         match &p.kind {
-            PartType::Text => {
-                for line in p.content.as_deref().unwrap_or("").lines() {
-                    writeln!(out, "  {line}")?;
-                }
-            }
+            PartType::Text => text_lines(out, p.content.as_deref())?,
             PartType::Code => {
-                writeln!(out, "  ```{}", p.language.as_deref().unwrap_or(""))?;
-                for line in p.content.as_deref().unwrap_or("").lines() {
-                    writeln!(out, "  {line}")?;
-                }
+                writeln!(
+                    out,
+                    "  ```{}",
+                    clean_line(p.language.as_deref().unwrap_or(""))
+                )?;
+                text_lines(out, p.content.as_deref())?;
                 writeln!(out, "  ```")?;
             }
             PartType::Tool => {
@@ -446,7 +511,7 @@ fn render_message(out: &mut impl Write, st: Style, m: &StoredMessage) -> std::io
                     .and_then(|t| t.args.as_ref())
                     .map(|a| a.to_string())
                     .unwrap_or_default();
-                writeln!(out, "  → {name} {}", truncate(&args, 100))?;
+                writeln!(out, "  → {} {}", truncate(name, 60), truncate(&args, 100))?;
                 if let Some(r) = &p.result {
                     writeln!(out, "    = {}", truncate(r, 100))?;
                 }
@@ -455,15 +520,16 @@ fn render_message(out: &mut impl Write, st: Style, m: &StoredMessage) -> std::io
                 let size = p.data.as_deref().map_or(0, |d| d.len() * 3 / 4);
                 writeln!(
                     out,
-                    "  [image {} ~{size} bytes{}]",
-                    p.media_type.as_deref().unwrap_or("image/png"),
+                    "  [image {} ~{} bytes{}]",
+                    truncate(p.media_type.as_deref().unwrap_or("image/png"), 40),
+                    thousands(size as u64),
                     p.alt_text
                         .as_deref()
-                        .map(|t| format!(": {t}"))
+                        .map(|t| format!(": {}", truncate(t, 100)))
                         .unwrap_or_default()
                 )?;
             }
-            PartType::Other(t) => writeln!(out, "  [{t} part]")?,
+            PartType::Other(t) => writeln!(out, "  [{} part]", truncate(t, 40))?,
         }
     }
     Ok(())
@@ -497,9 +563,9 @@ fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
         eprint!(
             "Erase session {id} ({}) with its rollout log and compaction memory? This cannot be undone. [y/N] ",
             if meta.title.is_empty() {
-                "no title"
+                "no title".into()
             } else {
-                &meta.title
+                clean_line(&meta.title)
             }
         );
         let mut answer = String::new();

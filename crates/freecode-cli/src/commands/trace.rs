@@ -19,14 +19,15 @@ use std::time::Duration;
 
 use clap::Args;
 use freecode_core::SessionId;
-use freecode_core::rollout::replay::ReplayBuilder;
+use freecode_core::rollout::replay::{Replay, ReplayBuilder};
 use freecode_core::rollout::trace::{Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::rollout::{EVENTS_FILE, ReadReport, events_path, read_events};
 use freecode_store::{Home, IssueKind, LineIssue};
 
 use crate::UserError;
-use crate::render::{print_json, print_line};
+use crate::render::{local_time, plural, print_json, print_line, thousands, truncate};
+use crate::sanitize::clean_line;
 use crate::trace_render::{Palette, RenderOptions, format_duration, render_trace};
 
 /// `freecode trace`.
@@ -56,6 +57,10 @@ pub struct TraceArgs {
     /// Re-render every second as the log grows, until ctrl-c.
     #[arg(long, short = 'f', conflicts_with_all = ["json", "otlp", "otlp_endpoint"])]
     follow: bool,
+    /// Print directly even on a terminal (by default a trace longer than the screen goes
+    /// through `$PAGER`, else `less -R`).
+    #[arg(long)]
+    no_pager: bool,
     /// Stop --follow after N renders.
     #[arg(long, value_name = "N", hide = true, requires = "follow")]
     follow_iterations: Option<u64>,
@@ -262,11 +267,14 @@ impl TraceArgs {
         if self.json {
             return print_json(&trace);
         }
-        print_line(&render_trace(
-            &trace,
-            &self.render_options(),
-            Palette::stdout(),
-        ))
+        let mut out = crate::pager::Pager::new(!self.no_pager);
+        writeln!(
+            out,
+            "{}",
+            render_trace(&trace, &self.render_options(), Palette::stdout())
+        )?;
+        out.finish()?;
+        Ok(())
     }
 }
 
@@ -331,32 +339,22 @@ fn list(home: &Home, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(&rows);
     }
+    // Human output is local time (as `session list`); `--json` carries the ms timestamps.
     let mut out = std::io::stdout().lock();
     for r in &rows {
-        let start = r.started_at.map_or_else(|| "-".to_owned(), iso_utc);
+        let start = r.started_at.map_or_else(|| "-".to_owned(), local_time);
         let span = match (r.started_at, r.ended_at) {
             (Some(a), Some(b)) => format_duration((b - a) as f64),
             _ => format_duration(0.0),
         };
         writeln!(
             out,
-            "{}  {start}  {} events  {span}",
-            r.session_id, r.events
+            "{}  {start}  {}  {span}",
+            r.session_id,
+            plural(r.events, "event", "events")
         )?;
     }
     Ok(())
-}
-
-/// A ms timestamp as JavaScript's `toISOString`: `2026-01-15T09:35:18.844Z`.
-fn iso_utc(ms: i64) -> String {
-    match jiff::Timestamp::from_millisecond(ms) {
-        Ok(ts) => format!(
-            "{}.{:03}Z",
-            ts.strftime("%Y-%m-%dT%H:%M:%S"),
-            ms.rem_euclid(1000)
-        ),
-        Err(_) => ms.to_string(),
-    }
 }
 
 /// Reads the complete lines appended to a log since the last call, never re-reading.
@@ -505,9 +503,126 @@ impl ReplayArgs {
         if self.json {
             print_json(&replay)
         } else {
-            print_line(&replay.summary_text())
+            print_line(&render_replay(&replay, Palette::stdout()))
         }
     }
+}
+
+/// A replay for humans: the totals, then every turn with its tool calls (arguments, duration,
+/// the first line of the output) and refusals, then parse errors. Every text from the log is
+/// made terminal-safe.
+fn render_replay(r: &Replay, p: Palette) -> String {
+    let mut lines = vec![p.bold(&format!(
+        "session {}  {}, {}, {}",
+        r.session_id,
+        plural(r.total_turns, "turn", "turns"),
+        plural(r.total_calls, "tool call", "tool calls"),
+        plural(r.compact_count, "compaction", "compactions"),
+    ))];
+    if r.compact_count > 0 {
+        lines.push(p.dim(&format!(
+            "  compacted ~{} → ~{} tokens",
+            thousands(r.total_tokens_before),
+            thousands(r.total_tokens_after)
+        )));
+    }
+    for (n, t) in r.turns.iter().enumerate() {
+        lines.push(String::new());
+        lines.push(format!(
+            "{} {}  {}",
+            p.bold(&format!("turn {}", n + 1)),
+            p.dim(&clean_line(&t.turn_id)),
+            p.dim(&local_time(t.started_at))
+        ));
+        if t.calls.is_empty() && t.denied.is_empty() {
+            lines.push(format!("  {}", p.dim("no tool calls")));
+        }
+        for c in &t.calls {
+            let args = if c.args.is_null() {
+                String::new()
+            } else {
+                c.args.to_string()
+            };
+            let took = c
+                .duration_ms
+                .map(|d| format!("  {}", format_duration(d as f64)))
+                .unwrap_or_default();
+            let failed = if c.failed == Some(true) {
+                format!("  {}", p.red("failed"))
+            } else {
+                String::new()
+            };
+            lines.push(format!(
+                "  → {} {}{}{failed}",
+                p.cyan(&truncate(&c.tool, 40)),
+                truncate(&args, 80),
+                p.dim(&took)
+            ));
+            match &c.output {
+                Some(out) => {
+                    let first = out
+                        .lines()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("(empty output)");
+                    let more = out.lines().count().saturating_sub(1);
+                    let more = if more > 0 {
+                        format!(" (+{})", plural(more as u64, "line", "lines"))
+                    } else {
+                        String::new()
+                    };
+                    lines.push(format!("    = {}{}", truncate(first, 100), p.dim(&more)));
+                }
+                None => lines.push(format!("    {}", p.dim("(no output recorded)"))),
+            }
+        }
+        for d in &t.denied {
+            lines.push(format!(
+                "  {} {} {}",
+                p.yellow("✗ denied"),
+                truncate(&d.tool, 40),
+                p.dim(&format!("({}) {}", d.source, truncate(&d.reason, 100)))
+            ));
+        }
+    }
+    if r.total_denied > 0 {
+        lines.push(String::new());
+        lines.push(plural(r.total_denied, "call denied", "calls denied"));
+    }
+    if !r.errors.is_empty() {
+        lines.push(String::new());
+        lines.push(p.yellow(&format!(
+            "parse errors ({})",
+            thousands(r.errors.len() as u64)
+        )));
+        lines.extend(
+            r.errors
+                .iter()
+                .take(5)
+                .map(|e| format!("  - {}", truncate(e, 120))),
+        );
+        if r.errors.len() > 5 {
+            lines.push(format!(
+                "  … and {} more",
+                thousands(r.errors.len() as u64 - 5)
+            ));
+        }
+    }
+    if r.unknown_events > 0 || !r.skipped_lines.is_empty() {
+        lines.push(p.dim(&format!(
+            "skipped: {}, {}",
+            plural(
+                r.unknown_events,
+                "event of an unknown type",
+                "events of unknown types"
+            ),
+            plural(
+                r.skipped_lines.len() as u64,
+                "unreadable line",
+                "unreadable lines"
+            )
+        )));
+    }
+    lines.join("\n")
 }
 
 #[cfg(test)]
@@ -554,11 +669,5 @@ mod tests {
         // Nothing new: nothing read again.
         tail.read_new(&path, |e| seen.push(e.seq)).unwrap();
         assert_eq!(seen, [1, 2, 3]);
-    }
-
-    #[test]
-    fn iso_utc_is_javascripts_to_iso_string() {
-        assert_eq!(iso_utc(1_768_469_718_844), "2026-01-15T09:35:18.844Z");
-        assert_eq!(iso_utc(1_768_467_604_000), "2026-01-15T09:00:04.000Z");
     }
 }

@@ -36,8 +36,8 @@ use freecode_core::{SessionId, SessionMeta};
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
 pub use query::{
-    RANK_LIMIT, SearchHit, SearchQuery, Stats, StatsScope, ToolStats, search_scan, stats_scan,
-    words,
+    MatchSpan, RANK_LIMIT, SearchHit, SearchQuery, Stats, StatsScope, ToolStats, match_spans,
+    search_scan, stats_scan, words,
 };
 
 use crate::error::{IoContext, Result, StoreError};

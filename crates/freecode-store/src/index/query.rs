@@ -3,8 +3,11 @@
 //!
 //! Matching is the same on both paths: the query is split into words (Unicode letters and digits,
 //! lower-cased); a message matches when every query word begins some word of its text (an FTS5
-//! prefix query). Ranking differs: the index orders by BM25, the scan by how many query words hit
-//! and then by time.
+//! prefix query). So is the order: BM25 as FTS5 computes it (`k1` 1.2, `b` 0.75, over every
+//! indexed message), then newest first, then session and message id; past [`RANK_LIMIT`]
+//! matches, newest first without ranking. Snippets are plain text with the matching words'
+//! character offsets ([`SearchHit::matches`]): markers inside the text would collide with code
+//! (`vec![1, 2]`).
 
 use std::collections::BTreeMap;
 
@@ -31,6 +34,8 @@ pub struct SearchQuery {
     pub since: Option<i64>,
     /// At most this many hits.
     pub limit: usize,
+    /// Archived and deleted sessions too (`search --all`); by default they are left out.
+    pub all: bool,
 }
 
 /// One matching message.
@@ -49,8 +54,12 @@ pub struct SearchHit {
     pub role: String,
     /// When it was written, ms.
     pub timestamp: i64,
-    /// The text around the match, matches between `[` and `]`.
+    /// The text around the match, plain, on one line (newlines and tabs are spaces), `…` where
+    /// it was cut.
     pub snippet: String,
+    /// The matching words in [`snippet`](Self::snippet), in order, as offsets in characters
+    /// (Unicode scalar values, not bytes or UTF-16 units).
+    pub matches: Vec<MatchSpan>,
     /// Relevance: lower is better (BM25 in the index — 0 when more than [`RANK_LIMIT`] messages
     /// match and the newest are returned; minus the words hit in a scan).
     pub rank: f64,
@@ -63,6 +72,63 @@ fn in_project_sql(n: u8) -> String {
         "(s.projectPath = ?{n} OR substr(s.projectPath, 1, length(?{n}) + 1) IN (?{n} || '/', ?{n} || '\\'))"
     )
 }
+
+/// One highlighted word of a snippet: characters `start..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct MatchSpan {
+    /// The first character of the word.
+    pub start: usize,
+    /// One past its last character.
+    pub end: usize,
+}
+
+/// The words of `snippet` that a query word begins, as character spans.
+pub fn match_spans(snippet: &str, query: &[String]) -> Vec<MatchSpan> {
+    let mut spans = Vec::new();
+    let mut word = String::new();
+    let mut start = 0;
+    let mut n = 0;
+    let mut close = |word: &mut String, start: usize, end: usize| {
+        if !word.is_empty() {
+            let w = word.to_lowercase();
+            if query.iter().any(|q| w.starts_with(q.as_str())) {
+                spans.push(MatchSpan { start, end });
+            }
+            word.clear();
+        }
+    };
+    for c in snippet.chars() {
+        if c.is_alphanumeric() {
+            if word.is_empty() {
+                start = n;
+            }
+            word.push(c);
+        } else {
+            close(&mut word, start, n);
+        }
+        n += 1;
+    }
+    close(&mut word, start, n);
+    spans
+}
+
+/// A snippet on one line: newlines, carriage returns and tabs become spaces (one for one, so
+/// that character offsets hold).
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if matches!(c, '\n' | '\r' | '\t') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// BM25's `k1` and `b`, FTS5's defaults.
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
 
 /// The words of a text, as both search paths see them.
 pub fn words(text: &str) -> Vec<String> {
@@ -101,20 +167,21 @@ impl SessionIndex {
             .and_then(|mut st| st.query_row([&fts], |r| r.get(0)))
             .map_err(db_err(self.path()))?;
         let (rank, order) = if matches > RANK_LIMIT {
-            ("0.0", "idx_messages_fts.rowid DESC")
+            ("0.0", "m.timestamp DESC, m.sessionId, m.msgId")
         } else {
             (
                 "bm25(idx_messages_fts)",
-                "bm25(idx_messages_fts), m.timestamp DESC",
+                "bm25(idx_messages_fts), m.timestamp DESC, m.sessionId, m.msgId",
             )
         };
         let sql = format!(
             "SELECT m.sessionId, s.metaJson, s.projectPath, m.msgId, m.role, m.timestamp,
-                    snippet(idx_messages_fts, 0, '[', ']', '…', 16), {rank}
+                    snippet(idx_messages_fts, 0, '', '', '…', 16), {rank}
              FROM idx_messages_fts
              JOIN idx_messages m ON m.rowid = idx_messages_fts.rowid
              JOIN idx_sessions s ON s.id = m.sessionId
-             WHERE idx_messages_fts MATCH ?1 AND s.status != 'deleted'
+             WHERE idx_messages_fts MATCH ?1
+               AND (?5 OR s.status NOT IN ('deleted', 'archived'))
                AND (?2 IS NULL OR {in_project2})
                AND (?3 IS NULL OR m.timestamp >= ?3)
              ORDER BY {order}
@@ -127,7 +194,7 @@ impl SessionIndex {
             .map_err(db_err(self.path()))?;
         let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
         let rows = stmt
-            .query_map(params![fts, project, q.since, limit], |r| {
+            .query_map(params![fts, project, q.since, limit, q.all], |r| {
                 let meta: String = r.get(1)?;
                 let title = serde_json::from_str::<serde_json::Value>(&meta)
                     .ok()
@@ -140,13 +207,19 @@ impl SessionIndex {
                     message_id: r.get(3)?,
                     role: r.get(4)?,
                     timestamp: r.get(5)?,
-                    snippet: r.get(6)?,
+                    snippet: one_line(&r.get::<_, String>(6)?),
+                    matches: Vec::new(),
                     rank: r.get(7)?,
                 })
             })
             .map_err(db_err(self.path()))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(db_err(self.path()))
+        let mut hits = rows
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err(self.path()))?;
+        for h in &mut hits {
+            h.matches = match_spans(&h.snippet, &ws);
+        }
+        Ok(hits)
     }
 
     /// Stats of one session, a project, or everything, from the index (brought up to date).
@@ -346,13 +419,12 @@ impl StatsAcc {
     }
 }
 
+/// The plain snippet of the scan: about 60 characters before the first word a query word
+/// begins and 120 after it, `…` where cut, on one line.
 fn snippet_of(text: &str, query: &[String]) -> String {
-    // The text with each word that a query word begins wrapped in [ ], around the first hit.
-    let mut out = String::new();
     let mut first_hit = None;
     let mut word_start = None;
     let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let mut marks = Vec::new();
     for (i, &(pos, c)) in chars.iter().enumerate() {
         if c.is_alphanumeric() {
             word_start.get_or_insert(pos);
@@ -362,8 +434,8 @@ fn snippet_of(text: &str, query: &[String]) -> String {
             let end = pos + c.len_utf8();
             let w = text[start..end].to_lowercase();
             if query.iter().any(|q| w.starts_with(q.as_str())) {
-                first_hit.get_or_insert(start);
-                marks.push((start, end));
+                first_hit = Some(start);
+                break;
             }
             word_start = None;
         }
@@ -380,22 +452,15 @@ fn snippet_of(text: &str, query: &[String]) -> String {
         .char_indices()
         .nth(120)
         .map_or(text.len(), |(i, _)| hit + i);
+    let mut out = String::new();
     if from > 0 {
         out.push('…');
     }
-    let mut pos = from;
-    for (s, e) in marks.into_iter().filter(|(s, e)| *s >= from && *e <= to) {
-        out.push_str(&text[pos..s]);
-        out.push('[');
-        out.push_str(&text[s..e]);
-        out.push(']');
-        pos = e;
-    }
-    out.push_str(&text[pos..to]);
+    out.push_str(&text[from..to]);
     if to < text.len() {
         out.push('…');
     }
-    out.replace('\n', " ")
+    one_line(&out)
 }
 
 /// Streams a session's messages for a scan. A log that cannot be read (not a regular file, an
@@ -416,7 +481,17 @@ fn scan_messages(
     }
 }
 
-/// Search without the index: reads every session's log (the JSON-backend fallback). Damaged
+/// A match of the scan, waiting for the collection's statistics to be ranked.
+struct Candidate {
+    hit: SearchHit,
+    /// Per query word: the words of the message it begins.
+    freq: Vec<u64>,
+    /// Words in the message.
+    len: u64,
+}
+
+/// Search without the index: reads every session's log (the JSON-backend fallback), in the
+/// index's order — BM25 over every message as FTS5 computes it, then newest first. Damaged
 /// sessions are skipped and returned with the reason, like the index's
 /// [`SessionIndex::problems`].
 pub fn search_scan(
@@ -427,48 +502,99 @@ pub fn search_scan(
     if ws.is_empty() || q.limit == 0 {
         return Ok((Vec::new(), Vec::new()));
     }
-    let listing = store.list(&ListFilter::default())?;
+    // Every session counts in the statistics (as every row of the index does); only those the
+    // query selects give hits.
+    let listing = store.list(&ListFilter {
+        include_deleted: true,
+        ..ListFilter::default()
+    })?;
     let mut problems = listing.problems;
-    let mut hits = Vec::new();
+    let mut candidates = Vec::new();
+    let (mut rows, mut tokens, mut all_matches) = (0u64, 0u64, 0u64);
+    let mut rows_hit = vec![0u64; ws.len()];
     for meta in listing.sessions {
-        if q.project
-            .as_deref()
-            .is_some_and(|p| !within_project(&meta.project_path, p))
-        {
-            continue;
-        }
+        let selected = (q.all || !matches!(meta.status.as_str(), "deleted" | "archived"))
+            && q.project
+                .as_deref()
+                .is_none_or(|p| within_project(&meta.project_path, p));
         let Ok(id) = SessionId::new(meta.id.as_str()) else {
             continue;
         };
         let problem = scan_messages(store, &id, |m| {
-            if q.since.is_some_and(|s| m.timestamp < s) {
+            let text = message_text(&m);
+            let message_words = words(&text);
+            rows += 1;
+            tokens += message_words.len() as u64;
+            let freq: Vec<u64> = ws
+                .iter()
+                .map(|w| {
+                    message_words
+                        .iter()
+                        .filter(|t| t.starts_with(w.as_str()))
+                        .count() as u64
+                })
+                .collect();
+            for (n, f) in rows_hit.iter_mut().zip(&freq) {
+                *n += u64::from(*f > 0);
+            }
+            if freq.contains(&0) {
                 return;
             }
-            let text = message_text(&m);
-            let tokens = words(&text);
-            let hit = ws
-                .iter()
-                .filter(|w| tokens.iter().any(|t| t.starts_with(w.as_str())))
-                .count();
-            if hit == ws.len() {
-                hits.push(SearchHit {
+            all_matches += 1;
+            if !selected || q.since.is_some_and(|s| m.timestamp < s) {
+                return;
+            }
+            let snippet = snippet_of(&text, &ws);
+            candidates.push(Candidate {
+                hit: SearchHit {
                     session_id: meta.id.clone(),
                     title: meta.title.clone(),
                     project_path: meta.project_path.clone(),
                     message_id: m.id.clone(),
                     role: m.role.as_str().to_owned(),
                     timestamp: m.timestamp,
-                    snippet: snippet_of(&text, &ws),
-                    rank: -(hit as f64),
-                });
-            }
+                    matches: match_spans(&snippet, &ws),
+                    snippet,
+                    rank: 0.0,
+                },
+                freq,
+                len: message_words.len() as u64,
+            });
         })?;
         problems.extend(problem);
     }
+    let ranked = i64::try_from(all_matches).unwrap_or(i64::MAX) <= RANK_LIMIT;
+    let avgdl = tokens as f64 / rows.max(1) as f64;
+    let idf: Vec<f64> = rows_hit
+        .iter()
+        .map(|&n| {
+            let idf = ((rows as f64 - n as f64 + 0.5) / (n as f64 + 0.5)).ln();
+            if idf <= 0.0 { 1e-6 } else { idf }
+        })
+        .collect();
+    let mut hits: Vec<SearchHit> = candidates
+        .into_iter()
+        .map(|c| {
+            let mut hit = c.hit;
+            if ranked {
+                let d = c.len as f64;
+                let mut score = 0.0;
+                for (f, idf) in c.freq.iter().zip(&idf) {
+                    let f = *f as f64;
+                    score += idf * (f * (BM25_K1 + 1.0))
+                        / (f + BM25_K1 * (1.0 - BM25_B + BM25_B * d / avgdl));
+                }
+                hit.rank = -score;
+            }
+            hit
+        })
+        .collect();
     hits.sort_by(|a, b| {
         a.rank
             .total_cmp(&b.rank)
             .then(b.timestamp.cmp(&a.timestamp))
+            .then_with(|| a.session_id.cmp(&b.session_id))
+            .then_with(|| a.message_id.cmp(&b.message_id))
     });
     hits.truncate(q.limit);
     Ok((hits, problems))

@@ -164,8 +164,16 @@ fn search_matches_the_scan_and_follows_appends_and_rewrites() {
     };
     let hits = ix.search(&q).unwrap();
     assert!(
-        hits.iter()
-            .all(|h| h.snippet.to_lowercase().contains("[dark")),
+        hits.iter().all(|h| !h.matches.is_empty()
+            && h.matches.iter().all(|m| {
+                let word: String = h
+                    .snippet
+                    .chars()
+                    .skip(m.start)
+                    .take(m.end - m.start)
+                    .collect();
+                word.to_lowercase().starts_with("dark")
+            })),
         "{hits:#?}"
     );
     let scoped = ix

@@ -1,0 +1,458 @@
+//! What a person at a terminal meets: no escape sequence from a session reaches the terminal,
+//! search highlights without brackets, tables fit the width, counts and durations read well,
+//! long output pages, slow work shows progress — and none of it when the output is piped.
+//!
+//! Terminal tests run the binary under `script` (util-linux), which gives it a pseudo-terminal.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+struct Home {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+/// The text of a hostile session: colour, screen clearing, an OSC-8 link, a title change, C1
+/// controls, a carriage return that would overwrite the line, and bidi overrides.
+const HOSTILE: &str = "\x1b[31mred\x1b[0m \x1b[2J\x1b]8;;https://evil.example/\x1b\\click me\x1b]8;;\x1b\\ \x1b]0;pwned\x07 \u{9b}31mc1 \u{9d}8;;http://x\u{9c}safe\rEVIL \u{202E}txt.exe\u{202C} bell\x07";
+
+impl Home {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("h");
+        Self { _tmp: tmp, root }
+    }
+
+    /// Writes one session as the original writes it (plain files) and its rollout log.
+    fn add(&self, id: &str, title: &str, project: &str, status: &str, messages: &[(&str, &str)]) {
+        let dir = self.root.join("sessions/home__dev__p").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let t0 = 1_768_000_000_000i64;
+        let meta = serde_json::json!({
+            "id": id, "title": title, "projectPath": project, "provider": "x",
+            "status": status, "createdAt": t0, "updatedAt": t0, "lastTurnAt": t0,
+            "turnCount": 1,
+        });
+        std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+        let mut log = String::new();
+        for (i, (role, text)) in messages.iter().enumerate() {
+            let m = serde_json::json!({
+                "id": format!("{id}-m{i}"), "role": role, "timestamp": t0 + i as i64,
+                "parts": [
+                    {"type": "text", "content": text},
+                    {"type": "tool", "tool": {"name": format!("read\x1b[31m{i}"), "args": {"p": text}},
+                     "result": text},
+                ],
+            });
+            log.push_str(&m.to_string());
+            log.push('\n');
+        }
+        std::fs::write(dir.join("messages.jsonl"), log).unwrap();
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Command {
+        // The home as the store makes it (private modes), whatever the test wrote.
+        set_private(&self.root);
+        let mut c = common::freecode(&self.root);
+        c.args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+fn set_private(root: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in walk(root) {
+        let mode = if entry.is_dir() { 0o700 } else { 0o600 };
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+fn walk(root: &Path) -> Vec<PathBuf> {
+    let mut out = vec![root.to_owned()];
+    let mut i = 0;
+    while i < out.len() {
+        if out[i].is_dir() {
+            for e in std::fs::read_dir(&out[i]).unwrap() {
+                out.push(e.unwrap().path());
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Whether `s` holds anything a terminal would act on: ESC, C0 (but newline and tab), C1,
+/// bidi overrides.
+fn has_terminal_controls(s: &str) -> Option<char> {
+    s.chars().find(|&c| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    })
+}
+
+/// Runs `args` under a pseudo-terminal of `cols` × `rows` (`script`), with colour allowed,
+/// and returns everything the terminal received.
+fn on_terminal(home: &Home, args: &[&str], cols: u16, rows: u16, env: &[(&str, &str)]) -> String {
+    let bin = env!("CARGO_BIN_EXE_freecode");
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let inner = format!("stty cols {cols} rows {rows}; '{bin}' {}", quoted.join(" "));
+    let mut c = std::process::Command::new("script");
+    c.args(["-qec", &inner, "/dev/null"])
+        .env("FREECODE_HOME", &home.root)
+        .env("TZ", "UTC")
+        .env("FREECODE_ROLLOUT", "off")
+        .env("TERM", "xterm-256color")
+        .env_remove("NO_COLOR")
+        .env_remove("COLUMNS")
+        .env_remove("LINES")
+        .env_remove("RUST_LOG")
+        .env_remove("FREECODE_LOG")
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    set_private(&home.root);
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} on a terminal: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The terminal output without our own colour codes (SGR `ESC [ … m`).
+fn strip_sgr(s: &str) -> String {
+    let mut out = String::new();
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '\x1b' && it.peek() == Some(&'[') {
+            it.next();
+            for c in it.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+const ID: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+
+#[test]
+fn no_escape_from_a_session_reaches_the_terminal() {
+    let home = Home::new();
+    home.add(
+        ID,
+        &format!("title {HOSTILE}"),
+        &format!("/home/dev/{HOSTILE}"),
+        "active",
+        &[
+            ("user", &format!("findme {HOSTILE}")),
+            ("assistant", HOSTILE),
+        ],
+    );
+    for args in [
+        vec!["session", "list"],
+        vec!["session", "show", ID],
+        vec!["search", "findme"],
+        vec!["search", "click"],
+    ] {
+        // Piped.
+        let out = home.ok(&args);
+        assert_eq!(has_terminal_controls(&out), None, "{args:?}: {out:?}");
+        // The link's target and the window title are gone with their sequences (tool
+        // arguments are shown as JSON, where they are inert escaped text).
+        let prose: String = out.lines().filter(|l| !l.contains("→")).collect();
+        assert!(!prose.contains("evil.example"), "{args:?}: {out}");
+        assert!(!prose.contains("pwned"), "{args:?}: {out}");
+        // On a terminal (with colour on): only our own SGR codes remain.
+        let tty = strip_sgr(&on_terminal(&home, &args, 200, 500, &[]));
+        let tty = tty.replace("\r\n", "\n");
+        assert_eq!(has_terminal_controls(&tty), None, "{args:?}: {tty:?}");
+    }
+    let show = home.ok(&["session", "show", ID]);
+    assert!(show.contains("red"), "the text itself stays: {show}");
+    assert!(show.contains("click me"), "{show}");
+    assert!(show.contains("safeEVIL"), "no carriage return: {show}");
+    // JSON carries the data as it is (escaped by JSON itself).
+    let json: Value = serde_json::from_str(&home.ok(&["session", "show", ID, "--json"])).unwrap();
+    assert_eq!(json["messages"][1]["parts"][0]["content"], HOSTILE);
+}
+
+#[test]
+fn trace_and_replay_rows_are_terminal_safe() {
+    let home = Home::new();
+    home.add(ID, "t", "/p", "active", &[("user", "hi")]);
+    let dir = home.root.join("rollout/sessions").join(ID);
+    std::fs::create_dir_all(&dir).unwrap();
+    let t0 = 1_768_000_000_000i64;
+    let ev = |seq: u64, ts: i64, body: Value| {
+        let mut v = serde_json::json!({
+            "id": format!("e{seq}"), "seq": seq, "aggregateID": ID, "timestamp": ts,
+        });
+        for (k, x) in body.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string() + "\n"
+    };
+    let hostile_tool = format!("read{HOSTILE}");
+    let log = [
+        ev(1, t0, serde_json::json!({"type": "turn.started", "turnId": "turn-0"})),
+        ev(2, t0 + 1, serde_json::json!({"type": "model.request", "turnId": "turn-0", "provider": HOSTILE, "model": "m"})),
+        ev(3, t0 + 2, serde_json::json!({"type": "model.error", "turnId": "turn-0", "duration_ms": 5, "kind": "http", "error": HOSTILE})),
+        ev(4, t0 + 3, serde_json::json!({"type": "function.call", "turnId": "turn-0", "tool": hostile_tool, "args": {"x": HOSTILE}})),
+        ev(5, t0 + 4, serde_json::json!({"type": "function.output", "turnId": "turn-0", "tool": hostile_tool, "output": HOSTILE, "duration_ms": 3})),
+    ]
+    .concat();
+    std::fs::write(dir.join("events.jsonl"), log).unwrap();
+    set_private(&home.root);
+    for args in [vec!["trace", ID], vec!["replay", ID]] {
+        let out = home.ok(&args);
+        assert_eq!(has_terminal_controls(&out), None, "{args:?}: {out:?}");
+        let prose: String = out.lines().filter(|l| !l.contains("→")).collect();
+        assert!(!prose.contains("evil.example"), "{args:?}: {out}");
+    }
+    let replay = home.ok(&["replay", ID]);
+    assert!(replay.contains("turn 1"), "{replay}");
+    assert!(replay.contains("→ read"), "the call is listed: {replay}");
+}
+
+#[test]
+fn search_snippets_keep_code_and_highlight_only_on_a_terminal() {
+    let home = Home::new();
+    home.add(
+        ID,
+        "code",
+        "/p",
+        "active",
+        &[(
+            "user",
+            "let v = vec![1, 2]; const [dark, setDark] = useState(false);",
+        )],
+    );
+    home.add(
+        "aaaaaaaa-0000-4000-8000-000000000002",
+        "old",
+        "/p",
+        "archived",
+        &[("user", "dark archived")],
+    );
+    home.add(
+        "aaaaaaaa-0000-4000-8000-000000000003",
+        "gone",
+        "/p",
+        "deleted",
+        &[("user", "dark deleted")],
+    );
+    for backend in ["sqlite", "json"] {
+        let run = |args: &[&str]| {
+            home.cmd(args)
+                .env("FREECODE_THREAD_STORE", backend)
+                .output()
+                .unwrap()
+        };
+        let out = run(&["search", "dark"]);
+        assert!(out.status.success(), "{backend}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("vec![1, 2]"), "{backend}: {text}");
+        assert!(text.contains("const [dark, setDark]"), "{backend}: {text}");
+        assert!(
+            !text.contains("archived") && !text.contains("deleted"),
+            "{text}"
+        );
+
+        let all = String::from_utf8(run(&["search", "dark", "--all"]).stdout).unwrap();
+        assert!(
+            all.contains("dark archived") && all.contains("dark deleted"),
+            "{all}"
+        );
+
+        let json: Value =
+            serde_json::from_slice(&run(&["search", "dark", "--json"]).stdout).unwrap();
+        let hit = &json[0];
+        let snippet = hit["snippet"].as_str().unwrap();
+        assert!(snippet.contains("vec![1, 2]"), "{snippet}");
+        let chars: Vec<char> = snippet.chars().collect();
+        let words: Vec<String> = hit["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let (a, b) = (m["start"].as_u64().unwrap(), m["end"].as_u64().unwrap());
+                chars[a as usize..b as usize].iter().collect()
+            })
+            .collect();
+        // Character offsets; `setDark` is one word, which `dark` does not begin.
+        assert!(
+            !words.is_empty() && words.iter().all(|w| w == "dark"),
+            "{backend}: {words:?}"
+        );
+    }
+    // On a terminal the matches are coloured (bold yellow), the brackets of the code stay.
+    let tty = on_terminal(&home, &["search", "dark"], 120, 100, &[]);
+    assert!(
+        tty.contains("const [\x1b[1;33mdark\x1b[0m, setDark]"),
+        "{tty:?}"
+    );
+    let plain = on_terminal(&home, &["search", "dark"], 120, 100, &[("NO_COLOR", "1")]);
+    assert!(!plain.contains('\x1b'), "{plain:?}");
+}
+
+fn many_messages(n: usize) -> Vec<(&'static str, String)> {
+    (0..n)
+        .map(|i| ("user", format!("message number {i} of a long session")))
+        .collect()
+}
+
+#[test]
+fn long_output_pages_on_a_terminal_only() {
+    let home = Home::new();
+    let msgs = many_messages(200);
+    let refs: Vec<(&str, &str)> = msgs.iter().map(|(r, t)| (*r, t.as_str())).collect();
+    home.add(ID, "long", "/p", "active", &refs);
+    let paged = home.root.join("paged.txt");
+    let pager = format!("cat > '{}'", paged.display());
+    let show = ["session", "show", ID];
+
+    // On a terminal, longer than the screen: through $PAGER.
+    let tty = on_terminal(&home, &show, 100, 20, &[("PAGER", &pager)]);
+    let got = std::fs::read_to_string(&paged).unwrap();
+    assert!(got.contains("message number 199 of"), "{got}");
+    assert!(!tty.contains("message number 199 of"), "{tty}");
+    std::fs::remove_file(&paged).unwrap();
+
+    // --no-pager, or a screen it fits on: printed directly.
+    let tty = on_terminal(
+        &home,
+        &[&show[..], &["--no-pager"]].concat(),
+        100,
+        20,
+        &[("PAGER", &pager)],
+    );
+    assert!(tty.contains("message number 199 of"));
+    assert!(!paged.exists());
+    let tty = on_terminal(&home, &show, 100, 2000, &[("PAGER", &pager)]);
+    assert!(tty.contains("message number 199 of"));
+    assert!(!paged.exists());
+
+    // Piped: never paged.
+    let out = home.cmd(&show).env("PAGER", &pager).output().unwrap();
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("message number 199 of")
+    );
+    assert!(!paged.exists());
+    // The header reads well: one turn, thousands separators.
+    assert!(home.ok(&show).contains("(1 turn)"));
+}
+
+#[test]
+fn list_rows_fit_an_80_column_terminal() {
+    let home = Home::new();
+    for i in 0..5 {
+        home.add(
+            &format!("aaaaaaaa-0000-4000-8000-00000000000{i}"),
+            "A rather long title that would wrap the row at eighty columns 日本語のタイトル",
+            "/home/someone/src/github.com/some-organisation/platform/services/the-repository",
+            if i == 0 { "interrupted" } else { "active" },
+            &[("user", "hi")],
+        );
+    }
+    for cols in [80u16, 120] {
+        let tty = strip_sgr(&on_terminal(&home, &["session", "list"], cols, 50, &[]));
+        let lines: Vec<&str> = tty.split("\r\n").filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines.len(), 6, "{tty}");
+        for l in &lines {
+            let w = unicode_width::UnicodeWidthStr::width(*l);
+            assert!(w <= cols as usize, "{w} > {cols}: {l:?}");
+        }
+        if cols == 120 {
+            assert!(
+                tty.contains("the-repository"),
+                "the repository's name stays: {tty}"
+            );
+        }
+    }
+    // Piped: whole rows.
+    assert!(
+        home.ok(&["session", "list"])
+            .contains("platform/services/the-repository")
+    );
+}
+
+#[test]
+fn slow_work_shows_progress_on_a_terminal_and_nothing_when_piped() {
+    let home = Home::new();
+    for i in 0..300 {
+        home.add(
+            &format!("cccccccc-0000-4000-8000-{i:012}"),
+            "bulk",
+            "/p",
+            "active",
+            &[("user", "some words to index")],
+        );
+    }
+    let tty = on_terminal(&home, &["index", "rebuild"], 100, 40, &[]);
+    assert!(tty.contains("rebuilding the index"), "{tty:?}");
+    assert!(
+        tty.contains("indexed 300 sessions, 300 messages"),
+        "{tty:?}"
+    );
+    let out = home.run(&["index", "rebuild"]);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // `run` waits for its first token behind a spinner on a terminal; piped, nothing extra.
+    let slow = [("FREECODE_SCRIPTED_DELAY_MS", "100")];
+    let tty = on_terminal(
+        &home,
+        &["run", "--project", home.root.to_str().unwrap(), "hello"],
+        100,
+        40,
+        &slow,
+    );
+    assert!(tty.contains("waiting for the model"), "{tty:?}");
+    let out = home
+        .cmd(&["run", "--project", home.root.to_str().unwrap(), "hello"])
+        .env("FREECODE_SCRIPTED_DELAY_MS", "100")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("waiting for the model"), "{stderr}");
+    assert!(!stderr.contains('\x1b'), "{stderr}");
+}
