@@ -244,7 +244,7 @@ fn any_unique_id_prefix_works_and_an_ambiguous_one_lists_candidates() {
         trace["toolSpans"],
         ctx.json(&["trace", S1, "--json"])["toolSpans"]
     );
-    let dry = ctx.ok(&["session", "export", "68d4", "--dry-run"]);
+    let dry = ctx.ok(&["session", "export", "68d4", "--dry-run", "--file"]);
     assert!(!dry.is_empty());
     // A prefix of several (2b0084fa… and 20bab6d3… both start with "2"): exit 1, both named.
     let err = ctx.fails(&["session", "show", "2"]);
@@ -376,13 +376,14 @@ fn list_limit_sort_and_since() {
     // One parser: search takes the same words.
     let hits = ctx.json(&["search", "hello", "--since", "today", "--json"]);
     assert!(!hits.as_array().unwrap().is_empty());
-    assert!(
-        ctx.json(&["search", "dark", "--since", "yesterday", "--json"])
-            .as_array()
-            .unwrap()
-            .is_empty(),
+    // No match: `[]` and exit 1, as grep and rg.
+    let none = ctx.run(&["search", "dark", "--since", "yesterday", "--json"]);
+    assert_eq!(
+        none.status.code(),
+        Some(1),
         "the fixtures' dark-mode messages are from January"
     );
+    assert_eq!(String::from_utf8_lossy(&none.stdout).trim(), "[]");
     assert!(
         !ctx.json(&["search", "dark", "--since", "2026-01-01", "--json"])
             .as_array()

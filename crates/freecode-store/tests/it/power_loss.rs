@@ -470,6 +470,7 @@ fn every_power_cut_state_opens_and_keeps_what_was_acknowledged() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     // The home exists before the trace (as it does once freecode has run).
+    std::fs::create_dir_all(home.join("sessions")).unwrap();
     SessionStore::with_config(Home::new(&home), config()).unwrap();
     let before = Model::from_disk(&home);
     let ops = workload(&home);

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,13 @@ impl TestHome {
             .prefix("freecode-it-")
             .tempdir()
             .expect("create a temporary directory");
-        let store = open_store(&tmp.path().join("home"), LockWait::Fail);
+        // An existing (empty) home, as once freecode has run: opening a store creates nothing.
+        let root = tmp.path().join("home");
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&root)
+            .expect("create the home");
+        let store = open_store(&root, LockWait::Fail);
         Self { tmp, store }
     }
 
