@@ -1,0 +1,173 @@
+//! Snapshots of what a user reads: every read command's human and `--json` output on a private
+//! copy of the reference home, with the temporary paths and anything the wall clock moves
+//! replaced. The stored snapshots are in `tests/snapshots/`; `INSTA_UPDATE=always cargo test
+//! --test snapshots` rewrites them (read the diff), and CI (`CI=true`) fails on any change.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{copy_tree, fixtures};
+
+use std::path::PathBuf;
+
+/// Session ids of the reference home.
+const S1: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
+const S3: &str = "16aa3e15-f2e4-4fc5-bf70-a0962a62c733";
+
+struct Ctx {
+    tmp: tempfile::TempDir,
+    home: PathBuf,
+}
+
+impl Ctx {
+    fn fixture_home() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join(".freecode");
+        copy_tree(&fixtures().join("home/.freecode"), &home);
+        Self { tmp, home }
+    }
+
+    /// Runs `freecode args` and returns what a user sees: stdout, then stderr and the exit code
+    /// when they are not the quiet success, with the temporary paths replaced by `[HOME]`/`[TMP]`.
+    fn run(&self, args: &[&str]) -> String {
+        let out = common::freecode(&self.home).args(args).output().unwrap();
+        let code = out.status.code().unwrap_or(-1);
+        let mut s = String::from_utf8(out.stdout).unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        if !err.is_empty() || code != 0 {
+            s.push_str(&format!("----- stderr (exit {code}) -----\n{err}"));
+        }
+        // Longest first: the home is inside the temporary directory.
+        let home = self.home.to_str().unwrap();
+        let tmp = self.tmp.path().to_str().unwrap();
+        s.replace(home, "[HOME]").replace(tmp, "[TMP]")
+    }
+}
+
+/// Relative ages ("3h ago", "2mo ago", "just now") shift with the clock; the fixture's dates are
+/// old enough to print as dates today, but a snapshot must not depend on it.
+fn settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_prepend_module_to_snapshot(false);
+    s.add_filter(r"\b\d+(s|m|h|d|w|mo|y) ago\b", "[AGO]");
+    s.add_filter(r"\bjust now\b", "[AGO]");
+    s
+}
+
+fn snap(name: &str, ctx: &Ctx, args: &[&str]) {
+    snap_with(name, ctx, args, &[]);
+}
+
+/// [`snap`] with more filters, for output the clock moves.
+fn snap_with(name: &str, ctx: &Ctx, args: &[&str], filters: &[(&str, &str)]) {
+    let out = ctx.run(args);
+    let mut s = settings();
+    s.set_description(args.join(" "));
+    for (re, with) in filters {
+        s.add_filter(re, *with);
+    }
+    s.bind(|| insta::assert_snapshot!(name, out));
+}
+
+/// A request still open when the log ends lasts until now: its duration, the session's wall time
+/// and the model total grow by the second. They print as days and hours (`320d 1h`), and in
+/// JSON as milliseconds beyond ten digits (months); the columns they widen are collapsed.
+const SINCE: &[(&str, &str)] = &[
+    (r" *\b\d+d \d+h\b", " [SINCE]"),
+    (r"(\S) {2,}", "$1  "),
+    (
+        r#""(wallMs|durationMs|modelMs)": \d{10,}"#,
+        r#""$1": "[SINCE]""#,
+    ),
+];
+
+#[test]
+fn session_list() {
+    let ctx = Ctx::fixture_home();
+    snap("session_list", &ctx, &["session", "list"]);
+    snap("session_list_json", &ctx, &["session", "list", "--json"]);
+    snap("session_list_all", &ctx, &["session", "list", "--all"]);
+}
+
+#[test]
+fn session_show() {
+    let ctx = Ctx::fixture_home();
+    snap("session_show", &ctx, &["session", "show", S1]);
+    snap(
+        "session_show_json",
+        &ctx,
+        &["session", "show", S1, "--json"],
+    );
+}
+
+#[test]
+fn trace() {
+    let ctx = Ctx::fixture_home();
+    snap("trace_list", &ctx, &["trace", "--list"]);
+    snap("trace_list_json", &ctx, &["trace", "--list", "--json"]);
+    // A closed session: every duration is in the log.
+    snap("trace", &ctx, &["trace", S3]);
+    snap("trace_json", &ctx, &["trace", S3, "--json"]);
+    // One left hung on the provider: its open request is timed against now.
+    snap_with("trace_hung", &ctx, &["trace", S1], SINCE);
+    snap_with("trace_hung_json", &ctx, &["trace", S1, "--json"], SINCE);
+}
+
+#[test]
+fn replay() {
+    let ctx = Ctx::fixture_home();
+    snap("replay", &ctx, &["replay", S1]);
+    snap("replay_json", &ctx, &["replay", S1, "--json"]);
+}
+
+#[test]
+fn search() {
+    let ctx = Ctx::fixture_home();
+    snap("search", &ctx, &["search", "toggle"]);
+    snap("search_json", &ctx, &["search", "toggle", "--json"]);
+}
+
+#[test]
+fn stats() {
+    let ctx = Ctx::fixture_home();
+    snap("stats", &ctx, &["stats"]);
+    snap("stats_json", &ctx, &["stats", "--json"]);
+    snap("stats_session", &ctx, &["stats", S3]);
+}
+
+#[test]
+fn doctor() {
+    let ctx = Ctx::fixture_home();
+    snap("doctor_json", &ctx, &["doctor", "--json"]);
+}
+
+#[test]
+fn config_list() {
+    let ctx = Ctx::fixture_home();
+    snap("config_list", &ctx, &["config", "list"]);
+}
+
+#[test]
+fn export_dry_run() {
+    let ctx = Ctx::fixture_home();
+    snap(
+        "session_export_dry_run",
+        &ctx,
+        &["session", "export", S1, "--dry-run", "--file"],
+    );
+}
+
+#[test]
+fn share_list() {
+    let ctx = Ctx::fixture_home();
+    snap("share_list", &ctx, &["share", "list"]);
+    snap("share_list_json", &ctx, &["share", "list", "--json"]);
+}
+
+#[test]
+fn help() {
+    let ctx = Ctx::fixture_home();
+    snap("help", &ctx, &["--help"]);
+    snap("session_help", &ctx, &["session", "--help"]);
+}
