@@ -1488,7 +1488,6 @@ const NON_SECRET_KEY_QUALIFIERS: &[&str] = &[
     "react",
     "index",
     "search",
-    "sort",
     "cursor",
     "next",
     "page",

@@ -483,7 +483,11 @@ fn rebuild_meta(
     let project_path = match parse_project_dir_name(project_dir) {
         ParsedKey::Path(p) | ParsedKey::Guess(p) => p,
         ParsedKey::Hashed => {
-            std::fs::read_to_string(dir.parent().unwrap_or(dir).join(PROJECT_PATH_FILE))
+            let side = dir.parent().unwrap_or(dir).join(PROJECT_PATH_FILE);
+            fsutil::read_bounded(&side, 64 << 10, "a project-path file")
+                .ok()
+                .flatten()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .unwrap_or_default()
         }
     };
@@ -560,7 +564,7 @@ fn rollout(home: &Home, fix: bool, r: &mut Report) {
 }
 
 fn index(home: &Home, fix: bool, r: &mut Report) {
-    let path = home.state_dir().join("freecode.db");
+    let path = home.state_dir().join(crate::threads::DB_FILE);
     if !path.is_file() {
         return;
     }
@@ -568,7 +572,7 @@ fn index(home: &Home, fix: bool, r: &mut Report) {
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let verdict = rusqlite::Connection::open_with_flags(&path, flags)
         .and_then(|c| {
-            c.busy_timeout(std::time::Duration::from_secs(5))?;
+            c.busy_timeout(crate::threads::BUSY_TIMEOUT)?;
             c.query_row("PRAGMA quick_check", [], |row| row.get::<_, String>(0))
         })
         .map_err(|e| e.to_string());

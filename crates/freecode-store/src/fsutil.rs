@@ -395,6 +395,11 @@ pub fn create_new(path: &Path) -> Result<File> {
 /// Opens `path` for reading: never through a link (`O_NOFOLLOW`), and only a regular file
 /// (a FIFO is refused without blocking). Not found is `ErrorKind::NotFound`.
 pub fn open_read(path: &Path) -> std::io::Result<File> {
+    open_read_sized(path).map(|(f, _)| f)
+}
+
+/// [`open_read`], also giving the file's size from the `fstat` that checked its type.
+fn open_read_sized(path: &Path) -> std::io::Result<(File, u64)> {
     let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc_flags(OFlags::NOFOLLOW | OFlags::NONBLOCK))
@@ -409,7 +414,8 @@ pub fn open_read(path: &Path) -> std::io::Result<File> {
                 e
             }
         })?;
-    let ft = file.metadata()?.file_type();
+    let meta = file.metadata()?;
+    let ft = meta.file_type();
     if !ft.is_file() {
         let found = if ft.is_dir() {
             "a directory"
@@ -424,7 +430,7 @@ pub fn open_read(path: &Path) -> std::io::Result<File> {
     let fd = OwnedFd::from(file);
     let fl = rustix::fs::fcntl_getfl(&fd).map_err(errno_io)?;
     rustix::fs::fcntl_setfl(&fd, fl - OFlags::NONBLOCK).map_err(errno_io)?;
-    Ok(File::from(fd))
+    Ok((File::from(fd), meta.len()))
 }
 
 fn libc_flags(f: OFlags) -> i32 {
@@ -435,13 +441,13 @@ fn libc_flags(f: OFlags) -> i32 {
 /// Reads a whole file of at most `cap` bytes (`what` names it in the error past that):
 /// `Ok(None)` when it does not exist. Never through a link; a FIFO or device is refused.
 pub fn read_bounded(path: &Path, cap: u64, what: &'static str) -> Result<Option<Vec<u8>>> {
-    let file = match open_read(path) {
+    let (file, size) = match open_read_sized(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).ctx("read", path),
     };
     // Refuse by the size first: a 2 GB meta.json must cost one fstat, not 2 GB of reading.
-    if file.metadata().is_ok_and(|m| m.len() > cap) {
+    if size > cap {
         return Err(StoreError::TooLarge {
             path: path.to_path_buf(),
             cap,

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use freecode_core::bundle::{Bundle, BundleError, SourceShape, check_size, parse_bundle};
+use freecode_core::bundle::{Bundle, BundleError, SourceShape, parse_bundle};
 use freecode_store::Home;
 use serde::{Deserialize, Serialize};
 
@@ -499,18 +499,24 @@ pub fn decode_body(
         } else {
             inflate(&plain)?
         };
-        check_size(&json, limit)?;
-        return Ok(parse_bundle(&json)?);
+        return parse_within(&json, limit);
     }
     // A compressed file (`--file F.zst`), recognised by its magic number whatever its name.
     if freecode_store::codec::is_compressed(bytes) {
         let json = inflate(bytes)?;
-        check_size(&json, limit)?;
-        return Ok(parse_bundle(&json)?);
+        return parse_within(&json, limit);
     }
     // A file's trailing newline is not part of the bundle (export counts without it).
-    let json = bytes.trim_ascii_end();
-    check_size(json, limit)?;
+    parse_within(bytes.trim_ascii_end(), limit)
+}
+
+/// The byte limit export applies, then the parse (which bounds the number of JSON values
+/// itself: counting them here too would scan up to the limit twice).
+fn parse_within(json: &[u8], limit: u64) -> Result<(Bundle, SourceShape), ClientError> {
+    let size = json.len() as u64;
+    if size > limit {
+        return Err(BundleError::TooBig { size, max: limit }.into());
+    }
     Ok(parse_bundle(json)?)
 }
 

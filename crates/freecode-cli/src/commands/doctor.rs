@@ -8,6 +8,7 @@ use freecode_store::doctor::{FindingKind, examine};
 
 use crate::UserError;
 use crate::render::{Style, print_json, print_line};
+use crate::sanitize::clean_line;
 
 /// `freecode doctor`.
 #[derive(Debug, Args)]
@@ -37,13 +38,6 @@ fn kind_name(k: FindingKind) -> &'static str {
         FindingKind::InUse => "in use",
         FindingKind::Index => "index",
     }
-}
-
-/// Control characters (from a hostile file name) shown as `?`, never sent to the terminal.
-fn printable(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
 }
 
 impl DoctorArgs {
@@ -79,8 +73,8 @@ impl DoctorArgs {
                 print_line(&format!(
                     "{mark} {:<12} {}: {}",
                     kind_name(f.kind),
-                    printable(&f.path.display().to_string()),
-                    printable(&f.detail)
+                    clean_line(&f.path.display().to_string()),
+                    clean_line(&f.detail)
                 ))?;
             }
             if loose > LOOSE_SHOWN {

@@ -15,7 +15,6 @@ use crate::home::Home;
 use super::{Found, Problem, SessionIndex, Stamp, db_err};
 use crate::error::{IoContext, Result};
 use crate::jsonl::LineReader;
-use crate::rollout::EVENTS_FILE;
 
 /// Where indexing of a session's logs stands.
 #[derive(Debug, Clone, Copy, Default)]
@@ -335,7 +334,7 @@ impl LogPlan {
 /// The session's rollout log.
 fn events_path(home: &Home, f: &Found) -> std::path::PathBuf {
     SessionId::new(f.id.as_str())
-        .map(|sid| home.rollout_dir(&sid).join(EVENTS_FILE))
+        .map(|sid| crate::rollout::events_path(home, &sid))
         .unwrap_or_default()
 }
 
