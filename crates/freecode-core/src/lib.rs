@@ -11,6 +11,7 @@ pub mod context_cache;
 pub mod history;
 pub mod ids;
 pub mod interrupt;
+pub mod json;
 pub mod memory;
 pub mod message;
 pub mod meta;

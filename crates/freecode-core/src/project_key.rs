@@ -1,14 +1,23 @@
 //! Project directory keys: the name of `sessions/<project-dir>/` for a project path (SPEC §7).
 //!
-//! Compatibility first: for every path on which the original's transform round-trips (and whose
-//! name is a safe directory name), [`project_dir_name`] returns exactly the original's name, so
-//! both programs find the same sessions. For every other path — the collisions and lossy cases of
-//! SPEC §7.4 — it returns an *escaped* name, `esc-` followed by the path percent-encoded. The
-//! original never produces a name containing `-` (it rewrites every hyphen to `_h_`), so the two
-//! families cannot collide, and the whole mapping is injective and exactly reversible
-//! ([`parse_project_dir_name`]). A name over 255 bytes (the usual file-name limit) becomes
-//! `h-<sha-256 prefix>` instead; the store writes the full path beside it, because a hash cannot be
-//! reversed. `.`, `..` and the empty name are never produced.
+//! Compatibility first: wherever the original can write a directory for a project path, we
+//! write to the very same name ([`format_original`]), lossy or not, so that both programs find,
+//! read and continue the same sessions in a shared home. Its transform is not injective
+//! (`/a_/b` and `/a/_b` both become `a___b`, SPEC §7.4), so one directory may hold the sessions
+//! of several projects: every reader tells them apart by `meta.json`'s `projectPath`, never by
+//! the directory name.
+//!
+//! Only where the original cannot write at all, or its name would be unsafe, is another name
+//! used: a name past 255 bytes (the usual file-name limit) becomes `h-<sha-256 prefix>` (the
+//! store writes the full path beside it, a hash cannot be reversed); an empty name, `.`, `..`, a
+//! dot-leading (hidden) name, or one holding a NUL becomes `esc-` followed by the path
+//! percent-encoded (or the hash, when that is too long). The original never produces a name
+//! containing `-` (it rewrites every hyphen to `_h_`), so these families cannot collide with
+//! its names.
+//!
+//! Earlier versions of ours used `esc-`/`h-` for every path whose original name does not
+//! round-trip; [`legacy_dir_names`] names those so that they keep being read, and the store
+//! moves such a session to its new name the next time it writes to it.
 
 use sha2::{Digest, Sha256};
 
@@ -145,17 +154,68 @@ fn hashed(path: &str) -> String {
     out
 }
 
-/// The key (directory name under `sessions/`) of a project path.
+/// Whether `name`, a name of the original's, is one we write to: a valid directory name that
+/// is not hidden (dot-leading) and holds no NUL.
+fn is_safe_original_name(name: &str) -> bool {
+    is_project_dir_name(name) && !name.starts_with('.')
+}
+
+/// The key (directory name under `sessions/`) of a project path: the original's name wherever
+/// it is safe, else an escaped or hashed one; see the module docs.
 pub fn project_key(project_path: &str) -> ProjectKey {
     let original = format_original(project_path);
-    if is_project_dir_name(&original) && parse_original(&original) == project_path {
+    if is_safe_original_name(&original) {
         return ProjectKey::Original(original);
     }
+    private_key(project_path)
+}
+
+/// The escaped name of a path, or its hashed name when the escaped one is too long.
+fn private_key(project_path: &str) -> ProjectKey {
     let escaped = escape(project_path);
     if escaped.len() <= MAX_NAME_BYTES {
         return ProjectKey::Escaped(escaped);
     }
     ProjectKey::Hashed(hashed(project_path))
+}
+
+/// The names earlier versions of ours gave `project_path` where they differ from today's:
+/// the escaped or hashed name used for every path whose original name does not round-trip.
+pub fn legacy_dir_names(project_path: &str) -> Vec<String> {
+    let now = project_dir_name(project_path);
+    let mut v = Vec::new();
+    let original = format_original(project_path);
+    let round_trips = is_project_dir_name(&original) && parse_original(&original) == project_path;
+    if !round_trips {
+        let old = private_key(project_path).dir_name().to_owned();
+        if old != now {
+            v.push(old);
+        }
+    }
+    v
+}
+
+/// Every directory under `sessions/` that can hold sessions of `project_path`, today's first:
+/// today's name, the original's (when it is a valid name we don't write to, e.g. dot-leading),
+/// and earlier versions' names. Readers filter what they find by `projectPath`.
+pub fn candidate_dir_names(project_path: &str) -> Vec<String> {
+    let mut v = vec![project_dir_name(project_path)];
+    let original = format_original(project_path);
+    if is_project_dir_name(&original) && !v.contains(&original) {
+        v.push(original);
+    }
+    for old in legacy_dir_names(project_path) {
+        if !v.contains(&old) {
+            v.push(old);
+        }
+    }
+    v
+}
+
+/// Whether a directory name is one of our own escaped or hashed families (never the
+/// original's: it writes no `-`).
+pub fn is_private_dir_name(name: &str) -> bool {
+    name.starts_with(ESCAPE_PREFIX) || name.starts_with(HASH_PREFIX)
 }
 
 /// The directory name of a project path; see [`project_key`].
@@ -170,8 +230,8 @@ pub enum ParsedKey {
     Path(String),
     /// A hashed name: the path is in the side file.
     Hashed,
-    /// A name we would never produce (an original name that does not round-trip, or junk): the
-    /// original's best guess, which may be wrong.
+    /// An original name that does not round-trip (it may hold the sessions of several
+    /// projects: their metas say which), or junk: the original's best guess, which may be wrong.
     Guess(String),
 }
 
@@ -179,8 +239,8 @@ pub enum ParsedKey {
 pub fn parse_project_dir_name(dir_name: &str) -> ParsedKey {
     if let Some(body) = dir_name.strip_prefix(ESCAPE_PREFIX) {
         if let Some(p) = unescape(body) {
-            // Only the canonical spelling: the name must be what we would produce for `p`.
-            if project_dir_name(&p) == dir_name {
+            // Only the canonical spelling: the name must be what we produce (or produced) for `p`.
+            if private_key(&p).dir_name() == dir_name {
                 return ParsedKey::Path(p);
             }
         }
@@ -242,14 +302,16 @@ mod tests {
         assert_eq!(project_dir_name("/a/../b"), "a__..__b");
         assert_eq!(project_dir_name("/home/josé/项目"), "home__josé__项目");
         // Dot-leading names are the original's too, and valid project directory names.
+        // Dot-leading names are the original's, and valid directory names we read, but we
+        // write hidden paths escaped.
         for (p, name) in [
             ("/.hidden/p", ".hidden__p"),
             ("/./tmp", ".__tmp"),
             ("/.x", ".x"),
         ] {
-            assert_eq!(project_dir_name(p), name);
+            assert_eq!(format_original(p), name);
             assert!(is_project_dir_name(name));
-            assert_eq!(parse_project_dir_name(name), ParsedKey::Path(p.to_owned()));
+            assert!(candidate_dir_names(p).contains(&name.to_owned()));
         }
         for bad in ["", ".", "..", "a/b", "a\0b"] {
             assert!(!is_project_dir_name(bad), "{bad:?}");
@@ -257,21 +319,54 @@ mod tests {
     }
 
     #[test]
-    fn lossy_paths_are_escaped_and_reversible() {
-        for p in [
-            "/a_/b", "/a/_b", "/a-/b", "/a_h/_b", "C:\\x", "/C/x", "/", "", ".", "..", "/..", "/.",
-            "relative", "/a/b:c", "/a/bc", "/x\0y",
+    fn lossy_paths_get_the_originals_name_and_unsafe_ones_are_escaped() {
+        // Where the original can write, we write to its name, lossy or not: it finds them.
+        for (p, name) in [
+            ("/a_/b", "a___b"),
+            ("/a/_b", "a___b"),
+            ("/a-/b", "a_h___b"),
+            ("/a/b:c", "a__bc"),
+            ("/a/bc", "a__bc"),
+            ("C:\\x", "C__x"),
+            ("/C/x", "C__x"),
+            ("relative", "relative"),
+            ("/p__q", "p__q"),
+            ("/x_h_y", "x_h_y"),
         ] {
-            let name = project_dir_name(p);
-            assert!(is_project_dir_name(&name), "{p:?} -> {name:?}");
-            assert_eq!(
-                parse_project_dir_name(&name),
-                ParsedKey::Path(p.to_owned()),
-                "{p:?} -> {name:?}"
-            );
+            assert_eq!(project_dir_name(p), name, "{p:?}");
+            assert!(matches!(
+                parse_project_dir_name(name),
+                ParsedKey::Path(_) | ParsedKey::Guess(_)
+            ));
         }
-        assert_ne!(project_dir_name("/a_/b"), project_dir_name("/a/_b"));
-        assert_ne!(project_dir_name("/a-/b"), project_dir_name("/a_h/_b"));
+        // Where its name is unsafe (empty, `.`, `..`, hidden, NUL), ours is escaped.
+        for p in ["/", "", ".", "..", "/..", "/.", "/.hidden/p", "/x\0y"] {
+            let name = project_dir_name(p);
+            assert!(name.starts_with(ESCAPE_PREFIX), "{p:?} -> {name:?}");
+            assert!(is_project_dir_name(&name), "{p:?} -> {name:?}");
+            assert_eq!(parse_project_dir_name(&name), ParsedKey::Path(p.to_owned()));
+        }
+    }
+
+    #[test]
+    fn earlier_versions_names_stay_candidates() {
+        // Earlier versions escaped every path that does not round-trip.
+        assert_eq!(legacy_dir_names("/a_/b"), vec!["esc-%2Fa_%2Fb".to_owned()]);
+        assert_eq!(
+            parse_project_dir_name("esc-%2Fa_%2Fb"),
+            ParsedKey::Path("/a_/b".to_owned())
+        );
+        assert_eq!(
+            candidate_dir_names("/a_/b"),
+            vec!["a___b".to_owned(), "esc-%2Fa_%2Fb".to_owned()]
+        );
+        // A path that round-trips had no other name.
+        assert!(legacy_dir_names("/home/dev/app").is_empty());
+        // The original's hidden name is read though not written.
+        assert_eq!(
+            candidate_dir_names("/.hidden/p"),
+            vec!["esc-%2F.hidden%2Fp".to_owned(), ".hidden__p".to_owned()]
+        );
     }
 
     #[test]
@@ -308,16 +403,29 @@ mod tests {
 
     proptest! {
         #[test]
-        fn parse_after_format_is_identity(p in path_strategy()) {
+        fn every_key_is_a_valid_name_and_the_originals_where_safe(p in path_strategy()) {
             let name = project_dir_name(&p);
             prop_assert!(is_project_dir_name(&name));
-            prop_assert_eq!(parse_project_dir_name(&name), ParsedKey::Path(p));
+            let original = format_original(&p);
+            if is_safe_original_name(&original) {
+                prop_assert_eq!(&name, &original);
+            } else {
+                prop_assert!(is_private_dir_name(&name));
+                prop_assert!(matches!(
+                    parse_project_dir_name(&name),
+                    ParsedKey::Path(_) | ParsedKey::Hashed
+                ));
+            }
+            prop_assert_eq!(&candidate_dir_names(&p)[0], &name);
         }
 
         #[test]
-        fn injective(a in path_strategy(), b in path_strategy()) {
+        fn private_names_never_collide(a in path_strategy(), b in path_strategy()) {
             prop_assume!(a != b);
-            prop_assert_ne!(project_dir_name(&a), project_dir_name(&b));
+            let (ka, kb) = (project_dir_name(&a), project_dir_name(&b));
+            if is_private_dir_name(&ka) || is_private_dir_name(&kb) {
+                prop_assert_ne!(ka, kb);
+            }
         }
     }
 }

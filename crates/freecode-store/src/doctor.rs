@@ -383,11 +383,13 @@ fn session(
         r.add(FindingKind::WrongType, &log, detail, fixed);
     }
     let meta_problem = match fsutil::read_bounded(&meta_path, META_MAX_BYTES, "meta.json") {
-        Ok(Some(bytes)) => match serde_json::from_slice::<SessionMeta>(&bytes) {
-            Ok(m) if m.id == id.as_str() => None,
-            Ok(m) => Some(format!("names another id ({})", m.id)),
-            Err(e) => Some(format!("does not parse: {e}")),
-        },
+        Ok(Some(bytes)) => {
+            match freecode_core::json::from_slice_lossy::<SessionMeta>(&bytes).map(|l| l.value) {
+                Ok(m) if m.id == id.as_str() => None,
+                Ok(m) => Some(format!("names another id ({})", m.id)),
+                Err(e) => Some(format!("does not parse: {e}")),
+            }
+        }
         Ok(None) => Some("is missing".to_owned()),
         Err(e) => Some(chain(&e)),
     };

@@ -152,6 +152,13 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether this is a file-system "no such file or directory".
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
 /// An error and its sources, `: `-separated (what the CLI prints with `{:#}`).
 pub fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();

@@ -4,7 +4,9 @@
 //! with its 1-based line number and byte offset; it never fails the read (SPEC §19.11). An
 //! unterminated last line is a *torn tail* (a crash mid-append): every acknowledged append ends
 //! in `\n`, so it is reported and skipped, and the next writer cuts it off before appending.
-//! Blank lines are ignored.
+//! Blank lines are ignored. A line holding lone UTF-16 surrogate escapes (the original's
+//! `JSON.stringify` writes them for a string cut inside an emoji) is read with each as U+FFFD
+//! and reported as [`IssueKind::LoneSurrogates`], but kept.
 
 use std::io::{BufRead, Read};
 
@@ -25,6 +27,15 @@ pub enum IssueKind {
     Malformed(String),
     /// The line exceeds [`MAX_LINE_BYTES`].
     TooLong,
+    /// Not skipped: the line held this many lone UTF-16 surrogate escapes, read as U+FFFD.
+    LoneSurrogates(usize),
+}
+
+impl IssueKind {
+    /// Whether the line was skipped (every kind but [`IssueKind::LoneSurrogates`]).
+    pub fn skipped(&self) -> bool {
+        !matches!(self, Self::LoneSurrogates(_))
+    }
 }
 
 /// A skipped line.
@@ -46,6 +57,10 @@ impl std::fmt::Display for LineIssue {
             IssueKind::Torn => "torn (unterminated) last line".to_owned(),
             IssueKind::Malformed(m) => format!("malformed line: {m}"),
             IssueKind::TooLong => format!("line longer than {MAX_LINE_BYTES} bytes"),
+            IssueKind::LoneSurrogates(n) => format!(
+                "{n} lone UTF-16 surrogate{} read as U+FFFD (the line is kept)",
+                if *n == 1 { "" } else { "s" }
+            ),
         };
         write!(
             f,
@@ -59,7 +74,12 @@ fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
-fn parse_one<T: DeserializeOwned>(no: u64, offset: u64, line: &[u8]) -> Result<T, LineIssue> {
+/// Parses one line: the record, if it is one, and what to report about the line.
+fn parse_one<T: DeserializeOwned>(
+    no: u64,
+    offset: u64,
+    line: &[u8],
+) -> (Option<T>, Option<LineIssue>) {
     let issue = |kind| LineIssue {
         line: no,
         offset,
@@ -67,9 +87,16 @@ fn parse_one<T: DeserializeOwned>(no: u64, offset: u64, line: &[u8]) -> Result<T
         kind,
     };
     if line.len() > MAX_LINE_BYTES {
-        return Err(issue(IssueKind::TooLong));
+        return (None, Some(issue(IssueKind::TooLong)));
     }
-    serde_json::from_slice(line).map_err(|e| issue(IssueKind::Malformed(e.to_string())))
+    match freecode_core::json::from_slice_lossy(line) {
+        Ok(v) if v.replaced == 0 => (Some(v.value), None),
+        Ok(v) => (
+            Some(v.value),
+            Some(issue(IssueKind::LoneSurrogates(v.replaced))),
+        ),
+        Err(e) => (None, Some(issue(IssueKind::Malformed(e.to_string())))),
+    }
 }
 
 /// Parses the lines of `buf[start..end]` (which begins at a line start), numbering from
@@ -104,10 +131,9 @@ fn parse_range<T: DeserializeOwned>(
                 });
             }
         } else if !is_blank(line) {
-            match parse_one(no, offset, line) {
-                Ok(v) => items.push(v),
-                Err(i) => issues.push(i),
-            }
+            let (item, issue) = parse_one(no, offset, line);
+            items.extend(item);
+            issues.extend(issue);
         }
         no += 1;
         pos = next;
@@ -315,9 +341,12 @@ pub fn stream<T: DeserializeOwned, R: Read>(
         } else if line.len as usize > MAX_LINE_BYTES {
             on_issue(issue(IssueKind::TooLong));
         } else if !is_blank(&line.bytes) {
-            match parse_one(line.no, line.offset, &line.bytes) {
-                Ok(v) => on_item(v),
-                Err(i) => on_issue(i),
+            let (item, issue) = parse_one(line.no, line.offset, &line.bytes);
+            if let Some(v) = item {
+                on_item(v);
+            }
+            if let Some(i) = issue {
+                on_issue(i);
             }
         }
     }

@@ -505,7 +505,9 @@ impl ToolCall {
 fn tail_state(file: &File, path: &Path) -> Result<(u64, String, bool)> {
     let mut found = None;
     let torn = scan_back(file, path, |line| {
-        let raw = serde_json::from_slice::<RawEvent>(line).ok();
+        let raw = freecode_core::json::from_slice_lossy::<RawEvent>(line)
+            .ok()
+            .map(|l| l.value);
         found = raw.and_then(|r| Some((r.seq?, r.id.unwrap_or_default())));
         found.is_some()
     })?;
@@ -569,9 +571,9 @@ pub fn last_event_where(
     };
     let mut found = None;
     scan_back(&file, path, |line| {
-        let event = serde_json::from_slice::<RawEvent>(line)
+        let event = freecode_core::json::from_slice_lossy::<RawEvent>(line)
             .ok()
-            .and_then(|r| Event::from_raw(r).ok());
+            .and_then(|r| Event::from_raw(r.value).ok());
         match event {
             Some(e) if pick(&e) => {
                 found = Some(e);

@@ -414,7 +414,11 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
     let meta = store.meta(&id)?;
     let log = store.messages(&id)?;
     for issue in &log.issues {
-        tracing::warn!("messages.jsonl: skipped {issue}");
+        if issue.kind.skipped() {
+            tracing::warn!("messages.jsonl: skipped {issue}");
+        } else {
+            tracing::warn!("messages.jsonl: {issue}");
+        }
     }
     if a.json {
         return print_json(&crate::ops::SessionDetail {

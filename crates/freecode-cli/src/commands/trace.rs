@@ -106,20 +106,32 @@ fn issue_reason(kind: &IssueKind) -> String {
         IssueKind::Torn => "torn (unterminated) last line".to_owned(),
         IssueKind::Malformed(m) => format!("malformed line: {m}"),
         IssueKind::TooLong => "line too long".to_owned(),
+        IssueKind::LoneSurrogates(n) => format!("{n} lone UTF-16 surrogates read as U+FFFD"),
     }
 }
 
 /// Reports what a read skipped: a few lines individually, then a count.
 fn warn_skipped(path: &Path, report: &ReadReport) {
     const SHOWN: usize = 5;
-    for issue in report.issues.iter().take(SHOWN) {
+    let (skipped, kept): (Vec<&LineIssue>, Vec<&LineIssue>) =
+        report.issues.iter().partition(|i| i.kind.skipped());
+    for issue in skipped.iter().take(SHOWN) {
         tracing::warn!("{}: skipped {issue}", path.display());
     }
-    if report.issues.len() > SHOWN {
+    if skipped.len() > SHOWN {
+        let more = skipped.len() - SHOWN;
         tracing::warn!(
-            "{}: skipped {} more unreadable line(s)",
+            "{}: skipped {more} more unreadable line{}",
             path.display(),
-            report.issues.len() - SHOWN
+            if more == 1 { "" } else { "s" }
+        );
+    }
+    if let Some(first) = kept.first() {
+        tracing::warn!(
+            "{}: {} line{} held lone UTF-16 surrogates, read as U+FFFD (first: {first})",
+            path.display(),
+            kept.len(),
+            if kept.len() == 1 { "" } else { "s" }
         );
     }
     if report.unknown > 0 {
@@ -403,8 +415,8 @@ impl Tail {
             let len = self.partial.len() as u64;
             let line = &self.partial[..self.partial.len() - 1];
             if !line.iter().all(u8::is_ascii_whitespace) {
-                match serde_json::from_slice::<RawEvent>(line) {
-                    Ok(raw) => match Event::from_raw(raw) {
+                match freecode_core::json::from_slice_lossy::<RawEvent>(line) {
+                    Ok(raw) => match Event::from_raw(raw.value) {
                         Ok(e) => on_event(e),
                         Err(_) => {
                             skipped += 1;
@@ -495,7 +507,7 @@ impl ReplayArgs {
         }
         for LineIssue {
             line, offset, kind, ..
-        } in &report.issues
+        } in report.issues.iter().filter(|i| i.kind.skipped())
         {
             builder.skipped_line(*line, *offset, issue_reason(kind));
         }

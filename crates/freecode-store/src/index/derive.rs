@@ -432,7 +432,9 @@ fn index_changed_logs(
         }
         let id = f.id.as_str();
         let res = read_from(&log, w.log_offset, w.log_line, |no, bytes| {
-            if let Ok(m) = serde_json::from_slice::<StoredMessage>(bytes) {
+            if let Ok(m) =
+                freecode_core::json::from_slice_lossy::<StoredMessage>(bytes).map(|l| l.value)
+            {
                 messages += 1;
                 index_message(tx, id, no, &m, &mut w, &mut fts)?;
             }
@@ -452,7 +454,9 @@ fn index_changed_logs(
         }
         let id = f.id.as_str();
         let res = read_from(&ev_path, w.ev_offset, 0, |_, bytes| {
-            if let Ok(Ok(e)) = serde_json::from_slice::<RawEvent>(bytes).map(Event::from_raw) {
+            if let Ok(Ok(e)) = freecode_core::json::from_slice_lossy::<RawEvent>(bytes)
+                .map(|l| Event::from_raw(l.value))
+            {
                 events += 1;
                 index_event(tx, id, &e)?;
             }

@@ -147,8 +147,8 @@ fn read_meta(f: &Found) -> MetaRead {
             Ok(None) => return MetaRead::Gone,
             Err(e) => return MetaRead::Bad(format!("cannot read it: {e}")),
         };
-    let meta: SessionMeta = match serde_json::from_slice(&bytes) {
-        Ok(m) => m,
+    let meta: SessionMeta = match freecode_core::json::from_slice_lossy(&bytes) {
+        Ok(m) => m.value,
         Err(e) => return MetaRead::Bad(format!("not a session meta: {e}")),
     };
     match crate::session::meta_id_mismatch(&meta.id, &f.id) {
@@ -563,8 +563,9 @@ impl SessionIndex {
             if !ids.contains(id.as_str()) {
                 continue;
             }
-            let meta: SessionMeta = match serde_json::from_str(&json) {
-                Ok(m) => m,
+            // The meta's bytes as on disk: lone surrogates (the original's) read as U+FFFD.
+            let meta: SessionMeta = match freecode_core::json::from_slice_lossy(json.as_bytes()) {
+                Ok(m) => m.value,
                 Err(e) => {
                     listing.problems.push((PathBuf::from(&id), e.to_string()));
                     continue;
@@ -625,12 +626,8 @@ fn all_watermarks(conn: &Connection, db: &Path) -> Result<HashMap<String, derive
         .map_err(db_err(db))
 }
 
-/// The directories sessions of `project_path` can be in: ours and the original's.
+/// The directories sessions of `project_path` can be in: ours, the original's and earlier
+/// versions'.
 pub(crate) fn project_dirs_of(project_path: &str) -> Vec<String> {
-    let mut v = vec![freecode_core::project_key::project_dir_name(project_path)];
-    let orig = freecode_core::project_key::format_original(project_path);
-    if is_project_dir_name(&orig) && !v.contains(&orig) {
-        v.push(orig);
-    }
-    v
+    freecode_core::project_key::candidate_dir_names(project_path)
 }

@@ -196,10 +196,12 @@ impl SessionIndex {
         let rows = stmt
             .query_map(params![fts, project, q.since, limit, q.all], |r| {
                 let meta: String = r.get(1)?;
-                let title = serde_json::from_str::<serde_json::Value>(&meta)
-                    .ok()
-                    .and_then(|v| v.get("title").and_then(|t| t.as_str()).map(str::to_owned))
-                    .unwrap_or_default();
+                let title =
+                    freecode_core::json::from_slice_lossy::<serde_json::Value>(meta.as_bytes())
+                        .map(|l| l.value)
+                        .ok()
+                        .and_then(|v| v.get("title").and_then(|t| t.as_str()).map(str::to_owned))
+                        .unwrap_or_default();
                 Ok(SearchHit {
                     session_id: r.get(0)?,
                     title,

@@ -12,7 +12,9 @@ use freecode_core::context_cache::ContextCache;
 use freecode_core::history::{HistoryMessage, load_history};
 use freecode_core::memory::CompactionMemory;
 use freecode_core::meta::IMPORTED_FROM;
-use freecode_core::project_key::{ProjectKey, format_original, is_project_dir_name, project_key};
+use freecode_core::project_key::{
+    ProjectKey, candidate_dir_names, is_project_dir_name, project_key,
+};
 use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use serde::Serialize;
 
@@ -230,10 +232,16 @@ fn read_meta_file(path: &Path) -> Result<SessionMeta> {
             path: path.to_owned(),
             source: std::io::ErrorKind::NotFound.into(),
         })?;
-    serde_json::from_slice(&bytes).map_err(|source| StoreError::BadJson {
-        path: path.to_owned(),
-        source,
-    })
+    let read = freecode_core::json::from_slice_lossy::<SessionMeta>(&bytes).map_err(|source| {
+        StoreError::BadJson {
+            path: path.to_owned(),
+            source,
+        }
+    })?;
+    if read.replaced > 0 {
+        tracing::warn!(path = %path.display(), "{} lone UTF-16 surrogates read as U+FFFD", read.replaced);
+    }
+    Ok(read.value)
 }
 
 fn sort_newest_first(v: &mut [SessionMeta]) {
@@ -393,7 +401,7 @@ impl SessionStore {
 
     /// Reads a session's meta (any status).
     pub fn meta(&self, id: &SessionId) -> Result<SessionMeta> {
-        read_meta_file(&self.locate(id)?.meta())
+        self.read_located(id, |p| read_meta_file(&p.meta()))
     }
 
     /// Lists sessions, newest activity first. Unreadable session directories, and those whose
@@ -401,16 +409,12 @@ impl SessionStore {
     pub fn list(&self, filter: &ListFilter) -> Result<Listing> {
         let sessions_dir = self.home.sessions_dir();
         let project_dirs: Vec<PathBuf> = match &filter.project_path {
-            // Only the directories this project's sessions can be in: ours and the original's.
-            Some(p) if !p.is_empty() => {
-                let mut v = vec![sessions_dir.join(project_key(p).dir_name())];
-                let orig = format_original(p);
-                if is_project_dir_name(&orig) {
-                    v.push(sessions_dir.join(orig));
-                }
-                v.dedup();
-                v
-            }
+            // Only the directories this project's sessions can be in: ours, the original's and
+            // earlier versions'. Any may hold other projects too; `projectPath` tells them apart.
+            Some(p) if !p.is_empty() => candidate_dir_names(p)
+                .into_iter()
+                .map(|n| sessions_dir.join(n))
+                .collect(),
             _ => match fs::read_dir(&sessions_dir) {
                 Ok(rd) => rd
                     .filter_map(|e| e.ok())
@@ -508,9 +512,10 @@ impl SessionStore {
 
     /// Reads every message, skipping and reporting bad lines. Memory: the file plus the messages.
     pub fn messages(&self, id: &SessionId) -> Result<MessageLog> {
-        let paths = self.locate(id)?;
-        self.recover_if_needed(id, &paths);
-        read_messages_at(&paths.messages())
+        self.read_located(id, |paths| {
+            self.recover_if_needed(id, paths);
+            read_messages_at(&paths.messages())
+        })
     }
 
     /// Streams messages in constant memory, calling `on_issue` for each skipped line.
@@ -706,10 +711,38 @@ impl SessionStore {
 
     // ----- writing --------------------------------------------------------------------------
 
-    /// Takes the session's write lock and opens it for appending.
+    /// Takes the session's write lock and opens it for appending. A session still in a
+    /// directory an earlier version named (`esc-…`/`h-…`) where the original can find it under
+    /// its own name is moved there first, under the lock ([`SessionWriter::move_to_current_dir`]).
     pub fn writer(&self, id: &SessionId) -> Result<SessionWriter> {
+        let mut tries = 0;
+        loop {
+            let paths = self.locate(id)?;
+            match SessionWriter::open(self.clone(), id.clone(), paths) {
+                Ok(mut w) => {
+                    w.move_to_current_dir()?;
+                    return Ok(w);
+                }
+                // Another writer moved the session while this one waited for its lock: the
+                // directory found is gone; find it again.
+                Err(e) if tries < 3 && e.is_not_found() => tries += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs a read on a located session, locating it again once if it was moved in between
+    /// (a writer moving it to its current directory).
+    fn read_located<T>(
+        &self,
+        id: &SessionId,
+        read: impl Fn(&SessionPaths) -> Result<T>,
+    ) -> Result<T> {
         let paths = self.locate(id)?;
-        SessionWriter::open(self.clone(), id.clone(), paths)
+        match read(&paths) {
+            Err(e) if e.is_not_found() && !paths.dir.exists() => read(&self.locate(id)?),
+            r => r,
+        }
     }
 
     /// Appends one message (taking and releasing the lock).
@@ -957,7 +990,11 @@ pub fn read_messages_at(path: &Path) -> Result<MessageLog> {
     })
     .ctx("read", path)?;
     for i in &issues {
-        tracing::warn!(path = %path.display(), "skipped {i}");
+        if i.kind.skipped() {
+            tracing::warn!(path = %path.display(), "skipped {i}");
+        } else {
+            tracing::warn!(path = %path.display(), "{i}");
+        }
     }
     Ok(MessageLog { messages, issues })
 }

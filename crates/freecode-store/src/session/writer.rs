@@ -7,6 +7,7 @@ use std::path::Path;
 use freecode_core::compaction::keep_last_n_user_turns;
 use freecode_core::memory::{CompactionMemory, Summary, estimate_tokens};
 use freecode_core::message::{Part, Role};
+use freecode_core::project_key::{ProjectKey, is_private_dir_name, project_key};
 use freecode_core::{CONTINUE_MESSAGE, SessionId, SessionMeta, SessionStatus, StoredMessage};
 
 use super::{
@@ -53,6 +54,57 @@ impl SessionWriter {
         w.recover_compaction(true)?;
         w.repair_torn_tail()?;
         Ok(w)
+    }
+
+    /// Moves a session out of a directory an earlier version of ours named (`esc-…`/`h-…`,
+    /// used then for every path whose original name does not round-trip) into the directory
+    /// the original finds it in, so that a shared home works both ways. Done under the lock,
+    /// by one `rename` of the session directory (the lock and the open log move with it), the
+    /// destination's and source's parents fsynced; never over an existing directory. Readers
+    /// that located the old path find it again ([`SessionStore::writer`] and reads retry once).
+    pub(super) fn move_to_current_dir(&mut self) -> Result<()> {
+        let Some(old_parent) = self.paths.dir.parent().map(Path::to_path_buf) else {
+            return Ok(());
+        };
+        let Some(old_name) = old_parent.file_name().and_then(|n| n.to_str()) else {
+            return Ok(());
+        };
+        if !is_private_dir_name(old_name) {
+            return Ok(());
+        }
+        let meta = self.meta()?;
+        let key = project_key(&meta.project_path);
+        if key.dir_name() == old_name || !matches!(key, ProjectKey::Original(_)) {
+            return Ok(());
+        }
+        let new_parent = self.store.project_dir_for(&meta.project_path)?;
+        let dst = new_parent.join(self.id.as_str());
+        if fs::symlink_metadata(&dst).is_ok() {
+            tracing::warn!(from = %self.paths.dir.display(), to = %dst.display(), "left a session where an earlier version wrote it: its new directory exists");
+            return Ok(());
+        }
+        let _busy = fsutil::busy();
+        fsutil::rename(&self.paths.dir, &dst)?;
+        if self.store.sync_rewrites() {
+            fsutil::sync_dir(&new_parent)?;
+            fsutil::sync_dir(&old_parent)?;
+        }
+        tracing::info!(from = %self.paths.dir.display(), to = %dst.display(), "moved a session to the directory the original reads");
+        self.paths.dir = dst;
+        // The old project directory goes once empty (a hashed one keeps its path file until
+        // its last session leaves).
+        let side = old_parent.join(super::PROJECT_PATH_FILE);
+        let only_side = fs::read_dir(&old_parent).is_ok_and(|rd| {
+            rd.filter_map(|e| e.ok())
+                .all(|e| e.file_name() == super::PROJECT_PATH_FILE)
+        });
+        if only_side {
+            if fs::symlink_metadata(&side).is_ok() {
+                let _ = fsutil::remove_file(&side);
+            }
+            let _ = fsutil::remove_empty_dir(&old_parent);
+        }
+        Ok(())
     }
 
     /// The session id.
@@ -266,7 +318,8 @@ impl SessionWriter {
                     .rposition(|&b| b == b'\n')
                     .map_or(0, |i| i + 1);
                 let line = &buf[start..end];
-                if let Ok(mut msg) = serde_json::from_slice::<StoredMessage>(line)
+                if let Ok(mut msg) =
+                    freecode_core::json::from_slice_lossy::<StoredMessage>(line).map(|l| l.value)
                     && msg.id == target
                 {
                     if !msg.is_interrupted() {
@@ -348,7 +401,9 @@ impl SessionWriter {
                 .iter()
                 .position(|&b| b == b'\n')
                 .map_or(buf.len(), |i| pos + i + 1);
-            if let Ok(m) = serde_json::from_slice::<StoredMessage>(&buf[pos..end]) {
+            if let Ok(m) = freecode_core::json::from_slice_lossy::<StoredMessage>(&buf[pos..end])
+                .map(|l| l.value)
+            {
                 starts.push(pos);
                 messages.push(m);
             }

@@ -13,6 +13,7 @@ mod power_loss;
 mod rollout;
 mod rollout_crash;
 mod share;
+mod shared_home;
 mod store;
 mod support;
 mod threads;
