@@ -607,7 +607,7 @@ fn session_send_runs_a_turn_and_ctrl_c_interrupts_it_while_the_server_keeps_serv
 }
 
 #[test]
-fn dot_leading_project_keys_list_show_and_purge_over_rpc_and_the_cli() {
+fn dot_leading_project_paths_list_show_and_purge_over_rpc_and_the_cli() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("h");
     let mut rpc = Rpc::start(&home, false);
@@ -618,9 +618,9 @@ fn dot_leading_project_keys_list_show_and_purge_over_rpc_and_the_cli() {
         .as_str()
         .unwrap()
         .to_owned();
-    // The original's name for the path, dot and all.
+    // A dot-leading (hidden) name is unsafe: the path is written escaped (issue 12).
     assert!(
-        home.join("sessions/.__tmp")
+        home.join("sessions/esc-%2F.%2Ftmp")
             .join(&id)
             .join("meta.json")
             .is_file()
@@ -652,7 +652,7 @@ fn dot_leading_project_keys_list_show_and_purge_over_rpc_and_the_cli() {
     let shown: Value = serde_json::from_str(&run(&["session", "show", &id, "--json"])).unwrap();
     assert_eq!(shown["projectPath"], "/./tmp");
     run(&["session", "delete", &id, "--purge", "--yes"]);
-    assert!(!home.join("sessions/.__tmp").join(&id).exists());
+    assert!(!home.join("sessions/esc-%2F.%2Ftmp").join(&id).exists());
     let list: Vec<Value> =
         serde_json::from_str(&run(&["session", "list", "--all", "--json"])).unwrap();
     assert!(list.is_empty(), "{list:?}");

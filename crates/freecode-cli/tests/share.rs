@@ -678,18 +678,20 @@ fn plain_exports_send_the_seeds_body_and_import_back() {
         .trim()
         .to_owned();
     assert!(!url.contains('#'), "a plain share has no key");
-    // What the server stored is the seed's {meta, messages} body.
+    // What the server stored is the seed's {meta, messages} body…
     let code = url.rsplit('/').next().unwrap();
     let blob = all_files(&blobs)
         .into_iter()
         .find(|p| p.file_name().unwrap().to_string_lossy() == code)
         .unwrap();
     let body: Value = serde_json::from_slice(&std::fs::read(blob).unwrap()).unwrap();
+    // …with `metadata`, the copy the original's `import(url)` reads (issue 12).
     assert_eq!(
         body.as_object().unwrap().keys().collect::<Vec<_>>(),
-        ["meta", "messages"]
+        ["meta", "metadata", "messages"]
     );
     assert_eq!(body["meta"]["id"], S1);
+    assert_eq!(body["metadata"], body["meta"]);
     let other = ctx.other_home("receiver");
     let out = ctx.ok_in(&other, &["session", "import", &url, "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();

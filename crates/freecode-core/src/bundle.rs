@@ -4,7 +4,8 @@
 //! A [`Bundle`] is `{format, version, exportedAt, expiresAt?, meta, messages, summaries?,
 //! rollout?, memories?, counts, redactions?}`: the session's meta and messages in their on-disk
 //! shapes (parts in full, usage, interrupted), the compaction summaries, optionally the rollout
-//! events and the project's memory entries, and the counts a reader checks.
+//! events and the project's memory entries, and the counts a reader checks. Written ([`Wire`]),
+//! it also carries `metadata`, a copy of `meta`, so that the original's importers accept it.
 //!
 //! [`parse_bundle`] reads, all or nothing, with every message validated:
 //! - our bundle (any `version` above [`BUNDLE_VERSION`] is refused by name);
@@ -189,11 +190,33 @@ impl Bundle {
         }
     }
 
-    /// The bundle as compact JSON.
+    /// The bundle as compact JSON, as written to a file or a share ([`Wire`]).
     pub fn to_json(&self) -> Vec<u8> {
         // A struct of plain data always serialises.
-        serde_json::to_vec(self).unwrap_or_default()
+        self.to_wire_json().unwrap_or_default()
     }
+
+    /// The bundle as written: every field, plus `metadata`, a copy of `meta` for the
+    /// original's importers ([`Wire`]).
+    pub fn to_wire_json(&self) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec(&Wire {
+            bundle: self,
+            metadata: &self.meta,
+        })
+    }
+}
+
+/// What a bundle file or share body holds: the [`Bundle`] and `metadata`, a copy of its `meta`.
+/// The original's `SessionManager.import` and `RemoteSessionSync.importFromFile` read
+/// `metadata` (SPEC §9.3, §15) and take `messages` in the parts form ours already have, so both
+/// accept our bundles; our reader takes `meta` and ignores the copy.
+#[derive(Serialize)]
+pub struct Wire<'a> {
+    /// The bundle.
+    #[serde(flatten)]
+    pub bundle: &'a Bundle,
+    /// A copy of `bundle.meta`.
+    pub metadata: &'a SessionMeta,
 }
 
 /// Which shape an imported body had.
@@ -551,6 +574,11 @@ mod tests {
         let (back, shape) = parse_bundle(&bytes).unwrap();
         assert_eq!(shape, SourceShape::Bundle);
         assert_eq!(back, b);
+        // The original's importers read `metadata` (and parts-form messages): a copy of `meta`.
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["metadata"], v["meta"]);
+        assert_eq!(v["metadata"]["title"], b.meta.title.as_str());
+        assert_eq!(v["messages"][0]["parts"][0]["content"], "hi");
         let tampered = String::from_utf8(bytes)
             .unwrap()
             .replace("\"messages\":1", "\"messages\":2");

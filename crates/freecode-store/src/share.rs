@@ -350,7 +350,9 @@ pub fn import_bundle(
 /// ([`crate::codec::max_bundle_bytes`]) so that export never makes what import refuses. The
 /// error names the limit and the ways past it that apply to this bundle.
 pub fn bundle_json(bundle: &Bundle) -> Result<Vec<u8>, ShareError> {
-    let json = serde_json::to_vec(bundle).map_err(|e| ShareError::Redaction(e.to_string()))?;
+    let json = bundle
+        .to_wire_json()
+        .map_err(|e| ShareError::Redaction(e.to_string()))?;
     check_json(bundle, &json)?;
     Ok(json)
 }

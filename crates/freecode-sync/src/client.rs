@@ -323,8 +323,13 @@ impl Client {
         let upload = format!("{}/upload", endpoint.trim_end_matches('/'));
         check_transport(&upload)?;
         if plain {
-            // The seed's body: {meta, messages}, uncompressed JSON (what such a server reads).
-            let body = serde_json::json!({"meta": bundle.meta, "messages": bundle.messages});
+            // The seed's body: {meta, messages}, uncompressed JSON (what such a server reads),
+            // with `metadata`, the copy the original's `import(url)` reads.
+            let body = serde_json::json!({
+                "meta": bundle.meta,
+                "metadata": bundle.meta,
+                "messages": bundle.messages,
+            });
             let bytes = serde_json::to_vec(&body).unwrap_or_default();
             freecode_store::share::check_json(bundle, &bytes)?;
             self.check_limit(endpoint, bundle, bytes.len() as u64)?;

@@ -413,13 +413,7 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
     let id = resolve_id(store, &a.id)?;
     let meta = store.meta(&id)?;
     let log = store.messages(&id)?;
-    for issue in &log.issues {
-        if issue.kind.skipped() {
-            tracing::warn!("messages.jsonl: skipped {issue}");
-        } else {
-            tracing::warn!("messages.jsonl: {issue}");
-        }
-    }
+    // Each issue was reported by the store's reader, with the file's path.
     if a.json {
         return print_json(&crate::ops::SessionDetail {
             meta,

@@ -106,7 +106,10 @@ fn issue_reason(kind: &IssueKind) -> String {
         IssueKind::Torn => "torn (unterminated) last line".to_owned(),
         IssueKind::Malformed(m) => format!("malformed line: {m}"),
         IssueKind::TooLong => "line too long".to_owned(),
-        IssueKind::LoneSurrogates(n) => format!("{n} lone UTF-16 surrogates read as U+FFFD"),
+        IssueKind::LoneSurrogates(n) => format!(
+            "{n} lone UTF-16 surrogate{} read as U+FFFD",
+            if *n == 1 { "" } else { "s" }
+        ),
     }
 }
 

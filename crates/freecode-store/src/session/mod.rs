@@ -239,7 +239,9 @@ fn read_meta_file(path: &Path) -> Result<SessionMeta> {
         }
     })?;
     if read.replaced > 0 {
-        tracing::warn!(path = %path.display(), "{} lone UTF-16 surrogates read as U+FFFD", read.replaced);
+        let n = read.replaced;
+        let s = if n == 1 { "" } else { "s" };
+        tracing::warn!(path = %path.display(), "{n} lone UTF-16 surrogate{s} read as U+FFFD");
     }
     Ok(read.value)
 }
