@@ -287,7 +287,11 @@ pub fn parse_bundle(bytes: &[u8]) -> Result<(Bundle, SourceShape), BundleError> 
     }
     // serde_json refuses nesting deeper than 128, which stops depth bombs; width is bounded by
     // the caller's byte limit.
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| BundleError::Json(e.to_string()))?;
+    // The original's `JSON.stringify` may have written lone surrogates (a string cut inside
+    // an emoji): read as U+FFFD, as from its logs.
+    let v: Value = crate::json::from_slice_lossy(bytes)
+        .map(|l| l.value)
+        .map_err(|e| BundleError::Json(e.to_string()))?;
     let Value::Object(mut obj) = v else {
         return Err(BundleError::Shape("the body is not a JSON object".into()));
     };
@@ -586,6 +590,15 @@ mod tests {
             parse_bundle(tampered.as_bytes()),
             Err(BundleError::Counts(_))
         ));
+    }
+
+    #[test]
+    fn an_originals_bundle_with_a_lone_surrogate_imports() {
+        let body = br#"{"metadata":{"id":"s1","title":"cut \ud83d","projectPath":"/p","provider":"openai","status":"active","createdAt":1,"updatedAt":1,"lastTurnAt":1,"turnCount":1},"messages":[{"id":"m1","role":"user","parts":[{"type":"text","content":"x\ud83d"}],"timestamp":1}]}"#;
+        let (b, shape) = parse_bundle(body).unwrap();
+        assert_eq!(shape, SourceShape::Metadata);
+        assert_eq!(b.meta.title, "cut \u{FFFD}");
+        assert_eq!(b.messages[0].parts[0].text_content(), Some("x\u{FFFD}"));
     }
 
     #[test]
