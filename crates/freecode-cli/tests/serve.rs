@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{copy_tree, fixtures};
+use common::Ctx;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -114,10 +114,8 @@ impl Rpc {
 }
 
 fn fixture_home() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join(".freecode");
-    copy_tree(&fixtures().join("home/.freecode"), &home);
-    (tmp, home)
+    let ctx = Ctx::fixture();
+    (ctx.tmp, ctx.home)
 }
 
 /// Every file under `dir` with its bytes: "nothing was written" is this staying equal.
