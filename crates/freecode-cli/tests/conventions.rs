@@ -44,6 +44,17 @@ impl Ctx {
         self.path("project")
     }
 
+    /// The stdout of `freecode args` on the thread-store `backend`, as JSON.
+    fn json_on(&self, backend: &str, args: &[&str]) -> Value {
+        let out = self
+            .cmd(args)
+            .env("FREECODE_THREAD_STORE", backend)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?} on {backend}: stdout is not JSON ({e})"))
+    }
+
     /// A new session of `project` after one scripted turn on `prompt`; its id.
     fn new_session(&self, project: &std::path::Path, prompt: &str) -> String {
         let out = self.ok(&[
@@ -709,17 +720,7 @@ fn project_matches_the_path_or_below_it_never_a_longer_name() {
     assert_eq!(got, want);
     // Search and stats, on the index and on the file scan, agree.
     for backend in ["sqlite", "json"] {
-        let hits: Value = serde_json::from_str(
-            &String::from_utf8(
-                ctx.cmd(&["search", "zebra", "--project", p, "--json"])
-                    .env("FREECODE_THREAD_STORE", backend)
-                    .output()
-                    .unwrap()
-                    .stdout,
-            )
-            .unwrap(),
-        )
-        .unwrap();
+        let hits = ctx.json_on(backend, &["search", "zebra", "--project", p, "--json"]);
         let mut sessions: Vec<String> = hits
             .as_array()
             .unwrap()
@@ -729,17 +730,7 @@ fn project_matches_the_path_or_below_it_never_a_longer_name() {
         sessions.sort();
         sessions.dedup();
         assert_eq!(sessions, want, "search on {backend}");
-        let stats: Value = serde_json::from_str(
-            &String::from_utf8(
-                ctx.cmd(&["stats", "--project", p, "--json"])
-                    .env("FREECODE_THREAD_STORE", backend)
-                    .output()
-                    .unwrap()
-                    .stdout,
-            )
-            .unwrap(),
-        )
-        .unwrap();
+        let stats = ctx.json_on(backend, &["stats", "--project", p, "--json"]);
         assert_eq!(stats["sessions"], 2, "stats on {backend}: {stats}");
     }
     // The original's Windows paths split on backslashes.

@@ -780,10 +780,14 @@ fn start_and_resume_take_the_configured_provider_and_model() {
     )
     .unwrap();
     let mut rpc = Rpc::start(&home, false);
-    let id = rpc.ok("session.start", json!({"title": "configured"}))["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let mut start = |params: Value| {
+        rpc.ok("session.start", params)["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let id = start(json!({"title": "configured"}));
+    let other = start(json!({"provider": "openai", "model": "gpt-x"}));
     let meta = meta_of(&home, &id);
     assert_eq!(meta["provider"], "scripted");
     assert_eq!(meta["model"], "scripted-1");
@@ -791,13 +795,7 @@ fn start_and_resume_take_the_configured_provider_and_model() {
     assert_eq!(r["provider"], "scripted");
     assert_eq!(r["model"], "scripted-1");
     // What the caller passes wins over the configuration.
-    let id = rpc.ok(
-        "session.start",
-        json!({"provider": "openai", "model": "gpt-x"}),
-    )["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = other;
     let meta = meta_of(&home, &id);
     assert_eq!(meta["provider"], "openai");
     assert_eq!(meta["model"], "gpt-x");

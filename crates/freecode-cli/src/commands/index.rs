@@ -89,6 +89,17 @@ fn refreshed(ix: &mut SessionIndex) -> Result<(), freecode_store::StoreError> {
     report.map(drop)
 }
 
+/// The index brought up to date ([`refreshed`]), then `query`'s answer with the damaged files
+/// the index skipped.
+fn refreshed_then<T>(
+    ix: &mut SessionIndex,
+    query: impl FnOnce(&mut SessionIndex) -> Result<T, freecode_store::StoreError>,
+) -> Result<(T, Vec<Problem>), freecode_store::StoreError> {
+    refreshed(ix)?;
+    let answer = query(ix)?;
+    Ok((answer, ix.problems().to_vec()))
+}
+
 /// Warns on stderr about each damaged session file a command skipped: one line each, with the
 /// path and the reason.
 pub fn warn_problems(problems: &[Problem]) {
@@ -248,11 +259,7 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
     };
     let (hits, problems) = indexed_or_scanned(
         home,
-        |ix| {
-            refreshed(ix)?;
-            let hits = ix.search(&q)?;
-            Ok((hits, ix.problems().to_vec()))
-        },
+        |ix| refreshed_then(ix, |ix| ix.search(&q)),
         || Ok(search_scan(&SessionStore::open(home.clone())?, &q)?),
     )?;
     // A bare array: the problems go to stderr only.
@@ -340,11 +347,7 @@ pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
     }
     let (stats, problems) = indexed_or_scanned(
         home,
-        |ix| {
-            refreshed(ix)?;
-            let stats = ix.stats(&scope)?;
-            Ok((stats, ix.problems().to_vec()))
-        },
+        |ix| refreshed_then(ix, |ix| ix.stats(&scope)),
         || Ok(stats_scan(&store, &scope)?),
     )?;
     warn_problems(&problems);
