@@ -4,53 +4,16 @@
 
 mod common;
 
-use common::{copy_tree, fixtures};
-
-use std::path::PathBuf;
-use std::process::Output;
+use common::{Ctx, fixtures};
 
 use serde_json::Value;
-
-struct Ctx {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-}
-
-impl Ctx {
-    fn fixture_home() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join(".freecode");
-        copy_tree(&fixtures().join("home/.freecode"), &home);
-        Self { _tmp: tmp, home }
-    }
-
-    fn empty() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("h");
-        Self { _tmp: tmp, home }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        common::freecode(&self.home).args(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-}
 
 const S1: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
 const S5_DELETED: &str = "b5f300b4-eac0-4eab-8ef1-3233db36ea63";
 
 #[test]
 fn list_prints_a_table_and_exact_json() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     let table = ctx.ok(&["session", "list"]);
     assert!(table.starts_with("ID "), "{table}");
     assert!(table.contains(S1) && !table.contains(S5_DELETED));
@@ -86,7 +49,7 @@ fn list_prints_a_table_and_exact_json() {
 
 #[test]
 fn show_json_is_the_meta_plus_the_stored_messages() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     let v: Value = serde_json::from_str(&ctx.ok(&["session", "show", S1, "--json"])).unwrap();
     let meta: Value = serde_json::from_slice(
         &std::fs::read(fixtures().join("expected/sessions/getMeta/S1_full.json")).unwrap(),
@@ -105,7 +68,7 @@ fn show_json_is_the_meta_plus_the_stored_messages() {
 
 #[test]
 fn bad_and_unknown_ids_are_user_errors() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     for bad in ["..", "../../x", "a/b", ""] {
         let out = ctx.run(&["session", "show", bad]);
         assert_eq!(out.status.code(), Some(1), "{bad:?}");
@@ -127,7 +90,7 @@ fn bad_and_unknown_ids_are_user_errors() {
 
 #[test]
 fn delete_is_soft_restore_undoes_it_purge_needs_confirmation() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     ctx.ok(&["session", "delete", S1]);
     assert!(!ctx.ok(&["session", "list"]).contains(S1));
     ctx.ok(&["session", "restore", S1]);
@@ -146,7 +109,7 @@ fn delete_is_soft_restore_undoes_it_purge_needs_confirmation() {
 
 #[test]
 fn fork_and_compact() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     let new_id = ctx.ok(&["session", "fork", S1]).trim().to_owned();
     let v: Value = serde_json::from_str(&ctx.ok(&["session", "show", &new_id, "--json"])).unwrap();
     assert_eq!(v["parentId"], S1);
@@ -191,7 +154,7 @@ fn fork_and_compact() {
 
 #[test]
 fn an_empty_home_lists_nothing() {
-    let ctx = Ctx::empty();
+    let ctx = Ctx::missing();
     std::fs::create_dir(&ctx.home).unwrap();
     assert_eq!(ctx.ok(&["session", "list"]), "No sessions found.\n");
     assert_eq!(ctx.ok(&["session", "list", "--json"]).trim(), "[]");
@@ -200,8 +163,8 @@ fn an_empty_home_lists_nothing() {
 /// README's main command: offline, in a fresh home, a real session, its trace and a share.
 #[test]
 fn demo_shows_a_real_session_its_trace_and_a_share_round_trip() {
-    let ctx = Ctx::empty();
-    let project = ctx._tmp.path().join("project");
+    let ctx = Ctx::missing();
+    let project = ctx.tmp.path().join("project");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(project.join("README.md"), "# demo project\n").unwrap();
     let out = common::freecode(&ctx.home)

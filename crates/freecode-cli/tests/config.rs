@@ -5,25 +5,12 @@
 
 mod common;
 
+use common::Ctx;
+
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::process::Output;
 
 use serde_json::{Value, json};
-
-fn run(home: &Path, args: &[&str]) -> Output {
-    common::freecode(home).args(args).output().unwrap()
-}
-
-fn ok(home: &Path, args: &[&str]) -> String {
-    let out = run(home, args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -31,17 +18,14 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("h");
+    let ctx = Ctx::missing();
+    let home = ctx.home.clone();
     let file = home.join("config.json");
-    assert_eq!(
-        ok(&home, &["config", "path"]).trim(),
-        file.to_str().unwrap()
-    );
+    assert_eq!(ctx.ok(&["config", "path"]).trim(), file.to_str().unwrap());
 
     // Defaults before anything is set.
-    assert_eq!(ok(&home, &["config", "get", "syncUrlExpiryDays"]), "7\n");
-    let out = run(&home, &["config", "get", "syncEndpoint"]);
+    assert_eq!(ctx.ok(&["config", "get", "syncUrlExpiryDays"]), "7\n");
+    let out = ctx.run(&["config", "get", "syncEndpoint"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("syncEndpoint is not set"),
@@ -58,18 +42,15 @@ fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
         r#"{"theme": "dark", "current": {"agentMode": "build"}}"#,
     )
     .unwrap();
-    ok(
-        &home,
-        &[
-            "config",
-            "set",
-            "syncEndpoint",
-            "https://share.example.test",
-        ],
-    );
-    ok(&home, &["config", "set", "syncUrlExpiryDays", "3"]);
-    ok(&home, &["config", "set", "current.model", "gpt-test"]);
-    ok(&home, &["config", "set", "syncApiKey", "team-secret"]);
+    ctx.ok(&[
+        "config",
+        "set",
+        "syncEndpoint",
+        "https://share.example.test",
+    ]);
+    ctx.ok(&["config", "set", "syncUrlExpiryDays", "3"]);
+    ctx.ok(&["config", "set", "current.model", "gpt-test"]);
+    ctx.ok(&["config", "set", "syncApiKey", "team-secret"]);
     let v: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(
         v,
@@ -85,14 +66,14 @@ fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
         std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    assert_eq!(ok(&home, &["config", "get", "current.model"]), "gpt-test\n");
-    assert_eq!(ok(&home, &["config", "get", "syncUrlExpiryDays"]), "3\n");
+    assert_eq!(ctx.ok(&["config", "get", "current.model"]), "gpt-test\n");
+    assert_eq!(ctx.ok(&["config", "get", "syncUrlExpiryDays"]), "3\n");
 
     // list: every known key once, the secret hidden.
-    let text = ok(&home, &["config", "list"]);
+    let text = ctx.ok(&["config", "list"]);
     assert!(!text.contains("team-secret"), "{text}");
     assert!(text.contains("https://share.example.test"), "{text}");
-    let rows: Vec<Value> = serde_json::from_str(&ok(&home, &["config", "list", "--json"])).unwrap();
+    let rows: Vec<Value> = serde_json::from_str(&ctx.ok(&["config", "list", "--json"])).unwrap();
     let keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
     assert_eq!(
         keys,
@@ -134,7 +115,7 @@ fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
         (vec!["config", "set", "nope", "1"], "unknown key \"nope\""),
         (vec!["config", "get", "nope"], "the keys are syncEndpoint"),
     ] {
-        let out = run(&home, &args);
+        let out = ctx.run(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
     }
@@ -143,8 +124,8 @@ fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
 
 #[test]
 fn an_invalid_config_json_is_an_error_naming_file_line_and_column() {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("h");
+    let ctx = Ctx::missing();
+    let home = ctx.home.clone();
     std::fs::create_dir_all(&home).unwrap();
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
     let file = home.join("config.json");
@@ -162,7 +143,7 @@ fn an_invalid_config_json_is_an_error_naming_file_line_and_column() {
         ],
         vec!["run", "--provider", "scripted", "hi"],
     ] {
-        let out = run(&home, &args);
+        let out = ctx.run(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(&want), "{args:?}: {}", stderr(&out));
         assert!(out.stdout.is_empty(), "{args:?}");
@@ -170,6 +151,6 @@ fn an_invalid_config_json_is_an_error_naming_file_line_and_column() {
     // `set` never replaced the file the user is editing.
     assert_eq!(std::fs::read_to_string(&file).unwrap(), bad);
     // Commands that do not read it still work.
-    ok(&home, &["config", "path"]);
-    ok(&home, &["session", "list"]);
+    ctx.ok(&["config", "path"]);
+    ctx.ok(&["session", "list"]);
 }

@@ -8,9 +8,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-use common::{copy_tree, fixtures};
+use common::Ctx;
 use serde_json::Value;
 
 const S1: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
@@ -19,17 +18,11 @@ const PROJECT: &str = "sessions/home__dev__projects__my_h_app";
 const HALF_FORK: &str = "11111111-2222-3333-4444-555555555555";
 const EMPTY: &str = "22222222-2222-3333-4444-555555555555";
 
-struct Ctx {
-    tmp: tempfile::TempDir,
-    home: PathBuf,
-}
-
 impl Ctx {
     /// The original's fixture home, plus one of everything the doctor looks for.
     fn damaged() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join(".freecode");
-        copy_tree(&fixtures().join("home/.freecode"), &home);
+        let ctx = Self::fixture();
+        let (tmp, home) = (ctx.tmp.path(), &ctx.home);
         let p = home.join(PROJECT);
         // A fork cut short (no meta.json) and an import's staging directory.
         std::fs::create_dir_all(p.join(HALF_FORK)).unwrap();
@@ -47,16 +40,13 @@ impl Ctx {
         std::fs::write(p.join(EMPTY).join("meta.json"), "not json").unwrap();
         std::fs::write(p.join(EMPTY).join("messages.jsonl"), "").unwrap();
         // A link planted in the home.
-        std::fs::create_dir_all(tmp.path().join("outside")).unwrap();
-        symlink(tmp.path().join("outside"), home.join("memory/evil")).unwrap();
-        Self { tmp, home }
+        std::fs::create_dir_all(tmp.join("outside")).unwrap();
+        symlink(tmp.join("outside"), home.join("memory/evil")).unwrap();
+        ctx
     }
 
-    fn run(&self, args: &[&str]) -> Output {
-        common::freecode(&self.home).args(args).output().unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> (Option<i32>, Value) {
+    /// The doctor's `--json` report and its exit code.
+    fn report(&self, args: &[&str]) -> (Option<i32>, Value) {
         let out = self.run(args);
         let v = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
@@ -115,7 +105,7 @@ fn kinds(v: &Value) -> Vec<(String, String, bool)> {
 fn the_report_names_every_problem_and_changes_nothing() {
     let ctx = Ctx::damaged();
     let before = snapshot(&ctx.home);
-    let (code, v) = ctx.json(&["doctor", "--json"]);
+    let (code, v) = ctx.report(&["doctor", "--json"]);
     assert_eq!(code, Some(1));
     let mut found = kinds(&v);
     found.sort();
@@ -154,7 +144,7 @@ fn fix_repairs_it_all_and_the_home_is_clean_after() {
     let ctx = Ctx::damaged();
     let outside = ctx.tmp.path().join("outside");
     std::fs::write(outside.join("keep"), "keep").unwrap();
-    let (code, v) = ctx.json(&["doctor", "--fix", "--json"]);
+    let (code, v) = ctx.report(&["doctor", "--fix", "--json"]);
     assert_eq!(code, Some(0), "{v:#}");
     assert_eq!(v["unresolved"], 0);
     assert!(
@@ -197,7 +187,7 @@ fn fix_repairs_it_all_and_the_home_is_clean_after() {
     for (path, (mode, _)) in snapshot(&ctx.home) {
         assert_eq!(mode & 0o077, 0, "{} is {mode:o}", path.display());
     }
-    let (code, v) = ctx.json(&["doctor", "--json"]);
+    let (code, v) = ctx.report(&["doctor", "--json"]);
     assert_eq!(
         (code, v["findings"].as_array().unwrap().len()),
         (Some(0), 0),
@@ -221,7 +211,7 @@ fn fix_leaves_what_a_running_process_holds() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let (_, v) = ctx.json(&["doctor", "--fix", "--json"]);
+    let (_, v) = ctx.report(&["doctor", "--fix", "--json"]);
     let _ = holder.kill();
     let _ = holder.wait();
     assert!(staging.exists(), "removed while held");

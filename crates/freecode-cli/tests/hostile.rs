@@ -9,29 +9,13 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{copy_tree, fixtures};
+use common::Ctx;
 
 const S1: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
 
-struct Ctx {
-    tmp: tempfile::TempDir,
-    home: PathBuf,
-}
-
 impl Ctx {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join(".freecode");
-        copy_tree(&fixtures().join("home/.freecode"), &home);
-        Self { tmp, home }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        common::freecode(&self.home).args(args).output().unwrap()
-    }
-
     fn outside(&self) -> PathBuf {
-        let dir = self.tmp.path().join("outside");
+        let dir = self.path("outside");
         std::fs::create_dir_all(dir.join(S1)).unwrap();
         std::fs::write(dir.join(S1).join("keep"), b"keep me").unwrap();
         dir
@@ -67,7 +51,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn purge_through_a_linked_rollout_or_memory_directory_deletes_nothing_outside() {
     for linked in ["rollout/sessions", "memory"] {
-        let ctx = Ctx::new();
+        let ctx = Ctx::fixture();
         let outside = ctx.outside();
         let link = ctx.home.join(linked);
         let _ = std::fs::remove_dir_all(&link);
@@ -92,7 +76,7 @@ fn purge_through_a_linked_rollout_or_memory_directory_deletes_nothing_outside() 
 
 #[test]
 fn a_linked_remote_directory_is_refused_by_export() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let outside = ctx.outside();
     let remote = ctx.home.join("remote");
     let _ = std::fs::remove_dir_all(&remote);
@@ -106,7 +90,7 @@ fn a_linked_remote_directory_is_refused_by_export() {
 
 #[test]
 fn a_home_others_can_write_is_refused_naming_the_fix() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let sessions = ctx.home.join("sessions");
     std::fs::set_permissions(&sessions, std::fs::Permissions::from_mode(0o777)).unwrap();
     for args in [
@@ -127,7 +111,7 @@ fn a_home_others_can_write_is_refused_naming_the_fix() {
 
 #[test]
 fn a_summary_from_dev_zero_is_refused_at_its_bound() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let out = ctx.run(&[
         "session",
         "compact",
@@ -147,7 +131,7 @@ fn a_summary_from_dev_zero_is_refused_at_its_bound() {
 
 #[test]
 fn export_to_dev_full_fails_and_leaves_the_device() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let out = ctx.run(&["session", "export", S1, "--file", "/dev/full"]);
     assert_ne!(out.status.code(), Some(0));
     let ft = std::fs::metadata("/dev/full").unwrap().file_type();
@@ -156,7 +140,7 @@ fn export_to_dev_full_fails_and_leaves_the_device() {
 
 #[test]
 fn export_to_a_fifo_streams_into_it() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let fifo = ctx.tmp.path().join("pipe");
     assert!(
         std::process::Command::new("mkfifo")
@@ -179,7 +163,7 @@ fn export_to_a_fifo_streams_into_it() {
 
 #[test]
 fn export_to_dash_writes_the_bundle_to_stdout_only() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let remote = tree(&ctx.home.join("remote"));
     let out = ctx.run(&["session", "export", S1, "--file", "-"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -191,7 +175,7 @@ fn export_to_dash_writes_the_bundle_to_stdout_only() {
 
 #[test]
 fn export_into_a_missing_directory_is_an_error_not_created() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let target = ctx.tmp.path().join("no/such/dir/bundle.json");
     let out = ctx.run(&["session", "export", S1, "--file", target.to_str().unwrap()]);
     assert_ne!(out.status.code(), Some(0));

@@ -6,41 +6,34 @@
 
 mod common;
 
-use common::{copy_tree, fixtures};
+use common::Ctx;
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::Output;
 
 use serde_json::Value;
 
-struct Home {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
+/// A writable copy of the original's home without its thread-store files.
+fn index_home() -> Ctx {
+    let ctx = Ctx::fixture();
+    for f in ["freecode.db", "store.json"] {
+        std::fs::remove_file(ctx.home.join("state").join(f)).unwrap();
+    }
+    ctx
 }
 
-impl Home {
-    /// A writable copy of the original's home without its thread-store files.
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join(".freecode");
-        copy_tree(&fixtures().join("home/.freecode"), &root);
-        for f in ["freecode.db", "store.json"] {
-            std::fs::remove_file(root.join("state").join(f)).unwrap();
-        }
-        Self { _tmp: tmp, root }
-    }
-
-    fn run(&self, backend: &str, args: &[&str]) -> Output {
-        common::freecode(&self.root)
-            .args(args)
+impl Ctx {
+    /// Runs `freecode args` with the thread-store `backend`.
+    fn run_on(&self, backend: &str, args: &[&str]) -> Output {
+        self.cmd(args)
             .env("FREECODE_THREAD_STORE", backend)
             .output()
             .unwrap()
     }
 
-    fn json(&self, backend: &str, args: &[&str]) -> Value {
-        let out = self.run(backend, args);
+    /// [`Ctx::run_on`], which must succeed; its stdout as JSON.
+    fn json_on(&self, backend: &str, args: &[&str]) -> Value {
+        let out = self.run_on(backend, args);
         assert!(
             out.status.success(),
             "{args:?}: {}",
@@ -82,7 +75,7 @@ fn ordered_hits(v: &Value) -> Vec<(String, String)> {
 
 #[test]
 fn sqlite_and_json_backends_answer_the_same() {
-    let home = Home::new();
+    let home = index_home();
     for args in [
         vec!["session", "list", "--json"],
         vec!["session", "list", "--all", "--json"],
@@ -96,13 +89,13 @@ fn sqlite_and_json_backends_answer_the_same() {
         ],
     ] {
         assert_eq!(
-            home.json("sqlite", &args),
-            home.json("json", &args),
+            home.json_on("sqlite", &args),
+            home.json_on("json", &args),
             "{args:?}"
         );
     }
     assert!(
-        home.root.join("state/freecode.db").exists(),
+        home.home.join("state/freecode.db").exists(),
         "the index was built"
     );
     for q in [
@@ -118,8 +111,8 @@ fn sqlite_and_json_backends_answer_the_same() {
             if all {
                 args.push("--all");
             }
-            let a = home.json("sqlite", &args);
-            let b = home.json("json", &args);
+            let a = home.json_on("sqlite", &args);
+            let b = home.json_on("json", &args);
             assert_eq!(hit_keys(&a), hit_keys(&b), "{q}");
             // The same order (BM25 as FTS5 computes it, then newest first) and the same ranks.
             assert_eq!(ordered_hits(&a), ordered_hits(&b), "{args:?}");
@@ -138,7 +131,7 @@ fn sqlite_and_json_backends_answer_the_same() {
     // No match: an empty array and exit status 1 (as grep), on both backends, nothing on
     // stderr.
     for backend in ["sqlite", "json"] {
-        let out = home.run(backend, &["search", "zzz-nothing", "--json"]);
+        let out = home.run_on(backend, &["search", "zzz-nothing", "--json"]);
         assert_eq!(out.status.code(), Some(1), "{backend}");
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v, serde_json::json!([]));
@@ -147,11 +140,11 @@ fn sqlite_and_json_backends_answer_the_same() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let out = home.run(backend, &["search", "zzz-nothing"]);
+        let out = home.run_on(backend, &["search", "zzz-nothing"]);
         assert_eq!(out.status.code(), Some(1), "{backend}");
         assert!(out.stdout.is_empty());
     }
-    let out = home.run(
+    let out = home.run_on(
         "sqlite",
         &[
             "search",
@@ -169,13 +162,13 @@ fn sqlite_and_json_backends_answer_the_same() {
             .all(|h| h["timestamp"].as_i64().unwrap() >= 1_768_469_400_000)
     );
     // Piped, the snippet is the plain text: no markers, no escapes; code keeps its brackets.
-    let text = String::from_utf8(home.run("sqlite", &["search", "dark mode"]).stdout).unwrap();
+    let text = String::from_utf8(home.run_on("sqlite", &["search", "dark mode"]).stdout).unwrap();
     assert!(text.contains("dark mode"), "{text}");
     assert!(!text.contains('\x1b'), "{text}");
-    let text = String::from_utf8(home.run("sqlite", &["search", "dark"]).stdout).unwrap();
+    let text = String::from_utf8(home.run_on("sqlite", &["search", "dark"]).stdout).unwrap();
     assert!(text.contains("const [dark, setDark]"), "{text}");
     assert_eq!(
-        home.run("sqlite", &["search", "x", "--since", "yesterday-ish"])
+        home.run_on("sqlite", &["search", "x", "--since", "yesterday-ish"])
             .status
             .code(),
         Some(1)
@@ -185,16 +178,16 @@ fn sqlite_and_json_backends_answer_the_same() {
 #[test]
 fn a_corrupt_database_never_blocks_a_command() {
     for garbage in [&b""[..], b"this is not a database at all, just some bytes"] {
-        let home = Home::new();
-        home.json("sqlite", &["session", "list", "--json"]);
-        let db = home.root.join("state/freecode.db");
+        let home = index_home();
+        home.json_on("sqlite", &["session", "list", "--json"]);
+        let db = home.home.join("state/freecode.db");
         std::fs::write(&db, garbage).unwrap();
-        let _ = std::fs::remove_file(home.root.join("state/freecode.db-wal"));
-        let listed = home.json("auto", &["session", "list", "--json"]);
+        let _ = std::fs::remove_file(home.home.join("state/freecode.db-wal"));
+        let listed = home.json_on("auto", &["session", "list", "--json"]);
         assert_eq!(listed.as_array().unwrap().len(), 10);
-        assert!(!hit_keys(&home.json("auto", &["search", "invoice", "--json"])).is_empty());
-        assert_eq!(home.json("auto", &["stats", "--json"])["sessions"], 11);
-        let out = home.run("auto", &["index", "rebuild"]);
+        assert!(!hit_keys(&home.json_on("auto", &["search", "invoice", "--json"])).is_empty());
+        assert_eq!(home.json_on("auto", &["stats", "--json"])["sessions"], 11);
+        let out = home.run_on("auto", &["index", "rebuild"]);
         assert!(
             out.status.success(),
             "{}",
@@ -206,20 +199,20 @@ fn a_corrupt_database_never_blocks_a_command() {
 
 #[test]
 fn a_read_only_home_is_read_without_writing_to_it() {
-    let home = Home::new();
-    let state = home.root.join("state");
+    let home = index_home();
+    let state = home.home.join("state");
     std::process::Command::new("chmod")
         .args(["0555"])
         .arg(&state)
         .status()
         .unwrap();
-    let listed = home.json("auto", &["session", "list", "--json"]);
+    let listed = home.json_on("auto", &["session", "list", "--json"]);
     assert_eq!(listed.as_array().unwrap().len(), 10);
     assert!(
         !state.join("freecode.db").exists(),
         "nothing written into a read-only state dir"
     );
-    let out = home.run("auto", &["index", "rebuild"]);
+    let out = home.run_on("auto", &["index", "rebuild"]);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -253,8 +246,8 @@ const INVOICE_LOG: &str = concat!(
 /// Adds to `home` a session whose meta.json names another id, one whose messages.jsonl is a
 /// directory, and one whose meta.json is garbage: each of the three would break a reader that
 /// trusted it.
-fn damage(home: &Home) {
-    let base = home.root.join(DAMAGED);
+fn damage(home: &Ctx) {
+    let base = home.home.join(DAMAGED);
     let other = base.join(OTHER_ID);
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(
@@ -309,13 +302,13 @@ fn assert_warned(stderr: &[u8], ids: &[&str], args: &[&str]) {
 
 #[test]
 fn a_damaged_session_never_blocks_the_home() {
-    let clean = Home::new();
-    let home = Home::new();
+    let clean = index_home();
+    let home = index_home();
     damage(&home);
     for backend in ["sqlite", "json"] {
         // search: the good sessions' hits; a bare array, so the problems go to stderr.
         let args = ["search", "invoice", "--json", "--limit", "100"];
-        let out = home.run(backend, &args);
+        let out = home.run_on(backend, &args);
         assert!(
             out.status.success(),
             "{backend} {args:?}: {}",
@@ -324,14 +317,14 @@ fn a_damaged_session_never_blocks_the_home() {
         let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(
             hit_keys(&hits),
-            hit_keys(&clean.json(backend, &args)),
+            hit_keys(&clean.json_on(backend, &args)),
             "{backend}"
         );
         assert_warned(&out.stderr, &[OTHER_ID, LOG_IS_DIR, GARBAGE], &args);
 
         // stats: an object, so the problems are in it too.
         let args = ["stats", "--json"];
-        let out = home.run(backend, &args);
+        let out = home.run_on(backend, &args);
         assert!(
             out.status.success(),
             "{backend} {args:?}: {}",
@@ -341,7 +334,7 @@ fn a_damaged_session_never_blocks_the_home() {
         let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
         let problems = problems_of(&stats);
         let paths: Vec<&str> = problems.iter().map(|(p, _)| p.as_str()).collect();
-        let root = home.root.join(DAMAGED);
+        let root = home.home.join(DAMAGED);
         assert_eq!(
             paths,
             [
@@ -361,7 +354,7 @@ fn a_damaged_session_never_blocks_the_home() {
             "{problems:?}"
         );
         assert!(problems.iter().all(|(_, why)| !why.is_empty()));
-        let mut want = clean.json(backend, &args);
+        let mut want = clean.json_on(backend, &args);
         assert_eq!(problems_of(&want), vec![], "a clean home has none");
         // The session whose log is a directory still counts: its meta is fine, its log is
         // skipped.
@@ -371,7 +364,7 @@ fn a_damaged_session_never_blocks_the_home() {
         // session list: the good metas (the one with a directory for a log included); a bare
         // array, so the problems go to stderr.
         let args = ["session", "list", "--all", "--json"];
-        let out = home.run(backend, &args);
+        let out = home.run_on(backend, &args);
         assert!(out.status.success(), "{backend} {args:?}");
         assert_warned(&out.stderr, &[OTHER_ID, GARBAGE], &args);
         let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -381,7 +374,7 @@ fn a_damaged_session_never_blocks_the_home() {
             .iter()
             .map(|m| m["id"].as_str().unwrap())
             .collect();
-        let want = clean.json(backend, &args);
+        let want = clean.json_on(backend, &args);
         let mut want_ids: Vec<&str> = want
             .as_array()
             .unwrap()
@@ -396,7 +389,7 @@ fn a_damaged_session_never_blocks_the_home() {
 
     // index rebuild: the good sessions indexed, the damaged ones reported.
     let args = ["index", "rebuild", "--json"];
-    let out = home.run("sqlite", &args);
+    let out = home.run_on("sqlite", &args);
     assert!(
         out.status.success(),
         "{args:?}: {}",
@@ -405,17 +398,17 @@ fn a_damaged_session_never_blocks_the_home() {
     assert_warned(&out.stderr, &[OTHER_ID, LOG_IS_DIR, GARBAGE], &args);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(problems_of(&report).len(), 3, "{report}");
-    let want = clean.json("sqlite", &args);
+    let want = clean.json_on("sqlite", &args);
     assert_eq!(report["messages"], want["messages"]);
     assert_eq!(report["sessions"], want["sessions"].as_u64().unwrap() + 1);
-    let out = home.run("sqlite", &["index", "rebuild"]);
+    let out = home.run_on("sqlite", &["index", "rebuild"]);
     assert!(out.status.success());
     assert_warned(&out.stderr, &[OTHER_ID, LOG_IS_DIR, GARBAGE], &args);
 }
 
 /// Adds `n` sessions of `turns` turns each, written as the original writes them (plain files).
-fn add_sessions(home: &Home, n: usize, turns: usize) {
-    let base = home.root.join("sessions/home__dev__bulk");
+fn add_sessions(home: &Ctx, n: usize, turns: usize) {
+    let base = home.home.join("sessions/home__dev__bulk");
     for s in 0..n {
         let id = format!("bbbbbbbb-0000-4000-8000-{s:012}");
         let dir = base.join(&id);
@@ -449,7 +442,7 @@ fn add_sessions(home: &Home, n: usize, turns: usize) {
 fn readers_never_fail_while_other_processes_rebuild_the_index() {
     const READERS: usize = 3;
     const CALLS_PER_READER: usize = 60;
-    let home = Home::new();
+    let home = index_home();
     add_sessions(&home, 150, 8);
     let commands: [&[&str]; 3] = [
         &["search", "invoice", "--json", "--limit", "50"],
@@ -460,7 +453,7 @@ fn readers_never_fail_while_other_processes_rebuild_the_index() {
     let want: Vec<Vec<u8>> = commands
         .iter()
         .map(|args| {
-            let out = home.run("sqlite", args);
+            let out = home.run_on("sqlite", args);
             assert!(out.status.success(), "{args:?}");
             out.stdout
         })
@@ -472,7 +465,7 @@ fn readers_never_fail_while_other_processes_rebuild_the_index() {
                 let mut failed = Vec::new();
                 let mut n = 0usize;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let out = home.run("sqlite", &["index", "rebuild"]);
+                    let out = home.run_on("sqlite", &["index", "rebuild"]);
                     n += 1;
                     if !out.status.success() {
                         failed.push(format!("rebuild: {}", String::from_utf8_lossy(&out.stderr)));
@@ -486,7 +479,7 @@ fn readers_never_fail_while_other_processes_rebuild_the_index() {
             let toucher = s.spawn(|| {
                 let mut n = 0usize;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let dir = home.root.join(format!(
+                    let dir = home.home.join(format!(
                         "sessions/home__dev__bulk/bbbbbbbb-0000-4000-8000-{:012}",
                         n % 150
                     ));
@@ -515,7 +508,7 @@ fn readers_never_fail_while_other_processes_rebuild_the_index() {
                             let (mut failed, mut scanned) = (Vec::new(), 0usize);
                             for i in 0..CALLS_PER_READER {
                                 let c = (r + i) % commands.len();
-                                let out = home.run("sqlite", commands[c]);
+                                let out = home.run_on("sqlite", commands[c]);
                                 // Falling back to a scan is allowed (same answer); it is counted.
                                 scanned += usize::from(
                                     String::from_utf8_lossy(&out.stderr)

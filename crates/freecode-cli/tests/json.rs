@@ -6,10 +6,9 @@
 
 mod common;
 
-use common::{copy_tree, fixtures};
+use common::Ctx;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
 use freecode_sync::blob::StoreSpec;
@@ -23,38 +22,11 @@ fn docs() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs")
 }
 
-struct Ctx {
-    tmp: tempfile::TempDir,
-    home: PathBuf,
-}
-
-impl Ctx {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join(".freecode");
-        copy_tree(&fixtures().join("home/.freecode"), &home);
-        Self { tmp, home }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        common::freecode(&self.home)
-            .args(args)
-            .env("FREECODE_SCRIPTED_DELAY_MS", "0")
-            .current_dir(self.tmp.path())
-            .output()
-            .unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{args:?}: stdout is not JSON ({e})"))
-    }
+/// The reference home, commands run beside it with no scripted delay.
+fn ctx() -> Ctx {
+    let ctx = Ctx::fixture();
+    let dir = ctx.tmp.path().to_path_buf();
+    ctx.with_env("FREECODE_SCRIPTED_DELAY_MS", "0").in_dir(dir)
 }
 
 /// Validates `v` against `docs/schemas/<name>`, and checks that no key is snake_case (tool
@@ -136,7 +108,7 @@ fn the_committed_schemas_are_the_generated_ones() {
 
 #[test]
 fn every_session_command_prints_its_schema() {
-    let ctx = Ctx::new();
+    let ctx = ctx();
     let list = ctx.json(&["session", "list", "--all", "--json"]);
     assert!(list.as_array().unwrap().len() > 3);
     check("session-list.json", &list);
@@ -191,7 +163,7 @@ fn every_session_command_prints_its_schema() {
 
 #[test]
 fn trace_replay_and_run_print_their_schemas() {
-    let ctx = Ctx::new();
+    let ctx = ctx();
     let trace = ctx.json(&["trace", S7, "--json"]);
     check("trace.json", &trace);
     assert_eq!(trace["sessionId"], S7);
@@ -232,7 +204,7 @@ fn trace_replay_and_run_print_their_schemas() {
 
 #[test]
 fn export_and_revoke_print_their_schemas() {
-    let ctx = Ctx::new();
+    let ctx = ctx();
     let server = spawn(ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         store: StoreSpec::File(ctx.tmp.path().join("blobs")),
@@ -259,7 +231,7 @@ fn export_and_revoke_print_their_schemas() {
 
 #[test]
 fn the_index_doctor_and_listing_commands_print_their_schemas() {
-    let ctx = Ctx::new();
+    let ctx = ctx();
     let rebuilt = ctx.json(&["index", "rebuild", "--json"]);
     check("index-rebuild.json", &rebuilt);
     assert!(rebuilt["sessions"].as_u64().unwrap() > 3);
@@ -291,7 +263,7 @@ fn the_index_doctor_and_listing_commands_print_their_schemas() {
 
 #[test]
 fn file_exports_dry_runs_imports_and_share_lists_print_their_schemas() {
-    let ctx = Ctx::new();
+    let ctx = ctx();
     let file = ctx.tmp.path().join("s1.bundle.json");
     let dry = ctx.json(&[
         "session",

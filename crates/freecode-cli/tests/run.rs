@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::Ctx;
 use common::mock_openai::{End, MockOpenAi, Progress, Reply, finish, text, tool_call, usage};
 
 use std::io::Read;
@@ -20,46 +21,18 @@ use serde_json::{Value, json};
 const CONTINUE: &str = "Continue from where you left off.";
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Ctx {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
-}
-
 impl Ctx {
+    /// A home not made yet, and a small project beside it that commands run in; the scripted
+    /// provider answers at once, the rollout is recorded, and nothing of the caller's provider,
+    /// proxy or timing settings reaches the binary.
     fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("h");
-        let project = tmp.path().join("proj");
-        std::fs::create_dir_all(project.join("src")).unwrap();
-        std::fs::write(project.join("README.md"), "# Demo project\n\nhello\n").unwrap();
-        std::fs::write(project.join("hello.txt"), "hi there\n").unwrap();
-        std::fs::write(project.join("src/main.rs"), "fn main() {}\n").unwrap();
-        Self {
-            _tmp: tmp,
-            home,
-            project,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_freecode"));
-        c.args(args)
-            .current_dir(&self.project)
-            .env("FREECODE_HOME", &self.home)
-            .env("NO_COLOR", "1")
-            .env("TZ", "UTC")
-            .env("FREECODE_SCRIPTED_DELAY_MS", "0")
-            .stdin(Stdio::null());
+        let mut ctx = Self::missing().with_env("FREECODE_SCRIPTED_DELAY_MS", "0");
         for var in [
-            "OPENAI_BASE_URL",
             "OPENAI_API_KEY",
             "FREECODE_MODEL",
             "FREECODE_STALL_TIMEOUT_MS",
             "FREECODE_INTERRUPT_SAVE_DELAY_MS",
             "FREECODE_ROLLOUT",
-            "RUST_LOG",
-            "FREECODE_LOG",
             "HTTP_PROXY",
             "http_proxy",
             "HTTPS_PROXY",
@@ -67,14 +40,25 @@ impl Ctx {
             "ALL_PROXY",
             "all_proxy",
         ] {
-            c.env_remove(var);
+            ctx = ctx.without_env(var);
         }
-        c
+        let project = ctx.path("proj");
+        std::fs::create_dir_all(project.join("src")).unwrap();
+        std::fs::write(project.join("README.md"), "# Demo project\n\nhello\n").unwrap();
+        std::fs::write(project.join("hello.txt"), "hi there\n").unwrap();
+        std::fs::write(project.join("src/main.rs"), "fn main() {}\n").unwrap();
+        ctx.in_dir(project)
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    /// The project directory the commands run in.
+    fn project(&self) -> PathBuf {
+        self.path("proj")
+    }
+
+    /// Runs `freecode args`, waiting for it at most [`WAIT`].
+    fn run_bounded(&self, args: &[&str]) -> Output {
         let child = self
-            .command(args)
+            .cmd(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -140,7 +124,7 @@ impl Ctx {
     }
 
     fn trace_json(&self, id: &str) -> Value {
-        let out = self.run(&["trace", id, "--json"]);
+        let out = self.run_bounded(&["trace", id, "--json"]);
         assert!(
             out.status.success(),
             "{}",
@@ -308,7 +292,7 @@ fn text_of(msg: &Value) -> String {
 #[test]
 fn without_an_endpoint_the_scripted_provider_lists_reads_is_denied_and_answers() {
     let ctx = Ctx::new();
-    let out = ctx.run(&["run", "what is in here?"]);
+    let out = ctx.run_bounded(&["run", "what is in here?"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -340,7 +324,7 @@ fn without_an_endpoint_the_scripted_provider_lists_reads_is_denied_and_answers()
     assert_eq!(meta["title"], "what is in here?");
     assert_eq!(
         meta["projectPath"],
-        ctx.project.canonicalize().unwrap().to_str().unwrap()
+        ctx.project().canonicalize().unwrap().to_str().unwrap()
     );
 
     let msgs = ctx.messages(&id);
@@ -361,7 +345,7 @@ fn without_an_endpoint_the_scripted_provider_lists_reads_is_denied_and_answers()
     assert_eq!(tools[2].0, "write_file");
     assert!(tools[2].1.contains("not allowed in read-only mode"));
     assert!(
-        !ctx.project.join("NOTES.md").exists(),
+        !ctx.project().join("NOTES.md").exists(),
         "the write was denied"
     );
     // Finished cleanly: nothing is marked interrupted.
@@ -384,7 +368,7 @@ fn without_an_endpoint_the_scripted_provider_lists_reads_is_denied_and_answers()
 #[test]
 fn json_output_is_one_object_and_continue_resumes_the_project_session() {
     let ctx = Ctx::new();
-    let out = ctx.run(&["run", "--json", "first"]);
+    let out = ctx.run_bounded(&["run", "--json", "first"]);
     assert!(
         out.status.success(),
         "{}",
@@ -404,7 +388,7 @@ fn json_output_is_one_object_and_continue_resumes_the_project_session() {
     assert_eq!(outcomes, ["ok", "ok", "denied"]);
     assert!(v["text"].as_str().unwrap().contains("Here is what I found"));
 
-    let out = ctx.run(&["run", "--json", "--continue", "second"]);
+    let out = ctx.run_bounded(&["run", "--json", "--continue", "second"]);
     assert!(
         out.status.success(),
         "{}",
@@ -433,7 +417,7 @@ fn json_output_is_one_object_and_continue_resumes_the_project_session() {
 #[test]
 fn counters_at_their_largest_value_saturate_or_refuse_and_never_wrap() {
     let ctx = Ctx::new();
-    let out = ctx.run(&["run", "--json", "first"]);
+    let out = ctx.run_bounded(&["run", "--json", "first"]);
     assert!(
         out.status.success(),
         "{}",
@@ -450,7 +434,7 @@ fn counters_at_their_largest_value_saturate_or_refuse_and_never_wrap() {
     meta["turnCount"] = json!(u64::MAX);
     meta["aggregatedTokenCount"] = json!(u64::MAX - 1);
     std::fs::write(&meta_path, serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
-    let out = ctx.run(&["run", "--json", "--session", &id, "second"]);
+    let out = ctx.run_bounded(&["run", "--json", "--session", &id, "second"]);
     assert!(
         out.status.success(),
         "{}",
@@ -471,7 +455,7 @@ fn counters_at_their_largest_value_saturate_or_refuse_and_never_wrap() {
         .as_bytes(),
     );
     std::fs::write(&events, &log).unwrap();
-    let out = ctx.run(&["run", "--session", &id, "third"]);
+    let out = ctx.run_bounded(&["run", "--session", &id, "third"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -513,7 +497,7 @@ fn a_streamed_tool_call_then_an_answer_is_persisted_and_recorded() {
     ];
     let mock = MockOpenAi::start(vec![Reply::stream(first), Reply::stream(second)]);
     let out = ctx
-        .command(&[
+        .cmd(&[
             "run",
             "--base-url",
             &mock.base_url,
@@ -588,7 +572,7 @@ fn a_streamed_tool_call_then_an_answer_is_persisted_and_recorded() {
     assert_eq!(msgs[3]["parts"][0]["tool"]["name"], "write_file");
     assert_eq!(text_of(&msgs[4]), "The file says hi.");
     assert_eq!(msgs[4]["usage"]["inputTokens"], 150);
-    assert!(!ctx.project.join("x.txt").exists());
+    assert!(!ctx.project().join("x.txt").exists());
 
     // meta.json.
     let meta = ctx.meta(&id);
@@ -661,7 +645,7 @@ fn a_stream_that_goes_silent_is_a_stall() {
     }]);
     let started = Instant::now();
     let out = ctx
-        .command(&["run", "--base-url", &mock.base_url, "hello"])
+        .cmd(&["run", "--base-url", &mock.base_url, "hello"])
         .env("FREECODE_STALL_TIMEOUT_MS", "300")
         .output()
         .unwrap();
@@ -701,7 +685,7 @@ fn an_http_error_is_a_provider_error_with_a_clear_message() {
         body: r#"{"error":{"message":"boom"}}"#.into(),
     }]);
     let out = ctx
-        .command(&["run", "--base-url", &mock.base_url, "hello"])
+        .cmd(&["run", "--base-url", &mock.base_url, "hello"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -727,7 +711,7 @@ fn an_http_error_is_a_provider_error_with_a_clear_message() {
         l.local_addr().unwrap().port()
     };
     let out = ctx
-        .command(&[
+        .cmd(&[
             "run",
             "--base-url",
             &format!("http://127.0.0.1:{port}/v1"),
@@ -761,7 +745,7 @@ fn a_request_left_open_by_a_killed_process_is_in_flight_until_the_threshold() {
         delay: Duration::ZERO,
         end: End::Hang,
     }]);
-    let mut run = Running::spawn(ctx.command(&["run", "--base-url", &mock.base_url, "hello"]));
+    let mut run = Running::spawn(ctx.cmd(&["run", "--base-url", &mock.base_url, "hello"]));
     mock.wait_for(WAIT, |p| matches!(p, Progress::Hanging { .. }));
     // The request is open: model.request is in the log, nothing closes it.
     let deadline = Instant::now() + WAIT;
@@ -792,7 +776,7 @@ fn a_request_left_open_by_a_killed_process_is_in_flight_until_the_threshold() {
     let trace = ctx.trace_json(&id);
     assert_eq!(trace["modelSpans"][0]["status"], "hung");
     assert_eq!(trace["hung"], true);
-    let out = ctx.run(&["trace", &id]);
+    let out = ctx.run_bounded(&["trace", &id]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("HUNG"), "{text}");
 }
@@ -811,7 +795,7 @@ fn hanging_stream(payloads: Vec<String>) -> Reply {
 fn one_ctrl_c_saves_the_partial_answer_marks_it_and_exits_130_then_resume_continues() {
     let ctx = Ctx::new();
     let mock = MockOpenAi::start(vec![hanging_stream(vec![text("Hello, "), text("wor")])]);
-    let run = Running::spawn(ctx.command(&["run", "--base-url", &mock.base_url, "say hello"]));
+    let run = Running::spawn(ctx.cmd(&["run", "--base-url", &mock.base_url, "say hello"]));
     mock.wait_for(WAIT, |p| matches!(p, Progress::Sent { chunks: 2, .. }));
     run.wait_stdout("Hello, wor");
     sigint(&run.child);
@@ -845,7 +829,7 @@ fn one_ctrl_c_saves_the_partial_answer_marks_it_and_exits_130_then_resume_contin
         finish("stop"),
         usage(10, 3),
     ])]);
-    let out = ctx.run(&[
+    let out = ctx.run_bounded(&[
         "run",
         "--base-url",
         &mock2.base_url,
@@ -899,7 +883,7 @@ fn two_ctrl_c_within_a_second_exit_1_and_leave_every_file_whole() {
     let mock = MockOpenAi::start(vec![hanging_stream(vec![text("Partial "), text("answer")])]);
     // The test hook holds the save between appending the partial text and marking the
     // session, so the second Ctrl+C lands mid-save.
-    let mut cmd = ctx.command(&["run", "--base-url", &mock.base_url, "say something"]);
+    let mut cmd = ctx.cmd(&["run", "--base-url", &mock.base_url, "say something"]);
     cmd.env("FREECODE_INTERRUPT_SAVE_DELAY_MS", "5000");
     let run = Running::spawn(cmd);
     mock.wait_for(WAIT, |p| matches!(p, Progress::Sent { chunks: 2, .. }));
@@ -939,7 +923,7 @@ fn two_ctrl_c_within_a_second_exit_1_and_leave_every_file_whole() {
 #[test]
 fn nothing_configured_the_scripted_provider_answers_with_a_notice_and_only_then() {
     let ctx = Ctx::new();
-    let out = ctx.run(&["run", "hi"]);
+    let out = ctx.run_bounded(&["run", "hi"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let notices: Vec<&str> = stderr
@@ -949,13 +933,13 @@ fn nothing_configured_the_scripted_provider_answers_with_a_notice_and_only_then(
     assert_eq!(notices.len(), 1, "{stderr}");
     assert!(notices[0].contains("scripted provider"), "{stderr}");
     // Asked for by name: no notice.
-    let out = ctx.run(&["run", "--provider", "scripted", "hi"]);
+    let out = ctx.run_bounded(&["run", "--provider", "scripted", "hi"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("no provider configured"), "{stderr}");
     // An unknown provider is refused before any session is made.
     let before = ctx.sessions().len();
-    let out = ctx.run(&["run", "--provider", "anthropic", "hi"]);
+    let out = ctx.run_bounded(&["run", "--provider", "anthropic", "hi"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("\"anthropic\""), "{stderr}");
@@ -967,7 +951,7 @@ fn a_key_without_a_base_url_goes_to_the_public_endpoint_never_the_scripted_provi
     let ctx = Ctx::new();
     // Without a model the public API cannot be called: refused before anything is written.
     let out = ctx
-        .command(&["run", "hi"])
+        .cmd(&["run", "hi"])
         .env("OPENAI_API_KEY", "sk-test")
         .output()
         .unwrap();
@@ -977,7 +961,7 @@ fn a_key_without_a_base_url_goes_to_the_public_endpoint_never_the_scripted_provi
     assert!(ctx.sessions().is_empty());
     // With one it goes there (through a proxy that refuses, so the test stays offline).
     let out = ctx
-        .command(&["run", "--model", "gpt-test", "hi"])
+        .cmd(&["run", "--model", "gpt-test", "hi"])
         .env("OPENAI_API_KEY", "sk-test")
         .env("HTTPS_PROXY", "http://127.0.0.1:9")
         .env("FREECODE_STALL_TIMEOUT_MS", "5000")
@@ -1004,7 +988,7 @@ fn pinned_session(ctx: &Ctx) -> String {
         finish("stop"),
         usage(10, 3),
     ])]);
-    let out = ctx.run(&["run", "--base-url", &mock.base_url, "first"]);
+    let out = ctx.run_bounded(&["run", "--base-url", &mock.base_url, "first"]);
     assert!(
         out.status.success(),
         "{}",
@@ -1025,7 +1009,7 @@ fn a_pinned_session_is_resumed_on_its_provider_and_model_or_refused_with_the_rea
     let id = pinned_session(&ctx);
     let log_before = std::fs::read(ctx.session_dir(&id).join("messages.jsonl")).unwrap();
     let refused = |args: &[&str], key: Option<&str>, want: &str| {
-        let mut cmd = ctx.command(args);
+        let mut cmd = ctx.cmd(args);
         if let Some(k) = key {
             cmd.env("OPENAI_API_KEY", k);
         }
@@ -1067,7 +1051,7 @@ fn a_pinned_session_is_resumed_on_its_provider_and_model_or_refused_with_the_rea
         finish("stop"),
         usage(20, 3),
     ])]);
-    let out = ctx.run(&[
+    let out = ctx.run_bounded(&[
         "run",
         "--base-url",
         &mock.base_url,
@@ -1086,10 +1070,10 @@ fn a_pinned_session_is_resumed_on_its_provider_and_model_or_refused_with_the_rea
     assert_eq!(meta["model"], "gpt-5");
 
     // A scripted session is not sent to a real endpoint either.
-    let out = ctx.run(&["run", "--provider", "scripted", "demo"]);
+    let out = ctx.run_bounded(&["run", "--provider", "scripted", "demo"]);
     assert!(out.status.success());
     let scripted = ctx.sessions().into_iter().find(|s| *s != id).unwrap();
-    let out = ctx.run(&[
+    let out = ctx.run_bounded(&[
         "run",
         "--base-url",
         &mock.base_url,
@@ -1118,14 +1102,14 @@ fn config_json_chooses_the_provider_model_and_base_url_of_new_sessions() {
         ("current.model", "m-config"),
         ("baseUrl", mock.base_url.as_str()),
     ] {
-        let out = ctx.run(&["config", "set", k, v]);
+        let out = ctx.run_bounded(&["config", "set", k, v]);
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let out = ctx.run(&["run", "hi"]);
+    let out = ctx.run_bounded(&["run", "hi"]);
     assert!(
         out.status.success(),
         "{}",
@@ -1171,7 +1155,7 @@ fn grow_history(ctx: &Ctx, id: &str, pairs: usize, prompt_chars: usize) {
 fn automatic_compaction_brings_a_20000_message_history_under_the_threshold() {
     let ctx = Ctx::new();
     assert!(
-        ctx.run(&["run", "--provider", "scripted", "seed"])
+        ctx.run_bounded(&["run", "--provider", "scripted", "seed"])
             .status
             .success()
     );
@@ -1179,7 +1163,7 @@ fn automatic_compaction_brings_a_20000_message_history_under_the_threshold() {
     grow_history(&ctx, &id, 10_000, 300);
     let started = Instant::now();
     let out = ctx
-        .command(&[
+        .cmd(&[
             "run",
             "--session",
             &id,
@@ -1241,14 +1225,14 @@ fn automatic_compaction_brings_a_20000_message_history_under_the_threshold() {
 fn compaction_that_cannot_reach_the_threshold_says_why_once() {
     let ctx = Ctx::new();
     assert!(
-        ctx.run(&["run", "--provider", "scripted", "seed"])
+        ctx.run_bounded(&["run", "--provider", "scripted", "seed"])
             .status
             .success()
     );
     let id = ctx.only_session();
     // The last two user turns alone are ~2 × 1,000 tokens, above a 500-token threshold.
     grow_history(&ctx, &id, 3, 4_000);
-    let out = ctx.run(&["run", "--session", &id, "--compact-at", "500", "next"]);
+    let out = ctx.run_bounded(&["run", "--session", &id, "--compact-at", "500", "next"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let said: Vec<&str> = stderr

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{copy_tree, fixtures};
+use common::Ctx;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -114,10 +114,8 @@ impl Rpc {
 }
 
 fn fixture_home() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join(".freecode");
-    copy_tree(&fixtures().join("home/.freecode"), &home);
-    (tmp, home)
+    let ctx = Ctx::fixture();
+    (ctx.tmp, ctx.home)
 }
 
 /// Every file under `dir` with its bytes: "nothing was written" is this staying equal.
@@ -770,5 +768,44 @@ fn one_vocabulary_with_the_cli_discover_get_title_and_a_missing_provider() {
     assert_eq!(code, -32602, "{msg}");
     assert!(msg.contains("No provider configured"), "{msg}");
     assert_eq!(snapshot(&home), before);
+    assert!(rpc.finish().success());
+}
+
+#[test]
+fn start_and_resume_take_the_configured_provider_and_model() {
+    let (_tmp, home) = fixture_home();
+    std::fs::write(
+        home.join("config.json"),
+        r#"{"current": {"provider": "scripted", "model": "scripted-1"}}"#,
+    )
+    .unwrap();
+    let mut rpc = Rpc::start(&home, false);
+    let mut start = |params: Value| {
+        rpc.ok("session.start", params)["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let id = start(json!({"title": "configured"}));
+    let other = start(json!({"provider": "openai", "model": "gpt-x"}));
+    let meta = meta_of(&home, &id);
+    assert_eq!(meta["provider"], "scripted");
+    assert_eq!(meta["model"], "scripted-1");
+    let r = rpc.ok("session.resume", json!({"sessionId": id}));
+    assert_eq!(r["provider"], "scripted");
+    assert_eq!(r["model"], "scripted-1");
+    // What the caller passes wins over the configuration.
+    let id = other;
+    let meta = meta_of(&home, &id);
+    assert_eq!(meta["provider"], "openai");
+    assert_eq!(meta["model"], "gpt-x");
+    // A config.json that does not parse is an error naming it, for every method that reads it.
+    std::fs::write(home.join("config.json"), "{").unwrap();
+    let (code, msg) = rpc.err("session.start", json!({}));
+    assert_eq!(code, -32603);
+    assert!(msg.contains("config.json"), "{msg}");
+    let (code, msg) = rpc.err("session.resume", json!({"sessionId": id}));
+    assert_eq!(code, -32603);
+    assert!(msg.contains("config.json"), "{msg}");
     assert!(rpc.finish().success());
 }

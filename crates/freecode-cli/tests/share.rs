@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{copy_tree, fixtures};
+use common::{Ctx, fixtures};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -18,30 +18,14 @@ use serde_json::Value;
 const S1: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
 const S1_TEXT: &str = "Add a dark mode toggle to the settings page";
 
-struct Ctx {
-    tmp: tempfile::TempDir,
-    home: PathBuf,
-}
-
 impl Ctx {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join(".freecode");
-        copy_tree(&fixtures().join("home/.freecode"), &home);
-        Self { tmp, home }
-    }
-
     /// A second, empty home: the receiving machine.
     fn other_home(&self, name: &str) -> PathBuf {
-        self.tmp.path().join(name)
+        self.path(name)
     }
 
     fn run_in(&self, home: &Path, args: &[&str]) -> Output {
         common::freecode(home).args(args).output().unwrap()
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.run_in(&self.home, args)
     }
 
     fn ok_in(&self, home: &Path, args: &[&str]) -> String {
@@ -52,10 +36,6 @@ impl Ctx {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        self.ok_in(&self.home, args)
     }
 
     fn server(&self, api_key: Option<&str>) -> (ServerHandle, PathBuf) {
@@ -122,7 +102,7 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn export_then_import_gives_the_same_conversation_under_a_new_id() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let (server, blobs) = ctx.server(None);
     let url = ctx
         .ok(&["session", "export", S1, "--to", &server.url])
@@ -187,7 +167,7 @@ fn export_then_import_gives_the_same_conversation_under_a_new_id() {
 
 #[test]
 fn wrong_key_tampered_blob_and_missing_key_are_clear_errors_and_write_nothing() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let (server, blobs) = ctx.server(None);
     let url = ctx
         .ok(&["session", "export", S1, "--to", &server.url])
@@ -229,7 +209,7 @@ fn wrong_key_tampered_blob_and_missing_key_are_clear_errors_and_write_nothing() 
 
 #[test]
 fn an_expired_share_answers_410_and_is_swept() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     // This replica never sweeps: the expiry is enforced on read.
     let (server, blobs) = ctx.server(None);
     let export = || {
@@ -287,7 +267,7 @@ fn an_expired_share_answers_410_and_is_swept() {
 
 #[test]
 fn a_revoked_share_is_gone_even_after_the_session_was_purged() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let (server, _) = ctx.server(None);
     let url = ctx
         .ok(&["session", "export", S1, "--to", &server.url])
@@ -315,7 +295,7 @@ fn a_revoked_share_is_gone_even_after_the_session_was_purged() {
 
 #[test]
 fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let (server, _) = ctx.server(None);
     // Append a tool output full of secrets to S1's log.
     let log = ctx
@@ -395,7 +375,7 @@ fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
 
 #[test]
 fn plain_http_is_refused_except_to_loopback() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let out = ctx.run(&["session", "export", S1, "--to", "http://example.com"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("plain HTTP"), "{}", stderr(&out));
@@ -406,7 +386,7 @@ fn plain_http_is_refused_except_to_loopback() {
 
 #[test]
 fn config_json_sets_the_endpoint_the_api_key_and_the_expiry() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let (server, _) = ctx.server(Some("team-key"));
     std::fs::write(
         ctx.home.join("config.json"),
@@ -433,7 +413,7 @@ fn config_json_sets_the_endpoint_the_api_key_and_the_expiry() {
 
 #[test]
 fn a_bad_config_json_stops_the_export_naming_file_line_and_column() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let (server, dir) = ctx.server(None);
     // A trailing comma on line 3: the original warned and sent the session to its public
     // default endpoint instead of this private one.
@@ -479,7 +459,7 @@ fn a_bad_config_json_stops_the_export_naming_file_line_and_column() {
 
 #[test]
 fn an_export_with_no_endpoint_explains_to_file_and_sync_endpoint() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let _ = std::fs::remove_file(ctx.home.join("config.json"));
     for args in [
         vec!["session", "export", S1],
@@ -509,7 +489,7 @@ fn an_export_with_no_endpoint_explains_to_file_and_sync_endpoint() {
 
 #[test]
 fn file_bundles_and_the_originals_formats_import_and_bad_files_do_not() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     // Local variant: remote/<id>.json, 0600.
     let path = ctx
         .ok(&["session", "export", S1, "--file"])
@@ -658,7 +638,7 @@ fn file_bundles_and_the_originals_formats_import_and_bad_files_do_not() {
 
 #[test]
 fn oversized_downloads_are_refused() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let (server, _) = ctx.server(None);
     let url = ctx
         .ok(&["session", "export", S1, "--to", &server.url])
@@ -671,7 +651,7 @@ fn oversized_downloads_are_refused() {
 
 #[test]
 fn plain_exports_send_the_seeds_body_and_import_back() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let (server, blobs) = ctx.server(None);
     let url = ctx
         .ok(&["session", "export", S1, "--to", &server.url, "--plain"])
@@ -704,7 +684,7 @@ fn plain_exports_send_the_seeds_body_and_import_back() {
 
 #[test]
 fn sync_serve_runs_the_server_and_stops_gracefully_on_sigterm() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -772,7 +752,7 @@ fn sync_serve_runs_the_server_and_stops_gracefully_on_sigterm() {
 
 #[test]
 fn the_rollout_log_travels_on_request_renumbered_for_the_new_session() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let (server, _) = ctx.server(None);
     let events_of = |home: &Path, id: &str| -> Vec<Value> {
         std::fs::read_to_string(home.join("rollout/sessions").join(id).join("events.jsonl"))
@@ -910,7 +890,7 @@ fn sync_serve_flags_set_the_connection_timeouts_and_caps() {
     use std::net::TcpStream;
     use std::time::Instant;
 
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let home = ctx.other_home("server-home");
     let server = ServeChild::start(
         &home,
@@ -1227,7 +1207,7 @@ fn limited(home: &Path, limit: u64, args: &[&str]) -> Output {
 
 #[test]
 fn export_and_import_refuse_a_bundle_over_the_one_limit_alike_and_name_it() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let plain = ctx.tmp.path().join("s1.json");
     ctx.ok(&["session", "export", S1, "--file", plain.to_str().unwrap()]);
     // The file is the compact JSON import parses, plus a newline.
@@ -1336,7 +1316,7 @@ fn export_and_import_refuse_a_bundle_over_the_one_limit_alike_and_name_it() {
 
 #[test]
 fn compressed_files_and_v2_envelopes_are_smaller_and_plain_and_v1_ones_still_import() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let plain = ctx.tmp.path().join("s1.json");
     ctx.ok(&[
         "session",
@@ -1490,7 +1470,7 @@ fn server_without_limits() -> (String, std::sync::Arc<std::sync::atomic::AtomicU
 
 #[test]
 fn export_learns_the_servers_limit_first_and_names_the_ways_past_it() {
-    let ctx = Ctx::new();
+    let ctx = Ctx::fixture();
     let dir = ctx.tmp.path().join("server-blobs");
     let server = spawn(ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),

@@ -7,31 +7,17 @@
 
 mod common;
 
-use common::{copy_tree, fixtures};
-
-use std::path::PathBuf;
+use common::Ctx;
 
 /// Session ids of the reference home.
 const S1: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
 const S3: &str = "16aa3e15-f2e4-4fc5-bf70-a0962a62c733";
 
-struct Ctx {
-    tmp: tempfile::TempDir,
-    home: PathBuf,
-}
-
 impl Ctx {
-    fn fixture_home() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join(".freecode");
-        copy_tree(&fixtures().join("home/.freecode"), &home);
-        Self { tmp, home }
-    }
-
     /// Runs `freecode args` and returns what a user sees: stdout, then stderr and the exit code
     /// when they are not the quiet success, with the temporary paths replaced by `[HOME]`/`[TMP]`.
-    fn run(&self, args: &[&str]) -> String {
-        let out = common::freecode(&self.home).args(args).output().unwrap();
+    fn seen(&self, args: &[&str]) -> String {
+        let out = self.run(args);
         let code = out.status.code().unwrap_or(-1);
         let mut s = String::from_utf8(out.stdout).unwrap();
         let err = String::from_utf8(out.stderr).unwrap();
@@ -61,7 +47,7 @@ fn snap(name: &str, ctx: &Ctx, args: &[&str]) {
 
 /// [`snap`] with more filters, for output the clock moves.
 fn snap_with(name: &str, ctx: &Ctx, args: &[&str], filters: &[(&str, &str)]) {
-    let out = ctx.run(args);
+    let out = ctx.seen(args);
     let mut s = settings();
     s.set_description(args.join(" "));
     for (re, with) in filters {
@@ -84,7 +70,7 @@ const SINCE: &[(&str, &str)] = &[
 
 #[test]
 fn session_list() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap("session_list", &ctx, &["session", "list"]);
     snap("session_list_json", &ctx, &["session", "list", "--json"]);
     snap("session_list_all", &ctx, &["session", "list", "--all"]);
@@ -92,7 +78,7 @@ fn session_list() {
 
 #[test]
 fn session_show() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap("session_show", &ctx, &["session", "show", S1]);
     snap(
         "session_show_json",
@@ -103,7 +89,7 @@ fn session_show() {
 
 #[test]
 fn trace() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap("trace_list", &ctx, &["trace", "--list"]);
     snap("trace_list_json", &ctx, &["trace", "--list", "--json"]);
     // A closed session: every duration is in the log.
@@ -116,21 +102,21 @@ fn trace() {
 
 #[test]
 fn replay() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap("replay", &ctx, &["replay", S1]);
     snap("replay_json", &ctx, &["replay", S1, "--json"]);
 }
 
 #[test]
 fn search() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap("search", &ctx, &["search", "toggle"]);
     snap("search_json", &ctx, &["search", "toggle", "--json"]);
 }
 
 #[test]
 fn stats() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap("stats", &ctx, &["stats"]);
     snap("stats_json", &ctx, &["stats", "--json"]);
     snap("stats_session", &ctx, &["stats", S3]);
@@ -138,19 +124,19 @@ fn stats() {
 
 #[test]
 fn doctor() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap("doctor_json", &ctx, &["doctor", "--json"]);
 }
 
 #[test]
 fn config_list() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap("config_list", &ctx, &["config", "list"]);
 }
 
 #[test]
 fn export_dry_run() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap(
         "session_export_dry_run",
         &ctx,
@@ -160,14 +146,14 @@ fn export_dry_run() {
 
 #[test]
 fn share_list() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap("share_list", &ctx, &["share", "list"]);
     snap("share_list_json", &ctx, &["share", "list", "--json"]);
 }
 
 #[test]
 fn help() {
-    let ctx = Ctx::fixture_home();
+    let ctx = Ctx::fixture();
     snap("help", &ctx, &["--help"]);
     snap("session_help", &ctx, &["session", "--help"]);
 }

@@ -8,30 +8,20 @@
 
 mod common;
 
+use common::Ctx;
+
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use serde_json::Value;
-
-struct Home {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-}
 
 /// The text of a hostile session: colour, screen clearing, an OSC-8 link, a title change, C1
 /// controls, a carriage return that would overwrite the line, and bidi overrides.
 const HOSTILE: &str = "\x1b[31mred\x1b[0m \x1b[2J\x1b]8;;https://evil.example/\x1b\\click me\x1b]8;;\x1b\\ \x1b]0;pwned\x07 \u{9b}31mc1 \u{9d}8;;http://x\u{9c}safe\rEVIL \u{202E}txt.exe\u{202C} bell\x07";
 
-impl Home {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("h");
-        Self { _tmp: tmp, root }
-    }
-
+impl Ctx {
     /// Writes one session as the original writes it (plain files) and its rollout log.
     fn add(&self, id: &str, title: &str, project: &str, status: &str, messages: &[(&str, &str)]) {
-        let dir = self.root.join("sessions/home__dev__p").join(id);
+        let dir = self.home.join("sessions/home__dev__p").join(id);
         std::fs::create_dir_all(&dir).unwrap();
         let t0 = 1_768_000_000_000i64;
         let meta = serde_json::json!({
@@ -54,28 +44,8 @@ impl Home {
             log.push('\n');
         }
         std::fs::write(dir.join("messages.jsonl"), log).unwrap();
-    }
-
-    fn cmd(&self, args: &[&str]) -> std::process::Command {
         // The home as the store makes it (private modes), whatever the test wrote.
-        set_private(&self.root);
-        let mut c = common::freecode(&self.root);
-        c.args(args);
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        set_private(&self.home);
     }
 }
 
@@ -112,13 +82,13 @@ fn has_terminal_controls(s: &str) -> Option<char> {
 
 /// Runs `args` under a pseudo-terminal of `cols` × `rows` (`script`), with colour allowed,
 /// and returns everything the terminal received.
-fn on_terminal(home: &Home, args: &[&str], cols: u16, rows: u16, env: &[(&str, &str)]) -> String {
+fn on_terminal(home: &Ctx, args: &[&str], cols: u16, rows: u16, env: &[(&str, &str)]) -> String {
     let bin = env!("CARGO_BIN_EXE_freecode");
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
     let inner = format!("stty cols {cols} rows {rows}; '{bin}' {}", quoted.join(" "));
     let mut c = std::process::Command::new("script");
     c.args(["-qec", &inner, "/dev/null"])
-        .env("FREECODE_HOME", &home.root)
+        .env("FREECODE_HOME", &home.home)
         .env("TZ", "UTC")
         .env("FREECODE_ROLLOUT", "off")
         .env("TERM", "xterm-256color")
@@ -131,7 +101,7 @@ fn on_terminal(home: &Home, args: &[&str], cols: u16, rows: u16, env: &[(&str, &
     for (k, v) in env {
         c.env(k, v);
     }
-    set_private(&home.root);
+    set_private(&home.home);
     let out = c.output().unwrap();
     assert!(
         out.status.success(),
@@ -165,7 +135,7 @@ const ID: &str = "aaaaaaaa-0000-4000-8000-000000000001";
 
 #[test]
 fn no_escape_from_a_session_reaches_the_terminal() {
-    let home = Home::new();
+    let home = Ctx::missing();
     home.add(
         ID,
         &format!("title {HOSTILE}"),
@@ -206,9 +176,9 @@ fn no_escape_from_a_session_reaches_the_terminal() {
 
 #[test]
 fn trace_and_replay_rows_are_terminal_safe() {
-    let home = Home::new();
+    let home = Ctx::missing();
     home.add(ID, "t", "/p", "active", &[("user", "hi")]);
-    let dir = home.root.join("rollout/sessions").join(ID);
+    let dir = home.home.join("rollout/sessions").join(ID);
     std::fs::create_dir_all(&dir).unwrap();
     let t0 = 1_768_000_000_000i64;
     let ev = |seq: u64, ts: i64, body: Value| {
@@ -230,7 +200,7 @@ fn trace_and_replay_rows_are_terminal_safe() {
     ]
     .concat();
     std::fs::write(dir.join("events.jsonl"), log).unwrap();
-    set_private(&home.root);
+    set_private(&home.home);
     for args in [vec!["trace", ID], vec!["replay", ID]] {
         let out = home.ok(&args);
         assert_eq!(has_terminal_controls(&out), None, "{args:?}: {out:?}");
@@ -244,7 +214,7 @@ fn trace_and_replay_rows_are_terminal_safe() {
 
 #[test]
 fn search_snippets_keep_code_and_highlight_only_on_a_terminal() {
-    let home = Home::new();
+    let home = Ctx::missing();
     home.add(
         ID,
         "code",
@@ -331,11 +301,11 @@ fn many_messages(n: usize) -> Vec<(&'static str, String)> {
 
 #[test]
 fn long_output_pages_on_a_terminal_only() {
-    let home = Home::new();
+    let home = Ctx::missing();
     let msgs = many_messages(200);
     let refs: Vec<(&str, &str)> = msgs.iter().map(|(r, t)| (*r, t.as_str())).collect();
     home.add(ID, "long", "/p", "active", &refs);
-    let paged = home.root.join("paged.txt");
+    let paged = home.home.join("paged.txt");
     let pager = format!("cat > '{}'", paged.display());
     let show = ["session", "show", ID];
 
@@ -374,7 +344,7 @@ fn long_output_pages_on_a_terminal_only() {
 
 #[test]
 fn list_rows_fit_an_80_column_terminal() {
-    let home = Home::new();
+    let home = Ctx::missing();
     for i in 0..5 {
         home.add(
             &format!("aaaaaaaa-0000-4000-8000-00000000000{i}"),
@@ -408,7 +378,7 @@ fn list_rows_fit_an_80_column_terminal() {
 
 #[test]
 fn slow_work_shows_progress_on_a_terminal_and_nothing_when_piped() {
-    let home = Home::new();
+    let home = Ctx::missing();
     for i in 0..300 {
         home.add(
             &format!("cccccccc-0000-4000-8000-{i:012}"),
@@ -436,14 +406,14 @@ fn slow_work_shows_progress_on_a_terminal_and_nothing_when_piped() {
     let slow = [("FREECODE_SCRIPTED_DELAY_MS", "100")];
     let tty = on_terminal(
         &home,
-        &["run", "--project", home.root.to_str().unwrap(), "hello"],
+        &["run", "--project", home.home.to_str().unwrap(), "hello"],
         100,
         40,
         &slow,
     );
     assert!(tty.contains("waiting for the model"), "{tty:?}");
     let out = home
-        .cmd(&["run", "--project", home.root.to_str().unwrap(), "hello"])
+        .cmd(&["run", "--project", home.home.to_str().unwrap(), "hello"])
         .env("FREECODE_SCRIPTED_DELAY_MS", "100")
         .output()
         .unwrap();

@@ -6,11 +6,11 @@
 
 mod common;
 
-use common::{copy_tree, fixtures};
+use common::{Ctx, fixtures};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
 use freecode_core::rollout::trace::TraceBuilder;
@@ -57,18 +57,10 @@ fn strip_ansi(s: &str) -> String {
     out
 }
 
-struct Ctx {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-}
-
 impl Ctx {
     /// A copy of the reference home whose logs were modified in this order (S7 last).
     fn fixture_home() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join(".freecode");
-        copy_tree(&fixtures().join("home/.freecode"), &home);
-        let ctx = Self { _tmp: tmp, home };
+        let ctx = Self::fixture().for_traces();
         let base = SystemTime::now() - Duration::from_secs(3600);
         for (i, id) in [S1, S2, S5, S8, S7].into_iter().enumerate() {
             ctx.set_mtime(id, base + Duration::from_secs(60 * i as u64));
@@ -76,10 +68,23 @@ impl Ctx {
         ctx
     }
 
-    fn empty() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("h");
-        Self { _tmp: tmp, home }
+    /// Colour as the command decides it, and no proxy or OTLP target from the caller.
+    fn for_traces(self) -> Self {
+        let mut ctx = self.without_env("NO_COLOR");
+        for var in [
+            "HTTP_PROXY",
+            "http_proxy",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "ALL_PROXY",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        ] {
+            ctx = ctx.without_env(var);
+        }
+        ctx
     }
 
     fn log(&self, id: &str) -> PathBuf {
@@ -96,56 +101,6 @@ impl Ctx {
             .unwrap()
             .set_modified(t)
             .unwrap();
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_freecode"));
-        c.args(args)
-            .env("FREECODE_HOME", &self.home)
-            .env("TZ", "UTC")
-            .env("FREECODE_ROLLOUT", "off")
-            .env_remove("NO_COLOR")
-            .env_remove("RUST_LOG")
-            .env_remove("FREECODE_LOG")
-            .stdin(Stdio::null());
-        for proxy in [
-            "HTTP_PROXY",
-            "http_proxy",
-            "HTTPS_PROXY",
-            "https_proxy",
-            "ALL_PROXY",
-        ] {
-            c.env_remove(proxy);
-        }
-        for var in [
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-            "OTEL_EXPORTER_OTLP_HEADERS",
-            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-        ] {
-            c.env_remove(var);
-        }
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn fails(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        String::from_utf8(out.stderr).unwrap()
     }
 
     fn fold(&self, id: &str) -> TraceBuilder {
@@ -338,7 +293,7 @@ fn bad_ids_missing_logs_and_empty_homes() {
         assert!(err.contains(message.trim()), "{args:?}: {err}");
     }
 
-    let empty = Ctx::empty();
+    let empty = Ctx::missing().for_traces();
     std::fs::create_dir(&empty.home).unwrap();
     let rollout = empty.home.join("rollout");
     for args in [&["trace"][..], &["trace", "--last"], &["trace", "-f"]] {
@@ -366,7 +321,7 @@ fn bad_ids_missing_logs_and_empty_homes() {
 fn no_colour_escapes_when_piped_or_with_no_color() {
     let ctx = Ctx::fixture_home();
     for no_color in [None, Some("1")] {
-        let mut c = ctx.command(&["trace", S1]);
+        let mut c = ctx.cmd(&["trace", S1]);
         if let Some(v) = no_color {
             c.env("NO_COLOR", v);
         }
@@ -409,7 +364,7 @@ fn unreadable_lines_are_skipped_with_a_warning() {
 fn follow_picks_up_appended_events() {
     let ctx = Ctx::fixture_home();
     let mut child = ctx
-        .command(&["trace", S2, "--follow", "--follow-iterations", "4"])
+        .cmd(&["trace", S2, "--follow", "--follow-iterations", "4"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -602,7 +557,7 @@ fn otlp_endpoint_export() {
     let out = ctx.ok(&["trace", S7, "--otlp-endpoint", &url]);
     assert_eq!(out, format!("Exported {S7} to {url}\n"));
     let out = ctx
-        .command(&["trace", S7, "--otlp-endpoint"])
+        .cmd(&["trace", S7, "--otlp-endpoint"])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &url)
         .output()
         .unwrap();

@@ -357,6 +357,9 @@ pub struct Redactor {
     anchors: AhoCorasick,
     /// `(rule, whether the anchor starts every match of the rule's alternative it is in)`.
     anchor_rules: Vec<Vec<(usize, bool)>>,
+    /// The [`Gates`] anchor `i` opens (the literals the structural detectors need, found in
+    /// the same pass).
+    anchor_gates: Vec<Gates>,
     /// Structural rules without a literal: each runs only on a maximal run of its boundary
     /// class whose length fits the rule (see [`formats::RUN_RULES`]).
     run_rules: Vec<(Simple, formats::RunClass, usize, usize)>,
@@ -375,6 +378,42 @@ impl Default for Redactor {
 }
 
 static GLOBAL: LazyLock<Redactor> = LazyLock::new(Redactor::new);
+
+/// The structural detectors a text's literals let run, one bit each: a detector runs only when
+/// the anchors' pass found one of its literals ([`GATE_LITERALS`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Gates(u8);
+
+impl Gates {
+    const COMPARISON: Self = Self(1);
+    const XML_VALUE: Self = Self(1 << 1);
+    const AUTHORIZATION: Self = Self(1 << 2);
+    const KIND: Self = Self(1 << 3);
+    const DATA: Self = Self(1 << 4);
+    const CLI_FLAG: Self = Self(1 << 5);
+    const CLI_USER: Self = Self(1 << 6);
+
+    fn has(self, g: Self) -> bool {
+        self.0 & g.0 != 0
+    }
+
+    fn add(&mut self, g: Self) {
+        self.0 |= g.0;
+    }
+}
+
+/// Each literal a structural detector needs, and the gate it opens.
+const GATE_LITERALS: &[(&str, Gates)] = &[
+    ("==", Gates::COMPARISON),
+    ("!=", Gates::COMPARISON),
+    ("value=", Gates::XML_VALUE),
+    ("uthorization", Gates::AUTHORIZATION),
+    ("UTHORIZATION", Gates::AUTHORIZATION),
+    ("kind:", Gates::KIND),
+    ("ata:", Gates::DATA),
+    ("--", Gates::CLI_FLAG),
+    ("-u", Gates::CLI_USER),
+];
 
 /// A byte that cannot surround a token of the given alphabet.
 type Boundary = fn(u8) -> bool;
@@ -715,10 +754,22 @@ impl Redactor {
                 }
             }
         }
+        let mut anchor_gates = vec![Gates::default(); patterns.len()];
+        for &(literal, gate) in GATE_LITERALS {
+            match patterns.iter().position(|p| *p == literal) {
+                Some(j) => anchor_gates[j].add(gate),
+                None => {
+                    patterns.push(literal);
+                    anchor_rules.push(Vec::new());
+                    anchor_gates.push(gate);
+                }
+            }
+        }
         Self {
             simple,
             anchors: compile_anchors(&patterns),
             anchor_rules,
+            anchor_gates,
             run_rules: formats::RUN_RULES
                 .iter()
                 .map(|r| (build(&r.spec), r.class, r.min, r.max))
@@ -743,8 +794,9 @@ impl Redactor {
     /// turns up: a candidate that lost an overlap (a token running into a key block) can match
     /// once its neighbour is a placeholder, and redacting twice must change nothing.
     pub fn scan(&self, text: &str) -> Vec<Finding> {
+        let mut repeats = Repeats::default();
         let mut findings = self.scan_once(text);
-        findings = repeat_values(text, findings);
+        findings = repeats.add(text, findings);
         for _ in 0..MAX_EXTRA_PASSES {
             if findings.is_empty() {
                 break;
@@ -756,7 +808,7 @@ impl Redactor {
             }
             findings.extend(map_back(&findings, &more));
             findings.sort_by_key(|f| f.start);
-            findings = repeat_values(text, findings);
+            findings = repeats.add(text, findings);
         }
         findings
     }
@@ -767,7 +819,9 @@ impl Redactor {
         // Each rule runs on the merged windows around its anchors' hits, not on the whole text.
         let mut windows: Vec<Vec<Range<usize>>> = vec![Vec::new(); self.simple.len()];
         let bytes = text.as_bytes();
+        let mut gates = Gates::default();
         for m in self.anchors.find_overlapping_iter(text) {
+            gates.add(self.anchor_gates[m.pattern().as_usize()]);
             for &(i, prefix) in &self.anchor_rules[m.pattern().as_usize()] {
                 let rule = &self.simple[i];
                 // A token that starts with this anchor cannot start after a byte of its own
@@ -807,23 +861,23 @@ impl Redactor {
                 }
             }
         });
-        if text.contains("==") || text.contains("!=") {
+        if gates.has(Gates::COMPARISON) {
             self.collect_comparisons(text, &mut found);
         }
-        if text.contains("value=") {
+        if gates.has(Gates::XML_VALUE) {
             self.collect_xml_key_values(text, &mut found);
         }
-        if text.contains("uthorization") || text.contains("UTHORIZATION") {
+        if gates.has(Gates::AUTHORIZATION) {
             self.collect_authorization(text, &mut found);
         }
         self.collect_assignments(text, &mut found);
-        if text.contains("kind:") && text.contains("ata:") {
+        if gates.has(Gates::KIND) && gates.has(Gates::DATA) {
             collect_kubernetes_secret(text, &mut found);
         }
-        if text.contains("--") {
+        if gates.has(Gates::CLI_FLAG) {
             self.collect_cli_flags(text, &mut found);
         }
-        if text.contains("-u") {
+        if gates.has(Gates::CLI_USER) {
             self.collect_cli_users(text, &mut found);
         }
         resolve(text, found)
@@ -1178,41 +1232,55 @@ fn map_back(done: &[Finding], more: &[Finding]) -> Vec<Finding> {
 /// Shortest value whose other occurrences in the text are redacted too.
 const MIN_REPEATED_VALUE: usize = 8;
 
-/// `findings` plus every other occurrence of a value one of them redacts (`token = 'abc…' |
-/// 'abc…'`): once a value is known to be secret, it goes wherever it appears in the text.
-fn repeat_values(text: &str, findings: Vec<Finding>) -> Vec<Finding> {
-    let mut values: Vec<&str> = Vec::new();
-    let mut kinds: Vec<SecretKind> = Vec::new();
-    for f in &findings {
-        let value = &text[f.start..f.end];
-        if value.len() >= MIN_REPEATED_VALUE && !values.contains(&value) {
-            values.push(value);
-            kinds.push(f.kind);
+/// The values the findings of one [`Redactor::scan`] redact, and the automaton that finds them:
+/// built once, and again only when a pass finds a new value.
+#[derive(Default)]
+struct Repeats<'t> {
+    values: Vec<&'t str>,
+    automaton: Option<AhoCorasick>,
+}
+
+impl<'t> Repeats<'t> {
+    /// `findings` plus every other occurrence of a value one of them redacts (`token = 'abc…' |
+    /// 'abc…'`): once a value is known to be secret, it goes wherever it appears in the text.
+    fn add(&mut self, text: &'t str, findings: Vec<Finding>) -> Vec<Finding> {
+        let mut values: Vec<&str> = Vec::new();
+        let mut kinds: Vec<SecretKind> = Vec::new();
+        for f in &findings {
+            let value = &text[f.start..f.end];
+            if value.len() >= MIN_REPEATED_VALUE && !values.contains(&value) {
+                values.push(value);
+                kinds.push(f.kind);
+            }
         }
-    }
-    if values.is_empty() {
-        return findings;
-    }
-    // One pass over the text for all the values.
-    let Ok(ac) = AhoCorasick::new(&values) else {
-        return findings;
-    };
-    let mut extra = Vec::new();
-    for m in ac.find_iter(text) {
-        if !findings.iter().any(|f| f.start == m.start()) {
-            extra.push(Finding {
-                kind: kinds[m.pattern().as_usize()],
-                start: m.start(),
-                end: m.end(),
-            });
+        if values.is_empty() {
+            return findings;
         }
+        if self.automaton.is_none() || self.values != values {
+            // One pass over the text for all the values.
+            self.automaton = AhoCorasick::new(&values).ok();
+            self.values = values;
+        }
+        let Some(ac) = &self.automaton else {
+            return findings;
+        };
+        let mut extra = Vec::new();
+        for m in ac.find_iter(text) {
+            if !findings.iter().any(|f| f.start == m.start()) {
+                extra.push(Finding {
+                    kind: kinds[m.pattern().as_usize()],
+                    start: m.start(),
+                    end: m.end(),
+                });
+            }
+        }
+        if extra.is_empty() {
+            return findings;
+        }
+        let mut all = findings;
+        all.extend(extra);
+        resolve(text, all)
     }
-    if extra.is_empty() {
-        return findings;
-    }
-    let mut all = findings;
-    all.extend(extra);
-    resolve(text, all)
 }
 
 /// Shortest value of a Kubernetes Secret's `data:` entry that is redacted: ten base64

@@ -33,7 +33,7 @@ use crate::home::Home;
 use crate::lock::{LockWait, SessionLock};
 use crate::session::{
     COMPACTION_JOURNAL, MESSAGES_FILE, META_FILE, META_MAX_BYTES, PROJECT_PATH_FILE, SessionStore,
-    read_messages_at,
+    read_journal, read_messages_at,
 };
 
 /// What kind of thing a finding is about.
@@ -124,9 +124,12 @@ pub fn examine(home: &Home, fix: bool) -> Result<Report> {
     if !home.root().exists() {
         return Ok(r);
     }
-    modes(home.root(), fix, &mut r);
+    // One walk of the home for both.
+    let mut all = Vec::new();
+    walk(home.root(), &mut all);
+    modes(home.root(), &all, fix, &mut r);
     // Links first: what follows never walks through one.
-    links(home.root(), fix, &mut r);
+    links(&all, fix, &mut r);
     sessions(home, fix, &mut r)?;
     rollout(home, fix, &mut r);
     index(home, fix, &mut r);
@@ -152,14 +155,13 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, std::fs::Metadata)>) {
     }
 }
 
-fn modes(root: &Path, fix: bool, r: &mut Report) {
-    let mut all = Vec::new();
-    if let Ok(m) = std::fs::symlink_metadata(root) {
-        all.push((root.to_path_buf(), m));
-    }
-    walk(root, &mut all);
+/// Checks the modes of `root` and of every entry below it (`all`, from [`walk`]).
+fn modes(root: &Path, all: &[(PathBuf, std::fs::Metadata)], fix: bool, r: &mut Report) {
+    let top = std::fs::symlink_metadata(root)
+        .ok()
+        .map(|m| (root.to_path_buf(), m));
     let me = rustix::process::geteuid().as_raw();
-    for (path, m) in all {
+    for (path, m) in top.iter().chain(all) {
         if m.file_type().is_symlink() {
             continue;
         }
@@ -167,7 +169,7 @@ fn modes(root: &Path, fix: bool, r: &mut Report) {
         if m.uid() != me {
             r.add(
                 FindingKind::Unsafe,
-                &path,
+                path,
                 format!(
                     "owned by uid {}, not by you (uid {me}); fix: chown -R {me} {}",
                     m.uid(),
@@ -185,28 +187,27 @@ fn modes(root: &Path, fix: bool, r: &mut Report) {
         } else {
             FindingKind::LooseMode
         };
-        let fixed = fix && fsutil::tighten(&path, mode & !0o077).is_ok();
+        let fixed = fix && fsutil::tighten(path, mode & !0o077).is_ok();
         r.add(
             kind,
-            &path,
+            path,
             format!("mode {mode:04o}; private is {:04o}", mode & !0o077),
             fixed,
         );
     }
 }
 
-fn links(root: &Path, fix: bool, r: &mut Report) {
-    let mut all = Vec::new();
-    walk(root, &mut all);
+/// Reports (with `fix`, removes) every link among the entries `all` (from [`walk`]).
+fn links(all: &[(PathBuf, std::fs::Metadata)], fix: bool, r: &mut Report) {
     for (path, m) in all {
         if m.file_type().is_symlink() {
-            let target = std::fs::read_link(&path)
+            let target = std::fs::read_link(path)
                 .map(|t| t.display().to_string())
                 .unwrap_or_default();
-            let fixed = fix && fsutil::remove_file(&path).is_ok();
+            let fixed = fix && fsutil::remove_file(path).is_ok();
             r.add(
                 FindingKind::Symlink,
-                &path,
+                path,
                 format!("a link to {target}; freecode never follows one in its home"),
                 fixed,
             );
@@ -412,10 +413,8 @@ fn session(
     }
     let torn = ends_torn(&log);
     let journal = dir.join(COMPACTION_JOURNAL);
-    let bad_journal = fsutil::read_bounded(&journal, 1 << 20, "a compaction journal")
-        .map_or(true, |b| {
-            b.is_some_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_err())
-        });
+    // What the writer would set aside: the writer's own reading of it.
+    let bad_journal = read_journal(&journal).map_or(true, |j| j.is_some_and(|j| j.is_err()));
     let temps = std::fs::read_dir(dir).map_or(0, |rd| {
         rd.filter_map(|e| e.ok())
             .filter(|e| {

@@ -334,6 +334,52 @@ pub fn check_dir(dir: &Path) -> Result<()> {
     open_dir(dir, Walk::Reach).map(drop)
 }
 
+/// [`check_dir`] for `dir` and for each of `children` (paths relative to it, parents listed
+/// before their children) that exists, in one walk: each directory is opened once, from its
+/// parent's descriptor. A missing child is skipped.
+pub fn check_dirs(dir: &Path, children: &[&str]) -> Result<()> {
+    let top = open_dir(dir, Walk::Reach)?;
+    // The directories opened so far, by their path relative to `dir`.
+    let mut opened: Vec<(PathBuf, OwnedFd)> = Vec::new();
+    'children: for child in children {
+        let mut at = PathBuf::new();
+        for comp in Path::new(child).components() {
+            let Component::Normal(name) = comp else {
+                return Err(StoreError::Io {
+                    op: "walk to",
+                    path: dir.join(child),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "a path below the home must not hold `.`, `..` or a root",
+                    ),
+                });
+            };
+            let parent = at.clone();
+            at.push(name);
+            if opened.iter().any(|(p, _)| *p == at) {
+                continue;
+            }
+            let parent_fd = opened
+                .iter()
+                .find(|(p, _)| *p == parent)
+                .map_or(top.as_fd(), |(_, fd)| fd.as_fd());
+            let path = dir.join(&at);
+            let fd = match open_child_dir(parent_fd, name, &path, Walk::Reach) {
+                Ok(fd) => fd,
+                Err(StoreError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    continue 'children;
+                }
+                Err(e) => return Err(e),
+            };
+            check_owned(fd.as_fd(), &path, false)?;
+            opened.push((at.clone(), fd));
+        }
+    }
+    Ok(())
+}
+
 /// Fails with [`StoreError::Symlink`] if `path` is a link (for files opened by a library that
 /// takes a path, such as SQLite's side files); a missing `path` passes.
 pub fn refuse_link(path: &Path) -> Result<()> {
@@ -648,8 +694,18 @@ pub fn write_atomic_relaxed(path: &Path, bytes: &[u8]) -> Result<()> {
 /// moved or replaced itself, never followed).
 pub fn rename(from: &Path, to: &Path) -> Result<()> {
     let (src, src_name) = open_parent(from, Walk::Write)?;
-    let (dst, dst_name) = open_parent(to, Walk::Write)?;
-    rustix::fs::renameat(&src, src_name, &dst, dst_name)
+    // Within one directory (a temp into place, a file set aside) its walk is made once.
+    let dst_owned;
+    let (dst, dst_name) = if from.parent() == to.parent()
+        && let Some(name) = to.file_name()
+    {
+        (src.as_fd(), name)
+    } else {
+        let (fd, name) = open_parent(to, Walk::Write)?;
+        dst_owned = fd;
+        (dst_owned.as_fd(), name)
+    };
+    rustix::fs::renameat(&src, src_name, dst, dst_name)
         .map_err(errno_io)
         .ctx("rename into", to)?;
     iotrace::record(|| Op::Rename {

@@ -4,6 +4,7 @@
 //! resolve outside the home.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use freecode_core::SessionId;
 
@@ -16,11 +17,33 @@ pub const HOME_ENV: &str = "FREECODE_HOME";
 /// The most `config.json` may hold.
 pub const CONFIG_MAX_BYTES: u64 = 1 << 20;
 
+/// The directories of a home that [`Home::check`] inspects (parents before children).
+const CHECKED_DIRS: &[&str] = &[
+    "sessions",
+    "state",
+    "rollout",
+    "rollout/sessions",
+    "memory",
+    "remote",
+    "projects",
+];
+
 /// The root of freecode's data.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Home {
     root: PathBuf,
+    /// Set once [`Home::check`] passed on an existing root: a command checks its home once,
+    /// however many stores it opens (clones share it).
+    checked: Arc<OnceLock<()>>,
 }
+
+impl PartialEq for Home {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+    }
+}
+
+impl Eq for Home {}
 
 impl Home {
     /// A home at `root` (not created until something is written). From now on nothing below
@@ -28,7 +51,10 @@ impl Home {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         fsutil::register_root(&root);
-        Self { root }
+        Self {
+            root,
+            checked: Arc::default(),
+        }
     }
 
     /// `explicit` (a `--home` flag) if given, else `$FREECODE_HOME`, else `$HOME/.freecode`.
@@ -126,25 +152,17 @@ impl Home {
     /// of the directories freecode keeps in it, owned by another user or writable by group or
     /// others, or a link where one of those directories should be. A home that does not exist
     /// yet passes (it will be created private).
+    ///
+    /// One walk: each directory is opened once, from its parent. A check that passed is not
+    /// repeated for this home or its clones (the writes themselves check every directory they
+    /// walk through).
     pub fn check(&self) -> Result<()> {
-        if !self.root.exists() {
+        if self.checked.get().is_some() || !self.root.exists() {
             return Ok(());
         }
-        fsutil::check_dir(&self.root)?;
-        for sub in [
-            "sessions",
-            "state",
-            "rollout",
-            "rollout/sessions",
-            "memory",
-            "remote",
-            "projects",
-        ] {
-            let dir = self.root.join(sub);
-            if std::fs::symlink_metadata(&dir).is_ok() {
-                fsutil::check_dir(&dir)?;
-            }
-        }
+        fsutil::check_dirs(&self.root, CHECKED_DIRS)?;
+        // A second thread racing here checked the same thing.
+        let _ = self.checked.set(());
         Ok(())
     }
 

@@ -317,6 +317,45 @@ pub fn continue_candidate(
     }))
 }
 
+/// Checks a resumed session's pin against the loop's provider (refused when it is of another
+/// family) and pins what it lacks: the provider of an unpinned session, and the model (the
+/// pinned one stays unless a model is given explicitly). The meta after it.
+fn pin(
+    writer: &mut SessionWriter,
+    meta: SessionMeta,
+    config: &AgentConfig,
+    id: &SessionId,
+) -> anyhow::Result<SessionMeta> {
+    let provider_name = config.provider.name();
+    let unpinned = meta.provider.trim().is_empty();
+    if !unpinned && Family::of(&meta.provider) != Some(config.provider.family()) {
+        return Err(crate::UserError(format!(
+            "cannot resume session {id}: it is pinned to provider {}{}, not {provider_name}; \
+             start a new session to use {provider_name}",
+            meta.provider,
+            meta.model
+                .as_deref()
+                .map(|m| format!("/{m}"))
+                .unwrap_or_default(),
+        ))
+        .into());
+    }
+    let model = config
+        .model
+        .clone()
+        .or_else(|| meta.model.clone())
+        .or_else(|| config.provider.default_model());
+    if meta.model == model && !unpinned {
+        return Ok(meta);
+    }
+    Ok(writer.update_meta(|m| {
+        m.model = model;
+        if unpinned {
+            m.provider = provider_name.to_owned();
+        }
+    })?)
+}
+
 impl AgentLoop {
     /// Opens `target` in `store` for turns: resolves (or creates) the session, resumes it,
     /// pins provider and model in its meta, and opens its rollout log. SIGINT reaches the
@@ -340,9 +379,10 @@ impl AgentLoop {
                 model,
             })?)
         };
-        let id = match target {
-            SessionTarget::New { project } => new_session(project)?,
-            SessionTarget::Resume(id) => id,
+        // A new session is pinned as it is created; a resumed one is checked against its pin.
+        let (id, created) = match target {
+            SessionTarget::New { project } => (new_session(project)?, true),
+            SessionTarget::Resume(id) => (id, false),
         };
         let found = store.meta(&id)?;
         if found.project_path_from_bundle() {
@@ -363,32 +403,9 @@ impl AgentLoop {
         // A session keeps the provider it is pinned to: its history is that provider's
         // conversation (canned answers must never be appended to a real one, nor a real one
         // sent to the scripted provider). Only an unpinned session takes the loop's provider.
-        let unpinned = meta.provider.trim().is_empty();
-        if !unpinned && Family::of(&meta.provider) != Some(config.provider.family()) {
-            return Err(crate::UserError(format!(
-                "cannot resume session {id}: it is pinned to provider {}{}, not {provider_name}; \
-                 start a new session to use {provider_name}",
-                meta.provider,
-                meta.model
-                    .as_deref()
-                    .map(|m| format!("/{m}"))
-                    .unwrap_or_default(),
-            ))
-            .into());
-        }
-        // The pinned model stays unless a model is given explicitly.
-        let model = config
-            .model
-            .clone()
-            .or_else(|| meta.model.clone())
-            .or_else(|| config.provider.default_model());
-        if meta.model != model || unpinned {
-            meta = writer.update_meta(|m| {
-                m.model = model;
-                if unpinned {
-                    m.provider = provider_name.to_owned();
-                }
-            })?;
+        // A new session was pinned as it was created: nothing to check.
+        if !created {
+            meta = pin(&mut writer, meta, &config, &id)?;
         }
         let project = std::path::PathBuf::from(&meta.project_path);
         let tools = Tools::new(&project, config.permission).map_err(|e| {

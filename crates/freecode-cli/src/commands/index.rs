@@ -63,6 +63,23 @@ pub fn open_index(home: &Home) -> anyhow::Result<Option<SessionIndex>> {
     }
 }
 
+/// The index's answer (`from_index`), or the files' (`scan`: same answer) when the index cannot
+/// be used or fails: a reader never fails because another process holds the database. The one
+/// fallback of `search`, `stats` and `session list`.
+pub fn indexed_or_scanned<T>(
+    home: &Home,
+    from_index: impl FnOnce(&mut SessionIndex) -> Result<T, freecode_store::StoreError>,
+    scan: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    if let Some(mut ix) = open_index(home)? {
+        match from_index(&mut ix) {
+            Ok(answer) => return Ok(answer),
+            Err(e) => tracing::warn!("session index failed ({e}); scanning the files"),
+        }
+    }
+    scan()
+}
+
 /// Brings the index up to date, with a progress bar on a terminal when it takes a while (a
 /// first `search` or `stats` on a big home indexes every session).
 fn refreshed(ix: &mut SessionIndex) -> Result<(), freecode_store::StoreError> {
@@ -70,6 +87,17 @@ fn refreshed(ix: &mut SessionIndex) -> Result<(), freecode_store::StoreError> {
     let report = ix.refresh(|done, total| bar.update(done, total));
     bar.finish();
     report.map(drop)
+}
+
+/// The index brought up to date ([`refreshed`]), then `query`'s answer with the damaged files
+/// the index skipped.
+fn refreshed_then<T>(
+    ix: &mut SessionIndex,
+    query: impl FnOnce(&mut SessionIndex) -> Result<T, freecode_store::StoreError>,
+) -> Result<(T, Vec<Problem>), freecode_store::StoreError> {
+    refreshed(ix)?;
+    let answer = query(ix)?;
+    Ok((answer, ix.problems().to_vec()))
 }
 
 /// Warns on stderr about each damaged session file a command skipped: one line each, with the
@@ -229,21 +257,11 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
         limit: a.limit,
         all: a.all,
     };
-    // The index, or a scan of the files (same matches) when it cannot be used or fails — a
-    // reader never fails because another process holds the database.
-    let indexed = open_index(home)?.and_then(|mut ix| {
-        match refreshed(&mut ix).and_then(|()| ix.search(&q)) {
-            Ok(hits) => Some((hits, ix.problems().to_vec())),
-            Err(e) => {
-                tracing::warn!("session index failed ({e}); scanning the files");
-                None
-            }
-        }
-    });
-    let (hits, problems) = match indexed {
-        Some(answer) => answer,
-        None => search_scan(&SessionStore::open(home.clone())?, &q)?,
-    };
+    let (hits, problems) = indexed_or_scanned(
+        home,
+        |ix| refreshed_then(ix, |ix| ix.search(&q)),
+        || Ok(search_scan(&SessionStore::open(home.clone())?, &q)?),
+    )?;
     // A bare array: the problems go to stderr only.
     warn_problems(&problems);
     if a.json {
@@ -327,19 +345,11 @@ pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
     if let StatsScope::Session(id) = &scope {
         store.meta(id)?; // a clear "not found" rather than empty stats
     }
-    let indexed = open_index(home)?.and_then(|mut ix| {
-        match refreshed(&mut ix).and_then(|()| ix.stats(&scope)) {
-            Ok(stats) => Some((stats, ix.problems().to_vec())),
-            Err(e) => {
-                tracing::warn!("session index failed ({e}); scanning the files");
-                None
-            }
-        }
-    });
-    let (stats, problems) = match indexed {
-        Some(answer) => answer,
-        None => stats_scan(&store, &scope)?,
-    };
+    let (stats, problems) = indexed_or_scanned(
+        home,
+        |ix| refreshed_then(ix, |ix| ix.stats(&scope)),
+        || Ok(stats_scan(&store, &scope)?),
+    )?;
     warn_problems(&problems);
     if a.json {
         return print_json(&crate::ops::StatsReport {

@@ -42,6 +42,7 @@ use freecode_sync::client::{
 };
 use serde_json::{Map, Value, json};
 
+use crate::agent::provider::ProviderInputs;
 use crate::agent::{AgentLoop, InterruptFlag, Interrupts, SessionTarget};
 use crate::ops;
 
@@ -369,10 +370,7 @@ impl Server {
                 let reply = match result {
                     Ok(v) => json!({"jsonrpc": "2.0", "id": reply_id, "result": v}),
                     Err(e) => {
-                        let e = match e.downcast::<StoreError>() {
-                            Ok(se) => RpcError::from(se),
-                            Err(e) => RpcError::new(-32603, format!("{e:#}")),
-                        };
+                        let e = rpc_error(e);
                         error_reply(reply_id, e.code, &e.message)
                     }
                 };
@@ -408,9 +406,9 @@ impl Server {
         let model = p.opt_str("model")?;
         let title = p.opt_str("title")?.filter(|t| !t.trim().is_empty());
         p.opt_str("agentMode")?;
-        let config = CurrentConfig::load(self.store.home())?;
+        let config = configured(self.store.home())?;
         // The caller's to fix: pass one, or configure one.
-        let provider = provider.or(config.provider).ok_or_else(|| {
+        let provider = provider.or(config.configured_provider).ok_or_else(|| {
             RpcError::params(
                 "No provider configured. Pass provider, or set current.provider in config.json",
             )
@@ -428,7 +426,7 @@ impl Server {
             title: title.clone().unwrap_or_default(),
             project_path,
             provider,
-            model: model.or(config.model),
+            model: model.or(config.configured_model),
         })?;
         if title.is_none() {
             // The original's title: "Session <id>".
@@ -466,10 +464,10 @@ impl Server {
         let id = p.session_id()?;
         self.visible(&id)?;
         let ctx = self.store.resume(&id)?;
-        let config = CurrentConfig::load(self.store.home())?;
+        let config = configured(self.store.home())?;
         let provider = Some(ctx.meta.provider.clone())
             .filter(|s| !s.is_empty())
-            .or(config.provider)
+            .or(config.configured_provider)
             .ok_or_else(|| {
                 RpcError::new(
                     -32603,
@@ -477,7 +475,7 @@ impl Server {
                 )
             })?;
         // The pinned model wins over the configured one (SPEC §19.24).
-        let model = ctx.meta.model.clone().or(config.model);
+        let model = ctx.meta.model.clone().or(config.configured_model);
         to_value(&ops::Resumed {
             session_id: id.to_string(),
             provider,
@@ -626,26 +624,18 @@ fn error_reply(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-/// `current.provider` / `current.model` of `config.json`.
-struct CurrentConfig {
-    provider: Option<String>,
-    model: Option<String>,
+/// What chooses a provider, read as `session.send` reads it ([`ProviderInputs`]): `start` and
+/// `resume` take `current.provider` and `current.model` of `config.json` from it.
+fn configured(home: &Home) -> Result<ProviderInputs, RpcError> {
+    crate::commands::run::provider_inputs(home, None, None, None).map_err(rpc_error)
 }
 
-impl CurrentConfig {
-    fn load(home: &Home) -> Result<Self, StoreError> {
-        let v = home.read_config()?;
-        let s = |k: &str| {
-            v.get("current")
-                .and_then(|c| c.get(k))
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-        };
-        Ok(Self {
-            provider: s("provider"),
-            model: s("model"),
-        })
+/// An error of the agent or the store as a JSON-RPC error: a store error by its kind, anything
+/// else -32603.
+fn rpc_error(e: anyhow::Error) -> RpcError {
+    match e.downcast::<StoreError>() {
+        Ok(se) => RpcError::from(se),
+        Err(e) => RpcError::new(-32603, format!("{e:#}")),
     }
 }
 

@@ -265,16 +265,11 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
     };
     // Served from the index when it can be used (one stat per session, no file opened); the
     // scan gives the same answer when it cannot.
-    let listing = match crate::commands::index::open_index(store.home())? {
-        Some(mut ix) => match ix.list(&filter) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!("session index failed ({e}); scanning the files");
-                store.list(&filter)?
-            }
-        },
-        None => store.list(&filter)?,
-    };
+    let listing = crate::commands::index::indexed_or_scanned(
+        store.home(),
+        |ix| ix.list(&filter),
+        || Ok(store.list(&filter)?),
+    )?;
     // A bare array under --json: the problems go to stderr only.
     crate::commands::index::warn_problems(&listing.problems);
     let project = a

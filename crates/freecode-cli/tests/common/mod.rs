@@ -2,7 +2,10 @@
 //! the binary set up the way every test runs it.
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
 
 /// The `freecode` binary with `home` as its FREECODE_HOME and nothing from the caller's
 /// environment that changes its output: no colour, UTC, rollout recording off (a test that
@@ -18,6 +21,126 @@ pub fn freecode(home: &Path) -> std::process::Command {
         .env_remove("OPENAI_BASE_URL")
         .stdin(std::process::Stdio::null());
     c
+}
+
+/// A temporary home and the binary run on it: the one test context of the CLI's tests. The home
+/// is `<tmp>/<name>`, so files can be put beside it ([`Ctx::path`]). [`Ctx::cmd`] is
+/// [`freecode`] on the home, with this context's environment changes ([`Ctx::with_env`],
+/// [`Ctx::without_env`]) and working directory ([`Ctx::in_dir`]).
+pub struct Ctx {
+    /// The temporary directory; removed on drop.
+    pub tmp: tempfile::TempDir,
+    /// The home (`FREECODE_HOME`).
+    pub home: PathBuf,
+    env: Vec<(&'static str, Option<String>)>,
+    cwd: Option<PathBuf>,
+}
+
+impl Ctx {
+    /// `<tmp>/<name>`, not created: a home that does not exist yet.
+    pub fn at(name: &str) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join(name);
+        Self {
+            tmp,
+            home,
+            env: Vec::new(),
+            cwd: None,
+        }
+    }
+
+    /// `<tmp>/h`, not created.
+    pub fn missing() -> Self {
+        Self::at("h")
+    }
+
+    /// `<tmp>/h`, an existing empty home.
+    pub fn empty() -> Self {
+        let ctx = Self::missing();
+        std::fs::create_dir(&ctx.home).unwrap();
+        ctx
+    }
+
+    /// A writable copy of the reference home, at `<tmp>/.freecode`.
+    pub fn fixture() -> Self {
+        let ctx = Self::at(".freecode");
+        copy_tree(&fixtures().join("home/.freecode"), &ctx.home);
+        ctx
+    }
+
+    /// Every command sets `key` to `value`.
+    pub fn with_env(mut self, key: &'static str, value: &str) -> Self {
+        self.env.push((key, Some(value.to_owned())));
+        self
+    }
+
+    /// Every command runs without `key`.
+    pub fn without_env(mut self, key: &'static str) -> Self {
+        self.env.push((key, None));
+        self
+    }
+
+    /// Every command runs in `dir`.
+    pub fn in_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// `<tmp>/<rel>`: beside the home.
+    pub fn path(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    /// `freecode args` on the home, not yet run.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = freecode(&self.home);
+        c.args(args);
+        for (k, v) in &self.env {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        if let Some(dir) = &self.cwd {
+            c.current_dir(dir);
+        }
+        c
+    }
+
+    /// Runs `freecode args`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Runs `freecode args`, which must succeed; its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs `freecode args`, which must succeed; its stdout as JSON.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let out = self.ok(args);
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{args:?}: stdout is not JSON ({e}): {out}"))
+    }
+
+    /// Runs `freecode args`, which must exit 1; its stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
 }
 
 pub use freecode_testkit::{copy_tree, fixtures};

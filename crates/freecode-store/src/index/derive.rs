@@ -17,7 +17,7 @@ use crate::error::{IoContext, Result};
 use crate::jsonl::LineReader;
 
 /// Where indexing of a session's logs stands.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Watermarks {
     pub log_offset: i64,
     pub log_ino: i64,
@@ -338,16 +338,26 @@ fn events_path(home: &Home, f: &Found) -> std::path::PathBuf {
         .unwrap_or_default()
 }
 
-/// Compares a session's logs with its watermarks `w`. A file whose size is what it was when
-/// last read needs nothing — even when it ends in a torn line, which is read again only once it
-/// changes. A log that is there but is not a regular file is reported and left out, like one
-/// that is missing.
-pub(crate) fn plan_logs(
-    home: &Home,
-    f: &Found,
-    w: &Watermarks,
-    problems: &mut Vec<Problem>,
-) -> LogPlan {
+/// A session's logs as one `stat` of each found them, and the problems those reported (a log
+/// that is there but is not a regular file).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LogStamps {
+    log: Option<Stamp>,
+    ev: Option<Stamp>,
+    problems: Vec<Problem>,
+}
+
+impl LogStamps {
+    /// The problems the stats found.
+    pub(crate) fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+}
+
+/// Stats a session's message and rollout logs. A log that is there but is not a regular file is
+/// reported and left out, like one that is missing.
+pub(crate) fn stamp_logs(home: &Home, f: &Found) -> LogStamps {
+    let mut problems = Vec::new();
     let mut stamp = |path: std::path::PathBuf| match Stamp::of_log(&path) {
         Ok(s) => s,
         Err(why) => {
@@ -357,6 +367,14 @@ pub(crate) fn plan_logs(
     };
     let log = stamp(f.dir.join(crate::session::MESSAGES_FILE));
     let ev = stamp(events_path(home, f));
+    LogStamps { log, ev, problems }
+}
+
+/// Compares a session's log stamps with its watermarks `w`. A file whose size is what it was
+/// when last read needs nothing — even when it ends in a torn line, which is read again only
+/// once it changes.
+pub(crate) fn plan_logs(stamps: &LogStamps, w: &Watermarks) -> LogPlan {
+    let (log, ev) = (stamps.log, stamps.ev);
     let log_restart = log.is_some_and(|s| s.ino != w.log_ino || s.size < w.log_offset);
     let ev_restart = ev.is_some_and(|s| s.ino != w.ev_ino || s.size < w.ev_offset);
     LogPlan {
@@ -372,16 +390,20 @@ pub(crate) fn plan_logs(
 /// Brings one session's message and rollout logs up to date from their watermarks `w` (the
 /// session's indexed row), inside the caller's write transaction `tx`. A log that cannot be
 /// read is reported in `problems` and the session's rows are left as they were (a savepoint
-/// per session); database errors are returned.
+/// per session); database errors are returned. `stamps`: the logs' stats when the caller has
+/// them already (else they are taken here).
 pub(crate) fn index_logs(
     tx: &mut Transaction<'_>,
     db_path: &std::path::Path,
     home: &Home,
     f: &Found,
     w: Watermarks,
+    stamps: Option<LogStamps>,
     problems: &mut Vec<Problem>,
 ) -> Result<(u64, u64)> {
-    let plan = plan_logs(home, f, &w, problems);
+    let stamps = stamps.unwrap_or_else(|| stamp_logs(home, f));
+    problems.extend_from_slice(stamps.problems());
+    let plan = plan_logs(&stamps, &w);
     if !plan.changed() {
         return Ok((0, 0));
     }

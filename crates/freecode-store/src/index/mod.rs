@@ -194,6 +194,17 @@ fn is_fresh(known: &Known, f: &Found) -> bool {
 /// so that the write that follows does not read them again.
 type MetaCache = HashMap<String, (Stamp, MetaRead)>;
 
+/// The logs' stats a refresh's check took, with the watermarks it compared them to, by session
+/// id: the write reuses them when the watermarks under the lock are still those.
+type LogCache = HashMap<String, (derive::Watermarks, derive::LogStamps)>;
+
+/// What a check read, for the write that follows it.
+#[derive(Default)]
+struct Checked {
+    metas: MetaCache,
+    logs: LogCache,
+}
+
 /// How long `rebuild` waits for another process's write to finish: a rebuild of a large home
 /// holds the write lock for as long as it runs.
 const REBUILD_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
@@ -365,7 +376,7 @@ impl SessionIndex {
         whole_home: bool,
         logs: bool,
         rebuild: bool,
-        mut cache: MetaCache,
+        mut cache: Checked,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<RefreshReport> {
         let mut report = RefreshReport::default();
@@ -374,7 +385,7 @@ impl SessionIndex {
         let mut tx = Self::begin_write(&mut self.conn, &db)?;
         if rebuild {
             derive::clear(&tx).map_err(db_err(&db))?;
-            cache.clear();
+            cache.metas.clear();
         }
         // Read again under the lock: another process may have written since the check.
         let known = known_metas(&tx, &db)?;
@@ -384,7 +395,7 @@ impl SessionIndex {
                 usable.insert(&f.id);
                 continue;
             }
-            let read = match cache.remove(&f.id) {
+            let read = match cache.metas.remove(&f.id) {
                 Some((stamp, read)) if stamp == f.meta => read,
                 _ => read_meta(f),
             };
@@ -439,8 +450,22 @@ impl SessionIndex {
             for (i, f) in found.iter().enumerate() {
                 // A session whose meta could not be used has no row, and no logs to index.
                 if let Some(w) = marks.remove(&f.id) {
-                    let (m, e) =
-                        derive::index_logs(&mut tx, &db, &home, f, w, &mut report.problems)?;
+                    // Another process may have indexed this session since the check: then its
+                    // logs are stat'ed again.
+                    let stamps = cache
+                        .logs
+                        .remove(&f.id)
+                        .filter(|(seen, _)| *seen == w)
+                        .map(|(_, stamps)| stamps);
+                    let (m, e) = derive::index_logs(
+                        &mut tx,
+                        &db,
+                        &home,
+                        f,
+                        w,
+                        stamps,
+                        &mut report.problems,
+                    )?;
                     report.messages += m;
                     report.events += e;
                 }
@@ -457,15 +482,16 @@ impl SessionIndex {
     /// transaction.
     pub fn refresh(&mut self, progress: impl FnMut(usize, usize)) -> Result<RefreshReport> {
         let found = self.scan(None)?;
-        let mut cache = MetaCache::new();
+        let mut cache = Checked::default();
         let mut problems = Vec::new();
         let (dirty, bad_metas) = {
             // One snapshot for the check.
             let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
                 .map_err(db_err(&self.path))?;
-            let metas_dirty = self.check_metas(&found, true, &mut cache, &mut problems)?;
+            let metas_dirty = self.check_metas(&found, true, &mut cache.metas, &mut problems)?;
             let bad_metas = problems.len();
-            let dirty = metas_dirty || self.logs_changed(&tx, &found, &mut problems)?;
+            let dirty =
+                metas_dirty || self.logs_changed(&tx, &found, &mut cache.logs, &mut problems)?;
             tx.commit().map_err(db_err(&self.path))?;
             (dirty, bad_metas)
         };
@@ -483,18 +509,22 @@ impl SessionIndex {
     }
 
     /// Whether any indexed session's logs changed since they were indexed (stats only); logs
-    /// that cannot be read are reported.
+    /// that cannot be read are reported. The stats taken go into `log_cache`, for the write.
     fn logs_changed(
         &self,
         conn: &Connection,
         found: &[Found],
+        log_cache: &mut LogCache,
         problems: &mut Vec<Problem>,
     ) -> Result<bool> {
         let marks = all_watermarks(conn, &self.path)?;
         let mut changed = false;
         for f in found {
             if let Some(w) = marks.get(&f.id) {
-                changed |= derive::plan_logs(&self.home, f, w, problems).changed();
+                let stamps = derive::stamp_logs(&self.home, f);
+                problems.extend_from_slice(stamps.problems());
+                changed |= derive::plan_logs(&stamps, w).changed();
+                log_cache.insert(f.id.clone(), (*w, stamps));
             }
         }
         Ok(changed)
@@ -515,7 +545,7 @@ impl SessionIndex {
         self.conn
             .busy_timeout(REBUILD_WAIT)
             .map_err(db_err(&self.path))?;
-        let report = self.write_index(&found, true, true, true, MetaCache::new(), progress);
+        let report = self.write_index(&found, true, true, true, Checked::default(), progress);
         self.conn
             .busy_timeout(BUSY_TIMEOUT)
             .map_err(db_err(&self.path))?;
@@ -542,7 +572,17 @@ impl SessionIndex {
         tx.commit().map_err(db_err(&self.path))?;
         if dirty {
             problems = self
-                .write_index(&found, whole_home, false, false, cache, |_, _| {})?
+                .write_index(
+                    &found,
+                    whole_home,
+                    false,
+                    false,
+                    Checked {
+                        metas: cache,
+                        logs: LogCache::new(),
+                    },
+                    |_, _| {},
+                )?
                 .problems;
         }
         self.note_problems(&problems);

@@ -10,6 +10,7 @@
 //! (`vec![1, 2]`).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use freecode_core::SessionId;
 use freecode_core::project_key::{trim_separators, within_project};
@@ -465,22 +466,48 @@ fn snippet_of(text: &str, query: &[String]) -> String {
     one_line(&out)
 }
 
-/// Streams a session's messages for a scan. A log that cannot be read (not a regular file, an
-/// I/O error) is returned as a problem rather than failing the scan.
+/// Streams a session's messages for a scan: the session located once, its log opened once. A
+/// log that cannot be read (not a regular file, an I/O error) is returned as a problem rather
+/// than failing the scan.
 fn scan_messages(
     store: &SessionStore,
     id: &SessionId,
     on_message: impl FnMut(freecode_core::StoredMessage),
 ) -> Result<Option<Problem>> {
     let path = store.locate(id)?.messages();
-    if let Some(why) = log_problem(&path) {
-        return Ok(Some((path, why)));
-    }
-    match store.stream_messages(id, on_message, |_| {}) {
+    let file = match crate::fsutil::open_read(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            let why = unreadable(
+                &path,
+                &StoreError::Io {
+                    op: "open",
+                    path: path.clone(),
+                    source: e,
+                },
+            );
+            return Ok(Some((path, why)));
+        }
+    };
+    match crate::jsonl::stream(file, on_message, |_| {}) {
         Ok(()) => Ok(None),
-        Err(e @ StoreError::Io { .. }) => Ok(Some((path, crate::error::chain(&e)))),
-        Err(e) => Err(e),
+        Err(e) => {
+            let e = StoreError::Io {
+                op: "read",
+                path: path.clone(),
+                source: e,
+            };
+            Ok(Some((path, crate::error::chain(&e))))
+        }
     }
+}
+
+/// Why the log at `path` could not be read (`e`): the index's reason for a log that is there but
+/// is not a regular file (so a scan and the index say the same), else the error. Asked only
+/// after a failure: a readable log costs no extra `stat`.
+fn unreadable(path: &Path, e: &StoreError) -> String {
+    log_problem(path).unwrap_or_else(|| crate::error::chain(e))
 }
 
 /// A match of the scan, waiting for the collection's statistics to be ranked.
@@ -643,10 +670,6 @@ pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<(Stats, Ve
         problems.extend(problem);
         let tok = |v: Option<u64>| v.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
         let ev_path = events_path(store.home(), &id);
-        if let Some(why) = log_problem(&ev_path) {
-            problems.push((ev_path, why));
-            continue;
-        }
         let read = read_events(&ev_path, |e| match e.kind {
             EventKind::FunctionOutput {
                 tool, duration_ms, ..
@@ -678,7 +701,8 @@ pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<(Stats, Ve
         match read {
             Ok(_) => {}
             Err(e @ StoreError::Io { .. }) => {
-                problems.push((ev_path, crate::error::chain(&e)));
+                let why = unreadable(&ev_path, &e);
+                problems.push((ev_path, why));
             }
             Err(e) => return Err(e),
         }

@@ -28,6 +28,7 @@ use crate::rollout::RecorderConfig;
 mod writer;
 
 pub use writer::SessionWriter;
+pub(crate) use writer::read_journal;
 
 /// `meta.json`.
 pub const META_FILE: &str = "meta.json";

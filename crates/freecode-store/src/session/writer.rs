@@ -21,9 +21,23 @@ use crate::rollout::Recorder;
 
 /// The compaction journal's contents: the temp files to move into place.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Journal {
+pub(crate) struct Journal {
     messages: String,
     memory: String,
+}
+
+/// Reads the compaction journal at `path`: `None` when there is none, `Some(Err(why))` when it
+/// is garbage (too large, or not a journal), which the writer sets aside and `doctor` reports
+/// (one parser, so they cannot disagree).
+pub(crate) fn read_journal(path: &Path) -> Result<Option<std::result::Result<Journal, String>>> {
+    match fsutil::read_bounded(path, 1 << 20, "a compaction journal") {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => Ok(Some(
+            serde_json::from_slice::<Journal>(&bytes).map_err(|e| e.to_string()),
+        )),
+        Err(e @ StoreError::TooLarge { .. }) => Ok(Some(Err(e.to_string()))),
+        Err(e) => Err(e),
+    }
 }
 
 /// A session held for writing: the lock plus the log open for appending.
@@ -155,14 +169,9 @@ impl SessionWriter {
     /// compaction (warned about); otherwise this is the compaction's own last step.
     fn recover_compaction(&mut self, on_open: bool) -> Result<()> {
         let journal_path = self.paths.journal();
-        let parsed = match fsutil::read_bounded(&journal_path, 1 << 20, "a compaction journal") {
-            Ok(None) => {
-                self.remove_stale_temps();
-                return Ok(());
-            }
-            Ok(Some(bytes)) => serde_json::from_slice::<Journal>(&bytes).map_err(|e| e.to_string()),
-            Err(e @ StoreError::TooLarge { .. }) => Err(e.to_string()),
-            Err(e) => return Err(e),
+        let Some(parsed) = read_journal(&journal_path)? else {
+            self.remove_stale_temps();
+            return Ok(());
         };
         // The journal was written atomically, so it parses unless someone edited it: a garbage
         // one is set aside (not a commit point of ours), never left to block every write.

@@ -454,6 +454,47 @@ fn oversized_files_are_refused_by_size_not_read() {
 }
 
 #[test]
+fn doctor_and_the_writer_read_a_compaction_journal_alike() {
+    use freecode_store::doctor::{FindingKind, examine};
+    // (the journal, whether it is garbage: the writer sets it aside and doctor reports it)
+    let cases = [
+        (
+            r#"{"messages":".messages.jsonl.1.0.tmp","memory":".memory.json.1.1.tmp"}"#,
+            false,
+        ),
+        (
+            r#"{"memory":"m","messages":"l","note":"a later key"}"#,
+            false,
+        ),
+        (" {\"messages\": \"l\", \"memory\": \"m\"}\n", false),
+        ("{}", true),
+        ("[]", true),
+        (r#""a string""#, true),
+        (r#"{"messages":1,"memory":"m"}"#, true),
+        ("garbage", true),
+    ];
+    for (journal, garbage) in cases {
+        let t = TestHome::new();
+        let id = t.create("/p");
+        let path = t.dir(&id).join("compaction.pending");
+        std::fs::write(&path, journal).unwrap();
+        let report = examine(t.store.home(), false).unwrap();
+        let reported = report
+            .findings
+            .iter()
+            .any(|f| f.kind == FindingKind::BadJournal);
+        assert_eq!(reported, garbage, "{journal}: {:?}", report.findings);
+        drop(t.store.writer(&id).unwrap());
+        assert!(!path.exists(), "{journal}");
+        let set_aside = std::fs::read_dir(t.dir(&id))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .any(|n| n.starts_with("compaction.pending.bad-"));
+        assert_eq!(set_aside, garbage, "{journal}");
+    }
+}
+
+#[test]
 fn a_garbage_compaction_journal_is_set_aside_and_never_blocks_writes() {
     for garbage in [&b"garbage"[..], &vec![b'{'; 2 << 20][..]] {
         let t = TestHome::new();

@@ -33,10 +33,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
 use axum::response::Response;
-use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -45,6 +44,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+
+use super::body::OnEnd;
 
 /// How long the accept loop pauses after an accept error that is not the client's (out of
 /// file descriptors, say) before trying again.
@@ -395,36 +396,6 @@ impl Drop for InFlight {
     }
 }
 
-/// A response body that keeps its connection marked in flight until it ends.
-struct TrackedBody {
-    inner: Body,
-    in_flight: Option<InFlight>,
-}
-
-impl HttpBody for TrackedBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None)) {
-            self.in_flight = None;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 /// The router as a hyper service that keeps the connection's phase.
 #[derive(Clone)]
 struct PhasedService {
@@ -443,12 +414,8 @@ impl hyper::service::Service<Request<Incoming>> for PhasedService {
         Box::pin(async move {
             let response = response.await?;
             in_flight.responding();
-            Ok(response.map(|inner| {
-                Body::new(TrackedBody {
-                    inner,
-                    in_flight: Some(in_flight),
-                })
-            }))
+            // The connection stays in flight until the body is written (or dropped).
+            Ok(response.map(|inner| OnEnd::wrap(inner, move || drop(in_flight))))
         })
     }
 }

@@ -3,21 +3,19 @@
 //! (so a client that stalls mid-body cannot hold a slot, or the shutdown, forever), and a
 //! shorter one on receiving its body (so a body trickled in is cut early).
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes, HttpBody};
+use axum::body::HttpBody;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use hyper::body::{Frame, SizeHint};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use super::body::OnEnd;
 use super::handlers::error;
 
 /// How long a request waits for a free slot before it is turned away with 503.
@@ -45,41 +43,6 @@ impl Limits {
             request_timeout,
             body_timeout,
         }
-    }
-}
-
-/// A request body that records when it has been read to its end.
-struct WatchedBody {
-    inner: Body,
-    done: Arc<AtomicBool>,
-}
-
-impl HttpBody for WatchedBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        let ended = match &polled {
-            Poll::Ready(None) => true,
-            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
-            Poll::Ready(Some(Err(_))) | Poll::Pending => false,
-        };
-        if ended {
-            self.done.store(true, Ordering::Release);
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 
@@ -130,10 +93,8 @@ pub(crate) async fn limit(
     let started = Instant::now();
     let (parts, body) = request.into_parts();
     let done = Arc::new(AtomicBool::new(body.is_end_stream()));
-    let body = Body::new(WatchedBody {
-        inner: body,
-        done: Arc::clone(&done),
-    });
+    let arrived = Arc::clone(&done);
+    let body = OnEnd::wrap(body, move || arrived.store(true, Ordering::Release));
     let run = next.run(Request::from_parts(parts, body));
     let mut run = std::pin::pin!(run);
     let request_deadline = started + limits.request_timeout;

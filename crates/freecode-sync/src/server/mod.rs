@@ -42,6 +42,7 @@
 //! over one directory or bucket behave as one server. Logs never carry a whole code: store
 //! errors have the codes in their paths and keys shortened.
 
+mod body;
 mod conn;
 mod handlers;
 mod limits;
