@@ -1261,3 +1261,38 @@ fn compaction_that_cannot_reach_the_threshold_says_why_once() {
         "{stderr}"
     );
 }
+
+/// A loop that panics, or fails, between `model.request` and `model.response` (the debug
+/// build's test hook, right after the first chunk) still closes the request in the log:
+/// `model.error` with the reason, so `trace` shows no request open for ever.
+#[test]
+fn a_loop_that_panics_or_fails_mid_stream_still_closes_its_request() {
+    for (mode, said) in [("panic", "panicked"), ("error", "stopped")] {
+        let ctx = Ctx::new();
+        let out = ctx
+            .command(&["run", "--provider", "scripted", "hello"])
+            .env("FREECODE_TEST_FAIL_MID_STREAM", mode)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{mode}: the hook did not fire");
+        let id = ctx.only_session();
+        let errors: Vec<_> = ctx
+            .events(&id)
+            .into_iter()
+            .filter(|e| e["type"] == "model.error")
+            .collect();
+        assert_eq!(errors.len(), 1, "{mode}: {errors:?}");
+        assert_eq!(errors[0]["kind"], "abort", "{mode}");
+        let reason = errors[0]["error"].as_str().unwrap();
+        assert!(reason.contains(said), "{mode}: {reason}");
+        assert!(reason.contains("mid-stream"), "{mode}: {reason}");
+        let trace = ctx.trace_json(&id);
+        assert_eq!(trace["inFlight"], false, "{mode}: {trace}");
+        assert_eq!(trace["hung"], false, "{mode}: {trace}");
+        let spans = trace["modelSpans"].as_array().unwrap();
+        assert_eq!(spans.len(), 1, "{mode}: {trace}");
+        assert_eq!(spans[0]["status"], "error", "{mode}: {trace}");
+    }
+}
