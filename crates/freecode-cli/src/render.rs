@@ -212,6 +212,33 @@ pub fn terminal_size() -> Option<(usize, usize)> {
     (ws.ws_col > 0 && ws.ws_row > 0).then_some((usize::from(ws.ws_col), usize::from(ws.ws_row)))
 }
 
+/// The shortest prefix of `id` of at least `min` characters that no other id of `known`
+/// (sorted) starts with, as git abbreviates hashes; the whole id when none is shorter.
+pub fn short_id<'a>(id: &'a str, known: &[String], min: usize) -> &'a str {
+    // Only the sorted neighbours can share the longest prefix with `id`.
+    let at = known.partition_point(|k| k.as_str() < id);
+    let shared = |other: &str| {
+        id.chars()
+            .zip(other.chars())
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
+    let before = at.checked_sub(1).and_then(|i| known.get(i));
+    let after = known[at..].iter().find(|k| k.as_str() != id);
+    let need = before
+        .into_iter()
+        .chain(after)
+        .filter(|k| k.as_str() != id)
+        .map(|k| shared(k) + 1)
+        .max()
+        .unwrap_or(0)
+        .max(min);
+    match id.char_indices().nth(need) {
+        Some((end, _)) => &id[..end],
+        None => id,
+    }
+}
+
 /// `n` with thousands separators: `1,234,567`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -339,6 +366,20 @@ mod tests {
         assert!(s.ends_with("freecode-session-store"), "{s}");
         assert!(s.starts_with("/home/"), "{s}");
         assert_eq!(shorten_middle("/short", 30), "/short");
+    }
+
+    #[test]
+    fn short_ids_are_unique_prefixes_of_at_least_the_minimum() {
+        let known: Vec<String> = ["abcdef0123", "abcdef0199", "abcdef9", "zz"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(short_id("abcdef0123", &known, 4), "abcdef012");
+        assert_eq!(short_id("abcdef0199", &known, 4), "abcdef019");
+        assert_eq!(short_id("abcdef0123", &known, 9), "abcdef012");
+        assert_eq!(short_id("abcdef9", &known, 4), "abcdef9");
+        assert_eq!(short_id("abcdef9", &known, 2), "abcdef9");
+        assert_eq!(short_id("zz", &known, 8), "zz");
+        assert_eq!(short_id("abcdef0123", &known, 20), "abcdef0123");
     }
 
     #[test]

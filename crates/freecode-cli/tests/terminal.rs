@@ -456,3 +456,51 @@ fn slow_work_shows_progress_on_a_terminal_and_nothing_when_piped() {
     assert!(!stderr.contains("waiting for the model"), "{stderr}");
     assert!(!stderr.contains('\x1b'), "{stderr}");
 }
+
+/// At 80 columns `session list` prints the shortest prefix that names one session (at least
+/// 8 characters), so the title keeps its room; each prefix works as an id. Wider, piped or
+/// `--json`: full ids.
+#[test]
+fn narrow_terminals_get_short_unique_ids() {
+    let home = Home::new();
+    let ids = [
+        "1234abcd-0000-4000-8000-000000000001",
+        "1234abce-0000-4000-8000-000000000002",
+        "99999999-aaaa-4000-8000-000000000003",
+        "99999999-aaab-4000-8000-000000000004",
+    ];
+    for (n, id) in ids.iter().enumerate() {
+        home.add(
+            id,
+            &format!("session {n} has a long title"),
+            "/p",
+            "active",
+            &[("user", "hi")],
+        );
+    }
+    let short = ["1234abcd", "1234abce", "99999999-aaaa", "99999999-aaab"];
+    let tty = strip_sgr(&on_terminal(&home, &["session", "list"], 80, 50, &[]));
+    let rows: Vec<&str> = tty
+        .split("\r\n")
+        .filter(|l| !l.is_empty())
+        .skip(1)
+        .collect();
+    assert_eq!(rows.len(), 4, "{tty}");
+    for (n, (id, prefix)) in ids.iter().zip(short).enumerate() {
+        // With full ids the title would have 9 columns at 80; short ids leave it whole.
+        let row = rows
+            .iter()
+            .find(|r| r.ends_with(&format!("session {n} has a long title")))
+            .unwrap_or_else(|| panic!("no whole title for {id}: {tty}"));
+        assert!(row.starts_with(&format!("{prefix} ")), "{prefix}: {row:?}");
+        let shown: Value =
+            serde_json::from_str(&home.ok(&["session", "show", prefix, "--json"])).unwrap();
+        assert_eq!(shown["id"], *id);
+    }
+    let wide = strip_sgr(&on_terminal(&home, &["session", "list"], 140, 50, &[]));
+    let piped = home.ok(&["session", "list"]);
+    for id in ids {
+        assert!(wide.contains(&format!("{id} ")), "{wide}");
+        assert!(piped.contains(&format!("{id} ")), "{piped}");
+    }
+}
