@@ -504,3 +504,61 @@ fn narrow_terminals_get_short_unique_ids() {
         assert!(piped.contains(&format!("{id} ")), "{piped}");
     }
 }
+
+/// Writes a rollout log of one turn whose tool has a long name and long arguments.
+fn long_tool_log(home: &Home, id: &str, tool: &str, arg: &str) {
+    let dir = home.root.join("rollout/sessions").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let t0 = 1_768_000_000_000i64;
+    let ev = |seq: u64, ts: i64, body: Value| {
+        let mut v = serde_json::json!({
+            "id": format!("e{seq}"), "seq": seq, "aggregateID": id, "timestamp": ts,
+        });
+        for (k, x) in body.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string() + "\n"
+    };
+    let log = [
+        ev(1, t0, serde_json::json!({"type": "turn.started", "turnId": "turn-0"})),
+        ev(2, t0 + 1, serde_json::json!({"type": "model.request", "turnId": "turn-0", "provider": "p", "model": "m"})),
+        ev(3, t0 + 5, serde_json::json!({"type": "model.response", "turnId": "turn-0", "duration_ms": 4, "toolCalls": [tool, tool]})),
+        ev(4, t0 + 6, serde_json::json!({"type": "function.call", "turnId": "turn-0", "tool": tool, "args": {"path": arg}, "callId": "c1"})),
+        ev(5, t0 + 9, serde_json::json!({"type": "function.output", "turnId": "turn-0", "tool": tool, "output": arg, "duration_ms": 3, "callId": "c1"})),
+    ]
+    .concat();
+    std::fs::write(dir.join("events.jsonl"), log).unwrap();
+}
+
+/// At 60 columns `replay` and `trace` rows are cut with `…`, never wrapped; piped they are
+/// whole.
+#[test]
+fn replay_and_trace_rows_fit_a_60_column_terminal() {
+    let home = Home::new();
+    home.add(ID, "t", "/p", "active", &[("user", "hi")]);
+    let tool = "a_tool_with_a_remarkably_long_name_that_goes_on_and_on_日本語";
+    let arg = "/home/someone/src/some-organisation/platform/services/the-repository/file.rs";
+    long_tool_log(&home, ID, tool, arg);
+    for args in [vec!["replay", ID], vec!["trace", ID, "--no-pager"]] {
+        let tty = strip_sgr(&on_terminal(&home, &args, 60, 200, &[]));
+        let lines: Vec<&str> = tty.split("\r\n").collect();
+        let mut cut = 0;
+        for l in &lines {
+            let w = unicode_width::UnicodeWidthStr::width(*l);
+            assert!(w <= 60, "{args:?}: {w} > 60: {l:?}");
+            cut += usize::from(l.ends_with('…'));
+        }
+        assert!(cut >= 1, "{args:?}: nothing was cut: {tty}");
+        let piped = home.ok(&args);
+        assert!(
+            piped.contains(tool) || piped.contains(&format!("= {arg}")),
+            "{args:?}: {piped}"
+        );
+        assert!(
+            piped
+                .lines()
+                .any(|l| unicode_width::UnicodeWidthStr::width(l) > 60),
+            "{args:?}: piped rows are whole: {piped}"
+        );
+    }
+}

@@ -26,7 +26,9 @@ use freecode_store::rollout::{EVENTS_FILE, ReadReport, events_path, read_events}
 use freecode_store::{Home, IssueKind, LineIssue};
 
 use crate::UserError;
-use crate::render::{local_time, plural, print_json, print_line, thousands, truncate};
+use crate::render::{
+    fit_to_terminal, local_time, plural, print_json, print_line, thousands, truncate,
+};
 use crate::sanitize::clean_line;
 use crate::trace_render::{Palette, RenderOptions, format_duration, render_trace};
 
@@ -268,10 +270,16 @@ impl TraceArgs {
             return print_json(&trace);
         }
         let mut out = crate::pager::Pager::new(!self.no_pager);
+        // On a terminal every row fits its width (cut with an ellipsis, never wrapped);
+        // piped, rows are whole.
         writeln!(
             out,
             "{}",
-            render_trace(&trace, &self.render_options(), Palette::stdout())
+            fit_to_terminal(&render_trace(
+                &trace,
+                &self.render_options(),
+                Palette::stdout()
+            ))
         )?;
         out.finish()?;
         Ok(())
@@ -467,7 +475,7 @@ fn follow(
         writeln!(
             out,
             "{}\n\n{}",
-            render_trace(&trace, opts, palette),
+            fit_to_terminal(&render_trace(&trace, opts, palette)),
             palette.dim(&format!("watching {id} — ctrl-c to stop"))
         )?;
         out.flush()?;
@@ -503,7 +511,7 @@ impl ReplayArgs {
         if self.json {
             print_json(&replay)
         } else {
-            print_line(&render_replay(&replay, Palette::stdout()))
+            print_line(&fit_to_terminal(&render_replay(&replay, Palette::stdout())))
         }
     }
 }
