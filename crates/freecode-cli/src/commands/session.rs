@@ -241,8 +241,8 @@ impl SessionCommand {
                     ))
                 } else {
                     print_line(&format!(
-                        "nothing to compact in {id}: it has {} user turn(s) or fewer",
-                        a.keep
+                        "nothing to compact in {id}: it has {} or fewer",
+                        plural(a.keep as u64, "user turn", "user turns")
                     ))
                 }
             }
@@ -550,7 +550,11 @@ fn render_message(out: &mut impl Write, st: Style, m: &StoredMessage) -> std::io
                     .unwrap_or_default();
                 writeln!(out, "  → {} {}", truncate(name, 60), truncate(&args, 100))?;
                 if let Some(r) = &p.result {
-                    writeln!(out, "    = {}", truncate(r, 100))?;
+                    if r.trim().is_empty() {
+                        writeln!(out, "    = {}", st.dim("(empty output)"))?;
+                    } else {
+                        writeln!(out, "    = {}", truncate(r, 100))?;
+                    }
                 }
             }
             PartType::Image => {
@@ -620,7 +624,10 @@ fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
             removed_paths: Some(removed.len()),
         });
     }
-    print_line(&format!("purged {id} ({} path(s) removed)", removed.len()))
+    print_line(&format!(
+        "purged {id} ({} removed)",
+        plural(removed.len() as u64, "path", "paths")
+    ))
 }
 
 /// The most a compaction summary file may hold.

@@ -312,8 +312,8 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
 fn note_redactions(bundle: &freecode_core::bundle::Bundle) {
     if !bundle.redactions.is_empty() {
         eprintln!(
-            "redacted {} secret(s); see them with --dry-run",
-            bundle.redactions.len()
+            "redacted {}; see them with --dry-run",
+            crate::render::plural(bundle.redactions.len() as u64, "secret", "secrets")
         );
     }
 }

@@ -119,16 +119,20 @@ fn warn_skipped(path: &Path, report: &ReadReport) {
     }
     if report.issues.len() > SHOWN {
         tracing::warn!(
-            "{}: skipped {} more unreadable line(s)",
+            "{}: skipped {} more",
             path.display(),
-            report.issues.len() - SHOWN
+            plural(
+                (report.issues.len() - SHOWN) as u64,
+                "unreadable line",
+                "unreadable lines"
+            )
         );
     }
     if report.unknown > 0 {
         tracing::warn!(
-            "{}: skipped {} event(s) of a type this version does not know",
+            "{}: skipped {} of a type this version does not know",
             path.display(),
-            report.unknown
+            plural(report.unknown, "event", "events")
         );
     }
 }
@@ -521,7 +525,7 @@ impl ReplayArgs {
 /// made terminal-safe.
 fn render_replay(r: &Replay, p: Palette) -> String {
     let mut lines = vec![p.bold(&format!(
-        "session {}  {}, {}, {}",
+        "session {}  {} started, {}, {}",
         r.session_id,
         plural(r.total_turns, "turn", "turns"),
         plural(r.total_calls, "tool call", "tool calls"),
