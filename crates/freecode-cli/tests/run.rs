@@ -1296,3 +1296,48 @@ fn a_loop_that_panics_or_fails_mid_stream_still_closes_its_request() {
         assert_eq!(spans[0]["status"], "error", "{mode}: {trace}");
     }
 }
+
+/// `run --session ID` reads the session's `meta.json` once to learn its pin and passes it
+/// down: the loop does not read it again. Counted with strace: that read, the writer's under
+/// its lock (resume), and the end of the turn's update — three, where it was four.
+#[test]
+fn run_on_a_session_reads_its_meta_once_before_the_writer() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("skipped: needs strace");
+        return;
+    }
+    let ctx = Ctx::new();
+    assert!(
+        ctx.run(&["run", "--provider", "scripted", "hello"])
+            .status
+            .success()
+    );
+    let id = ctx.only_session();
+    let log = ctx.home.join("strace.txt");
+    let bin = env!("CARGO_BIN_EXE_freecode");
+    let out = Command::new("strace")
+        .args(["-f", "-e", "trace=openat", "-o"])
+        .arg(&log)
+        .arg(bin)
+        .args(["run", "--session", &id, "again"])
+        .current_dir(&ctx.project)
+        .env("FREECODE_HOME", &ctx.home)
+        .env("FREECODE_SCRIPTED_DELAY_MS", "0")
+        .env("NO_COLOR", "1")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace = std::fs::read_to_string(&log).unwrap();
+    let reads = trace
+        .lines()
+        .filter(|l| l.contains("/meta.json\"") && l.contains("O_RDONLY"))
+        .count();
+    assert_eq!(reads, 3, "{trace}");
+}

@@ -107,6 +107,9 @@ pub enum SessionTarget {
     /// An existing session (resumed: an interrupted one gets "Continue from where you left
     /// off." and becomes active).
     Resume(SessionId),
+    /// [`SessionTarget::Resume`] of a session whose meta the caller has just read (to learn
+    /// its provider pin): the loop takes it instead of reading `meta.json` again.
+    Known(Box<SessionMeta>),
 }
 
 /// What the loop reports while it runs (for printing or streaming to a client).
@@ -340,11 +343,15 @@ impl AgentLoop {
                 model,
             })?)
         };
-        let id = match target {
-            SessionTarget::New { project } => new_session(project)?,
-            SessionTarget::Resume(id) => id,
+        let (id, known) = match target {
+            SessionTarget::New { project } => (new_session(project)?, None),
+            SessionTarget::Resume(id) => (id, None),
+            SessionTarget::Known(meta) => (SessionId::new(meta.id.as_str())?, Some(*meta)),
         };
-        let found = store.meta(&id)?;
+        let found = match known {
+            Some(meta) => meta,
+            None => store.meta(&id)?,
+        };
         if found.project_path_from_bundle() {
             // An older version's import: `projectPath` is the sender's, not a directory the
             // user chose, so it never becomes the tools' root.

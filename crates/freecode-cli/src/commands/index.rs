@@ -186,21 +186,9 @@ fn since_ms(s: &str, now_ms: i64) -> anyhow::Result<i64> {
         "yesterday" => return midnight(today()?.yesterday().context("yesterday")?),
         _ => {}
     }
-    if let Some((num, unit)) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i))
-        && !num.is_empty()
-        && let Ok(n) = num.parse::<i64>()
-    {
-        let ms = match unit {
-            "w" => Some(7 * 86_400_000),
-            "d" => Some(86_400_000),
-            "h" => Some(3_600_000),
-            "m" => Some(60_000),
-            "s" => Some(1_000),
-            _ => None,
-        };
-        if let Some(ms) = ms {
-            return Ok(now_ms.saturating_sub(n.saturating_mul(ms)));
-        }
+    if let Ok(ago) = crate::duration::parse_duration(s, None) {
+        let ago = i64::try_from(ago.as_millis()).unwrap_or(i64::MAX);
+        return Ok(now_ms.saturating_sub(ago));
     }
     if let Ok(ts) = s.parse::<jiff::Timestamp>() {
         return Ok(ts.as_millisecond());

@@ -38,7 +38,7 @@ pub struct ExportArgs {
     #[arg(long, value_name = "F", num_args = 0..=1)]
     file: Option<Option<PathBuf>>,
     /// Share lifetime: 30m, 12h, 7d … [default: syncUrlExpiryDays of config.json, else 7d].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_expiry)]
     expires: Option<Duration>,
     /// Include the rollout log (every model call and tool output).
     #[arg(long)]
@@ -156,52 +156,32 @@ pub struct SyncServeArgs {
     max_connections_per_ip: Option<u32>,
 }
 
-/// A server timeout: whole seconds, or a number with `ms`, `s`, `m` or `h`; never zero.
+/// The longest server timeout taken: past a day a timeout no longer bounds anything.
+const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// A server timeout: whole seconds, or a number with a unit
+/// ([`parse_duration`](crate::duration::parse_duration)); never zero, at most a day.
 fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 10, 10s, 500ms or 2m"))?;
-    let ms_per = match unit {
-        "ms" => 1,
-        "" | "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return Err(format!("unknown unit {unit:?}: use ms, s, m or h")),
-    };
-    let ms = n
-        .checked_mul(ms_per)
-        .ok_or_else(|| format!("{s:?} is too long"))?;
-    if ms == 0 {
+    let d = crate::duration::parse_duration(s, Some("s"))?;
+    if d.is_zero() {
         return Err("a timeout must be positive".into());
     }
-    Ok(Duration::from_millis(ms))
+    if d > MAX_TIMEOUT {
+        return Err(format!(
+            "{:?} is longer than a day, the longest timeout",
+            s.trim()
+        ));
+    }
+    Ok(d)
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 30m, 12h or 7d"))?;
-    let mult = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "" => return Err(format!("{s:?} needs a unit: s, m, h or d (e.g. 7d)")),
-        _ => return Err(format!("unknown unit {unit:?}: use s, m, h or d")),
-    };
-    let secs = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("{s:?} is too long"))?;
-    if secs == 0 {
+/// How long a share lives: a number with a unit (`30m`, `12h`, `7d`); at least a second.
+fn parse_expiry(s: &str) -> Result<Duration, String> {
+    let d = crate::duration::parse_duration(s, None)?;
+    if d < Duration::from_secs(1) {
         return Err("a share must live at least one second".into());
     }
-    Ok(Duration::from_secs(secs))
+    Ok(d)
 }
 
 /// Runs `session export`.
@@ -623,11 +603,22 @@ mod tests {
             "",
             "s",
             "10d",
+            "25h",
+            "10x",
             "1.5s",
             "-1",
             "99999999999999999999h",
         ] {
             assert!(parse_timeout(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn expiries_need_a_unit_and_a_second() {
+        assert_eq!(parse_expiry("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_expiry("30m"), Ok(Duration::from_secs(1800)));
+        for text in ["7", "0s", "500ms", "1x"] {
+            assert!(parse_expiry(text).is_err(), "{text}");
         }
     }
 }
