@@ -562,3 +562,64 @@ fn replay_and_trace_rows_fit_a_60_column_terminal() {
         );
     }
 }
+
+/// Writes a session of `n` messages straight to the files (fast, whatever the build).
+fn add_big(home: &Home, id: &str, n: usize) {
+    use std::io::Write as _;
+    let dir = home.root.join("sessions/home__dev__p").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let t0 = 1_768_000_000_000i64;
+    let meta = serde_json::json!({
+        "id": id, "title": "big", "projectPath": "/p", "provider": "x", "status": "active",
+        "createdAt": t0, "updatedAt": t0, "lastTurnAt": t0, "turnCount": n / 2,
+    });
+    std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(dir.join("messages.jsonl")).unwrap());
+    for i in 0..n {
+        let m = serde_json::json!({
+            "id": format!("m{i}"), "role": if i % 2 == 0 { "user" } else { "assistant" },
+            "timestamp": t0 + i as i64,
+            "parts": [{"type": "text", "content": format!("message {i} of a long session about the settings page and its theme toggle")}],
+        });
+        serde_json::to_writer(&mut out, &m).unwrap();
+        out.write_all(b"\n").unwrap();
+    }
+    out.flush().unwrap();
+}
+
+/// A big export and its import show a bar of steps on a terminal; piped, stderr stays empty.
+#[test]
+fn big_exports_and_imports_show_progress_on_a_terminal_only() {
+    let home = Home::new();
+    let big = "bbbbbbbb-0000-4000-8000-000000000001";
+    add_big(&home, big, 60_000);
+    let file = home.root.join("big.json.zst");
+    let file = file.to_str().unwrap();
+    let tty = on_terminal(
+        &home,
+        &["session", "export", big, "--file", file],
+        120,
+        40,
+        &[],
+    );
+    assert!(tty.contains("exporting"), "{tty:?}");
+    assert!(tty.contains("reading and redacting the session"), "{tty:?}");
+    let tty = on_terminal(&home, &["session", "import", file], 120, 40, &[]);
+    assert!(tty.contains("importing"), "{tty:?}");
+    assert!(tty.contains("step "), "{tty:?}");
+
+    // Piped: the result on stdout, nothing on stderr but the import's one-line report.
+    let out = home.run(&["session", "export", big, "--file", file]);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = home.run(&["session", "import", file]);
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("importing") && !err.contains('\x1b'), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

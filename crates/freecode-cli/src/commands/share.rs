@@ -190,11 +190,9 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
     if a.dry_run || a.file.is_some() {
         return export_locally(store, &id, a);
     }
-    let SessionShare {
-        shared,
-        bundle,
-        logged,
-    } = share_session(
+    let steps = crate::progress::Steps::new("sharing", 1);
+    steps.step("building, encrypting and sending the bundle");
+    let shared = share_session(
         store,
         &id,
         &ShareOptions {
@@ -204,8 +202,13 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
             include_rollout: a.include_rollout,
             include_memories: a.include_memories,
         },
-    )
-    .with_context(|| format!("export of {id} failed"))?;
+    );
+    steps.finish();
+    let SessionShare {
+        shared,
+        bundle,
+        logged,
+    } = shared.with_context(|| format!("export of {id} failed"))?;
     if let Err(e) = logged {
         // The share is live: never lose its URL or the only way to revoke it.
         print_line(&shared.url)?;
@@ -262,8 +265,11 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
         expires_at: (!to_file)
             .then(|| expires_at(freecode_store::now_ms(), config.lifetime(a.expires))),
     };
+    let steps = crate::progress::Steps::new("exporting", if a.dry_run { 1 } else { 2 });
+    steps.step("reading and redacting the session");
     let bundle = share::export_bundle(store, id, &opts)?;
     if a.dry_run {
+        steps.finish();
         let endpoint = if to_file {
             String::new()
         } else {
@@ -272,7 +278,14 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
         return dry_run(&bundle, to_file, &endpoint, a.plain, a.json);
     }
     let file = a.file.flatten();
-    let path = share::save_to_remote(store.home(), &bundle, file.as_deref())?;
+    steps.step(match &file {
+        Some(f) if f.as_os_str() != "-" => format!("writing {}", f.display()),
+        Some(_) => "writing to standard output".to_owned(),
+        None => "writing the bundle".to_owned(),
+    });
+    let path = share::save_to_remote(store.home(), &bundle, file.as_deref());
+    steps.finish();
+    let path = path?;
     note_redactions(&bundle);
     if path.as_os_str() == "-" {
         // The bundle itself went to stdout: nothing else goes there.
@@ -343,8 +356,10 @@ fn dry_run(
 pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
     let project_path = crate::commands::run::project_directory(a.project.as_deref())?;
     let is_url = a.source.starts_with("http://") || a.source.starts_with("https://");
+    let steps = crate::progress::Steps::new("importing", if is_url { 2 } else { 3 });
     let (bundle, shape, source) = if is_url {
         let config = SyncConfig::load(store.home())?;
+        steps.step("downloading and decrypting");
         let (b, shape) = Client::new(config.api_key)
             .fetch(&a.source)
             .with_context(|| "import failed; nothing was written".to_owned())?;
@@ -369,6 +384,7 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
             return Err(too_big().into());
         }
         // Bounded read: the length checked above can change (or lie, for a device file).
+        steps.step(format!("reading {}", path.display()));
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(
             &mut std::io::Read::take(
@@ -382,10 +398,12 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
         if bytes.len() as u64 > max_file {
             return Err(too_big().into());
         }
+        steps.step("checking the bundle");
         let (b, shape) = freecode_sync::client::decode_body(&bytes, None)
             .with_context(|| format!("cannot import {}; nothing was written", path.display()))?;
         (b, shape, path.display().to_string())
     };
+    steps.step("writing the new session");
     let imported = share::import_bundle(
         store,
         bundle,
@@ -394,7 +412,9 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
             project_path,
             with_memories: a.with_memories,
         },
-    )?;
+    );
+    steps.finish();
+    let imported = imported?;
     if a.json {
         return print_json(&crate::ops::Imported {
             session_id: imported.id.to_string(),
