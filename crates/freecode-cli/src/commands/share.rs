@@ -22,7 +22,7 @@ use freecode_sync::client::{
 };
 
 use crate::UserError;
-use crate::render::{Style, local_time, print_json, print_line};
+use crate::render::{Style, local_time, plural, print_json, print_line};
 
 /// `session export`.
 #[derive(Debug, Args)]
@@ -306,7 +306,7 @@ fn note_redactions(bundle: &freecode_core::bundle::Bundle) {
     if !bundle.redactions.is_empty() {
         eprintln!(
             "redacted {}; see them with --dry-run",
-            crate::render::plural(bundle.redactions.len() as u64, "secret", "secrets")
+            plural(bundle.redactions.len() as u64, "secret", "secrets")
         );
     }
 }
@@ -330,10 +330,10 @@ fn dry_run(
     let st = Style::stdout();
     writeln!(
         out,
-        "would export {} messages, {} events, {} memories to {}{}",
-        bundle.counts.messages,
-        bundle.counts.events,
-        bundle.counts.memories,
+        "would export {}, {}, {} to {}{}",
+        plural(bundle.counts.messages, "message", "messages"),
+        plural(bundle.counts.events, "event", "events"),
+        plural(bundle.counts.memories, "memory", "memories"),
         if to_file { "a file" } else { endpoint },
         if to_file || plain {
             " (unencrypted)"
@@ -344,7 +344,11 @@ fn dry_run(
     if bundle.redactions.is_empty() {
         writeln!(out, "nothing to redact")?;
     } else {
-        writeln!(out, "would redact {}:", bundle.redactions.len())?;
+        writeln!(
+            out,
+            "would redact {}:",
+            plural(bundle.redactions.len() as u64, "secret", "secrets")
+        )?;
         for r in &bundle.redactions {
             writeln!(out, "  {}  {}", st.yellow(&r.kind), r.location)?;
         }
@@ -429,8 +433,11 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
     }
     print_line(imported.id.as_str())?;
     eprintln!(
-        "imported {} messages as {} ({}) into {}",
-        imported.messages, imported.id, imported.meta.title, imported.meta.project_path
+        "imported {} as {} ({}) into {}",
+        plural(imported.messages as u64, "message", "messages"),
+        imported.id,
+        imported.meta.title,
+        imported.meta.project_path
     );
     if !imported.memories_skipped.is_empty() {
         eprintln!(
