@@ -11,6 +11,7 @@
 mod agent;
 mod cli;
 mod commands;
+mod duration;
 mod ops;
 mod otlp;
 mod pager;

@@ -1,6 +1,7 @@
 //! Feedback on slow work, on stderr and only when stderr is a terminal: a progress bar for
-//! indexing (a first `search` or `stats` on a big home, `index rebuild`) and a spinner while
-//! `run` waits for the model. Piped or redirected, nothing extra is printed.
+//! indexing (a first `search` or `stats` on a big home, `index rebuild`), a bar of steps for a
+//! big export or import ([`Steps`]) and a spinner while `run` waits for the model. Piped or
+//! redirected, nothing extra is printed.
 //!
 //! Bars appear only once the work has taken [`SHOW_AFTER`] (a quick refresh stays silent);
 //! `index rebuild`, which the user asked for, shows its bar at once.
@@ -120,6 +121,107 @@ impl Spinner {
             && let Some(bar) = current.take()
         {
             bar.finish_and_clear();
+        }
+    }
+}
+
+/// The stages of one long piece of work (a big export or import): a bar of steps naming the
+/// current one, with the time so far. Drawn on a terminal's stderr only, once the work has
+/// taken [`SHOW_AFTER`] — by a timer thread, so that a single long step (reading a
+/// 200,000-message session) still gets its bar; a quick export shows nothing.
+pub struct Steps {
+    state: Option<Arc<Mutex<StepsState>>>,
+}
+
+struct StepsState {
+    label: &'static str,
+    total: u64,
+    done: u64,
+    message: String,
+    bar: Option<ProgressBar>,
+    finished: bool,
+}
+
+impl StepsState {
+    fn draw(&mut self) {
+        if self.bar.is_none() {
+            let bar = ProgressBar::with_draw_target(Some(self.total), ProgressDrawTarget::stderr());
+            if let Ok(style) = ProgressStyle::with_template(
+                "{spinner} {prefix} [{bar:20}] step {pos}/{len}: {msg} {elapsed}",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_prefix(self.label);
+            bar.enable_steady_tick(Duration::from_millis(100));
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.done);
+            bar.set_message(self.message.clone());
+        }
+    }
+}
+
+impl Steps {
+    /// `total` steps of work labelled `label` (`exporting`, `importing`).
+    pub fn new(label: &'static str, total: u64) -> Self {
+        if !enabled() {
+            return Self { state: None };
+        }
+        let state = Arc::new(Mutex::new(StepsState {
+            label,
+            total,
+            done: 0,
+            message: String::new(),
+            bar: None,
+            finished: false,
+        }));
+        let timer = Arc::clone(&state);
+        let spawned = std::thread::Builder::new()
+            .name("progress".into())
+            .spawn(move || {
+                std::thread::sleep(SHOW_AFTER);
+                if let Ok(mut s) = timer.lock()
+                    && !s.finished
+                {
+                    s.draw();
+                }
+            });
+        // Without its timer the work simply goes without a bar.
+        Self {
+            state: spawned.is_ok().then_some(state),
+        }
+    }
+
+    /// The next step begins: `message` says what it does (the steps before it are done).
+    pub fn step(&self, message: impl Into<String>) {
+        let Some(state) = &self.state else { return };
+        if let Ok(mut s) = state.lock() {
+            if !s.message.is_empty() {
+                s.done = (s.done + 1).min(s.total);
+            }
+            s.message = message.into();
+            if s.bar.is_some() {
+                s.draw();
+            }
+        }
+    }
+
+    /// The work is over: the bar (if drawn) is erased before the result is printed.
+    pub fn finish(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Steps {
+    fn drop(&mut self) {
+        if let Some(state) = &self.state
+            && let Ok(mut s) = state.lock()
+        {
+            s.finished = true;
+            if let Some(bar) = s.bar.take() {
+                bar.finish_and_clear();
+            }
         }
     }
 }

@@ -184,6 +184,53 @@ pub fn shorten_middle(s: &str, max: usize) -> String {
     format!("{head}…{tail}")
 }
 
+/// A rendered line (our own SGR colour codes allowed, nothing else: the text in it is already
+/// terminal-safe) cut to `max` columns with an ellipsis, so that it never wraps; colour is
+/// reset after a cut. A line that fits is returned as it is.
+pub fn fit_line(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    let mut visible = 0;
+    let mut it = s.char_indices().peekable();
+    let mut coloured = false;
+    // Where the text may be cut (byte offset) so that the ellipsis still fits.
+    let mut cut = None;
+    while let Some((i, c)) = it.next() {
+        if c == '\x1b' && it.peek().is_some_and(|&(_, n)| n == '[') {
+            coloured = true;
+            for (_, c) in it.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+            continue;
+        }
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if visible + w > max.saturating_sub(1) && cut.is_none() {
+            cut = Some(i);
+        }
+        visible += w;
+        if visible > max {
+            let at = cut.unwrap_or(i);
+            let reset = if coloured { "\x1b[0m" } else { "" };
+            return format!("{}…{reset}", &s[..at]).into();
+        }
+    }
+    s.into()
+}
+
+/// Each line of `text` fitted to the terminal's width ([`fit_line`]) when stdout is a terminal
+/// (or `COLUMNS` is set); otherwise `text` as it is.
+pub fn fit_to_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    match terminal_columns() {
+        Some(cols) => text
+            .split('\n')
+            .map(|l| fit_line(l, cols))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .into(),
+        None => text.into(),
+    }
+}
+
 /// Pads `s` (which may hold colour escapes) to `width` columns, measuring `visible`.
 pub fn pad(s: &str, visible: &str, columns: usize) -> String {
     let n = width(visible);
@@ -210,6 +257,33 @@ pub fn terminal_size() -> Option<(usize, usize)> {
     }
     let ws = rustix::termios::tcgetwinsize(&out).ok()?;
     (ws.ws_col > 0 && ws.ws_row > 0).then_some((usize::from(ws.ws_col), usize::from(ws.ws_row)))
+}
+
+/// The shortest prefix of `id` of at least `min` characters that no other id of `known`
+/// (sorted) starts with, as git abbreviates hashes; the whole id when none is shorter.
+pub fn short_id<'a>(id: &'a str, known: &[String], min: usize) -> &'a str {
+    // Only the sorted neighbours can share the longest prefix with `id`.
+    let at = known.partition_point(|k| k.as_str() < id);
+    let shared = |other: &str| {
+        id.chars()
+            .zip(other.chars())
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
+    let before = at.checked_sub(1).and_then(|i| known.get(i));
+    let after = known[at..].iter().find(|k| k.as_str() != id);
+    let need = before
+        .into_iter()
+        .chain(after)
+        .filter(|k| k.as_str() != id)
+        .map(|k| shared(k) + 1)
+        .max()
+        .unwrap_or(0)
+        .max(min);
+    match id.char_indices().nth(need) {
+        Some((end, _)) => &id[..end],
+        None => id,
+    }
 }
 
 /// `n` with thousands separators: `1,234,567`.
@@ -339,6 +413,32 @@ mod tests {
         assert!(s.ends_with("freecode-session-store"), "{s}");
         assert!(s.starts_with("/home/"), "{s}");
         assert_eq!(shorten_middle("/short", 30), "/short");
+    }
+
+    #[test]
+    fn short_ids_are_unique_prefixes_of_at_least_the_minimum() {
+        let known: Vec<String> = ["abcdef0123", "abcdef0199", "abcdef9", "zz"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(short_id("abcdef0123", &known, 4), "abcdef012");
+        assert_eq!(short_id("abcdef0199", &known, 4), "abcdef019");
+        assert_eq!(short_id("abcdef0123", &known, 9), "abcdef012");
+        assert_eq!(short_id("abcdef9", &known, 4), "abcdef9");
+        assert_eq!(short_id("abcdef9", &known, 2), "abcdef9");
+        assert_eq!(short_id("zz", &known, 8), "zz");
+        assert_eq!(short_id("abcdef0123", &known, 20), "abcdef0123");
+    }
+
+    #[test]
+    fn lines_fit_their_columns_colour_kept() {
+        assert_eq!(fit_line("short", 10), "short");
+        assert_eq!(fit_line("exactly10!", 10), "exactly10!");
+        assert_eq!(fit_line("a bit too long", 10), "a bit too…");
+        assert_eq!(fit_line("日本語のタイトル", 7), "日本語…");
+        let red = "\x1b[31mred and long text\x1b[0m";
+        let fitted = fit_line(red, 8);
+        assert_eq!(fitted, "\x1b[31mred and…\x1b[0m");
+        assert_eq!(fit_line("\x1b[2mdim\x1b[0m", 3), "\x1b[2mdim\x1b[0m");
     }
 
     #[test]

@@ -148,6 +148,17 @@ pub fn clock(ms: i64, tz: &TimeZone) -> String {
     }
 }
 
+/// A ms timestamp as `YYYY-MM-DD HH:MM` in `tz`.
+fn date_time(ms: i64, tz: &TimeZone) -> String {
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(ts) => ts
+            .to_zoned(tz.clone())
+            .strftime("%Y-%m-%d %H:%M")
+            .to_string(),
+        Err(_) => ms.to_string(),
+    }
+}
+
 /// `part` as a share of `whole`: ` 68%`, `100%`, `  0%` when `whole` is not positive.
 fn pct(part: i64, whole: i64) -> String {
     if whole <= 0 {
@@ -190,7 +201,13 @@ pub fn render_trace(trace: &Trace, opts: &RenderOptions, p: Palette) -> String {
         if s.duration_ms < opts.slower_than_ms {
             continue;
         }
-        let d = format!("{:>7}", dur(s.duration_ms));
+        // A request that never closed has no duration to show: it is open since its start.
+        let never_closed = trace.abandoned && s.status == SpanStatus::Hung;
+        let d = if never_closed {
+            format!("{:>7}", "—")
+        } else {
+            format!("{:>7}", dur(s.duration_ms))
+        };
         let d = match s.status {
             SpanStatus::Hung => p.red(&d),
             SpanStatus::Error => p.yellow(&d),
@@ -235,6 +252,23 @@ pub fn render_trace(trace: &Trace, opts: &RenderOptions, p: Palette) -> String {
                     "— streaming"
                 };
                 row.push(format!("{INDENT}{} {}", p.cyan("in flight"), p.dim(what)));
+            }
+            SpanStatus::Hung if never_closed => {
+                row.push(format!(
+                    "{INDENT}{} {}",
+                    p.red("NEVER CLOSED"),
+                    p.dim(&format!(
+                        "— open since {} with no response and no error; nothing was recorded \
+                         after it.",
+                        date_time(s.started_at, &opts.time_zone)
+                    ))
+                ));
+                if s.ttft_ms.is_none() {
+                    row.push(format!(
+                        "{INDENT}{}",
+                        p.dim("Never produced a first token.")
+                    ));
+                }
             }
             SpanStatus::Hung => {
                 row.push(format!(
@@ -365,14 +399,37 @@ pub fn render_trace(trace: &Trace, opts: &RenderOptions, p: Palette) -> String {
             p.yellow("no model calls recorded"),
             p.dim(" — this log predates model tracing, so the gaps above are unattributed.")
         )
+    } else if hung > 0 && trace.abandoned {
+        let since = trace
+            .model_spans
+            .iter()
+            .filter(|s| s.status == SpanStatus::Hung)
+            .map(|s| s.started_at)
+            .min()
+            .unwrap_or(trace.ended_at);
+        format!(
+            "{}{}",
+            p.red(&format!(
+                "{} never closed (open since {})",
+                crate::render::plural(hung as u64, "request", "requests"),
+                date_time(since, &opts.time_zone)
+            )),
+            p.dim(" — the process that made it stopped before a response or an error.")
+        )
     } else if hung > 0 {
         format!(
             "{}{}",
-            p.red(&format!("{hung} request(s) open for over {hang}")),
+            p.red(&format!(
+                "{} open for over {hang}",
+                crate::render::plural(hung as u64, "request", "requests")
+            )),
             p.dim(" — hung on the provider, not on a tool.")
         )
     } else if failed > 0 {
-        p.yellow(&format!("{failed} model call(s) failed"))
+        p.yellow(&format!(
+            "{} failed",
+            crate::render::plural(failed as u64, "model call", "model calls")
+        ))
     } else if trace.in_flight {
         format!(
             "{}{}",
@@ -456,6 +513,10 @@ mod tests {
         original
             .replace("1 calls\x1b", "1 call\x1b")
             .replace("60m02s", "1h 00m")
+            .replace("1 request(s) ", "1 request ")
+            .replace("1 model call(s) failed", "1 model call failed")
+            .replace("model call(s) failed", "model calls failed")
+            .replace("request(s) ", "requests ")
     }
 
     fn strip_ansi(s: &str) -> String {
@@ -565,6 +626,32 @@ mod tests {
     }
 
     #[test]
+    fn a_request_left_open_long_ago_never_closed_and_is_not_timed_to_now() {
+        let last = events("S1_full").last().unwrap().timestamp;
+        let year = 320 * 86_400_000;
+        // Within a day of silence it is a hang timed to now (a process may still wait)…
+        let recent = fold("S1_full", Some(last + 600_000));
+        assert!(recent.hung && !recent.abandoned);
+        let text = render_trace(&recent, &utc(0, true), Palette::new(false));
+        assert!(text.contains("1 request open for over 5m00s"), "{text}");
+        // …long after, it never closed: no wall time counted to now.
+        let old = fold("S1_full", Some(last + year));
+        assert!(old.hung && old.abandoned);
+        assert_eq!(old.wall_ms, old.ended_at - old.started_at);
+        let text = render_trace(&old, &utc(0, true), Palette::new(false));
+        assert!(!text.contains("320d"), "{text}");
+        assert!(
+            text.contains("NEVER CLOSED — open since 2026-01-15 09:11"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1 request never closed (open since 2026-01-15 09:11)"),
+            "{text}"
+        );
+        assert!(!text.contains("HUNG"), "{text}");
+    }
+
+    #[test]
     fn to_fixed_is_javascripts() {
         assert_eq!(to_fixed(0.25, 1), "0.3"); // exact half: up (Rust's `{:.1}` gives 0.2)
         assert_eq!(to_fixed(9.95, 1), "9.9"); // 9.9499999… as a double
@@ -641,7 +728,7 @@ mod tests {
 
     /// The fold the renderer is fed equals the original's `buildTrace`, key order included,
     /// apart from what the 19-event schema adds (documented in `freecode_core::rollout::trace`):
-    /// `deniedSpans`, `redirects`, `redirectsSkipped`, tool-span `args` and model-span
+    /// `deniedSpans`, `redirects`, `redirectsSkipped`, `abandoned`, tool-span `args` and model-span
     /// `cacheWriteTokens`.
     #[test]
     fn the_fold_equals_the_originals_build_trace_plus_the_idx_fields() {
@@ -651,6 +738,8 @@ mod tests {
             assert_eq!(obj.shift_remove("deniedSpans"), Some(Value::Array(vec![])));
             assert_eq!(obj.shift_remove("redirects"), Some(Value::from(0)));
             assert_eq!(obj.shift_remove("redirectsSkipped"), Some(Value::from(0)));
+            // Aged against the last event, nothing is abandoned.
+            assert_eq!(obj.shift_remove("abandoned"), Some(Value::from(false)));
             for span in obj["toolSpans"].as_array_mut().unwrap() {
                 // Tool spans carry their call's args (absent for an output with no call).
                 span.as_object_mut().unwrap().shift_remove("args");

@@ -1245,3 +1245,83 @@ fn compaction_that_cannot_reach_the_threshold_says_why_once() {
         "{stderr}"
     );
 }
+
+/// A loop that panics, or fails, between `model.request` and `model.response` (the debug
+/// build's test hook, right after the first chunk) still closes the request in the log:
+/// `model.error` with the reason, so `trace` shows no request open for ever.
+#[test]
+fn a_loop_that_panics_or_fails_mid_stream_still_closes_its_request() {
+    for (mode, said) in [("panic", "panicked"), ("error", "stopped")] {
+        let ctx = Ctx::new();
+        let out = ctx
+            .cmd(&["run", "--provider", "scripted", "hello"])
+            .env("FREECODE_TEST_FAIL_MID_STREAM", mode)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{mode}: the hook did not fire");
+        let id = ctx.only_session();
+        let errors: Vec<_> = ctx
+            .events(&id)
+            .into_iter()
+            .filter(|e| e["type"] == "model.error")
+            .collect();
+        assert_eq!(errors.len(), 1, "{mode}: {errors:?}");
+        assert_eq!(errors[0]["kind"], "abort", "{mode}");
+        let reason = errors[0]["error"].as_str().unwrap();
+        assert!(reason.contains(said), "{mode}: {reason}");
+        assert!(reason.contains("mid-stream"), "{mode}: {reason}");
+        let trace = ctx.trace_json(&id);
+        assert_eq!(trace["inFlight"], false, "{mode}: {trace}");
+        assert_eq!(trace["hung"], false, "{mode}: {trace}");
+        let spans = trace["modelSpans"].as_array().unwrap();
+        assert_eq!(spans.len(), 1, "{mode}: {trace}");
+        assert_eq!(spans[0]["status"], "error", "{mode}: {trace}");
+    }
+}
+
+/// `run --session ID` reads the session's `meta.json` once to learn its pin and passes it
+/// down: the loop does not read it again. Counted with strace: that read, the writer's under
+/// its lock (resume), and the end of the turn's update — three, where it was four.
+#[test]
+fn run_on_a_session_reads_its_meta_once_before_the_writer() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("skipped: needs strace");
+        return;
+    }
+    let ctx = Ctx::new();
+    assert!(
+        ctx.run(&["run", "--provider", "scripted", "hello"])
+            .status
+            .success()
+    );
+    let id = ctx.only_session();
+    let log = ctx.home.join("strace.txt");
+    let bin = env!("CARGO_BIN_EXE_freecode");
+    let out = Command::new("strace")
+        .args(["-f", "-e", "trace=openat", "-o"])
+        .arg(&log)
+        .arg(bin)
+        .args(["run", "--session", &id, "again"])
+        .current_dir(&ctx.project())
+        .env("FREECODE_HOME", &ctx.home)
+        .env("FREECODE_SCRIPTED_DELAY_MS", "0")
+        .env("NO_COLOR", "1")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace = std::fs::read_to_string(&log).unwrap();
+    let reads = trace
+        .lines()
+        .filter(|l| l.contains("/meta.json\"") && l.contains("O_RDONLY"))
+        .count();
+    assert_eq!(reads, 3, "{trace}");
+}

@@ -1652,3 +1652,52 @@ fn a_200000_message_session_exports_and_imports_at_its_real_size() {
         assert_eq!(v["messages"], 200_000);
     }
 }
+
+/// `--to` a server whose limit the session's files already pass: refused at once, from the
+/// files (read in blocks, compressed as the bundle would be), before any bundle is built — the
+/// error names the limit and `--file`; nothing reaches the server.
+#[test]
+fn a_session_past_the_servers_limit_is_refused_before_its_bundle_is_built() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let id = big_session(&home, 20_000);
+    let dir = tmp.path().join("server-blobs");
+    let server = spawn(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: StoreSpec::File(dir.clone()),
+        max_body: 256 << 10,
+        ..ServerConfig::default()
+    })
+    .unwrap();
+    let out = common::freecode(&home)
+        .args(["session", "export", &id, "--to", &server.url])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    for needle in [
+        "the share would be at least",
+        "more than the 262144 bytes",
+        "maxBodyBytes",
+        "nothing was sent or even built",
+        "--file",
+        "session import",
+    ] {
+        assert!(err.contains(needle), "{needle:?} in {err}");
+    }
+    assert!(all_files(&dir.join("blobs")).is_empty(), "nothing uploaded");
+    // Under the limit by far, the same session's export is built and sent.
+    let small = spawn(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: StoreSpec::File(tmp.path().join("roomy")),
+        max_body: 64 << 20,
+        ..ServerConfig::default()
+    })
+    .unwrap();
+    let out = common::freecode(&home)
+        .args(["session", "export", &id, "--to", &small.url, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    drop((server, small));
+}

@@ -426,3 +426,170 @@ fn slow_work_shows_progress_on_a_terminal_and_nothing_when_piped() {
     assert!(!stderr.contains("waiting for the model"), "{stderr}");
     assert!(!stderr.contains('\x1b'), "{stderr}");
 }
+
+/// At 80 columns `session list` prints the shortest prefix that names one session (at least
+/// 8 characters), so the title keeps its room; each prefix works as an id. Wider, piped or
+/// `--json`: full ids.
+#[test]
+fn narrow_terminals_get_short_unique_ids() {
+    let home = Ctx::missing();
+    let ids = [
+        "1234abcd-0000-4000-8000-000000000001",
+        "1234abce-0000-4000-8000-000000000002",
+        "99999999-aaaa-4000-8000-000000000003",
+        "99999999-aaab-4000-8000-000000000004",
+    ];
+    for (n, id) in ids.iter().enumerate() {
+        home.add(
+            id,
+            &format!("session {n} has a long title"),
+            "/p",
+            "active",
+            &[("user", "hi")],
+        );
+    }
+    let short = ["1234abcd", "1234abce", "99999999-aaaa", "99999999-aaab"];
+    let tty = strip_sgr(&on_terminal(&home, &["session", "list"], 80, 50, &[]));
+    let rows: Vec<&str> = tty
+        .split("\r\n")
+        .filter(|l| !l.is_empty())
+        .skip(1)
+        .collect();
+    assert_eq!(rows.len(), 4, "{tty}");
+    for (n, (id, prefix)) in ids.iter().zip(short).enumerate() {
+        // With full ids the title would have 9 columns at 80; short ids leave it whole.
+        let row = rows
+            .iter()
+            .find(|r| r.ends_with(&format!("session {n} has a long title")))
+            .unwrap_or_else(|| panic!("no whole title for {id}: {tty}"));
+        assert!(row.starts_with(&format!("{prefix} ")), "{prefix}: {row:?}");
+        let shown: Value =
+            serde_json::from_str(&home.ok(&["session", "show", prefix, "--json"])).unwrap();
+        assert_eq!(shown["id"], *id);
+    }
+    let wide = strip_sgr(&on_terminal(&home, &["session", "list"], 140, 50, &[]));
+    let piped = home.ok(&["session", "list"]);
+    for id in ids {
+        assert!(wide.contains(&format!("{id} ")), "{wide}");
+        assert!(piped.contains(&format!("{id} ")), "{piped}");
+    }
+}
+
+/// Writes a rollout log of one turn whose tool has a long name and long arguments.
+fn long_tool_log(home: &Ctx, id: &str, tool: &str, arg: &str) {
+    let dir = home.home.join("rollout/sessions").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let t0 = 1_768_000_000_000i64;
+    let ev = |seq: u64, ts: i64, body: Value| {
+        let mut v = serde_json::json!({
+            "id": format!("e{seq}"), "seq": seq, "aggregateID": id, "timestamp": ts,
+        });
+        for (k, x) in body.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v.to_string() + "\n"
+    };
+    let log = [
+        ev(1, t0, serde_json::json!({"type": "turn.started", "turnId": "turn-0"})),
+        ev(2, t0 + 1, serde_json::json!({"type": "model.request", "turnId": "turn-0", "provider": "p", "model": "m"})),
+        ev(3, t0 + 5, serde_json::json!({"type": "model.response", "turnId": "turn-0", "duration_ms": 4, "toolCalls": [tool, tool]})),
+        ev(4, t0 + 6, serde_json::json!({"type": "function.call", "turnId": "turn-0", "tool": tool, "args": {"path": arg}, "callId": "c1"})),
+        ev(5, t0 + 9, serde_json::json!({"type": "function.output", "turnId": "turn-0", "tool": tool, "output": arg, "duration_ms": 3, "callId": "c1"})),
+    ]
+    .concat();
+    std::fs::write(dir.join("events.jsonl"), log).unwrap();
+}
+
+/// At 60 columns `replay` and `trace` rows are cut with `…`, never wrapped; piped they are
+/// whole.
+#[test]
+fn replay_and_trace_rows_fit_a_60_column_terminal() {
+    let home = Ctx::missing();
+    home.add(ID, "t", "/p", "active", &[("user", "hi")]);
+    let tool = "a_tool_with_a_remarkably_long_name_that_goes_on_and_on_日本語";
+    let arg = "/home/someone/src/some-organisation/platform/services/the-repository/file.rs";
+    long_tool_log(&home, ID, tool, arg);
+    for args in [vec!["replay", ID], vec!["trace", ID, "--no-pager"]] {
+        let tty = strip_sgr(&on_terminal(&home, &args, 60, 200, &[]));
+        let lines: Vec<&str> = tty.split("\r\n").collect();
+        let mut cut = 0;
+        for l in &lines {
+            let w = unicode_width::UnicodeWidthStr::width(*l);
+            assert!(w <= 60, "{args:?}: {w} > 60: {l:?}");
+            cut += usize::from(l.ends_with('…'));
+        }
+        assert!(cut >= 1, "{args:?}: nothing was cut: {tty}");
+        let piped = home.ok(&args);
+        assert!(
+            piped.contains(tool) || piped.contains(&format!("= {arg}")),
+            "{args:?}: {piped}"
+        );
+        assert!(
+            piped
+                .lines()
+                .any(|l| unicode_width::UnicodeWidthStr::width(l) > 60),
+            "{args:?}: piped rows are whole: {piped}"
+        );
+    }
+}
+
+/// Writes a session of `n` messages straight to the files (fast, whatever the build).
+fn add_big(home: &Ctx, id: &str, n: usize) {
+    use std::io::Write as _;
+    let dir = home.home.join("sessions/home__dev__p").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let t0 = 1_768_000_000_000i64;
+    let meta = serde_json::json!({
+        "id": id, "title": "big", "projectPath": "/p", "provider": "x", "status": "active",
+        "createdAt": t0, "updatedAt": t0, "lastTurnAt": t0, "turnCount": n / 2,
+    });
+    std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(dir.join("messages.jsonl")).unwrap());
+    for i in 0..n {
+        let m = serde_json::json!({
+            "id": format!("m{i}"), "role": if i % 2 == 0 { "user" } else { "assistant" },
+            "timestamp": t0 + i as i64,
+            "parts": [{"type": "text", "content": format!("message {i} of a long session about the settings page and its theme toggle")}],
+        });
+        serde_json::to_writer(&mut out, &m).unwrap();
+        out.write_all(b"\n").unwrap();
+    }
+    out.flush().unwrap();
+}
+
+/// A big export and its import show a bar of steps on a terminal; piped, stderr stays empty.
+#[test]
+fn big_exports_and_imports_show_progress_on_a_terminal_only() {
+    let home = Ctx::missing();
+    let big = "bbbbbbbb-0000-4000-8000-000000000001";
+    add_big(&home, big, 60_000);
+    let file = home.home.join("big.json.zst");
+    let file = file.to_str().unwrap();
+    let tty = on_terminal(
+        &home,
+        &["session", "export", big, "--file", file],
+        120,
+        40,
+        &[],
+    );
+    assert!(tty.contains("exporting"), "{tty:?}");
+    assert!(tty.contains("reading and redacting the session"), "{tty:?}");
+    let tty = on_terminal(&home, &["session", "import", file], 120, 40, &[]);
+    assert!(tty.contains("importing"), "{tty:?}");
+    assert!(tty.contains("step "), "{tty:?}");
+
+    // Piped: the result on stdout, nothing on stderr but the import's one-line report.
+    let out = home.run(&["session", "export", big, "--file", file]);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = home.run(&["session", "import", file]);
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("importing") && !err.contains('\x1b'), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -87,17 +87,26 @@ pub enum ClientError {
     },
     /// The body is larger than the share server takes: nothing was sent.
     #[error(
-        "the share is {size} bytes (compressed and encrypted), {}; nothing was sent. Ways past it: {ways}",
+        "{}, {}; nothing was sent{}. Ways past it: {ways}",
+        if *estimated {
+            format!("the share would be at least {size} bytes (its files, compressed)")
+        } else {
+            format!("the share is {size} bytes (compressed and encrypted)")
+        },
         limit.map_or_else(
             || format!("and {endpoint} refused it as too large (413)"),
             |l| format!("more than the {l} bytes {endpoint} accepts (its maxBodyBytes)")
-        )
+        ),
+        if *estimated { " or even built" } else { "" }
     )]
     ServerLimit {
         /// The server.
         endpoint: String,
-        /// The body's size, bytes.
+        /// The body's size, bytes (at least, when `estimated`).
         size: u64,
+        /// Found from the session's files before any bundle was built: `size` is a lower
+        /// estimate.
+        estimated: bool,
         /// The server's limit, when it told.
         limit: Option<u64>,
         /// What the user can do.
@@ -370,15 +379,33 @@ impl Client {
 
     /// [`ClientError::ServerLimit`] for a body of `size` bytes made of `bundle`.
     fn limit_error(&self, endpoint: &str, bundle: &Bundle, size: u64) -> ClientError {
+        self.limit_error_of(
+            endpoint,
+            &bundle.meta.id,
+            bundle.rollout.is_some(),
+            bundle.memories.is_some(),
+            size,
+        )
+    }
+
+    /// [`ClientError::ServerLimit`] for a body of `size` bytes of session `id`, with or without
+    /// its rollout log and memories.
+    fn limit_error_of(
+        &self,
+        endpoint: &str,
+        id: &str,
+        rollout: bool,
+        memories: bool,
+        size: u64,
+    ) -> ClientError {
         let mut ways = vec![format!(
             "write it to a file instead (freecode session export {id} --file {id}.json.zst) and \
-             import that (freecode session import {id}.json.zst)",
-            id = bundle.meta.id
+             import that (freecode session import {id}.json.zst)"
         )];
-        if bundle.rollout.is_some() {
+        if rollout {
             ways.push("leave out --include-rollout".to_owned());
         }
-        if bundle.memories.is_some() {
+        if memories {
             ways.push("leave out --include-memories".to_owned());
         }
         ways.push(
@@ -388,6 +415,7 @@ impl Client {
         ClientError::ServerLimit {
             endpoint: endpoint.trim_end_matches('/').to_owned(),
             size,
+            estimated: false,
             limit: self.server_limit,
             ways: ways.join("; "),
         }
@@ -678,6 +706,23 @@ pub fn share_session(
     let client = Client::new(config.api_key);
     let limit = client.server_limit(&endpoint)?;
     let client = client.upload_limit(limit);
+    // A session whose files alone make a body past the limit is refused now, without reading
+    // it into a bundle (the parse, the redaction walk and the copies are what cost).
+    if let Some(limit) = limit
+        && let Some(size) = body_past(store, id, opts, limit)?
+    {
+        let mut e = client.limit_error_of(
+            &endpoint,
+            id.as_str(),
+            opts.include_rollout,
+            opts.include_memories,
+            size,
+        );
+        if let ClientError::ServerLimit { estimated, .. } = &mut e {
+            *estimated = true;
+        }
+        return Err(e);
+    }
     let bundle = freecode_store::share::export_bundle(
         store,
         id,
@@ -704,6 +749,77 @@ pub fn share_session(
         bundle,
         logged,
     })
+}
+
+/// Margin over a server's limit before the early check refuses: the body is estimated from the
+/// files (compressed in blocks, as the bundle will be whole), and only an estimate this far
+/// past the limit is sure to be too large; anything closer is built and measured exactly.
+const EARLY_REFUSAL_MARGIN: u64 = 8; // a limit plus 1/8
+
+/// Blocks the files are compressed in for the estimate: past zstd's window at the codec's
+/// level, so a block loses next to nothing to the ones before it.
+const ESTIMATE_BLOCK: usize = 8 << 20;
+
+/// What the body of session `id` will be at least, from its files — `meta.json`,
+/// `messages.jsonl` and, with `--include-rollout`, its log — read in blocks, never whole:
+/// their size for a plain body, their compressed size otherwise, counted only until it passes
+/// `limit` by the margin. `Some(size)` when it does (the share is too large for sure), `None`
+/// when the real body has to be measured.
+fn body_past(
+    store: &freecode_store::SessionStore,
+    id: &freecode_core::SessionId,
+    opts: &ShareOptions,
+    limit: u64,
+) -> Result<Option<u64>, ClientError> {
+    use std::io::Read;
+    let past = limit.saturating_add(limit / EARLY_REFUSAL_MARGIN);
+    let paths = store
+        .locate(id)
+        .map_err(freecode_store::share::ShareError::from)?;
+    let mut files = vec![paths.meta(), paths.messages()];
+    if opts.include_rollout {
+        files.push(freecode_store::rollout::events_path(store.home(), id));
+    }
+    let io = |path: &std::path::Path, e: std::io::Error| {
+        ClientError::from(freecode_store::share::ShareError::from(
+            freecode_store::StoreError::Io {
+                op: "read",
+                path: path.to_owned(),
+                source: e,
+            },
+        ))
+    };
+    let mut size = 0u64;
+    let mut block = Vec::with_capacity(ESTIMATE_BLOCK);
+    for path in files {
+        let file = match freecode_store::fsutil::open_read(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(&path, e)),
+        };
+        let mut file = file;
+        loop {
+            block.clear();
+            let n = (&mut file)
+                .take(ESTIMATE_BLOCK as u64)
+                .read_to_end(&mut block)
+                .map_err(|e| io(&path, e))?;
+            if n == 0 {
+                break;
+            }
+            size += if opts.plain {
+                n as u64
+            } else {
+                freecode_store::codec::compress(&block)
+                    .map_err(freecode_store::share::ShareError::from)?
+                    .len() as u64
+            };
+            if size > past {
+                return Ok(Some(size));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// One share made from this home.

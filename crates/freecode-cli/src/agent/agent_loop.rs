@@ -107,6 +107,9 @@ pub enum SessionTarget {
     /// An existing session (resumed: an interrupted one gets "Continue from where you left
     /// off." and becomes active).
     Resume(SessionId),
+    /// [`SessionTarget::Resume`] of a session whose meta the caller has just read (to learn
+    /// its provider pin): the loop takes it instead of reading `meta.json` again.
+    Known(Box<SessionMeta>),
 }
 
 /// What the loop reports while it runs (for printing or streaming to a client).
@@ -380,11 +383,15 @@ impl AgentLoop {
             })?)
         };
         // A new session is pinned as it is created; a resumed one is checked against its pin.
-        let (id, created) = match target {
-            SessionTarget::New { project } => (new_session(project)?, true),
-            SessionTarget::Resume(id) => (id, false),
+        let (id, created, known) = match target {
+            SessionTarget::New { project } => (new_session(project)?, true, None),
+            SessionTarget::Resume(id) => (id, false, None),
+            SessionTarget::Known(meta) => (SessionId::new(meta.id.as_str())?, false, Some(*meta)),
         };
-        let found = store.meta(&id)?;
+        let found = match known {
+            Some(meta) => meta,
+            None => store.meta(&id)?,
+        };
         if found.project_path_from_bundle() {
             // An older version's import: `projectPath` is the sender's, not a directory the
             // user chose, so it never becomes the tools' root.
@@ -667,7 +674,7 @@ impl AgentLoop {
             messages: prompt.messages,
             tools: self.tools.definitions(),
         };
-        let mut call = self.recorder.model_request(
+        let call = self.recorder.model_request(
             turn_id,
             ModelRequest {
                 provider: self.provider_name.to_owned(),
@@ -679,8 +686,51 @@ impl AgentLoop {
             },
         )?;
         out.model_calls += 1;
-        let rx = self.provider.start(&req);
-        let completion = match self.consume(&rx, &mut call, interrupt)? {
+        // The guard: whatever ends what follows — a result, an error or a panic — the request
+        // is closed in the log. The paths below close it themselves (`take`); one that leaves
+        // it open (an error, a panic) has it closed here with the reason.
+        let mut open = Some(call);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.answer(turn_id, &req, &mut open, interrupt, out)
+        }));
+        if let Some(call) = open.take() {
+            let reason = match &result {
+                Ok(Ok(_)) => "the agent left the call without a result".to_owned(),
+                Ok(Err(e)) => format!("the agent stopped: {e:#}"),
+                Err(payload) => format!("the agent panicked: {}", panic_message(payload.as_ref())),
+            };
+            let closed = call
+                .error(&mut self.recorder, ModelErrorKind::Abort, &reason)
+                .and_then(|()| self.recorder.sync());
+            if let Err(e) = closed {
+                tracing::warn!("cannot record the end of the model call ({reason}): {e}");
+            }
+        }
+        match result {
+            Ok(r) => r,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    }
+
+    /// The rest of one iteration once its request is recorded: the stream, the response (or
+    /// error) that closes `call`, and the tool calls.
+    fn answer(
+        &mut self,
+        turn_id: &str,
+        req: &ChatRequest,
+        call: &mut Option<ModelCall>,
+        interrupt: &InterruptFlag,
+        out: &mut TurnOutcome,
+    ) -> anyhow::Result<Option<Caught>> {
+        let rx = self.provider.start(req);
+        let Some(open) = call.as_mut() else {
+            anyhow::bail!("the model call is already closed");
+        };
+        let end = self.consume(&rx, open, interrupt)?;
+        let Some(call) = call.take() else {
+            anyhow::bail!("the model call is already closed");
+        };
+        let completion = match end {
             StreamEnd::Complete(c) => c,
             StreamEnd::Aborted(c) => {
                 drop(rx);
@@ -927,6 +977,8 @@ impl AgentLoop {
                 Wire::Chunk(bytes) => {
                     last_bytes = Instant::now();
                     call.first_token(&mut self.recorder)?;
+                    #[cfg(debug_assertions)]
+                    fail_mid_stream_for_test()?;
                     match parser.feed(&bytes) {
                         Ok(p) => p,
                         Err(e) => return Ok(StreamEnd::Failed(e.to_string())),
@@ -1016,6 +1068,29 @@ impl AgentLoop {
 }
 
 /// `n` of a turn id `turn-<n>-<i>` (or the original's `turn-<n>`).
+/// The text of a panic's payload (a `&str` or a `String`, as `panic!` makes them).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "(no message)"
+    }
+}
+
+/// Test hook of debug builds only: `FREECODE_TEST_FAIL_MID_STREAM=panic|error` makes the loop
+/// panic, or fail, right after a model call's first chunk — with the call open, as a bug
+/// there would leave it.
+#[cfg(debug_assertions)]
+fn fail_mid_stream_for_test() -> anyhow::Result<()> {
+    match std::env::var("FREECODE_TEST_FAIL_MID_STREAM").as_deref() {
+        Ok("panic") => std::panic::panic_any("test hook: a panic mid-stream"),
+        Ok("error") => anyhow::bail!("test hook: an error mid-stream"),
+        _ => Ok(()),
+    }
+}
+
 fn turn_number(turn_id: &str) -> Option<u64> {
     let rest = turn_id.strip_prefix("turn-")?;
     rest.split('-').next()?.parse().ok()

@@ -7,7 +7,7 @@ use freecode_store::Home;
 use freecode_store::doctor::{FindingKind, examine};
 
 use crate::UserError;
-use crate::render::{Style, print_json, print_line};
+use crate::render::{Style, plural, print_json, print_line};
 use crate::sanitize::clean_line;
 
 /// `freecode doctor`.
@@ -83,13 +83,14 @@ impl DoctorArgs {
                     loose - LOOSE_SHOWN
                 ))?;
             }
+            let examined = plural(report.sessions as u64, "session", "sessions");
             let summary = match (report.findings.len(), unresolved) {
-                (0, _) => format!("{} session(s) examined; all well", report.sessions),
-                (_, 0) => format!(
-                    "{} session(s) examined; nothing left to fix",
-                    report.sessions
+                (0, _) => format!("{examined} examined; all well"),
+                (_, 0) => format!("{examined} examined; nothing left to fix"),
+                (_, n) => format!(
+                    "{examined} examined; {}",
+                    plural(n as u64, "problem", "problems")
                 ),
-                (_, n) => format!("{} session(s) examined; {n} problem(s)", report.sessions),
             };
             print_line(&summary)?;
         }
@@ -99,7 +100,11 @@ impl DoctorArgs {
             } else {
                 "run `freecode doctor --fix` to repair"
             };
-            return Err(UserError(format!("{unresolved} problem(s) found; {hint}")).into());
+            return Err(UserError(format!(
+                "{} found; {hint}",
+                plural(unresolved as u64, "problem", "problems")
+            ))
+            .into());
         }
         Ok(())
     }

@@ -214,21 +214,9 @@ fn since_ms(s: &str, now_ms: i64) -> anyhow::Result<i64> {
         "yesterday" => return midnight(today()?.yesterday().context("yesterday")?),
         _ => {}
     }
-    if let Some((num, unit)) = s.find(|c: char| !c.is_ascii_digit()).map(|i| s.split_at(i))
-        && !num.is_empty()
-        && let Ok(n) = num.parse::<i64>()
-    {
-        let ms = match unit {
-            "w" => Some(7 * 86_400_000),
-            "d" => Some(86_400_000),
-            "h" => Some(3_600_000),
-            "m" => Some(60_000),
-            "s" => Some(1_000),
-            _ => None,
-        };
-        if let Some(ms) = ms {
-            return Ok(now_ms.saturating_sub(n.saturating_mul(ms)));
-        }
+    if let Ok(ago) = crate::duration::parse_duration(s, None) {
+        let ago = i64::try_from(ago.as_millis()).unwrap_or(i64::MAX);
+        return Ok(now_ms.saturating_sub(ago));
     }
     if let Ok(ts) = s.parse::<jiff::Timestamp>() {
         return Ok(ts.as_millisecond());
@@ -342,9 +330,11 @@ pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
         (None, None) => StatsScope::All,
     };
     let store = SessionStore::open(home.clone())?;
-    if let StatsScope::Session(id) = &scope {
-        store.meta(id)?; // a clear "not found" rather than empty stats
-    }
+    // A clear "not found" rather than empty stats; and the session's own turn count.
+    let turn_count = match &scope {
+        StatsScope::Session(id) => Some(store.meta(id)?.turn_count),
+        _ => None,
+    };
     let (stats, problems) = indexed_or_scanned(
         home,
         |ix| refreshed_then(ix, |ix| ix.stats(&scope)),
@@ -357,19 +347,30 @@ pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
             problems: crate::ops::Problem::all(&problems),
         });
     }
-    render_stats(&stats)
+    render_stats(&stats, turn_count)
 }
 
-fn render_stats(s: &Stats) -> anyhow::Result<()> {
+/// `turn_count`: the session's `turnCount` (every turn it ran, what `session list` shows), for
+/// the stats of one session. The index counts the user turns still in the history, which
+/// compaction trims: both are shown, each named for what it counts.
+fn render_stats(s: &Stats, turn_count: Option<u64>) -> anyhow::Result<()> {
     let st = Style::stdout();
     let mut out = std::io::stdout().lock();
+    let turns = match turn_count {
+        Some(n) if n != s.turns => format!(
+            "{} ({} in the history)",
+            plural(n, "turn", "turns"),
+            plural(s.turns, "user turn", "user turns")
+        ),
+        Some(n) => plural(n, "turn", "turns"),
+        None => plural(s.turns, "user turn", "user turns"),
+    };
     writeln!(
         out,
         "{}",
         st.bold(&format!(
-            "{}, {}, {}",
+            "{}, {turns}, {}",
             plural(s.sessions, "session", "sessions"),
-            plural(s.turns, "turn", "turns"),
             plural(s.messages, "message", "messages")
         ))
     )?;
@@ -384,13 +385,17 @@ fn render_stats(s: &Stats) -> anyhow::Result<()> {
         format_duration(s.model_ms as f64),
         plural(s.model_calls, "call", "calls")
     )?;
+    // As `trace` prints them; cache writes (which `trace` rows leave out) only when there are.
+    let cache_write = match s.cache_write_tokens.max(0) as u64 {
+        0 => String::new(),
+        n => format!(" cache-write={}", count(n)),
+    };
     writeln!(
         out,
-        "  tokens  in={} out={} cached={} cache-write={}",
+        "  tokens  in={} out={} cached={}{cache_write}",
         count(s.input_tokens.max(0) as u64),
         count(s.output_tokens.max(0) as u64),
         count(s.cache_read_tokens.max(0) as u64),
-        count(s.cache_write_tokens.max(0) as u64)
     )?;
     if s.tools.is_empty() {
         writeln!(out, "  {}", st.dim("no tool calls recorded"))?;

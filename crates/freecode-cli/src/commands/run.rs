@@ -86,6 +86,12 @@ pub struct RunArgs {
     pub json: bool,
 }
 
+/// Where `run` runs: an existing session, its meta read once, or a new one in `project`.
+enum Target {
+    Existing(freecode_core::SessionMeta),
+    New { project: String },
+}
+
 fn env_ms(name: &str) -> anyhow::Result<Option<Duration>> {
     match std::env::var(name) {
         Ok(v) if !v.trim().is_empty() => {
@@ -244,27 +250,21 @@ impl RunArgs {
         Ok(prompt)
     }
 
-    /// The session to run in, with its meta when it exists already (`--session`, or the one
-    /// `--continue` picks).
-    fn target(
-        &self,
-        store: &SessionStore,
-    ) -> anyhow::Result<(SessionTarget, Option<freecode_core::SessionMeta>)> {
+    /// The session to run in: `--session`, the one `--continue` picks, or a new one. The
+    /// meta of an existing one is read here, once, and passed down (the provider pin is
+    /// decided from it, and the loop opens with it).
+    fn target(&self, store: &SessionStore) -> anyhow::Result<Target> {
         if let Some(id) = &self.session {
             let id = crate::commands::session::resolve_id(store, id)?;
-            let meta = store.meta(&id)?;
-            return Ok((SessionTarget::Resume(id), Some(meta)));
+            return Ok(Target::Existing(store.meta(&id)?));
         }
         let project = project_directory(self.project.as_deref())?;
         if self.continue_
             && let Some(meta) = crate::agent::agent_loop::continue_candidate(store, &project)?
         {
-            return Ok((
-                SessionTarget::Resume(freecode_core::SessionId::new(meta.id.as_str())?),
-                Some(meta),
-            ));
+            return Ok(Target::Existing(meta));
         }
-        Ok((SessionTarget::New { project }, None))
+        Ok(Target::New { project })
     }
 
     /// Runs the command.
@@ -279,7 +279,10 @@ impl RunArgs {
             model.as_deref(),
         )?;
         let store = SessionStore::open(home.clone())?;
-        let (target, pinned) = self.target(&store)?;
+        let (target, pinned) = match self.target(&store)? {
+            Target::Existing(meta) => (SessionTarget::Known(Box::new(meta.clone())), Some(meta)),
+            Target::New { project } => (SessionTarget::New { project }, None),
+        };
         let resolved = resolve_provider(
             &inputs,
             pinned.as_ref().map(|m| m.provider.as_str()),

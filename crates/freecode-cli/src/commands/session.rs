@@ -241,8 +241,8 @@ impl SessionCommand {
                     ))
                 } else {
                     print_line(&format!(
-                        "nothing to compact in {id}: it has {} user turn(s) or fewer",
-                        a.keep
+                        "nothing to compact in {id}: it has {} or fewer",
+                        plural(a.keep as u64, "user turn", "user turns")
                     ))
                 }
             }
@@ -336,19 +336,26 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
             .max()
             .unwrap_or(0)
     };
-    let id_w = sessions
-        .iter()
-        .map(|m| width(&m.id))
-        .chain([2])
-        .max()
-        .unwrap_or(2);
+    let columns = crate::render::terminal_columns();
+    // On a narrow terminal a full id takes the title's room: print the shortest prefix that
+    // names one session (at least 8 characters, as git abbreviates), which every command takes.
+    let ids: Vec<String> = if columns.is_some_and(|c| c < SHORT_ID_BELOW_COLUMNS) {
+        let known = known_ids(store, &listing.sessions);
+        sessions
+            .iter()
+            .map(|m| crate::render::short_id(&m.id, &known, SHORT_ID_MIN).to_owned())
+            .collect()
+    } else {
+        sessions.iter().map(|m| m.id.clone()).collect()
+    };
+    let id_w = ids.iter().map(|i| width(i)).chain([2]).max().unwrap_or(2);
     let (status_w, turns_w, time_w) = (col(0, "STATUS"), col(1, "TURNS"), col(2, "ACTIVE"));
     let project_max = col(3, "PROJECT");
     // On a terminal every row fits its width: the project path is cut in the middle (its end,
     // the repository, stays) and the title at its end; too narrow for both, the project column
     // goes. Piped, rows are as long as they need.
     let fixed = id_w + status_w + turns_w + time_w + 4 * 2;
-    let (project_w, title_w) = match crate::render::terminal_columns() {
+    let (project_w, title_w) = match columns {
         Some(cols) => {
             let room = cols.saturating_sub(fixed);
             if room >= 32 {
@@ -374,7 +381,7 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
             pad("ACTIVE", "ACTIVE", time_w),
         ))
     )?;
-    for (m, row) in sessions.iter().zip(&rows) {
+    for ((m, row), id) in sessions.iter().zip(&rows).zip(&ids) {
         let [status, turns, active, project] = row;
         let status_cell = match m.status {
             SessionStatus::Interrupted => st.red(status),
@@ -395,13 +402,43 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
         writeln!(
             out,
             "{}  {}  {}{turns}  {}  {project}{title}",
-            pad(&st.id(&m.id), &m.id, id_w),
+            pad(&st.id(id), id, id_w),
             pad(&status_cell, status, status_w),
             " ".repeat(turns_w.saturating_sub(width(turns))),
             pad(active, active, time_w),
         )?;
     }
     Ok(())
+}
+
+/// Below this many columns `session list` prints short ids.
+const SHORT_ID_BELOW_COLUMNS: usize = 100;
+/// A short id has at least this many characters.
+const SHORT_ID_MIN: usize = 8;
+
+/// Every id a prefix could also match, sorted: the listed sessions, every session directory
+/// of the home (deleted ones included) and every rollout log — names only, one `readdir` per
+/// directory, as [`SessionStore::resolve_prefix`] looks.
+fn known_ids(store: &SessionStore, listed: &[SessionMeta]) -> Vec<String> {
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let root = store.home().root();
+    let sessions = root.join("sessions");
+    let mut ids: Vec<String> = listed.iter().map(|m| m.id.clone()).collect();
+    for project in names(&sessions) {
+        ids.extend(names(&sessions.join(project)));
+    }
+    ids.extend(names(&root.join("rollout").join("sessions")));
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
 fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
@@ -506,7 +543,11 @@ fn render_message(out: &mut impl Write, st: Style, m: &StoredMessage) -> std::io
                     .unwrap_or_default();
                 writeln!(out, "  → {} {}", truncate(name, 60), truncate(&args, 100))?;
                 if let Some(r) = &p.result {
-                    writeln!(out, "    = {}", truncate(r, 100))?;
+                    if r.trim().is_empty() {
+                        writeln!(out, "    = {}", st.dim("(empty output)"))?;
+                    } else {
+                        writeln!(out, "    = {}", truncate(r, 100))?;
+                    }
                 }
             }
             PartType::Image => {
@@ -576,7 +617,10 @@ fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
             removed_paths: Some(removed.len()),
         });
     }
-    print_line(&format!("purged {id} ({} path(s) removed)", removed.len()))
+    print_line(&format!(
+        "purged {id} ({} removed)",
+        plural(removed.len() as u64, "path", "paths")
+    ))
 }
 
 /// The most a compaction summary file may hold.

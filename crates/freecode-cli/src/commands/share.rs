@@ -22,7 +22,7 @@ use freecode_sync::client::{
 };
 
 use crate::UserError;
-use crate::render::{Style, local_time, print_json, print_line};
+use crate::render::{Style, local_time, plural, print_json, print_line};
 
 /// `session export`.
 #[derive(Debug, Args)]
@@ -38,7 +38,7 @@ pub struct ExportArgs {
     #[arg(long, value_name = "F", num_args = 0..=1)]
     file: Option<Option<PathBuf>>,
     /// Share lifetime: 30m, 12h, 7d … [default: syncUrlExpiryDays of config.json, else 7d].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_expiry)]
     expires: Option<Duration>,
     /// Include the rollout log (every model call and tool output).
     #[arg(long)]
@@ -156,52 +156,32 @@ pub struct SyncServeArgs {
     max_connections_per_ip: Option<u32>,
 }
 
-/// A server timeout: whole seconds, or a number with `ms`, `s`, `m` or `h`; never zero.
+/// The longest server timeout taken: past a day a timeout no longer bounds anything.
+const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// A server timeout: whole seconds, or a number with a unit
+/// ([`parse_duration`](crate::duration::parse_duration)); never zero, at most a day.
 fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 10, 10s, 500ms or 2m"))?;
-    let ms_per = match unit {
-        "ms" => 1,
-        "" | "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return Err(format!("unknown unit {unit:?}: use ms, s, m or h")),
-    };
-    let ms = n
-        .checked_mul(ms_per)
-        .ok_or_else(|| format!("{s:?} is too long"))?;
-    if ms == 0 {
+    let d = crate::duration::parse_duration(s, Some("s"))?;
+    if d.is_zero() {
         return Err("a timeout must be positive".into());
     }
-    Ok(Duration::from_millis(ms))
+    if d > MAX_TIMEOUT {
+        return Err(format!(
+            "{:?} is longer than a day, the longest timeout",
+            s.trim()
+        ));
+    }
+    Ok(d)
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 30m, 12h or 7d"))?;
-    let mult = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "" => return Err(format!("{s:?} needs a unit: s, m, h or d (e.g. 7d)")),
-        _ => return Err(format!("unknown unit {unit:?}: use s, m, h or d")),
-    };
-    let secs = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("{s:?} is too long"))?;
-    if secs == 0 {
+/// How long a share lives: a number with a unit (`30m`, `12h`, `7d`); at least a second.
+fn parse_expiry(s: &str) -> Result<Duration, String> {
+    let d = crate::duration::parse_duration(s, None)?;
+    if d < Duration::from_secs(1) {
         return Err("a share must live at least one second".into());
     }
-    Ok(Duration::from_secs(secs))
+    Ok(d)
 }
 
 /// Runs `session export`.
@@ -210,11 +190,9 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
     if a.dry_run || a.file.is_some() {
         return export_locally(store, &id, a);
     }
-    let SessionShare {
-        shared,
-        bundle,
-        logged,
-    } = share_session(
+    let steps = crate::progress::Steps::new("sharing", 1);
+    steps.step("building, encrypting and sending the bundle");
+    let shared = share_session(
         store,
         &id,
         &ShareOptions {
@@ -224,8 +202,13 @@ pub fn export(store: &SessionStore, a: ExportArgs) -> anyhow::Result<()> {
             include_rollout: a.include_rollout,
             include_memories: a.include_memories,
         },
-    )
-    .with_context(|| format!("export of {id} failed"))?;
+    );
+    steps.finish();
+    let SessionShare {
+        shared,
+        bundle,
+        logged,
+    } = shared.with_context(|| format!("export of {id} failed"))?;
     if let Err(e) = logged {
         // The share is live: never lose its URL or the only way to revoke it.
         print_line(&shared.url)?;
@@ -282,8 +265,11 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
         expires_at: (!to_file)
             .then(|| expires_at(freecode_store::now_ms(), config.lifetime(a.expires))),
     };
+    let steps = crate::progress::Steps::new("exporting", if a.dry_run { 1 } else { 2 });
+    steps.step("reading and redacting the session");
     let bundle = share::export_bundle(store, id, &opts)?;
     if a.dry_run {
+        steps.finish();
         let endpoint = if to_file {
             String::new()
         } else {
@@ -292,7 +278,14 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
         return dry_run(&bundle, to_file, &endpoint, a.plain, a.json);
     }
     let file = a.file.flatten();
-    let path = share::save_to_remote(store.home(), &bundle, file.as_deref())?;
+    steps.step(match &file {
+        Some(f) if f.as_os_str() != "-" => format!("writing {}", f.display()),
+        Some(_) => "writing to standard output".to_owned(),
+        None => "writing the bundle".to_owned(),
+    });
+    let path = share::save_to_remote(store.home(), &bundle, file.as_deref());
+    steps.finish();
+    let path = path?;
     note_redactions(&bundle);
     if path.as_os_str() == "-" {
         // The bundle itself went to stdout: nothing else goes there.
@@ -312,8 +305,8 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
 fn note_redactions(bundle: &freecode_core::bundle::Bundle) {
     if !bundle.redactions.is_empty() {
         eprintln!(
-            "redacted {} secret(s); see them with --dry-run",
-            bundle.redactions.len()
+            "redacted {}; see them with --dry-run",
+            plural(bundle.redactions.len() as u64, "secret", "secrets")
         );
     }
 }
@@ -337,10 +330,10 @@ fn dry_run(
     let st = Style::stdout();
     writeln!(
         out,
-        "would export {} messages, {} events, {} memories to {}{}",
-        bundle.counts.messages,
-        bundle.counts.events,
-        bundle.counts.memories,
+        "would export {}, {}, {} to {}{}",
+        plural(bundle.counts.messages, "message", "messages"),
+        plural(bundle.counts.events, "event", "events"),
+        plural(bundle.counts.memories, "memory", "memories"),
         if to_file { "a file" } else { endpoint },
         if to_file || plain {
             " (unencrypted)"
@@ -351,7 +344,11 @@ fn dry_run(
     if bundle.redactions.is_empty() {
         writeln!(out, "nothing to redact")?;
     } else {
-        writeln!(out, "would redact {}:", bundle.redactions.len())?;
+        writeln!(
+            out,
+            "would redact {}:",
+            plural(bundle.redactions.len() as u64, "secret", "secrets")
+        )?;
         for r in &bundle.redactions {
             writeln!(out, "  {}  {}", st.yellow(&r.kind), r.location)?;
         }
@@ -363,8 +360,10 @@ fn dry_run(
 pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
     let project_path = crate::commands::run::project_directory(a.project.as_deref())?;
     let is_url = a.source.starts_with("http://") || a.source.starts_with("https://");
+    let steps = crate::progress::Steps::new("importing", if is_url { 2 } else { 3 });
     let (bundle, shape, source) = if is_url {
         let config = SyncConfig::load(store.home())?;
+        steps.step("downloading and decrypting");
         let (b, shape) = Client::new(config.api_key)
             .fetch(&a.source)
             .with_context(|| "import failed; nothing was written".to_owned())?;
@@ -389,6 +388,7 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
             return Err(too_big().into());
         }
         // Bounded read: the length checked above can change (or lie, for a device file).
+        steps.step(format!("reading {}", path.display()));
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(
             &mut std::io::Read::take(
@@ -402,10 +402,12 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
         if bytes.len() as u64 > max_file {
             return Err(too_big().into());
         }
+        steps.step("checking the bundle");
         let (b, shape) = freecode_sync::client::decode_body(&bytes, None)
             .with_context(|| format!("cannot import {}; nothing was written", path.display()))?;
         (b, shape, path.display().to_string())
     };
+    steps.step("writing the new session");
     let imported = share::import_bundle(
         store,
         bundle,
@@ -414,7 +416,9 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
             project_path,
             with_memories: a.with_memories,
         },
-    )?;
+    );
+    steps.finish();
+    let imported = imported?;
     if a.json {
         return print_json(&crate::ops::Imported {
             session_id: imported.id.to_string(),
@@ -429,8 +433,11 @@ pub fn import(store: &SessionStore, a: ImportArgs) -> anyhow::Result<()> {
     }
     print_line(imported.id.as_str())?;
     eprintln!(
-        "imported {} messages as {} ({}) into {}",
-        imported.messages, imported.id, imported.meta.title, imported.meta.project_path
+        "imported {} as {} ({}) into {}",
+        plural(imported.messages as u64, "message", "messages"),
+        imported.id,
+        imported.meta.title,
+        imported.meta.project_path
     );
     if !imported.memories_skipped.is_empty() {
         eprintln!(
@@ -623,11 +630,22 @@ mod tests {
             "",
             "s",
             "10d",
+            "25h",
+            "10x",
             "1.5s",
             "-1",
             "99999999999999999999h",
         ] {
             assert!(parse_timeout(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn expiries_need_a_unit_and_a_second() {
+        assert_eq!(parse_expiry("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_expiry("30m"), Ok(Duration::from_secs(1800)));
+        for text in ["7", "0s", "500ms", "1x"] {
+            assert!(parse_expiry(text).is_err(), "{text}");
         }
     }
 }

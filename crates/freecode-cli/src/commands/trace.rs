@@ -26,7 +26,9 @@ use freecode_store::rollout::{EVENTS_FILE, ReadReport, events_path, read_events}
 use freecode_store::{Home, IssueKind, LineIssue};
 
 use crate::UserError;
-use crate::render::{local_time, plural, print_json, print_line, thousands, truncate};
+use crate::render::{
+    fit_to_terminal, local_time, plural, print_json, print_line, thousands, truncate,
+};
 use crate::sanitize::clean_line;
 use crate::trace_render::{Palette, RenderOptions, format_duration, render_trace};
 
@@ -124,24 +126,23 @@ fn warn_skipped(path: &Path, report: &ReadReport) {
     if skipped.len() > SHOWN {
         let more = skipped.len() - SHOWN;
         tracing::warn!(
-            "{}: skipped {more} more unreadable line{}",
+            "{}: skipped {} more",
             path.display(),
-            if more == 1 { "" } else { "s" }
+            plural(more as u64, "unreadable line", "unreadable lines")
         );
     }
     if let Some(first) = kept.first() {
         tracing::warn!(
-            "{}: {} line{} held lone UTF-16 surrogates, read as U+FFFD (first: {first})",
+            "{}: {} held lone UTF-16 surrogates, read as U+FFFD (first: {first})",
             path.display(),
-            kept.len(),
-            if kept.len() == 1 { "" } else { "s" }
+            plural(kept.len() as u64, "line", "lines")
         );
     }
     if report.unknown > 0 {
         tracing::warn!(
-            "{}: skipped {} event(s) of a type this version does not know",
+            "{}: skipped {} of a type this version does not know",
             path.display(),
-            report.unknown
+            plural(report.unknown, "event", "events")
         );
     }
 }
@@ -283,10 +284,16 @@ impl TraceArgs {
             return print_json(&trace);
         }
         let mut out = crate::pager::Pager::new(!self.no_pager);
+        // On a terminal every row fits its width (cut with an ellipsis, never wrapped);
+        // piped, rows are whole.
         writeln!(
             out,
             "{}",
-            render_trace(&trace, &self.render_options(), Palette::stdout())
+            fit_to_terminal(&render_trace(
+                &trace,
+                &self.render_options(),
+                Palette::stdout()
+            ))
         )?;
         out.finish()?;
         Ok(())
@@ -482,7 +489,7 @@ fn follow(
         writeln!(
             out,
             "{}\n\n{}",
-            render_trace(&trace, opts, palette),
+            fit_to_terminal(&render_trace(&trace, opts, palette)),
             palette.dim(&format!("watching {id} — ctrl-c to stop"))
         )?;
         out.flush()?;
@@ -518,7 +525,7 @@ impl ReplayArgs {
         if self.json {
             print_json(&replay)
         } else {
-            print_line(&render_replay(&replay, Palette::stdout()))
+            print_line(&fit_to_terminal(&render_replay(&replay, Palette::stdout())))
         }
     }
 }
@@ -528,7 +535,7 @@ impl ReplayArgs {
 /// made terminal-safe.
 fn render_replay(r: &Replay, p: Palette) -> String {
     let mut lines = vec![p.bold(&format!(
-        "session {}  {}, {}, {}",
+        "session {}  {} started, {}, {}",
         r.session_id,
         plural(r.total_turns, "turn", "turns"),
         plural(r.total_calls, "tool call", "tool calls"),

@@ -689,6 +689,7 @@ mod tests {
             cache_read_tokens: 0,
             hung: false,
             in_flight: false,
+            abandoned: false,
             redirects: 2,
             redirects_skipped: 1,
         };

@@ -20,6 +20,11 @@ use super::event::{DenySource, Event, EventKind};
 /// A request open this long (ms) with no response and no error is hung.
 pub const HANG_THRESHOLD_MS: i64 = 300_000;
 
+/// A log silent this long (ms) past its last event, with requests still open, was left by a
+/// process that is gone: those requests never closed, and nothing is timed past the last event
+/// (an old crashed session would otherwise show months of "hung" time counted to now).
+pub const ABANDONED_AFTER_MS: i64 = 86_400_000;
+
 /// Where a span stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -110,6 +115,10 @@ pub struct Trace {
     pub cache_read_tokens: u64,
     pub hung: bool,
     pub in_flight: bool,
+    /// Requests are open but the log has been silent for [`ABANDONED_AFTER_MS`]: they never
+    /// closed (their spans are `hung`, open since their `startedAt`), and durations and
+    /// `wallMs` end at the last event instead of now.
+    pub abandoned: bool,
     pub redirects: u64,
     pub redirects_skipped: u64,
 }
@@ -304,13 +313,19 @@ impl TraceBuilder {
     pub fn finish(self, now: Option<i64>) -> Trace {
         let started_at = self.first_ts.unwrap_or(0);
         let ended_at = self.last_ts.unwrap_or(started_at);
-        let as_of = now.unwrap_or(ended_at);
+        let abandoned = !self.open.is_empty()
+            && now.is_some_and(|n| n.saturating_sub(ended_at) >= ABANDONED_AFTER_MS);
+        let as_of = if abandoned {
+            ended_at
+        } else {
+            now.unwrap_or(ended_at)
+        };
         let mut spans = self.model_spans;
         let (mut hung, mut in_flight) = (false, false);
         for &i in &self.open {
             let s = &mut spans[i];
             s.duration_ms = (as_of - s.started_at).max(0);
-            if s.duration_ms >= HANG_THRESHOLD_MS {
+            if abandoned || s.duration_ms >= HANG_THRESHOLD_MS {
                 s.status = SpanStatus::Hung;
                 hung = true;
             } else {
@@ -335,6 +350,7 @@ impl TraceBuilder {
             denied_spans: self.denied_spans,
             hung,
             in_flight,
+            abandoned,
             redirects: self.redirects,
             redirects_skipped: self.redirects_skipped,
         }

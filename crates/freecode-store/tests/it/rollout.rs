@@ -186,6 +186,8 @@ fn strip_idx_additions(trace: &mut Value) {
     assert_eq!(remove(trace, "deniedSpans"), Some(json!([])));
     assert_eq!(remove(trace, "redirects"), Some(json!(0)));
     assert_eq!(remove(trace, "redirectsSkipped"), Some(json!(0)));
+    // Within a day of the last event nothing is abandoned.
+    assert_eq!(remove(trace, "abandoned"), Some(json!(false)));
     for s in trace["modelSpans"].as_array_mut().unwrap() {
         remove(s, "cacheWriteTokens");
     }
