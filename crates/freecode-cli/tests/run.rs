@@ -1304,7 +1304,7 @@ fn run_on_a_session_reads_its_meta_once_before_the_writer() {
         .arg(&log)
         .arg(bin)
         .args(["run", "--session", &id, "again"])
-        .current_dir(&ctx.project())
+        .current_dir(ctx.project())
         .env("FREECODE_HOME", &ctx.home)
         .env("FREECODE_SCRIPTED_DELAY_MS", "0")
         .env("NO_COLOR", "1")
