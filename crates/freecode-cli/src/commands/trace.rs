@@ -221,19 +221,17 @@ fn now_after(last_event: Option<i64>) -> i64 {
 /// never terminated is hung even when it is the log's last line (SPEC §19.32). A log with
 /// nothing open keeps the last event as its end, as in the original: the clock would only
 /// inflate `wall_ms` and "other" with the time since the session ended.
-fn post_mortem(builder: &TraceBuilder, last_event: Option<i64>) -> Trace {
-    let settled = builder.snapshot(None);
-    if settled.hung || settled.in_flight {
-        builder.snapshot(Some(now_after(last_event)))
-    } else {
-        settled
-    }
+fn post_mortem(builder: TraceBuilder, last_event: Option<i64>) -> Trace {
+    // Open requests end as hung or in flight: only then does the clock matter. Consumes the
+    // fold (no copy of its spans).
+    let now = builder.has_open().then(|| now_after(last_event));
+    builder.finish(now)
 }
 
 /// The trace fold of session `id` as `trace --json` prints it; `None` when it has no log.
 pub fn trace_of(home: &Home, id: &SessionId) -> anyhow::Result<Option<Trace>> {
     let path = events_path(home, id);
-    Ok(fold_trace(&path, id)?.map(|(builder, last)| post_mortem(&builder, last)))
+    Ok(fold_trace(&path, id)?.map(|(builder, last)| post_mortem(builder, last)))
 }
 
 impl TraceArgs {
@@ -270,7 +268,7 @@ impl TraceArgs {
         let Some((builder, last)) = fold_trace(&path, &id)? else {
             return Err(no_events(&id));
         };
-        let trace = post_mortem(&builder, last);
+        let trace = post_mortem(builder, last);
         if exporting {
             return export(
                 &id,

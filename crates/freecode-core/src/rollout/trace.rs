@@ -258,6 +258,11 @@ impl TraceBuilder {
         }
     }
 
+    /// Whether a request is open (its span ends as in flight or hung).
+    pub fn has_open(&self) -> bool {
+        !self.open.is_empty()
+    }
+
     /// The trace as of `now` (ms); `None` ages open requests against the last event, as the
     /// original does. Open requests are `hung` once open for [`HANG_THRESHOLD_MS`].
     pub fn snapshot(&self, now: Option<i64>) -> Trace {

@@ -105,6 +105,15 @@ impl<'de> Deserialize<'de> for RawStr<'de> {
     }
 }
 
+/// A value checked to be a `T` and dropped: the keys no fold reads (no room in the view).
+struct Checked<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Checked<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        T::deserialize(d).map(|_| Checked(std::marker::PhantomData))
+    }
+}
+
 /// The 19 event types, without their fields: what a fold matches on (exhaustively).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
@@ -221,9 +230,9 @@ macro_rules! view_fields {
 
 view_fields! {
     "type" => kind: Str<'a>,
-    "id" => id: Str<'a>,
-    "seq" => seq: u64,
-    "aggregateID" => aggregate_id: Str<'a>,
+    "id" => id: Checked<Str<'a>>,
+    "seq" => seq: Checked<u64>,
+    "aggregateID" => aggregate_id: Checked<Str<'a>>,
     "timestamp" => timestamp: i64,
     "turnId" => turn_id: Str<'a>,
     "tool" => tool: Str<'a>,
@@ -232,14 +241,14 @@ view_fields! {
     "duration_ms" => duration_ms: i64,
     "beforeTokens" => before_tokens: u64,
     "afterTokens" => after_tokens: u64,
-    "subagentId" => subagent_id: Str<'a>,
-    "task" => task: Str<'a>,
-    "result" => result: Str<'a>,
-    "skillName" => skill_name: Str<'a>,
-    "implicit" => implicit: bool,
-    "hookName" => hook_name: Str<'a>,
-    "hookEvent" => hook_event: Str<'a>,
-    "blocked" => blocked: bool,
+    "subagentId" => subagent_id: Checked<Str<'a>>,
+    "task" => task: Checked<Str<'a>>,
+    "result" => result: Checked<Str<'a>>,
+    "skillName" => skill_name: Checked<Str<'a>>,
+    "implicit" => implicit: Checked<bool>,
+    "hookName" => hook_name: Checked<Str<'a>>,
+    "hookEvent" => hook_event: Checked<Str<'a>>,
+    "blocked" => blocked: Checked<bool>,
     "reason" => reason: Str<'a>,
     "parser" => parser: Str<'a>,
     "error" => error: Str<'a>,
@@ -248,26 +257,26 @@ view_fields! {
     "messageCount" => message_count: u64,
     "toolCount" => tool_count: u64,
     "promptChars" => prompt_chars: u64,
-    "streamed" => streamed: bool,
+    "streamed" => streamed: Checked<bool>,
     "ttft_ms" => ttft_ms: i64,
     "inputTokens" => input_tokens: u64,
     "outputTokens" => output_tokens: u64,
     "cacheReadTokens" => cache_read_tokens: u64,
     "cacheWriteTokens" => cache_write_tokens: u64,
-    "reasoningTokens" => reasoning_tokens: u64,
+    "reasoningTokens" => reasoning_tokens: Checked<u64>,
     "toolCalls" => tool_calls: Vec<Str<'a>>,
-    "textChars" => text_chars: u64,
-    "thinkingChars" => thinking_chars: u64,
-    "echoedModel" => echoed_model: Str<'a>,
+    "textChars" => text_chars: Checked<u64>,
+    "thinkingChars" => thinking_chars: Checked<u64>,
+    "echoedModel" => echoed_model: Checked<Str<'a>>,
     "kind" => error_kind: Str<'a>,
     "source" => source: Str<'a>,
     "callId" => call_id: Str<'a>,
-    "parentCallId" => parent_call_id: Str<'a>,
+    "parentCallId" => parent_call_id: Checked<Str<'a>>,
     "failed" => failed: bool,
-    "evidenceEventIds" => evidence_event_ids: Vec<Str<'a>>,
-    "directionCount" => direction_count: u64,
-    "directionChars" => direction_chars: u64,
-    "latency_ms" => latency_ms: i64,
+    "evidenceEventIds" => evidence_event_ids: Checked<Vec<Str<'a>>>,
+    "directionCount" => direction_count: Checked<u64>,
+    "directionChars" => direction_chars: Checked<u64>,
+    "latency_ms" => latency_ms: Checked<i64>,
 }
 
 /// One event as the folds read it: the type, the timestamp and the fields they use, borrowed.
