@@ -1144,9 +1144,14 @@ fn bench_beside_original(quick: bool) -> Res<()> {
         };
         row(name, o, "", secs(t), &format!(", {} MiB", kib / 1024));
         if !name.contains("rendered") {
+            let (what, base) = if name.contains("replay") {
+                ("replay", replay)
+            } else {
+                ("trace", fold)
+            };
             println!(
-                "|  └ vs our trace fold alone | | | {:.2}× the fold | |",
-                secs(t) / secs(fold)
+                "|  └ vs our {what} fold alone | | | {:.2}× the fold | |",
+                secs(t) / secs(base)
             );
         }
     }
