@@ -8,7 +8,9 @@
 //! Peak memory is the VmHWM of a fresh child process (this binary re-executed with
 //! `--child-<what>`), median of three.
 //!
-//! `FREECODE_BENCH_QUICK=1` scales every count down ten times. Every argument that is not a
+//! `FREECODE_BENCH_QUICK=1` scales every count down ten times. The last section runs the
+//! original's `run-bench.sh` beside ours on its log (`FREECODE_BENCH_NO_ORIGINAL=1` skips it,
+//! `FREECODE_BENCH_ONLY_ORIGINAL=1` runs only it). Every argument that is not a
 //! `--child-…` mode (such as `--bench`, which `cargo bench` passes) is ignored.
 
 use std::fs::{self, File, OpenOptions};
@@ -909,6 +911,10 @@ fn main() -> Res<()> {
         return run_child(&args[pos], &args[pos + 1..]);
     }
     let scale = Scale::from_env();
+    if std::env::var_os("FREECODE_BENCH_ONLY_ORIGINAL").is_some() {
+        // Only the rows beside the original (no recording of our own log).
+        return bench_beside_original(scale.quick);
+    }
     let base = bench_base()?;
     let tmp: TempDir = tempfile::Builder::new().prefix("run-").tempdir_in(&base)?;
     eprintln!(
@@ -962,7 +968,196 @@ fn main() -> Res<()> {
     for n in &notes {
         println!("note: {n}");
     }
-    eprintln!("[5/5] cleaning up");
+    eprintln!("[5/5] beside the original, in the same run");
+    bench_beside_original(scale.quick)?;
+    eprintln!("cleaning up");
     drop(tmp);
+    Ok(())
+}
+
+// ----- beside the original, in the same run -------------------------------------------------------
+
+/// Runs the original's own replay and trace (`run-bench.sh`, when `node` is on PATH and
+/// `FREECODE_BENCH_NO_ORIGINAL` is unset) on its 1M-event log, then ours on the same file: the
+/// library folds through `read_event_views`, a raw read of the same bytes, and the release CLI
+/// as a whole process under `/usr/bin/time` (built beforehand: `cargo build --release -p
+/// freecode-cli`). Prints ours, the original's and the ratio.
+fn bench_beside_original(quick: bool) -> Res<()> {
+    use freecode_store::rollout::read_event_views;
+    if std::env::var_os("FREECODE_BENCH_NO_ORIGINAL").is_some() {
+        eprintln!("  skipped: FREECODE_BENCH_NO_ORIGINAL is set");
+        return Ok(());
+    }
+    if !Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("  skipped: no node on PATH");
+        return Ok(());
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::env::var_os("FREECODE_ORIGINAL_BENCH").map_or_else(
+        || manifest.join("../../../shared/reference/original/run-bench.sh"),
+        std::path::PathBuf::from,
+    );
+    let size = if quick { "0.1" } else { "1" };
+    let bench_dir = std::env::var("BENCH_DIR").unwrap_or_else(|_| "/tmp/fc-bench-ref".to_owned());
+    let out_json =
+        std::env::temp_dir().join(format!("fc-rollout-orig-{}.json", std::process::id()));
+    let status = Command::new(&script)
+        .env("SIZE", size)
+        .env("RUNS", "3")
+        .env("BENCHES", "replay,trace")
+        .env("BENCH_DIR", &bench_dir)
+        .env("BENCH_OUT", &out_json)
+        .status()?;
+    if !status.success() {
+        return Err(format!("{} failed: {status}", script.display()).into());
+    }
+    let results: serde_json::Value = serde_json::from_slice(&fs::read(&out_json)?)?;
+    let _ = fs::remove_file(&out_json);
+    let orig = |bench: &str| {
+        results["results"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["bench"] == bench))
+            .cloned()
+            .unwrap_or(serde_json::Value::Null)
+    };
+    let (o_replay, o_trace) = (orig("replay"), orig("trace"));
+    let ms = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+    let home = Path::new(&bench_dir).join(format!("data-size-{size}/events/.freecode"));
+    let log = home.join("rollout/sessions/bench-events/events.jsonl");
+    let bytes = fs::metadata(&log)?.len();
+
+    let median3 = |f: &dyn Fn() -> Res<()>| -> Res<Duration> {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            let t = Instant::now();
+            f()?;
+            v.push(t.elapsed());
+        }
+        Ok(median(&mut v))
+    };
+    let raw = median3(&|| raw_read(&log).map(drop))?;
+    let replay = median3(&|| {
+        let mut b = ReplayBuilder::new("bench-events");
+        read_event_views(&log, |v| b.apply_view(v))?.ok_or("no log")?;
+        std::hint::black_box(b.finish());
+        Ok(())
+    })?;
+    let fold = median3(&|| {
+        let mut b = TraceBuilder::new("bench-events");
+        read_event_views(&log, |v| b.apply_view(v))?.ok_or("no log")?;
+        std::hint::black_box(b.finish(None));
+        Ok(())
+    })?;
+    let cli = manifest.join("../../target/release/freecode");
+    let cli = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or(cli, |d| Path::new(&d).join("release/freecode"));
+    let run_cli = |args: &[&str]| -> Res<(Duration, u64)> {
+        let (mut times, mut peaks) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let out = Command::new("/usr/bin/time")
+                .args(["-f", "%e %M"])
+                .arg(&cli)
+                .arg("--home")
+                .arg(&home)
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .output()?;
+            if !out.status.success() {
+                return Err(format!("{} {args:?} failed", cli.display()).into());
+            }
+            let err = String::from_utf8_lossy(&out.stderr);
+            let last = err.lines().last().unwrap_or("");
+            let mut it = last.split_whitespace();
+            let secs: f64 = it.next().ok_or("no time")?.parse()?;
+            let kib: u64 = it.next().ok_or("no rss")?.parse()?;
+            times.push(Duration::from_secs_f64(secs));
+            peaks.push(Duration::from_secs(kib));
+        }
+        Ok((median(&mut times), median(&mut peaks).as_secs()))
+    };
+    let cli_rows: Vec<(&str, Res<(Duration, u64)>)> = if cli.is_file() {
+        vec![
+            (
+                "`freecode trace` (rendered)",
+                run_cli(&["trace", "bench-events", "--no-pager"]),
+            ),
+            (
+                "`freecode trace --json`",
+                run_cli(&["trace", "bench-events", "--json"]),
+            ),
+            (
+                "`freecode replay --json`",
+                run_cli(&["replay", "bench-events", "--json"]),
+            ),
+        ]
+    } else {
+        eprintln!("  no release CLI at {}: CLI rows skipped", cli.display());
+        Vec::new()
+    };
+
+    let secs = |d: Duration| d.as_secs_f64() * 1e3;
+    println!();
+    println!(
+        "Beside the original, same run, same file ({} events.jsonl, {}; medians of 3):",
+        o_replay["items"],
+        mib(bytes)
+    );
+    println!("| operation | original | ours | ratio | raw read of the bytes |");
+    println!("|---|---|---|---|---|");
+    let row = |name: &str, o: f64, o_peak: &str, ours: f64, ours_peak: &str| {
+        let (o, ratio) = if o.is_nan() {
+            ("—".to_owned(), "—".to_owned())
+        } else {
+            (format!("{o:.0} ms{o_peak}"), format!("{:.1}×", o / ours))
+        };
+        println!(
+            "| {name} | {o} | {ours:.0} ms{ours_peak} | {ratio} | {:.0} ms |",
+            secs(raw)
+        );
+    };
+    let peak = |v: &serde_json::Value| format!(", {:.0} MiB", ms(&v["peakRssMiB"]));
+    row(
+        "replay (library fold)",
+        ms(&o_replay["medianMs"]),
+        &peak(&o_replay),
+        secs(replay),
+        "",
+    );
+    row(
+        "trace load + fold (library)",
+        ms(&o_trace["medianMs"]),
+        &peak(&o_trace),
+        secs(fold),
+        "",
+    );
+    let o_render = ms(&o_trace["medianMs"]) + ms(&o_trace["parts"]["renderMs"]);
+    for (name, r) in cli_rows {
+        let (t, kib) = r?;
+        let o = if name.contains("rendered") {
+            o_render
+        } else {
+            f64::NAN
+        };
+        row(name, o, "", secs(t), &format!(", {} MiB", kib / 1024));
+        if !name.contains("rendered") {
+            let (what, base) = if name.contains("replay") {
+                ("replay", replay)
+            } else {
+                ("trace", fold)
+            };
+            println!(
+                "|  └ vs our {what} fold alone | | | {:.2}× the fold | |",
+                secs(t) / secs(base)
+            );
+        }
+    }
+    println!(
+        "The original's trace is load + fold (its render, {:.0} ms in this run, is added for the rendered row); its peaks include Node's baseline. CLI peaks are `/usr/bin/time` %M.",
+        ms(&o_trace["parts"]["renderMs"])
+    );
     Ok(())
 }

@@ -1,9 +1,9 @@
 //! `freecode trace` (SPEC §16.3) and `freecode replay` (SPEC §13.1): read a session's rollout log
 //! back as a waterfall of model calls and tools, or as turns and tool calls.
 //!
-//! Logs are streamed through [`read_events`] into the pure folds of
-//! [`freecode_core::rollout`] (constant memory however long the log); lines that are not events
-//! are reported on stderr. Differences from the original, all deliberate:
+//! Logs are streamed through [`read_event_views`] (borrowed views, large reads) into the pure
+//! folds of [`freecode_core::rollout`] (constant memory however long the log); lines that are
+//! not events are reported on stderr. Differences from the original, all deliberate:
 //!
 //! - Open requests are aged against the current time, not the last event, so a final request
 //!   that never terminated shows as hung in a post-mortem (SPEC §19.32); `--json` and the OTLP
@@ -22,7 +22,7 @@ use freecode_core::SessionId;
 use freecode_core::rollout::replay::{Replay, ReplayBuilder};
 use freecode_core::rollout::trace::{Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
-use freecode_store::rollout::{EVENTS_FILE, ReadReport, events_path, read_events};
+use freecode_store::rollout::{EVENTS_FILE, ReadReport, events_path, read_event_views};
 use freecode_store::{Home, IssueKind, LineIssue};
 
 use crate::UserError;
@@ -201,9 +201,9 @@ fn latest_session(home: &Home) -> anyhow::Result<SessionId> {
 fn fold_trace(path: &Path, id: &SessionId) -> anyhow::Result<Option<(TraceBuilder, Option<i64>)>> {
     let mut builder = TraceBuilder::new(id.as_str());
     let mut last = None;
-    let report = read_events(path, |e| {
+    let report = read_event_views(path, |e| {
         last = Some(e.timestamp);
-        builder.apply(&e);
+        builder.apply_view(e);
     })?;
     Ok(report.map(|r| {
         warn_skipped(path, &r);
@@ -222,19 +222,17 @@ fn now_after(last_event: Option<i64>) -> i64 {
 /// never terminated is hung even when it is the log's last line (SPEC §19.32). A log with
 /// nothing open keeps the last event as its end, as in the original: the clock would only
 /// inflate `wall_ms` and "other" with the time since the session ended.
-fn post_mortem(builder: &TraceBuilder, last_event: Option<i64>) -> Trace {
-    let settled = builder.snapshot(None);
-    if settled.hung || settled.in_flight {
-        builder.snapshot(Some(now_after(last_event)))
-    } else {
-        settled
-    }
+fn post_mortem(builder: TraceBuilder, last_event: Option<i64>) -> Trace {
+    // Open requests end as hung or in flight: only then does the clock matter. Consumes the
+    // fold (no copy of its spans).
+    let now = builder.has_open().then(|| now_after(last_event));
+    builder.finish(now)
 }
 
 /// The trace fold of session `id` as `trace --json` prints it; `None` when it has no log.
 pub fn trace_of(home: &Home, id: &SessionId) -> anyhow::Result<Option<Trace>> {
     let path = events_path(home, id);
-    Ok(fold_trace(&path, id)?.map(|(builder, last)| post_mortem(&builder, last)))
+    Ok(fold_trace(&path, id)?.map(|(builder, last)| post_mortem(builder, last)))
 }
 
 impl TraceArgs {
@@ -271,7 +269,7 @@ impl TraceArgs {
         let Some((builder, last)) = fold_trace(&path, &id)? else {
             return Err(no_events(&id));
         };
-        let trace = post_mortem(&builder, last);
+        let trace = post_mortem(builder, last);
         if exporting {
             return export(
                 &id,
@@ -339,7 +337,7 @@ fn list(home: &Home, json: bool) -> anyhow::Result<()> {
     let mut rows = Vec::with_capacity(sessions.len());
     for (id, path) in sessions {
         let (mut first, mut last) = (None, None);
-        let report = read_events(&path, |e| {
+        let report = read_event_views(&path, |e| {
             first.get_or_insert(e.timestamp);
             last = Some(e.timestamp);
         })?;
@@ -508,7 +506,7 @@ impl ReplayArgs {
         let id = crate::commands::session::resolve_recorded_id(home, &self.id)?;
         let path = events_path(home, &id);
         let mut builder = ReplayBuilder::new(id.as_str());
-        let Some(report) = read_events(&path, |e| builder.apply(&e))? else {
+        let Some(report) = read_event_views(&path, |e| builder.apply_view(e))? else {
             return Err(no_events(&id));
         };
         warn_skipped(&path, &report);

@@ -3,12 +3,14 @@
 //! - [`event`]: the 19 event types as one typed enum, with the original's exact field names,
 //!   key order and omission rules.
 //! - [`ulid`]: 26-character monotonic ULIDs for event ids.
-//! - [`replay`] and [`trace`]: pure, streaming folds over events.
+//! - [`view`]: a borrowed view of an event line, what the folds read.
+//! - [`replay`] and [`trace`]: pure, streaming folds over events (typed or viewed).
 
 pub mod event;
 pub mod otlp;
 pub mod replay;
 pub mod trace;
 pub mod ulid;
+pub mod view;
 
 pub use event::{DenySource, Event, EventKind, ModelErrorKind, RawEvent};

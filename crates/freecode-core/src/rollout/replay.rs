@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::event::{DenySource, Event, EventKind};
+use super::event::{DenySource, Event};
+use super::view::{EventType, EventView};
 
 /// One tool call in a turn.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -121,100 +122,83 @@ impl ReplayBuilder {
 
     /// Folds one event.
     pub fn apply(&mut self, ev: &Event) {
-        match &ev.kind {
-            EventKind::TurnStarted { turn_id } => {
-                self.latest.insert(turn_id.clone(), self.r.turns.len());
+        self.apply_view(&EventView::of(ev));
+    }
+
+    /// Folds one event read as a borrowed view (what the log reader gives).
+    pub fn apply_view(&mut self, ev: &EventView<'_>) {
+        let args = || ev.args.map_or(Value::Null, |a| a.to_value());
+        match ev.ty {
+            EventType::TurnStarted => {
+                self.latest
+                    .insert(ev.turn_id.to_owned(), self.r.turns.len());
                 self.r.turns.push(ReplayTurn {
-                    turn_id: turn_id.clone(),
+                    turn_id: ev.turn_id.to_owned(),
                     started_at: ev.timestamp,
                     calls: Vec::new(),
                     denied: Vec::new(),
                 });
                 self.r.total_turns += 1;
             }
-            EventKind::FunctionCall {
-                turn_id,
-                tool,
-                args,
-                call_id,
-                ..
-            } => {
-                if let Some(t) = self.turn(turn_id) {
+            EventType::FunctionCall => {
+                if let Some(t) = self.turn(ev.turn_id) {
                     t.calls.push(ReplayCall {
-                        tool: tool.clone(),
-                        args: args.clone(),
+                        tool: ev.tool.to_owned(),
+                        args: args(),
                         output: None,
                         duration_ms: None,
                         failed: None,
-                        call_id: call_id.clone(),
+                        call_id: ev.call_id.map(str::to_owned),
                     });
                     self.r.total_calls += 1;
                 }
             }
-            EventKind::FunctionOutput {
-                turn_id,
-                tool,
-                output,
-                duration_ms,
-                failed,
-                call_id,
-            } => {
-                if let Some(t) = self.turn(turn_id) {
+            EventType::FunctionOutput => {
+                if let Some(t) = self.turn(ev.turn_id) {
                     let call = t.calls.iter_mut().find(|c| {
                         c.output.is_none()
-                            && match call_id {
-                                Some(id) => c.call_id.as_ref() == Some(id),
-                                None => &c.tool == tool,
+                            && match ev.call_id {
+                                Some(id) => c.call_id.as_deref() == Some(id),
+                                None => c.tool == ev.tool,
                             }
                     });
                     if let Some(c) = call {
-                        c.output = Some(output.clone());
-                        c.duration_ms = Some(*duration_ms);
-                        c.failed = *failed;
+                        c.output = Some(ev.output.map(|o| o.to_owned_string()).unwrap_or_default());
+                        c.duration_ms = Some(ev.duration_ms);
+                        c.failed = ev.failed;
                     }
                 }
             }
-            EventKind::FunctionDenied {
-                turn_id,
-                tool,
-                args,
-                reason,
-                source,
-            } => {
+            EventType::FunctionDenied => {
                 self.r.total_denied += 1;
-                if let Some(t) = self.turn(turn_id) {
+                if let Some(t) = self.turn(ev.turn_id) {
                     t.denied.push(ReplayDenied {
-                        tool: tool.clone(),
-                        args: args.clone(),
-                        source: source.clone(),
-                        reason: reason.clone(),
+                        tool: ev.tool.to_owned(),
+                        args: args(),
+                        source: ev.deny_source(),
+                        reason: ev.reason.to_owned(),
                     });
                 }
             }
-            EventKind::CompactOccurred {
-                before_tokens,
-                after_tokens,
-            } => {
-                self.r.total_tokens_before += before_tokens;
-                self.r.total_tokens_after += after_tokens;
+            EventType::CompactOccurred => {
+                self.r.total_tokens_before += ev.before_tokens;
+                self.r.total_tokens_after += ev.after_tokens;
                 self.r.compact_count += 1;
             }
-            EventKind::ParseError { parser, error, .. } => {
-                self.r.errors.push(format!("{parser}: {error}"))
-            }
-            EventKind::RedirectTriggered { .. } => self.r.redirects += 1,
-            EventKind::RedirectSkipped { .. } => self.r.redirects_skipped += 1,
-            EventKind::TurnAborted { .. }
-            | EventKind::SubagentStart { .. }
-            | EventKind::SubagentStop { .. }
-            | EventKind::SkillInvoked { .. }
-            | EventKind::HookTriggered { .. }
-            | EventKind::HookBlocked { .. }
-            | EventKind::ContextOverflow { .. }
-            | EventKind::ModelRequest { .. }
-            | EventKind::ModelFirstToken { .. }
-            | EventKind::ModelResponse { .. }
-            | EventKind::ModelError { .. } => {}
+            EventType::ParseError => self.r.errors.push(format!("{}: {}", ev.parser, ev.error)),
+            EventType::RedirectTriggered => self.r.redirects += 1,
+            EventType::RedirectSkipped => self.r.redirects_skipped += 1,
+            EventType::TurnAborted
+            | EventType::SubagentStart
+            | EventType::SubagentStop
+            | EventType::SkillInvoked
+            | EventType::HookTriggered
+            | EventType::HookBlocked
+            | EventType::ContextOverflow
+            | EventType::ModelRequest
+            | EventType::ModelFirstToken
+            | EventType::ModelResponse
+            | EventType::ModelError => {}
         }
     }
 

@@ -15,7 +15,8 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::event::{DenySource, Event, EventKind};
+use super::event::{DenySource, Event};
+use super::view::{EventType, EventView};
 
 /// A request open this long (ms) with no response and no error is hung.
 pub const HANG_THRESHOLD_MS: i64 = 300_000;
@@ -140,7 +141,7 @@ pub struct TraceBuilder {
     redirects_skipped: u64,
 }
 
-fn pending_key(call_id: Option<&String>, tool: &str) -> String {
+fn pending_key(call_id: Option<&str>, tool: &str) -> String {
     match call_id {
         Some(c) => format!("id:{c}"),
         None => format!("tool:{tool}"),
@@ -172,29 +173,26 @@ impl TraceBuilder {
 
     /// Folds one event.
     pub fn apply(&mut self, ev: &Event) {
+        self.apply_view(&EventView::of(ev));
+    }
+
+    /// Folds one event read as a borrowed view (what the log reader gives).
+    pub fn apply_view(&mut self, ev: &EventView<'_>) {
         self.first_ts.get_or_insert(ev.timestamp);
         self.last_ts = Some(ev.timestamp);
-        match &ev.kind {
-            EventKind::ModelRequest {
-                turn_id,
-                provider,
-                model,
-                message_count,
-                tool_count,
-                prompt_chars,
-                ..
-            } => {
+        match ev.ty {
+            EventType::ModelRequest => {
                 self.open.push(self.model_spans.len());
                 self.model_spans.push(ModelSpan {
-                    turn_id: turn_id.clone(),
-                    provider: provider.clone(),
-                    model: model.clone(),
+                    turn_id: ev.turn_id.to_owned(),
+                    provider: ev.provider.to_owned(),
+                    model: ev.model.to_owned(),
                     started_at: ev.timestamp,
                     status: SpanStatus::InFlight,
                     duration_ms: 0,
-                    message_count: *message_count,
-                    tool_count: *tool_count,
-                    prompt_chars: *prompt_chars,
+                    message_count: ev.message_count,
+                    tool_count: ev.tool_count,
+                    prompt_chars: ev.prompt_chars,
                     tool_calls: Vec::new(),
                     ttft_ms: None,
                     input_tokens: None,
@@ -205,102 +203,73 @@ impl TraceBuilder {
                     error: None,
                 });
             }
-            EventKind::ModelFirstToken { turn_id, ttft_ms } => {
-                if let Some(i) = self.take_open(turn_id, false) {
-                    self.model_spans[i].ttft_ms = Some(*ttft_ms);
+            EventType::ModelFirstToken => {
+                if let Some(i) = self.take_open(ev.turn_id, false) {
+                    self.model_spans[i].ttft_ms = Some(ev.ttft_ms.unwrap_or(0));
                 }
             }
-            EventKind::ModelResponse {
-                turn_id,
-                duration_ms,
-                ttft_ms,
-                input_tokens,
-                output_tokens,
-                cache_read_tokens,
-                cache_write_tokens,
-                tool_calls,
-                ..
-            } => {
-                if let Some(i) = self.take_open(turn_id, true) {
+            EventType::ModelResponse => {
+                if let Some(i) = self.take_open(ev.turn_id, true) {
                     let s = &mut self.model_spans[i];
                     s.status = SpanStatus::Ok;
-                    s.duration_ms = *duration_ms;
-                    s.ttft_ms = ttft_ms.or(s.ttft_ms);
-                    s.input_tokens = *input_tokens;
-                    s.output_tokens = *output_tokens;
-                    s.cache_read_tokens = *cache_read_tokens;
-                    s.cache_write_tokens = *cache_write_tokens;
-                    s.tool_calls = tool_calls.clone();
+                    s.duration_ms = ev.duration_ms;
+                    s.ttft_ms = ev.ttft_ms.or(s.ttft_ms);
+                    s.input_tokens = ev.input_tokens;
+                    s.output_tokens = ev.output_tokens;
+                    s.cache_read_tokens = ev.cache_read_tokens;
+                    s.cache_write_tokens = ev.cache_write_tokens;
+                    s.tool_calls = ev.tool_calls.to_vec();
                 }
             }
-            EventKind::ModelError {
-                turn_id,
-                duration_ms,
-                kind,
-                error,
-                ..
-            } => {
-                if let Some(i) = self.take_open(turn_id, true) {
+            EventType::ModelError => {
+                if let Some(i) = self.take_open(ev.turn_id, true) {
                     let s = &mut self.model_spans[i];
                     s.status = SpanStatus::Error;
-                    s.duration_ms = *duration_ms;
-                    s.error_kind = Some(kind.as_str().to_owned());
-                    s.error = Some(error.clone());
+                    s.duration_ms = ev.duration_ms;
+                    s.error_kind = Some(ev.model_error_kind().as_str().to_owned());
+                    s.error = Some(ev.error.to_owned());
                 }
             }
-            EventKind::FunctionCall {
-                tool,
-                args,
-                call_id,
-                ..
-            } => {
-                self.pending.insert(
-                    pending_key(call_id.as_ref(), tool),
-                    (ev.timestamp, args.clone()),
-                );
+            EventType::FunctionCall => {
+                let args = ev.args.map_or(Value::Null, |a| a.to_value());
+                self.pending
+                    .insert(pending_key(ev.call_id, ev.tool), (ev.timestamp, args));
             }
-            EventKind::FunctionOutput {
-                tool,
-                duration_ms,
-                failed,
-                call_id,
-                ..
-            } => {
-                let pending = self.pending.remove(&pending_key(call_id.as_ref(), tool));
+            EventType::FunctionOutput => {
+                let pending = self.pending.remove(&pending_key(ev.call_id, ev.tool));
                 self.tool_spans.push(ToolSpan {
-                    tool: tool.clone(),
+                    tool: ev.tool.to_owned(),
                     started_at: pending.as_ref().map_or(ev.timestamp, |p| p.0),
-                    duration_ms: *duration_ms,
+                    duration_ms: ev.duration_ms,
                     args: pending.map(|p| p.1),
-                    failed: *failed,
+                    failed: ev.failed,
                 });
             }
-            EventKind::FunctionDenied {
-                tool,
-                args,
-                reason,
-                source,
-                ..
-            } => self.denied_spans.push(DeniedSpan {
-                tool: tool.clone(),
+            EventType::FunctionDenied => self.denied_spans.push(DeniedSpan {
+                tool: ev.tool.to_owned(),
                 at: ev.timestamp,
-                args: Some(args.clone()),
-                source: source.clone(),
-                reason: reason.clone(),
+                args: Some(ev.args.map_or(Value::Null, |a| a.to_value())),
+                source: ev.deny_source(),
+                reason: ev.reason.to_owned(),
             }),
-            EventKind::RedirectTriggered { .. } => self.redirects += 1,
-            EventKind::RedirectSkipped { .. } => self.redirects_skipped += 1,
-            EventKind::TurnStarted { .. }
-            | EventKind::TurnAborted { .. }
-            | EventKind::CompactOccurred { .. }
-            | EventKind::SubagentStart { .. }
-            | EventKind::SubagentStop { .. }
-            | EventKind::SkillInvoked { .. }
-            | EventKind::HookTriggered { .. }
-            | EventKind::HookBlocked { .. }
-            | EventKind::ContextOverflow { .. }
-            | EventKind::ParseError { .. } => {}
+            EventType::RedirectTriggered => self.redirects += 1,
+            EventType::RedirectSkipped => self.redirects_skipped += 1,
+            EventType::TurnStarted
+            | EventType::TurnAborted
+            | EventType::CompactOccurred
+            | EventType::SubagentStart
+            | EventType::SubagentStop
+            | EventType::SkillInvoked
+            | EventType::HookTriggered
+            | EventType::HookBlocked
+            | EventType::ContextOverflow
+            | EventType::ParseError => {}
         }
+    }
+
+    /// Whether a request is open (its span ends as in flight or hung).
+    pub fn has_open(&self) -> bool {
+        !self.open.is_empty()
     }
 
     /// The trace as of `now` (ms); `None` ages open requests against the last event, as the

@@ -12,6 +12,7 @@ mod index;
 mod power_loss;
 mod rollout;
 mod rollout_crash;
+mod rollout_views;
 mod share;
 mod shared_home;
 mod store;

@@ -1,5 +1,6 @@
 //! The rollout log on disk: `rollout/sessions/<id>/events.jsonl` (SPEC §6), written by a
-//! [`Recorder`] and read back by [`read_events`].
+//! [`Recorder`] and read back by [`read_events`] (typed events, for follow mode, OTLP and tests)
+//! or [`read_event_views`] (borrowed views, large reads: what replay and trace use).
 //!
 //! - **One writer per log across processes.** A recorder holds an advisory lock on the log for
 //!   its lifetime, so `seq` is unique and increasing; a second recorder fails naming the holder,
@@ -30,6 +31,9 @@ use crate::home::Home;
 use crate::jsonl::{self, LineIssue};
 use crate::lock::LockWait;
 use crate::session::Durability;
+
+mod views;
+pub use views::{BLOCK_BYTES, read_event_views, read_views_from};
 
 /// `events.jsonl`.
 pub const EVENTS_FILE: &str = "events.jsonl";
@@ -601,16 +605,24 @@ pub struct ReadReport {
 ///
 /// Parsing blocks on several threads was measured slower here: an untyped `RawEvent` is large,
 /// and materialising a block of them costs more than the parse it parallelises.
-pub fn read_events(path: &Path, mut on_event: impl FnMut(Event)) -> Result<Option<ReadReport>> {
+pub fn read_events(path: &Path, on_event: impl FnMut(Event)) -> Result<Option<ReadReport>> {
     let file = match fsutil::open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).ctx("open", path),
     };
+    read_events_from(file, on_event).ctx("read", path).map(Some)
+}
+
+/// [`read_events`] over any reader.
+pub fn read_events_from<R: std::io::Read>(
+    reader: R,
+    mut on_event: impl FnMut(Event),
+) -> std::io::Result<ReadReport> {
     let mut report = ReadReport::default();
     let mut issues = Vec::new();
     jsonl::stream(
-        file,
+        reader,
         |raw: RawEvent| match Event::from_raw(raw) {
             Ok(e) => {
                 report.events += 1;
@@ -619,8 +631,7 @@ pub fn read_events(path: &Path, mut on_event: impl FnMut(Event)) -> Result<Optio
             Err(NotAnEvent::UnknownType(_) | NotAnEvent::MissingType) => report.unknown += 1,
         },
         |i| issues.push(i),
-    )
-    .ctx("read", path)?;
+    )?;
     report.issues = issues;
-    Ok(Some(report))
+    Ok(report)
 }
