@@ -391,6 +391,22 @@ fn bash_completion_parses_and_names_the_subcommands() {
         "{}",
         String::from_utf8_lossy(&check.stderr)
     );
+    // Tried as bash tries it: the completion function, sourced, completes words.
+    let complete = |words: &str, cword: usize| {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "source {}; COMP_WORDS=({words}); COMP_CWORD={cword}; \
+                 _freecode freecode \"${{COMP_WORDS[$COMP_CWORD]}}\" \"${{COMP_WORDS[$COMP_CWORD-1]}}\"; \
+                 echo \"${{COMPREPLY[@]}}\"",
+                path.display()
+            ))
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    assert_eq!(complete("freecode ses", 1), "session");
+    assert_eq!(complete("freecode session re", 2), "restore rename");
     for shell in ["zsh", "fish", "elvish", "powershell"] {
         assert!(
             ctx.ok(&["completions", shell]).contains("session"),
