@@ -277,6 +277,31 @@ impl From<&ShareRecord> for ShareItem {
     }
 }
 
+/// One key of `config.json` (`config list|get|set --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigEntry {
+    /// The key, dotted (`current.model`).
+    pub key: String,
+    /// Its value in config.json; `null` when not set. In `config list`, a secret is shown as
+    /// a note, never its value.
+    pub value: Option<serde_json::Value>,
+    /// Its default, if it has one.
+    pub default: Option<String>,
+    /// `config.json` or `default`.
+    pub source: String,
+    /// What it does.
+    pub about: String,
+}
+
+/// The path of `config.json` (`config path --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigPath {
+    /// The file (it may not exist yet).
+    pub path: std::path::PathBuf,
+}
+
 /// One file of `docs/schemas`: its name, the commands and methods whose output it describes,
 /// and its schema.
 pub struct SchemaFile {
@@ -395,6 +420,21 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         name: "share-revoked.json",
         used_by: "`share revoke --json`",
         generate: root::<Revoked>,
+    },
+    SchemaFile {
+        name: "config-list.json",
+        used_by: "`config list --json`",
+        generate: root::<Vec<ConfigEntry>>,
+    },
+    SchemaFile {
+        name: "config-entry.json",
+        used_by: "`config get --json`, `config set --json`",
+        generate: root::<ConfigEntry>,
+    },
+    SchemaFile {
+        name: "config-path.json",
+        used_by: "`config path --json`",
+        generate: root::<ConfigPath>,
     },
 ];
 

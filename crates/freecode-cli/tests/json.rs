@@ -262,6 +262,24 @@ fn the_index_doctor_and_listing_commands_print_their_schemas() {
 }
 
 #[test]
+fn config_commands_print_their_schemas() {
+    let ctx = ctx();
+    let set = ctx.json(&["config", "set", "current.model", "gpt-5", "--json"]);
+    check("config-entry.json", &set);
+    assert_eq!(set["value"], "gpt-5");
+    assert_eq!(set["source"], "config.json");
+    let got = ctx.json(&["config", "get", "current.model", "--json"]);
+    check("config-entry.json", &got);
+    assert_eq!(got, set);
+    let listed = ctx.json(&["config", "list", "--json"]);
+    check("config-list.json", &listed);
+    assert!(listed.as_array().unwrap().iter().any(|e| e == &set));
+    let path = ctx.json(&["config", "path", "--json"]);
+    check("config-path.json", &path);
+    assert!(path["path"].as_str().unwrap().ends_with("config.json"));
+}
+
+#[test]
 fn file_exports_dry_runs_imports_and_share_lists_print_their_schemas() {
     let ctx = ctx();
     let file = ctx.tmp.path().join("s1.bundle.json");

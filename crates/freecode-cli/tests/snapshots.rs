@@ -138,3 +138,150 @@ fn help() {
     snap("help", &ctx, &["--help"]);
     snap("session_help", &ctx, &["session", "--help"]);
 }
+
+/// What a write prints is read too: the new ids and the times of this run are replaced
+/// (`[NEW:n]` for the n-th new id seen, `[NOW]` for a millisecond time of this run,
+/// `[TODAY]` for its date).
+fn snap_write(name: &str, ctx: &Ctx, args: &[&str], new_ids: &mut Vec<String>, start_ms: i64) {
+    let mut out = ctx.seen(args);
+    let uuid = regex_lite_uuids(&out);
+    for id in uuid {
+        if !ctx.fixture_ids().contains(&id) && !new_ids.contains(&id) {
+            new_ids.push(id);
+        }
+    }
+    for (n, id) in new_ids.iter().enumerate() {
+        out = out.replace(id.as_str(), &format!("[NEW:{n}]"));
+    }
+    // Millisecond times at or after the run's start are this run's.
+    let mut cleaned = String::with_capacity(out.len());
+    let mut digits = String::new();
+    let flush = |digits: &mut String, cleaned: &mut String| {
+        match digits.parse::<i64>() {
+            Ok(v) if digits.len() == 13 && v >= start_ms => cleaned.push_str("[NOW]"),
+            _ => cleaned.push_str(digits),
+        }
+        digits.clear();
+    };
+    for c in out.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut cleaned);
+            cleaned.push(c);
+        }
+    }
+    flush(&mut digits, &mut cleaned);
+    let today = time_today();
+    let cleaned = cleaned.replace(&today, "[TODAY]");
+    let mut s = settings();
+    s.set_description(args.join(" "));
+    s.bind(|| insta::assert_snapshot!(name, cleaned));
+}
+
+/// The UUID-shaped words of `s`, in order.
+fn regex_lite_uuids(s: &str) -> Vec<String> {
+    let b = s.as_bytes();
+    let mut v = Vec::new();
+    let shape = |w: &[u8]| {
+        w.len() == 36
+            && w.iter().enumerate().all(|(i, c)| match i {
+                8 | 13 | 18 | 23 => *c == b'-',
+                _ => c.is_ascii_hexdigit(),
+            })
+    };
+    let mut i = 0;
+    while i + 36 <= b.len() {
+        if shape(&b[i..i + 36])
+            && (i == 0 || !b[i - 1].is_ascii_alphanumeric())
+            && b.get(i + 36).is_none_or(|c| !c.is_ascii_alphanumeric())
+        {
+            v.push(s[i..i + 36].to_owned());
+            i += 36;
+        } else {
+            i += 1;
+        }
+    }
+    v
+}
+
+/// Today's date as `session list` prints it (UTC: the tests run with `TZ=UTC`).
+fn time_today() -> String {
+    let out = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+impl Ctx {
+    /// The ids of the sessions in the reference home.
+    fn fixture_ids(&self) -> Vec<String> {
+        std::fs::read_dir(common::fixtures().join("home/.freecode/rollout/sessions"))
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .chain(
+                std::fs::read_dir(common::fixtures().join("home/.freecode/sessions"))
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.ok())
+                    .flat_map(|p| std::fs::read_dir(p.path()).into_iter().flatten())
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned()),
+            )
+            .collect()
+    }
+}
+
+/// Every command that changes a home, human and `--json`, in the order a user might run them.
+#[test]
+fn write_commands() {
+    let ctx = Ctx::fixture();
+    let start_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut ids = Vec::new();
+    let mut w = |name: &str, args: &[&str]| snap_write(name, &ctx, args, &mut ids, start_ms);
+    w(
+        "session_rename",
+        &["session", "rename", S1, "Dark mode, round two"],
+    );
+    w(
+        "session_rename_json",
+        &["session", "rename", "68d4", "Dark mode", "--json"],
+    );
+    w("session_archive", &["session", "archive", S1]);
+    w(
+        "session_restore_json",
+        &["session", "restore", S1, "--json"],
+    );
+    w("session_fork", &["session", "fork", S1]);
+    w("session_fork_json", &["session", "fork", S3, "--json"]);
+    w("session_delete", &["session", "delete", S3]);
+    w("session_delete_json", &["session", "delete", S1, "--json"]);
+    w("session_restore_deleted", &["session", "restore", S1]);
+    w("session_show_unknown", &["session", "show", "ffffffff"]);
+    w(
+        "session_show_empty_id_json",
+        &["session", "show", "", "--json"],
+    );
+    w(
+        "config_set",
+        &["config", "set", "syncEndpoint", "http://127.0.0.1:9"],
+    );
+    w(
+        "config_set_json",
+        &["config", "set", "syncApiKey", "k-123", "--json"],
+    );
+    w("config_get", &["config", "get", "syncEndpoint"]);
+    w(
+        "config_get_json",
+        &["config", "get", "syncApiKey", "--json"],
+    );
+    w("config_list_json", &["config", "list", "--json"]);
+    w("config_path_json", &["config", "path", "--json"]);
+    w("doctor", &["doctor"]);
+}

@@ -11,6 +11,7 @@ use freecode_store::Home;
 use serde_json::{Map, Value, json};
 
 use crate::UserError;
+use crate::ops::{ConfigEntry, ConfigPath};
 use crate::render::{print_json, print_line};
 
 /// What a key's value must be.
@@ -100,6 +101,9 @@ pub enum ConfigCommand {
     Get {
         /// The key, e.g. syncEndpoint or current.model.
         key: String,
+        /// {key, value, default, source, about}, the value shown even when secret.
+        #[arg(long)]
+        json: bool,
     },
     /// Set one key, keeping every other key of the file.
     Set {
@@ -107,9 +111,37 @@ pub enum ConfigCommand {
         key: String,
         /// The value (checked for the key: a URL, a number, a name).
         value: String,
+        /// The key as now set: {key, value, default, source, about}.
+        #[arg(long)]
+        json: bool,
     },
     /// Print the path of config.json.
-    Path,
+    Path {
+        /// {path}.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The entry of key `k` in `config`; a secret's value replaced by a note unless `reveal`.
+fn entry(k: &Key, config: &Value, reveal: bool) -> ConfigEntry {
+    let value = lookup(config, k.name).cloned();
+    let source = if value.is_some() {
+        "config.json"
+    } else {
+        "default"
+    };
+    let value = match (value, k.secret && !reveal) {
+        (Some(_), true) => Some(json!("(set, hidden: use `config get`)")),
+        (v, _) => v,
+    };
+    ConfigEntry {
+        key: k.name.to_owned(),
+        value,
+        default: k.default.map(str::to_owned),
+        source: source.to_owned(),
+        about: k.about.to_owned(),
+    }
 }
 
 /// The value at a dotted `key` of `config`.
@@ -204,56 +236,54 @@ impl ConfigCommand {
     /// Runs the command.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
         match self {
-            Self::Path => print_line(&home.config_file().display().to_string()),
+            Self::Path { json } => {
+                let path = home.config_file();
+                if json {
+                    return print_json(&ConfigPath { path });
+                }
+                print_line(&path.display().to_string())
+            }
             Self::List { json } => {
                 let config = home.read_config()?;
-                let rows: Vec<Value> = KEYS
-                    .iter()
-                    .map(|k| {
-                        let value = lookup(&config, k.name).cloned();
-                        let shown_value = match (&value, k.secret) {
-                            (Some(_), true) => Some(json!("(set, hidden: use `config get`)")),
-                            (v, _) => v.clone(),
-                        };
-                        json!({
-                            "key": k.name,
-                            "value": shown_value,
-                            "default": k.default,
-                            "source": if value.is_some() { "config.json" } else { "default" },
-                            "about": k.about,
-                        })
-                    })
-                    .collect();
+                let rows: Vec<ConfigEntry> =
+                    KEYS.iter().map(|k| entry(k, &config, false)).collect();
                 if json {
                     return print_json(&rows);
                 }
                 let mut out = std::io::stdout().lock();
                 for (k, row) in KEYS.iter().zip(&rows) {
-                    let value = match (&row["value"], k.default) {
-                        (Value::Null, Some(d)) => format!("{d} (default)"),
-                        (Value::Null, None) => "(not set)".to_owned(),
-                        (v, _) => shown(v),
+                    let value = match (&row.value, k.default) {
+                        (None, Some(d)) => format!("{d} (default)"),
+                        (None, None) => "(not set)".to_owned(),
+                        (Some(v), _) => shown(v),
                     };
                     writeln!(out, "{:<18} {value}", k.name)?;
                     writeln!(out, "{:<18} {}", "", k.about)?;
                 }
                 Ok(())
             }
-            Self::Get { key } => {
+            Self::Get { key, json } => {
                 let k = known(&key)?;
                 let config = home.read_config()?;
-                match (lookup(&config, k.name), k.default) {
-                    (Some(v), _) => print_line(&shown(v)),
-                    (None, Some(d)) => print_line(d),
-                    (None, None) => Err(UserError(format!(
+                let row = entry(k, &config, true);
+                if row.value.is_none() && row.default.is_none() {
+                    return Err(UserError(format!(
                         "{} is not set in {} and has no default",
                         k.name,
                         home.config_file().display()
                     ))
-                    .into()),
+                    .into());
+                }
+                if json {
+                    return print_json(&row);
+                }
+                match (&row.value, &row.default) {
+                    (Some(v), _) => print_line(&shown(v)),
+                    (None, Some(d)) => print_line(d),
+                    (None, None) => Ok(()),
                 }
             }
-            Self::Set { key, value } => {
+            Self::Set { key, value, json } => {
                 let k = known(&key)?;
                 let value = parse_value(k, &value)?;
                 // A file that does not parse is refused here, never replaced.
@@ -263,7 +293,16 @@ impl ConfigCommand {
                 let mut bytes = serde_json::to_vec_pretty(&config)?;
                 bytes.push(b'\n');
                 freecode_store::fsutil::write_atomic(&home.config_file(), &bytes, true)?;
-                Ok(())
+                let row = entry(k, &config, false);
+                if json {
+                    return print_json(&row);
+                }
+                print_line(&format!(
+                    "set {} to {} in {}",
+                    k.name,
+                    row.value.as_ref().map(shown).unwrap_or_default(),
+                    home.config_file().display()
+                ))
             }
         }
     }
