@@ -108,6 +108,7 @@ fn parse_range<T: DeserializeOwned>(
     first_line: u64,
     base: u64,
     eof: bool,
+    finish: fn(&mut T),
 ) -> (Vec<T>, Vec<LineIssue>, u64) {
     let mut items = Vec::new();
     let mut issues = Vec::new();
@@ -132,7 +133,10 @@ fn parse_range<T: DeserializeOwned>(
             }
         } else if !is_blank(line) {
             let (item, issue) = parse_one(no, offset, line);
-            items.extend(item);
+            if let Some(mut item) = item {
+                finish(&mut item);
+                items.push(item);
+            }
             issues.extend(issue);
         }
         no += 1;
@@ -150,11 +154,23 @@ pub fn parse_block<T: DeserializeOwned + Send>(
     base: u64,
     eof: bool,
 ) -> (Vec<T>, Vec<LineIssue>, u64) {
+    parse_block_with(buf, first_line, base, eof, |_| {})
+}
+
+/// [`parse_block`], with `finish` applied to each record on the thread that parsed it (a
+/// `shrink_to_fit` there runs on all cores instead of after the parse, on one).
+pub fn parse_block_with<T: DeserializeOwned + Send>(
+    buf: &[u8],
+    first_line: u64,
+    base: u64,
+    eof: bool,
+    finish: fn(&mut T),
+) -> (Vec<T>, Vec<LineIssue>, u64) {
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(8);
     if buf.len() < PARALLEL_THRESHOLD || threads < 2 {
-        return parse_range(buf, (0, buf.len()), first_line, base, eof);
+        return parse_range(buf, (0, buf.len()), first_line, base, eof, finish);
     }
     // Chunk boundaries just after a newline, so every chunk starts at a line start.
     let mut bounds = vec![0];
@@ -171,7 +187,7 @@ pub fn parse_block<T: DeserializeOwned + Send>(
             .windows(2)
             .map(|w| {
                 let range = (w[0], w[1]);
-                s.spawn(move || parse_range::<T>(buf, range, 0, base, eof))
+                s.spawn(move || parse_range::<T>(buf, range, 0, base, eof, finish))
             })
             .collect();
         handles
@@ -231,6 +247,15 @@ impl<R: Read> Blocks<R> {
 
     /// The next block, or `None` after the last one.
     pub fn next_block<T: DeserializeOwned + Send>(&mut self) -> std::io::Result<Option<Block<T>>> {
+        self.next_block_with(|_| {})
+    }
+
+    /// [`Blocks::next_block`], with `finish` applied to each record where it was parsed
+    /// ([`parse_block_with`]).
+    pub fn next_block_with<T: DeserializeOwned + Send>(
+        &mut self,
+        finish: fn(&mut T),
+    ) -> std::io::Result<Option<Block<T>>> {
         if self.done {
             return Ok(None);
         }
@@ -256,7 +281,7 @@ impl<R: Read> Blocks<R> {
                 }
             };
             let (items, issues, lines) =
-                parse_block::<T>(&self.buf[..cut], self.line, self.base, eof);
+                parse_block_with::<T>(&self.buf[..cut], self.line, self.base, eof, finish);
             self.line += lines;
             self.base += cut as u64;
             // Only the start of the next block's first line moves.

@@ -979,8 +979,9 @@ pub(crate) fn meta_id_mismatch(meta_id: &str, dir_id: &str) -> Option<String> {
 const LOAD_BLOCK: usize = 8 * 1024 * 1024;
 
 /// Bytes parsed at a time by [`SessionStore::message_blocks`]: a streaming consumer holds about
-/// two blocks' messages (the one it writes, the next one parsed), well inside 64 MiB.
-pub const STREAM_BLOCK: usize = 4 * 1024 * 1024;
+/// three blocks' messages (the one it writes, one queued, the next one parsed), well inside
+/// 64 MiB; below 2 MiB the per-block thread start-ups begin to show.
+pub const STREAM_BLOCK: usize = 2 * 1024 * 1024;
 
 /// A session's `messages.jsonl` read a block at a time ([`jsonl::Blocks`], each block parsed on
 /// all cores when large), every skipped or repaired line logged as [`read_messages_at`] logs
@@ -1020,8 +1021,9 @@ impl MessageBlocks {
         let Some(blocks) = &mut self.blocks else {
             return Ok(None);
         };
+        // Parts are collected with room to grow; a loaded message keeps only what it holds.
         let block = blocks
-            .next_block::<StoredMessage>()
+            .next_block_with::<StoredMessage>(|m| m.parts.shrink_to_fit())
             .ctx("read", &self.path)?;
         if let Some(b) = &block {
             for i in &b.issues {
@@ -1044,9 +1046,6 @@ pub fn read_messages_at(path: &Path) -> Result<MessageLog> {
     let mut messages: Vec<StoredMessage> = Vec::new();
     let mut issues = Vec::new();
     while let Some(mut b) = blocks.next_block()? {
-        for m in &mut b.items {
-            m.parts.shrink_to_fit();
-        }
         if messages.is_empty() && !b.items.is_empty() {
             // Size the result once from the first block's density instead of doubling.
             let per_block = b.items.len() as u64;
