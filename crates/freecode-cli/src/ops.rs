@@ -40,6 +40,72 @@ pub struct SessionDetail {
     pub messages: Vec<StoredMessage>,
 }
 
+/// [`SessionDetail`] written as it is read: the meta's fields, then `messages` pulled one block
+/// at a time from `next` as the serializer reaches them, so a session of any size is printed in
+/// the memory of a block or two. The same bytes as [`SessionDetail`] of the same messages (the
+/// same derive, an array of unknown length prints like a `Vec`'s).
+#[derive(Serialize)]
+#[serde(bound = "F: FnMut() -> anyhow::Result<Option<Vec<StoredMessage>>>")]
+pub struct SessionDetailStream<'a, F> {
+    /// The meta fields, at the top level.
+    #[serde(flatten)]
+    pub meta: &'a SessionMeta,
+    /// Every readable message, block by block.
+    pub messages: MessageSeq<F>,
+}
+
+/// A sequence of messages pulled in blocks from a closure while it is serialized: `Ok(None)` is
+/// the end, an error stops the output (and is kept for the caller: [`MessageSeq::take_error`]).
+pub struct MessageSeq<F> {
+    next: std::cell::RefCell<F>,
+    error: std::cell::RefCell<Option<anyhow::Error>>,
+}
+
+impl<F> MessageSeq<F>
+where
+    F: FnMut() -> anyhow::Result<Option<Vec<StoredMessage>>>,
+{
+    /// Messages pulled from `next`, a block at a time.
+    pub fn new(next: F) -> Self {
+        Self {
+            next: std::cell::RefCell::new(next),
+            error: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// The error that stopped the output, if the source failed.
+    pub fn take_error(&self) -> Option<anyhow::Error> {
+        self.error.borrow_mut().take()
+    }
+}
+
+impl<F> Serialize for MessageSeq<F>
+where
+    F: FnMut() -> anyhow::Result<Option<Vec<StoredMessage>>>,
+{
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeSeq as _};
+        let mut seq = serializer.serialize_seq(None)?;
+        let mut next = self.next.borrow_mut();
+        loop {
+            match (*next)() {
+                Ok(Some(block)) => {
+                    for m in &block {
+                        seq.serialize_element(m)?;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    *self.error.borrow_mut() = Some(e);
+                    return Err(S::Error::custom(msg));
+                }
+            }
+        }
+        seq.end()
+    }
+}
+
 impl JsonSchema for SessionDetail {
     fn schema_name() -> Cow<'static, str> {
         "SessionDetail".into()
@@ -695,4 +761,101 @@ pub fn openrpc_document() -> serde_json::Value {
         "methods": methods,
         "components": {"schemas": generator.take_definitions(true)},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use freecode_core::message::{Part, Role};
+
+    fn meta() -> SessionMeta {
+        serde_json::from_str(
+            r#"{"id":"s1","title":"t \u0001 \"q\"","projectPath":"/p","provider":"openai",
+                "model":"m","createdAt":1,"updatedAt":2,"lastTurnAt":2,"turnCount":1,
+                "status":"active","future":{"k":[1,2.5,null]}}"#,
+        )
+        .unwrap()
+    }
+
+    fn messages(n: usize) -> Vec<StoredMessage> {
+        (0..n)
+            .map(|i| {
+                let mut m = StoredMessage::new(
+                    format!("m{i}"),
+                    if i % 2 == 0 {
+                        Role::User
+                    } else {
+                        Role::Assistant
+                    },
+                    vec![
+                        Part::text(format!("line {i}\n\t\"quoted\" é")),
+                        Part::tool("grep", serde_json::json!({"a": [i, null, 0.5]}), ""),
+                    ],
+                    i as i64,
+                );
+                if i % 3 == 0 {
+                    m.parts.clear();
+                }
+                m
+            })
+            .collect()
+    }
+
+    fn streamed(meta: &SessionMeta, msgs: &[StoredMessage], block: usize) -> String {
+        let mut blocks = msgs.chunks(block.max(1)).map(<[StoredMessage]>::to_vec);
+        let detail = SessionDetailStream {
+            meta,
+            messages: MessageSeq::new(move || Ok(blocks.next())),
+        };
+        serde_json::to_string_pretty(&detail).unwrap()
+    }
+
+    #[test]
+    fn the_streamed_detail_is_the_tree_built_one_byte_for_byte() {
+        let meta = meta();
+        for n in [0, 1, 2, 7, 50] {
+            let msgs = messages(n);
+            let want = serde_json::to_string_pretty(&SessionDetail {
+                meta: meta.clone(),
+                messages: msgs.clone(),
+            })
+            .unwrap();
+            for block in [1, 3, 64] {
+                assert_eq!(streamed(&meta, &msgs, block), want, "n {n} block {block}");
+            }
+            // Empty blocks in between change nothing.
+            let mut blocks = msgs
+                .iter()
+                .flat_map(|m| [Vec::new(), vec![m.clone()]])
+                .collect::<Vec<_>>()
+                .into_iter();
+            let detail = SessionDetailStream {
+                meta: &meta,
+                messages: MessageSeq::new(move || Ok(blocks.next())),
+            };
+            assert_eq!(serde_json::to_string_pretty(&detail).unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn a_failing_source_stops_the_output_and_keeps_its_error() {
+        let meta = meta();
+        let mut calls = 0;
+        let detail = SessionDetailStream {
+            meta: &meta,
+            messages: MessageSeq::new(move || {
+                calls += 1;
+                if calls == 1 {
+                    Ok(Some(messages(2)))
+                } else {
+                    Err(anyhow::anyhow!("disk on fire"))
+                }
+            }),
+        };
+        let err = serde_json::to_string_pretty(&detail).unwrap_err();
+        assert!(err.to_string().contains("disk on fire"), "{err}");
+        let kept = detail.messages.take_error().unwrap();
+        assert_eq!(kept.to_string(), "disk on fire");
+    }
 }

@@ -66,6 +66,74 @@ fn show_json_is_the_meta_plus_the_stored_messages() {
     assert!(human.contains("Add dark mode toggle") && human.contains("read_file"));
 }
 
+/// `session show --json` streams a log block by block; on a log of several blocks (parsed on
+/// several threads) with bad lines, lone surrogates and a torn tail it prints exactly what the
+/// whole-log tree (the meta's fields plus every readable message) pretty-prints.
+#[test]
+fn streamed_show_json_is_the_tree_built_one_byte_for_byte() {
+    use freecode_core::{SessionId, SessionMeta, StoredMessage};
+    use std::io::Write as _;
+    let ctx = Ctx::fixture();
+    let store = freecode_store::SessionStore::open(freecode_store::Home::new(&ctx.home)).unwrap();
+    let id = SessionId::new(S1).unwrap();
+    let path = store.locate(&id).unwrap().messages();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let mut buf = Vec::new();
+    let big = r#"x\n\"y\" é "#.repeat(40);
+    for i in 0..30_000u32 {
+        match i % 997 {
+            5 => buf.extend_from_slice(b"{not json\n"),
+            6 => buf.extend_from_slice(b"{\"id\":\"\xff\"}\n"),
+            7 => buf.extend_from_slice(
+                format!(
+                    r#"{{"id":"s{i}","role":"user","parts":[{{"type":"text","content":"cut \ud83d"}}],"timestamp":{i}}}"#
+                )
+                .as_bytes(),
+            ),
+            8 => buf.extend_from_slice(b"\n   \n"),
+            _ => buf.extend_from_slice(
+                format!(
+                    r#"{{"id":"g{i}","role":"assistant","parts":[{{"type":"text","content":"{big}{i}"}},{{"type":"tool","tool":{{"name":"grep","args":{{"n":{i},"f":0.25}}}},"result":""}}],"timestamp":{i},"usage":{{"inputTokens":{i},"outputTokens":1}},"extra":[true,null]}}"#
+                )
+                .as_bytes(),
+            ),
+        }
+        if !buf.ends_with(b"\n") {
+            buf.push(b'\n');
+        }
+    }
+    buf.extend_from_slice(br#"{"id":"torn","role":"user""#);
+    assert!(buf.len() > 3 * freecode_store::session::STREAM_BLOCK);
+    f.write_all(&buf).unwrap();
+    drop(f);
+
+    #[derive(serde::Serialize)]
+    struct Tree {
+        #[serde(flatten)]
+        meta: SessionMeta,
+        messages: Vec<StoredMessage>,
+    }
+    let log = store.messages(&id).unwrap();
+    assert!(log.issues.iter().any(|i| i.kind.skipped()));
+    assert!(log.issues.iter().any(|i| !i.kind.skipped()));
+    let mut want = serde_json::to_string_pretty(&Tree {
+        meta: store.meta(&id).unwrap(),
+        messages: log.messages,
+    })
+    .unwrap();
+    want.push('\n');
+    let got = ctx.ok(&["session", "show", S1, "--json"]);
+    assert!(
+        got == want,
+        "streamed output differs ({} vs {} bytes)",
+        got.len(),
+        want.len()
+    );
+}
+
 #[test]
 fn bad_and_unknown_ids_are_user_errors() {
     let ctx = Ctx::fixture();

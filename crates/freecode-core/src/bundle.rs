@@ -446,7 +446,8 @@ pub fn check_size(json: &[u8], max_bytes: u64) -> Result<(), BundleError> {
 }
 
 /// Commas and opening brackets outside strings: about the number of values in the document.
-fn count_json_values(bytes: &[u8]) -> usize {
+/// Additive over pieces cut outside strings (a streamed export counts piece by piece).
+pub fn count_json_values(bytes: &[u8]) -> usize {
     let mut n = 0;
     let mut in_string = false;
     let mut escaped = false;

@@ -5,7 +5,10 @@
 //! directory, never a tmpfs), next to a "raw" baseline: plain `std::fs` work on the same byte
 //! volume in the same run, so the store's own overhead over the hardware is visible.
 //!
-//! `FREECODE_BENCH_QUICK=1` scales every count down ten times for a smoke run. The binary
+//! `FREECODE_BENCH_QUICK=1` scales every count down ten times for a smoke run. The last section
+//! runs the original's `run-bench.sh` (`BENCHES=load`) beside ours on its own 100,000-message
+//! session (`FREECODE_BENCH_NO_ORIGINAL=1` skips it, `FREECODE_BENCH_ONLY_ORIGINAL=1` runs only
+//! it), with the release CLI timed as a whole process (built beforehand). The binary
 //! re-executes itself with `--child-load`, `--child-read` or `--child-stream` to measure the
 //! peak memory of a load in a fresh process; every other argument (such as `--bench`, which
 //! `cargo bench` passes) is ignored.
@@ -32,6 +35,12 @@ use common::{
     Res, bench_base as bench_base_in, fmt_dur, fs_type, median, open_append, settle, time,
     vm_hwm_kib,
 };
+
+/// The allocator of the `freecode` binary, so that these figures are the CLI's: with glibc's
+/// malloc the same load took 157 ms warm and 200 ms in a fresh process (141 MiB over the start)
+/// on this machine, against the original's 321 ms in the same run.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn bench_base() -> Res<std::path::PathBuf> {
     bench_base_in("freecode-store-bench")
@@ -1148,6 +1157,9 @@ fn main() -> Res<()> {
         return run_child(&args[pos], &args[pos + 1..]);
     }
     let scale = Scale::from_env();
+    if std::env::var_os("FREECODE_BENCH_ONLY_ORIGINAL").is_some() {
+        return bench_beside_original(scale.quick);
+    }
     let base = bench_base()?;
     eprintln!(
         "freecode-store bench{}: temp dirs under {} on {}",
@@ -1217,5 +1229,204 @@ fn main() -> Res<()> {
         println!("note: {n}");
     }
     eprintln!("cleaning up {} temp dirs", dirs.graveyard.len());
+    drop(dirs);
+    eprintln!("[beside the original] load");
+    bench_beside_original(scale.quick)
+}
+
+// ----- beside the original, in the same run -------------------------------------------------------
+
+/// Runs the original's own load (`run-bench.sh` with `BENCHES=load`, when `node` is on PATH and
+/// `FREECODE_BENCH_NO_ORIGINAL` is unset) on its 100,000-message session, then ours on the same
+/// file: the library load (in this process and in a fresh one, with its peak), a raw read of the
+/// same bytes, and the release CLI as a whole process under `/usr/bin/time` (`session show
+/// --json`, `session show` to a pipe, `session export --file`). Prints ours, the original's and
+/// the ratio; medians of 3.
+fn bench_beside_original(quick: bool) -> Res<()> {
+    if std::env::var_os("FREECODE_BENCH_NO_ORIGINAL").is_some() {
+        eprintln!("  skipped: FREECODE_BENCH_NO_ORIGINAL is set");
+        return Ok(());
+    }
+    if !Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("  skipped: no node on PATH");
+        return Ok(());
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::env::var_os("FREECODE_ORIGINAL_BENCH").map_or_else(
+        || manifest.join("../../../shared/reference/original/run-bench.sh"),
+        PathBuf::from,
+    );
+    let size = if quick { "0.1" } else { "1" };
+    let bench_dir = std::env::var("BENCH_DIR").unwrap_or_else(|_| "/tmp/fc-bench-ref".to_owned());
+    let out_json = std::env::temp_dir().join(format!("fc-load-orig-{}.json", std::process::id()));
+    let status = Command::new(&script)
+        .env("SIZE", size)
+        .env("RUNS", "3")
+        .env("BENCHES", "load")
+        .env("BENCH_DIR", &bench_dir)
+        .env("BENCH_OUT", &out_json)
+        .status()?;
+    if !status.success() {
+        return Err(format!("{} failed: {status}", script.display()).into());
+    }
+    let results: serde_json::Value = serde_json::from_slice(&fs::read(&out_json)?)?;
+    let _ = fs::remove_file(&out_json);
+    let orig = results["results"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["bench"] == "load"))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    let o_ms = orig["medianMs"].as_f64().unwrap_or(f64::NAN);
+    let o_peak = orig["peakRssMiB"].as_f64().unwrap_or(f64::NAN);
+    let data = Path::new(&bench_dir).join(format!("data-size-{size}/big"));
+    let big: serde_json::Value = serde_json::from_slice(&fs::read(data.join("big.json"))?)?;
+    let id = SessionId::new(big["id"].as_str().ok_or("no id in big.json")?)?;
+    let home = data.join(".freecode");
+    let store = store_at_home(&home)?;
+    let file = store.locate(&id)?.messages();
+    let bytes = fs::metadata(&file)?.len();
+
+    let median3 = |f: &dyn Fn() -> Res<()>| -> Res<Duration> {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            let t = Instant::now();
+            f()?;
+            v.push(t.elapsed());
+        }
+        Ok(median(&mut v))
+    };
+    let raw = median3(&|| {
+        std::hint::black_box(fs::read(&file)?);
+        Ok(())
+    })?;
+    let mut n = 0;
+    let mut loads = Vec::new();
+    for _ in 0..3 {
+        let (t, log) = time(|| Ok(store.messages(&id)?))?;
+        n = log.messages.len();
+        loads.push(t);
+    }
+    let load = median(&mut loads);
+    let home_s = home.to_string_lossy();
+    let mut fresh = Vec::new();
+    for _ in 0..3 {
+        let v = child(&["--child-load", home_s.as_ref(), id.as_str()])?;
+        let [before, after, _, ns] = v[..] else {
+            return Err("bad child report".into());
+        };
+        fresh.push((ns, after.saturating_sub(before)));
+    }
+    fresh.sort();
+    let (fresh_ns, fresh_delta_kib) = fresh[1];
+
+    let cli = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || manifest.join("../../target/release/freecode"),
+        |d| Path::new(&d).join("release/freecode"),
+    );
+    let export_to = std::env::temp_dir().join(format!("fc-export-{}.json", std::process::id()));
+    let run_cli = |args: &[&str]| -> Res<(Duration, u64)> {
+        let (mut times, mut peaks) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let out = Command::new("/usr/bin/time")
+                .args(["-f", "%e %M"])
+                .arg(&cli)
+                .arg("--home")
+                .arg(&home)
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .output()?;
+            if !out.status.success() {
+                return Err(format!(
+                    "{} {args:?} failed: {}",
+                    cli.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            let err = String::from_utf8_lossy(&out.stderr);
+            let last = err.lines().last().unwrap_or("");
+            let mut it = last.split_whitespace();
+            let secs: f64 = it.next().ok_or("no time")?.parse()?;
+            let kib: u64 = it.next().ok_or("no rss")?.parse()?;
+            times.push(Duration::from_secs_f64(secs));
+            peaks.push(Duration::from_secs(kib));
+        }
+        Ok((median(&mut times), median(&mut peaks).as_secs()))
+    };
+    let export_s = export_to.to_string_lossy().into_owned();
+    let cli_rows: Vec<(&str, Res<(Duration, u64)>)> = if cli.is_file() {
+        vec![
+            (
+                "`freecode session show ID --json`",
+                run_cli(&["session", "show", id.as_str(), "--json"]),
+            ),
+            (
+                "`freecode session show ID --no-pager` (a fresh-process load + render)",
+                run_cli(&["session", "show", id.as_str(), "--no-pager"]),
+            ),
+            (
+                "`freecode session export ID --file F`",
+                run_cli(&["session", "export", id.as_str(), "--file", &export_s]),
+            ),
+        ]
+    } else {
+        eprintln!("  no release CLI at {}: CLI rows skipped", cli.display());
+        Vec::new()
+    };
+    let export_bytes = fs::metadata(&export_to).map_or(0, |m| m.len());
+    let _ = fs::remove_file(&export_to);
+
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let ratio = |ours: f64| {
+        if o_ms.is_nan() {
+            "—".to_owned()
+        } else {
+            format!("{:.1}×", o_ms / ours)
+        }
+    };
+    println!();
+    println!(
+        "Beside the original, same run, same session ({n} messages, {} messages.jsonl; medians of 3):",
+        fmt_bytes(bytes)
+    );
+    println!("| operation | original | ours | ratio | raw read of the bytes |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| load (library, warm process) | {o_ms:.0} ms, {o_peak:.0} MiB | {:.0} ms | {} | {:.1} ms |",
+        ms(load),
+        ratio(ms(load)),
+        ms(raw)
+    );
+    let fresh_ms = fresh_ns as f64 / 1e6;
+    println!(
+        "| load, first call in a fresh process (peak minus start) | {o_ms:.0} ms | {fresh_ms:.0} ms, {} ({:.2}× the file) | {} | {:.1} ms |",
+        fmt_bytes(fresh_delta_kib * 1024),
+        (fresh_delta_kib * 1024) as f64 / bytes as f64,
+        ratio(fresh_ms),
+        ms(raw)
+    );
+    for (name, r) in cli_rows {
+        let (t, kib) = r?;
+        let extra = if name.contains("--json") {
+            format!(" ({:.2}× our load)", ms(t) / ms(load))
+        } else if name.contains("export") {
+            format!(" (bundle {})", fmt_bytes(export_bytes))
+        } else {
+            String::new()
+        };
+        println!(
+            "| {name} | — | {:.0} ms, {} MiB peak RSS{extra} | — | {:.1} ms |",
+            ms(t),
+            kib / 1024,
+            ms(raw)
+        );
+    }
+    println!(
+        "The original's figure is its `getMessages` timed inside Node (module loading excluded); its peak includes Node's baseline. CLI rows are whole processes (`/usr/bin/time` %e, %M)."
+    );
     Ok(())
 }

@@ -690,6 +690,106 @@ pub fn write_atomic_relaxed(path: &Path, bytes: &[u8]) -> Result<()> {
     replace_at(path, bytes, true, false)
 }
 
+/// Like [`write_atomic`], but the contents are written by `write` into the temp (through a
+/// buffer) as it produces them, so a large file is never held in memory. When `write` fails
+/// the temp is removed and `path` is left as it was.
+pub fn write_atomic_with<E: From<StoreError>>(
+    path: &Path,
+    sync: bool,
+    write: impl FnOnce(&mut dyn Write) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let _busy = busy();
+    let (dir, name) = open_parent(path, Walk::Write)?;
+    let tmp = temp_path_for(path);
+    let tmp_name = tmp.file_name().unwrap_or_default().to_owned();
+    let f = open_file_at(
+        dir.as_fd(),
+        &tmp_name,
+        &tmp,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
+    )?;
+    let remove_tmp = || {
+        if rustix::fs::unlinkat(&dir, &tmp_name, AtFlags::empty()).is_ok() {
+            iotrace::record(|| Op::Unlink { path: tmp.clone() });
+        }
+    };
+    let mut out = std::io::BufWriter::with_capacity(
+        256 * 1024,
+        TracedFile {
+            file: f,
+            path: &tmp,
+            offset: 0,
+        },
+    );
+    if let Err(e) = write(&mut out) {
+        drop(out);
+        remove_tmp();
+        return Err(e);
+    }
+    let flushed = out
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)
+        .and_then(|t| {
+            if sync {
+                sync_file(&t.file, &tmp, true)
+            } else {
+                Ok(())
+            }
+        });
+    if let Err(e) = flushed.ctx("write", &tmp) {
+        remove_tmp();
+        return Err(e.into());
+    }
+    if let Err(e) = rustix::fs::renameat(&dir, &tmp_name, &dir, name) {
+        remove_tmp();
+        return Err(StoreError::Io {
+            op: "rename into",
+            path: path.to_path_buf(),
+            source: errno_io(e),
+        }
+        .into());
+    }
+    iotrace::record(|| Op::Rename {
+        from: tmp.clone(),
+        to: path.to_path_buf(),
+    });
+    if sync {
+        let parent = path.parent().unwrap_or(Path::new("."));
+        rustix::fs::fsync(&dir)
+            .map_err(errno_io)
+            .ctx("fsync directory", parent)?;
+        iotrace::record(|| Op::FsyncDir {
+            path: parent.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// A file whose writes are reported to [`iotrace`] with their offsets.
+struct TracedFile<'a> {
+    file: File,
+    path: &'a Path,
+    offset: u64,
+}
+
+impl Write for TracedFile<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        let offset = self.offset;
+        iotrace::record(|| Op::Write {
+            path: self.path.to_path_buf(),
+            offset,
+            data: buf[..n].to_vec(),
+        });
+        self.offset += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
 /// Renames `from` to `to` (both reached without following links; a link at either end is
 /// moved or replaced itself, never followed).
 pub fn rename(from: &Path, to: &Path) -> Result<()> {
@@ -888,12 +988,54 @@ pub enum Written {
 /// regular file (or the file a link the user named points to) is replaced atomically, 0600. A
 /// missing parent directory is an error, not created.
 pub fn write_user_file(path: &Path, bytes: &[u8]) -> Result<Written> {
+    match user_target(path)? {
+        UserTarget::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(bytes)
+                .and_then(|()| out.flush())
+                .ctx("write", "standard output")?;
+            Ok(Written::Stdout)
+        }
+        UserTarget::Stream(p) => {
+            // No O_CREAT, no O_TRUNC: a stream is written into as it is.
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .ctx("open", &p)?;
+            f.write_all(bytes)
+                .and_then(|()| f.flush())
+                .ctx("write", &p)?;
+            Ok(Written::Stream(p))
+        }
+        UserTarget::File { replace, shown } => {
+            write_atomic(&replace, bytes, true)?;
+            Ok(Written::File(shown))
+        }
+    }
+}
+
+/// Where [`write_user_file`] would write `path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserTarget {
+    /// `-`: standard output.
+    Stdout,
+    /// Not a regular file (a FIFO, a terminal, a device): written into as a stream.
+    Stream(PathBuf),
+    /// A regular file, existing or new, to be replaced atomically.
+    File {
+        /// The path to replace ([`write_atomic`], [`write_atomic_with`]): the target of a link
+        /// the user named, `./name` for a bare name.
+        replace: PathBuf,
+        /// The path to report.
+        shown: PathBuf,
+    },
+}
+
+/// Classifies an output the user named as [`write_user_file`] does, writing nothing: a
+/// directory, a dangling link or a missing parent directory is an error.
+pub fn user_target(path: &Path) -> Result<UserTarget> {
     if path.as_os_str() == "-" {
-        let mut out = std::io::stdout().lock();
-        out.write_all(bytes)
-            .and_then(|()| out.flush())
-            .ctx("write", "standard output")?;
-        return Ok(Written::Stdout);
+        return Ok(UserTarget::Stdout);
     }
     match fs::metadata(path) {
         Ok(m) if m.is_dir() => Err(StoreError::WrongType {
@@ -901,17 +1043,7 @@ pub fn write_user_file(path: &Path, bytes: &[u8]) -> Result<Written> {
             found: "a directory",
             expected: "a file to write",
         }),
-        Ok(m) if !m.is_file() => {
-            // No O_CREAT, no O_TRUNC: a stream is written into as it is.
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .ctx("open", path)?;
-            f.write_all(bytes)
-                .and_then(|()| f.flush())
-                .ctx("write", path)?;
-            Ok(Written::Stream(path.to_path_buf()))
-        }
+        Ok(m) if !m.is_file() => Ok(UserTarget::Stream(path.to_path_buf())),
         Ok(_) => {
             // A link the user named is their choice: replace the file it points to.
             let target = if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
@@ -919,8 +1051,10 @@ pub fn write_user_file(path: &Path, bytes: &[u8]) -> Result<Written> {
             } else {
                 path.to_path_buf()
             };
-            write_atomic(&bare_to_relative(&target), bytes, true)?;
-            Ok(Written::File(target))
+            Ok(UserTarget::File {
+                replace: bare_to_relative(&target),
+                shown: target,
+            })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if fs::symlink_metadata(path).is_ok() {
@@ -944,8 +1078,10 @@ pub fn write_user_file(path: &Path, bytes: &[u8]) -> Result<Written> {
                     ),
                 });
             }
-            write_atomic(&bare_to_relative(path), bytes, true)?;
-            Ok(Written::File(path.to_path_buf()))
+            Ok(UserTarget::File {
+                replace: bare_to_relative(path),
+                shown: path.to_path_buf(),
+            })
         }
         Err(e) => Err(e).ctx("inspect", path),
     }

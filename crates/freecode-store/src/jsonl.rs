@@ -108,6 +108,7 @@ fn parse_range<T: DeserializeOwned>(
     first_line: u64,
     base: u64,
     eof: bool,
+    finish: fn(&mut T),
 ) -> (Vec<T>, Vec<LineIssue>, u64) {
     let mut items = Vec::new();
     let mut issues = Vec::new();
@@ -132,7 +133,10 @@ fn parse_range<T: DeserializeOwned>(
             }
         } else if !is_blank(line) {
             let (item, issue) = parse_one(no, offset, line);
-            items.extend(item);
+            if let Some(mut item) = item {
+                finish(&mut item);
+                items.push(item);
+            }
             issues.extend(issue);
         }
         no += 1;
@@ -150,11 +154,23 @@ pub fn parse_block<T: DeserializeOwned + Send>(
     base: u64,
     eof: bool,
 ) -> (Vec<T>, Vec<LineIssue>, u64) {
+    parse_block_with(buf, first_line, base, eof, |_| {})
+}
+
+/// [`parse_block`], with `finish` applied to each record on the thread that parsed it (a
+/// `shrink_to_fit` there runs on all cores instead of after the parse, on one).
+pub fn parse_block_with<T: DeserializeOwned + Send>(
+    buf: &[u8],
+    first_line: u64,
+    base: u64,
+    eof: bool,
+    finish: fn(&mut T),
+) -> (Vec<T>, Vec<LineIssue>, u64) {
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(8);
     if buf.len() < PARALLEL_THRESHOLD || threads < 2 {
-        return parse_range(buf, (0, buf.len()), first_line, base, eof);
+        return parse_range(buf, (0, buf.len()), first_line, base, eof, finish);
     }
     // Chunk boundaries just after a newline, so every chunk starts at a line start.
     let mut bounds = vec![0];
@@ -171,7 +187,7 @@ pub fn parse_block<T: DeserializeOwned + Send>(
             .windows(2)
             .map(|w| {
                 let range = (w[0], w[1]);
-                s.spawn(move || parse_range::<T>(buf, range, 0, base, eof))
+                s.spawn(move || parse_range::<T>(buf, range, 0, base, eof, finish))
             })
             .collect();
         handles
@@ -194,52 +210,103 @@ pub fn parse_block<T: DeserializeOwned + Send>(
     (items, issues, next_line - first_line)
 }
 
+/// One block of a log read by [`Blocks`]: its records and what was wrong with its lines.
+#[derive(Debug)]
+pub struct Block<T> {
+    /// The records, in file order.
+    pub items: Vec<T>,
+    /// The block's skipped (or repaired) lines, with file-wide line numbers and offsets.
+    pub issues: Vec<LineIssue>,
+}
+
+/// Pulls a log a block at a time (about `block` bytes, cut after a newline), each block parsed
+/// by [`parse_block`] (on several threads when it is large). Memory: one block of the file plus
+/// the records of the block the caller holds, so a consumer that writes each block out as it
+/// arrives runs in bounded memory whatever the size of the log.
+pub struct Blocks<R> {
+    reader: R,
+    buf: Vec<u8>,
+    line: u64,
+    base: u64,
+    block: usize,
+    done: bool,
+}
+
+impl<R: Read> Blocks<R> {
+    /// Reads `reader` from its start (line 1, offset 0) in blocks of about `block` bytes.
+    pub fn new(reader: R, block: usize) -> Self {
+        Self {
+            reader,
+            buf: Vec::new(),
+            line: 1,
+            base: 0,
+            block: block.max(1),
+            done: false,
+        }
+    }
+
+    /// The next block, or `None` after the last one.
+    pub fn next_block<T: DeserializeOwned + Send>(&mut self) -> std::io::Result<Option<Block<T>>> {
+        self.next_block_with(|_| {})
+    }
+
+    /// [`Blocks::next_block`], with `finish` applied to each record where it was parsed
+    /// ([`parse_block_with`]).
+    pub fn next_block_with<T: DeserializeOwned + Send>(
+        &mut self,
+        finish: fn(&mut T),
+    ) -> std::io::Result<Option<Block<T>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut target = self.block;
+        loop {
+            // Into the spare capacity, without zeroing it first; a short read is the end.
+            let want = target.saturating_sub(self.buf.len());
+            self.buf.reserve(want);
+            (&mut self.reader)
+                .take(want as u64)
+                .read_to_end(&mut self.buf)?;
+            let eof = self.buf.len() < target;
+            let cut = if eof {
+                self.buf.len()
+            } else {
+                match memchr::memrchr(b'\n', &self.buf) {
+                    Some(i) => i + 1,
+                    // A line longer than the block: read on.
+                    None => {
+                        target = self.buf.len() + self.block;
+                        continue;
+                    }
+                }
+            };
+            let (items, issues, lines) =
+                parse_block_with::<T>(&self.buf[..cut], self.line, self.base, eof, finish);
+            self.line += lines;
+            self.base += cut as u64;
+            // Only the start of the next block's first line moves.
+            self.buf.copy_within(cut.., 0);
+            self.buf.truncate(self.buf.len() - cut);
+            self.done = eof;
+            return Ok(Some(Block { items, issues }));
+        }
+    }
+}
+
 /// Reads a whole log from `reader` a block at a time (about `block` bytes, cut at a newline),
 /// handing each block's items to `on_items`. Memory: one block plus what the caller keeps.
 pub fn read_blocks<T: DeserializeOwned + Send, R: Read>(
-    mut reader: R,
+    reader: R,
     block: usize,
     mut on_items: impl FnMut(Vec<T>),
 ) -> std::io::Result<Vec<LineIssue>> {
+    let mut blocks = Blocks::new(reader, block);
     let mut issues = Vec::new();
-    let mut buf: Vec<u8> = Vec::new();
-    let (mut line, mut base) = (1u64, 0u64);
-    let mut target = block.max(1);
-    loop {
-        let mut eof = false;
-        while buf.len() < target {
-            let start = buf.len();
-            buf.resize(target, 0);
-            let n = reader.read(&mut buf[start..])?;
-            buf.truncate(start + n);
-            if n == 0 {
-                eof = true;
-                break;
-            }
-        }
-        let cut = if eof {
-            buf.len()
-        } else {
-            match buf.iter().rposition(|&b| b == b'\n') {
-                Some(i) => i + 1,
-                // A line longer than the block: read on.
-                None => {
-                    target = buf.len() + block.max(1);
-                    continue;
-                }
-            }
-        };
-        let (items, iss, lines) = parse_block::<T>(&buf[..cut], line, base, eof);
-        on_items(items);
-        issues.extend(iss);
-        line += lines;
-        base += cut as u64;
-        buf.drain(..cut);
-        target = block.max(1);
-        if eof {
-            return Ok(issues);
-        }
+    while let Some(b) = blocks.next_block::<T>()? {
+        on_items(b.items);
+        issues.extend(b.issues);
     }
+    Ok(issues)
 }
 
 /// One line read by a [`LineReader`].

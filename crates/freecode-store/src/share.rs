@@ -92,7 +92,24 @@ pub fn export_bundle(
         return Err(ShareError::Deleted(id.to_string()));
     }
     let messages = store.messages(id)?.messages;
-    let mut bundle = Bundle::new(meta.clone(), messages, crate::now_ms());
+    let mut bundle = Bundle::new(meta, messages, crate::now_ms());
+    gather_rest(store, id, opts, &mut bundle)?;
+    if !opts.no_redact {
+        bundle.redactions = redact_bundle(&mut bundle)?;
+    }
+    bundle.recount();
+    Ok(bundle)
+}
+
+/// Everything of a bundle but the meta and the messages: expiry, summaries, and on request
+/// the rollout events and the project's memory entries.
+fn gather_rest(
+    store: &SessionStore,
+    id: &SessionId,
+    opts: &ExportOptions,
+    bundle: &mut Bundle,
+) -> Result<(), ShareError> {
+    let meta = bundle.meta.clone();
     bundle.expires_at = opts.expires_at;
     if let Some(mem) = store.compaction_memory(id)? {
         bundle.summaries = mem.summaries;
@@ -112,11 +129,193 @@ pub fn export_bundle(
     if opts.include_memories {
         bundle.memories = Some(project_memories(store.home(), &meta.project_path)?);
     }
-    if !opts.no_redact {
-        bundle.redactions = redact_bundle(&mut bundle)?;
+    Ok(())
+}
+
+/// Writes the bundle of session `id` into `out` as it reads the session, the same bytes as
+/// [`bundle_json`] of [`export_bundle`] (plus the final newline a bundle file ends with) in the
+/// memory of a block of messages and the largest message: the meta and everything but the
+/// messages are gathered and redacted first ([`redact_bundle`] on a bundle without messages),
+/// then each message is read, redacted as a JSON value (every string of every key, known or
+/// unknown, as [`redact_bundle`] does) and written, then the rest with the counts and the
+/// redactions (in the order [`redact_bundle`] lists them: the meta's, the messages', the
+/// rest's). The bundle limit is checked while writing: past it nothing more is written and
+/// [`ShareError::TooLarge`] names the size the whole bundle would have had; the caller throws
+/// away what was written (a temp, see [`save_to_remote_streamed`]). Returns the bundle
+/// without its messages, with its counts and redactions.
+pub fn stream_bundle(
+    store: &SessionStore,
+    id: &SessionId,
+    opts: &ExportOptions,
+    out: &mut dyn std::io::Write,
+) -> Result<Bundle, ShareError> {
+    let meta = store.meta(id)?;
+    if meta.is_deleted() {
+        return Err(ShareError::Deleted(id.to_string()));
     }
-    bundle.recount();
-    Ok(bundle)
+    let mut head = Bundle::new(meta, Vec::new(), crate::now_ms());
+    gather_rest(store, id, opts, &mut head)?;
+    let head_notes = if opts.no_redact {
+        Vec::new()
+    } else {
+        redact_bundle(&mut head)?
+    };
+    // The meta comes first in the walk; then the messages; then summaries, rollout, memories.
+    let split = head_notes
+        .iter()
+        .position(|n| !is_meta_location(&n.location))
+        .unwrap_or(head_notes.len());
+    let ser = |e: serde_json::Error| ShareError::Redaction(e.to_string());
+    let mut needle = b"\"meta\":".to_vec();
+    needle.extend(serde_json::to_vec(&head.meta).map_err(ser)?);
+    needle.extend_from_slice(b",\"messages\":[");
+    let first = head.to_wire_json().map_err(ser)?;
+    let at = memchr::memmem::find(&first, &needle)
+        .ok_or_else(|| ShareError::Redaction("the bundle has no messages array".into()))?
+        + needle.len();
+    let mut sink = LimitedSink::new(out);
+    sink.put(&first[..at])?;
+    drop(first);
+
+    let mut notes = Vec::new();
+    let mut count = 0u64;
+    let mut blocks = store.message_blocks(id)?;
+    let mut line = Vec::new();
+    while let Some(block) = blocks.next_block()? {
+        for m in block.items {
+            line.clear();
+            if count > 0 {
+                line.push(b',');
+            }
+            if opts.no_redact {
+                serde_json::to_writer(&mut line, &m).map_err(ser)?;
+            } else {
+                let mut v = serde_json::to_value(&m).map_err(ser)?;
+                let before = notes.len();
+                let mut path = vec![Seg::Key("messages"), Seg::Index(count as usize)];
+                redact_value(&mut v, &mut path, &mut notes);
+                drop(path);
+                if notes.len() == before {
+                    serde_json::to_writer(&mut line, &m).map_err(ser)?;
+                } else {
+                    // As redact_bundle does: back through the typed message.
+                    let m: freecode_core::StoredMessage = serde_json::from_value(v).map_err(ser)?;
+                    serde_json::to_writer(&mut line, &m).map_err(ser)?;
+                }
+            }
+            sink.put(&line)?;
+            count += 1;
+        }
+    }
+    head.recount();
+    head.counts.messages = count;
+    let rest = head_notes[split..].to_vec();
+    head.redactions = head_notes;
+    head.redactions.truncate(split);
+    head.redactions.extend(notes);
+    head.redactions.extend(rest);
+    let last = head.to_wire_json().map_err(ser)?;
+    let at = memchr::memmem::find(&last, &needle)
+        .ok_or_else(|| ShareError::Redaction("the bundle has no messages array".into()))?
+        + needle.len();
+    sink.put(&last[at..])?;
+    if let Some(e) = sink.over() {
+        return Err(size_error(&head, e));
+    }
+    sink.put(b"\n")?;
+    Ok(head)
+}
+
+/// Whether a redaction's location is inside the meta.
+fn is_meta_location(location: &str) -> bool {
+    location
+        .strip_prefix("meta")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// A writer that counts the bundle's bytes and values ([`freecode_core::bundle::check_size`]
+/// piece by piece) and stops writing once past the limit.
+struct LimitedSink<'a> {
+    out: &'a mut dyn std::io::Write,
+    size: u64,
+    values: usize,
+    limit: u64,
+}
+
+impl<'a> LimitedSink<'a> {
+    fn new(out: &'a mut dyn std::io::Write) -> Self {
+        Self {
+            out,
+            size: 0,
+            values: 0,
+            limit: crate::codec::max_bundle_bytes(),
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<(), ShareError> {
+        self.size += bytes.len() as u64;
+        self.values += freecode_core::bundle::count_json_values(bytes);
+        if self.over().is_none() {
+            self.out.write_all(bytes).map_err(|e| StoreError::Io {
+                op: "write",
+                path: PathBuf::from("the bundle"),
+                source: e,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn over(&self) -> Option<freecode_core::bundle::BundleError> {
+        use freecode_core::bundle::{BundleError, MAX_JSON_VALUES};
+        if self.size > self.limit {
+            Some(BundleError::TooBig {
+                size: self.size,
+                max: self.limit,
+            })
+        } else if self.values > MAX_JSON_VALUES {
+            Some(BundleError::TooMany {
+                what: "JSON values",
+                count: self.values,
+                max: MAX_JSON_VALUES,
+            })
+        } else {
+            None
+        }
+    }
+}
+
+/// Writes the bundle of `id` to `remote/<id>.json` (or the user's `path`) as
+/// [`save_to_remote`] of [`export_bundle`] would, the same bytes, but streamed
+/// ([`stream_bundle`]) into the temp of an atomic replace: the session is never held in memory
+/// whole. A bundle past the limit leaves nothing behind. Only for a regular file (`path` is
+/// `None`, or [`fsutil::user_target`] says [`fsutil::UserTarget::File`]) not ending in `.zst`;
+/// returns `None`, having done nothing, for any other output (the caller builds the bundle).
+pub fn save_to_remote_streamed(
+    store: &SessionStore,
+    id: &SessionId,
+    opts: &ExportOptions,
+    path: Option<&Path>,
+) -> Result<Option<(PathBuf, Bundle)>, ShareError> {
+    let (replace, shown) = match path {
+        Some(p) if p.extension().is_some_and(|x| x == "zst") => return Ok(None),
+        Some(p) => match fsutil::user_target(p)? {
+            fsutil::UserTarget::File { replace, shown } => (replace, shown),
+            _ => return Ok(None),
+        },
+        None => {
+            let home = store.home();
+            let p = home.remote_dir().join(format!("{}.json", id.as_str()));
+            create_dir_private(&home.remote_dir())?;
+            (p.clone(), p)
+        }
+    };
+    let mut head = None;
+    fsutil::write_atomic_with(&replace, true, |out| {
+        head = Some(stream_bundle(store, id, opts, out)?);
+        Ok::<(), ShareError>(())
+    })?;
+    let head = head.ok_or_else(|| ShareError::Redaction("nothing was written".into()))?;
+    Ok(Some((shown, head)))
 }
 
 /// Replaces every known-format secret in every string of the bundle — known fields and the
@@ -363,7 +562,15 @@ pub fn check_json(bundle: &Bundle, json: &[u8]) -> Result<(), ShareError> {
     let limit = crate::codec::max_bundle_bytes();
     match freecode_core::bundle::check_size(json, limit) {
         Ok(()) => Ok(()),
-        Err(freecode_core::bundle::BundleError::TooBig { size, max }) => {
+        Err(e) => Err(size_error(bundle, e)),
+    }
+}
+
+/// The error of a bundle refused by [`freecode_core::bundle::check_size`]: past the size limit,
+/// with the ways past it that apply to this bundle.
+fn size_error(bundle: &Bundle, e: freecode_core::bundle::BundleError) -> ShareError {
+    match e {
+        freecode_core::bundle::BundleError::TooBig { size, max } => {
             let mut ways = Vec::new();
             if bundle.rollout.is_some() {
                 ways.push("leave out --include-rollout".to_owned());
@@ -376,14 +583,14 @@ pub fn check_json(bundle: &Bundle, json: &[u8]) -> Result<(), ShareError> {
                  or fork and trim a copy",
                 bundle.meta.id
             ));
-            Err(ShareError::TooLarge {
+            ShareError::TooLarge {
                 id: bundle.meta.id.clone(),
                 size,
                 limit: max,
                 ways: ways.join("; "),
-            })
+            }
         }
-        Err(e) => Err(e.into()),
+        e => e.into(),
     }
 }
 

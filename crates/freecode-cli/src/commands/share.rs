@@ -265,6 +265,27 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
         expires_at: (!to_file)
             .then(|| expires_at(freecode_store::now_ms(), config.lifetime(a.expires))),
     };
+    if !a.dry_run {
+        // A regular file (the usual case) is written as the session is read and redacted,
+        // never holding it whole; any other output gets the bundle built in memory below.
+        let file = a.file.clone().flatten();
+        let steps = crate::progress::Steps::new("exporting", 1);
+        steps.step("reading, redacting and writing the session");
+        let streamed = share::save_to_remote_streamed(store, id, &opts, file.as_deref());
+        steps.finish();
+        if let Some((path, head)) = streamed? {
+            note_redactions(&head);
+            if a.json {
+                return print_json(&crate::ops::ExportedFile {
+                    file: path,
+                    redactions: head.redactions.len(),
+                    messages: head.counts.messages,
+                });
+            }
+            print_line(&path.display().to_string())?;
+            return Ok(());
+        }
+    }
     let steps = crate::progress::Steps::new("exporting", if a.dry_run { 1 } else { 2 });
     steps.step("reading and redacting the session");
     let bundle = share::export_bundle(store, id, &opts)?;

@@ -521,6 +521,15 @@ impl SessionStore {
         })
     }
 
+    /// Reads the messages a block at a time ([`MessageBlocks`]): what a consumer that writes
+    /// them out as it goes (`session show --json`) reads, in memory bounded by two blocks.
+    pub fn message_blocks(&self, id: &SessionId) -> Result<MessageBlocks> {
+        self.read_located(id, |paths| {
+            self.recover_if_needed(id, paths);
+            MessageBlocks::open(&paths.messages(), STREAM_BLOCK)
+        })
+    }
+
     /// Streams messages in constant memory, calling `on_issue` for each skipped line.
     pub fn stream_messages(
         &self,
@@ -969,35 +978,82 @@ pub(crate) fn meta_id_mismatch(meta_id: &str, dir_id: &str) -> Option<String> {
 /// Bytes parsed at a time when loading a log: bounds the transient memory of a load.
 const LOAD_BLOCK: usize = 8 * 1024 * 1024;
 
+/// Bytes parsed at a time by [`SessionStore::message_blocks`]: a streaming consumer holds about
+/// three blocks' messages (the one it writes, one queued, the next one parsed), well inside
+/// 64 MiB; below 2 MiB the per-block thread start-ups begin to show.
+pub const STREAM_BLOCK: usize = 2 * 1024 * 1024;
+
+/// A session's `messages.jsonl` read a block at a time ([`jsonl::Blocks`], each block parsed on
+/// all cores when large), every skipped or repaired line logged as [`read_messages_at`] logs
+/// it. A missing file is an empty log.
+pub struct MessageBlocks {
+    path: PathBuf,
+    blocks: Option<jsonl::Blocks<fs::File>>,
+    size: u64,
+}
+
+impl MessageBlocks {
+    /// Opens `path` to be read in blocks of about `block` bytes.
+    pub fn open(path: &Path, block: usize) -> Result<Self> {
+        let file = match fsutil::open_read(path) {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).ctx("open", path),
+        };
+        let size = file
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map_or(0, |m| m.len());
+        Ok(Self {
+            path: path.to_owned(),
+            blocks: file.map(|f| jsonl::Blocks::new(f, block)),
+            size,
+        })
+    }
+
+    /// The file's size when it was opened (0 when missing).
+    pub fn file_size(&self) -> u64 {
+        self.size
+    }
+
+    /// The next block's messages and issues, or `None` at the end.
+    pub fn next_block(&mut self) -> Result<Option<jsonl::Block<StoredMessage>>> {
+        let Some(blocks) = &mut self.blocks else {
+            return Ok(None);
+        };
+        // Parts are collected with room to grow; a loaded message keeps only what it holds.
+        let block = blocks
+            .next_block_with::<StoredMessage>(|m| m.parts.shrink_to_fit())
+            .ctx("read", &self.path)?;
+        if let Some(b) = &block {
+            for i in &b.issues {
+                if i.kind.skipped() {
+                    tracing::warn!(path = %self.path.display(), "skipped {i}");
+                } else {
+                    tracing::warn!(path = %self.path.display(), "{i}");
+                }
+            }
+        }
+        Ok(block)
+    }
+}
+
 /// Reads a whole `messages.jsonl`; a missing file is an empty log. Peak memory is the messages
 /// plus one block of the file.
 pub fn read_messages_at(path: &Path) -> Result<MessageLog> {
-    let file = match fsutil::open_read(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(MessageLog::default()),
-        Err(e) => return Err(e).ctx("open", path),
-    };
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut blocks = MessageBlocks::open(path, LOAD_BLOCK)?;
+    let size = blocks.file_size();
     let mut messages: Vec<StoredMessage> = Vec::new();
-    let issues = jsonl::read_blocks(file, LOAD_BLOCK, |mut batch: Vec<StoredMessage>| {
-        for m in &mut batch {
-            m.parts.shrink_to_fit();
-        }
-        if messages.is_empty() && !batch.is_empty() {
+    let mut issues = Vec::new();
+    while let Some(mut b) = blocks.next_block()? {
+        if messages.is_empty() && !b.items.is_empty() {
             // Size the result once from the first block's density instead of doubling.
-            let per_block = batch.len() as u64;
-            let blocks = size.div_ceil(LOAD_BLOCK as u64).max(1);
-            messages.reserve_exact((per_block * blocks) as usize + per_block as usize / 8);
+            let per_block = b.items.len() as u64;
+            let n = size.div_ceil(LOAD_BLOCK as u64).max(1);
+            messages.reserve_exact((per_block * n) as usize + per_block as usize / 8);
         }
-        messages.append(&mut batch);
-    })
-    .ctx("read", path)?;
-    for i in &issues {
-        if i.kind.skipped() {
-            tracing::warn!(path = %path.display(), "skipped {i}");
-        } else {
-            tracing::warn!(path = %path.display(), "{i}");
-        }
+        messages.append(&mut b.items);
+        issues.append(&mut b.issues);
     }
     Ok(MessageLog { messages, issues })
 }

@@ -163,3 +163,99 @@ fn a_fork_of_an_older_import_keeps_the_mark_unless_it_moves_to_a_project() {
     assert_eq!(m.project_path, "/home/me/mine");
     assert!(!m.project_path_from_bundle() && !m.is_untouched_import());
 }
+
+/// `exportedAt` is the clock's: set to 0 in both before comparing.
+fn without_export_time(json: &[u8]) -> Vec<u8> {
+    let mut v: serde_json::Value = serde_json::from_slice(json).unwrap();
+    v["exportedAt"] = 0.into();
+    let mut out = serde_json::to_vec(&v).unwrap();
+    out.push(b'\n');
+    out
+}
+
+/// The streamed export writes the bytes of the tree-built one: secrets redacted in the meta
+/// (known and unknown keys), in messages (text, tool args, results, unknown keys, unknown part
+/// types) and in the rollout events, with the redactions listed in the same order and the
+/// counts right, over a log with bad lines and lone surrogates, several blocks long.
+#[test]
+fn a_streamed_export_is_the_tree_built_bundle_byte_for_byte() {
+    use freecode_store::share::{ExportOptions, bundle_json, export_bundle, stream_bundle};
+    use std::io::Write as _;
+    let h = TestHome::new();
+    let id = h.create("/p");
+    let token = format!("ghp_{}", "a1B2c3D4".repeat(5));
+    let aws = "AKIAIOSFODNN7EXAMPLF";
+    h.store
+        .update_meta(&id, |m| {
+            m.title = format!("fix {token}");
+            m.extra
+                .insert("futureKey".into(), serde_json::json!({"k": [aws, 1.5]}));
+        })
+        .unwrap();
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(h.log_path(&id))
+        .unwrap();
+    let mut buf = Vec::new();
+    for i in 0..12_000u32 {
+        let line = match i % 101 {
+            3 => "not json".to_owned(),
+            4 => format!(
+                r#"{{"id":"s{i}","role":"user","parts":[{{"type":"text","content":"cut \ud83d {token}"}}],"timestamp":{i}}}"#
+            ),
+            5 => format!(
+                r#"{{"id":"t{i}","role":"assistant","parts":[{{"type":"tool","tool":{{"name":"sh","args":{{"env":"{aws}","n":0.1}}}},"result":"{token}"}},{{"type":"reasoning","text":"{token}"}}],"timestamp":{i},"later":["{aws}"]}}"#
+            ),
+            _ => format!(
+                r#"{{"id":"g{i}","role":"assistant","parts":[{{"type":"text","content":"{}"}}],"timestamp":{i},"usage":{{"inputTokens":{i},"outputTokens":2}}}}"#,
+                "plain text ".repeat(60)
+            ),
+        };
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+    }
+    log.write_all(&buf).unwrap();
+    drop(log);
+    let events = freecode_store::rollout::events_path(h.store.home(), &id);
+    std::fs::create_dir_all(events.parent().unwrap()).unwrap();
+    std::fs::write(
+        &events,
+        format!("{{\"type\":\"x\",\"seq\":1,\"secret\":\"{token}\"}}\nbad\n"),
+    )
+    .unwrap();
+
+    for (include_rollout, no_redact) in [(true, false), (false, false), (false, true)] {
+        let opts = ExportOptions {
+            include_rollout,
+            no_redact,
+            ..Default::default()
+        };
+        let tree = export_bundle(&h.store, &id, &opts).unwrap();
+        let mut want = bundle_json(&tree).unwrap();
+        want.push(b'\n');
+        let mut got = Vec::new();
+        let head = stream_bundle(&h.store, &id, &opts, &mut got).unwrap();
+        assert!(got.ends_with(b"}\n"));
+        assert_eq!(head.redactions, tree.redactions);
+        assert_eq!(head.counts, tree.counts);
+        assert!(head.messages.is_empty());
+        if !no_redact {
+            assert!(tree.redactions.len() > 300, "{}", tree.redactions.len());
+            assert!(!String::from_utf8_lossy(&got).contains(&token));
+        }
+        assert!(
+            without_export_time(&got) == without_export_time(&want),
+            "rollout {include_rollout} no_redact {no_redact}: {} vs {} bytes",
+            got.len(),
+            want.len()
+        );
+        // Byte for byte, not only as values: only exportedAt may differ.
+        let t = |b: &[u8]| {
+            let s = String::from_utf8(b.to_vec()).unwrap();
+            let i = s.find("\"exportedAt\":").unwrap() + 13;
+            let j = i + s[i..].find(|c: char| !c.is_ascii_digit()).unwrap();
+            format!("{}0{}", &s[..i], &s[j..])
+        };
+        assert!(t(&got) == t(&want), "bytes differ");
+    }
+}
