@@ -941,6 +941,7 @@ fn recorder_config() -> RecorderConfig {
         durability: Durability::Never,
         lock_wait: LockWait::Fail,
         clock: fake_clock,
+        flush_window: freecode_store::rollout::FLUSH_WINDOW,
     }
 }
 

@@ -10,7 +10,8 @@
 //!
 //! `FREECODE_BENCH_QUICK=1` scales every count down ten times. The last section runs the
 //! original's `run-bench.sh` beside ours on its log (`FREECODE_BENCH_NO_ORIGINAL=1` skips it,
-//! `FREECODE_BENCH_ONLY_ORIGINAL=1` runs only it). Every argument that is not a
+//! `FREECODE_BENCH_ONLY_ORIGINAL=1` runs only it; `FREECODE_BENCH_ONLY_RECORD=1` runs only the
+//! record rows and the original's `record` beside them). Every argument that is not a
 //! `--child-…` mode (such as `--bench`, which `cargo bench` passes) is ignored.
 
 use std::fs::{self, File, OpenOptions};
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 use freecode_core::SessionId;
 use freecode_core::rollout::replay::ReplayBuilder;
 use freecode_core::rollout::trace::TraceBuilder;
-use freecode_core::rollout::{Event, EventKind, ModelErrorKind, RawEvent};
+use freecode_core::rollout::{Event, EventKind, EventLine, ModelErrorKind, RawEvent};
 use freecode_store::lock::LockWait;
 use freecode_store::rollout::{
     ModelRequest, ModelResponse, Recorder, RecorderConfig, events_path, read_events,
@@ -178,6 +179,7 @@ fn rec_config() -> RecorderConfig {
         durability: Durability::Never,
         lock_wait: LockWait::Fail,
         clock: freecode_store::now_ms,
+        flush_window: freecode_store::rollout::FLUSH_WINDOW,
     }
 }
 
@@ -348,12 +350,22 @@ fn print_table(rows: &[Row]) {
 
 /// Record `n` events at `Never`, against the same lines written raw. Returns the log kept for
 /// the reading rows.
+/// What the record rows measured, for the row beside the original's same-session figure.
+struct RecordFigures {
+    n: u64,
+    ours: Duration,
+    per_line: Duration,
+    buffered: Duration,
+    serialise: Duration,
+    bytes: u64,
+}
+
 fn bench_record(
     dir: &Path,
     n: u64,
     rows: &mut Vec<Row>,
     notes: &mut Vec<String>,
-) -> Res<(Home, SessionId)> {
+) -> Res<(Home, SessionId, RecordFigures)> {
     let home = Home::new(dir.join("home"));
     let home_s = home.root().to_string_lossy().into_owned();
     let n_s = n.to_string();
@@ -384,9 +396,10 @@ fn bench_record(
         ORIG_LOG_BYTES as f64 / 1e6,
         fmt_dur(first)
     ));
+    let bytes = buf.len() as u64;
     drop(buf);
-    let (mut ours, mut per_line, mut buffered, mut serialise) =
-        (vec![first], Vec::new(), Vec::new(), Vec::new());
+    let (mut ours, mut per_line, mut buffered, mut serialise, mut into_buf) =
+        (vec![first], Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let raw_dir = dir.join("raw");
     fs::create_dir_all(&raw_dir)?;
     for k in 1..=2 {
@@ -422,8 +435,42 @@ fn bench_record(
             .0,
         );
     }
+    // What the recorder does: each line written straight into one reused buffer.
+    let no_extra = freecode_core::Extra::new();
+    for _ in 0..3 {
+        into_buf.push(
+            time(|| {
+                let (mut out, mut bytes) = (Vec::with_capacity(1 << 20), 0usize);
+                for e in &events {
+                    EventLine {
+                        id: &e.id,
+                        seq: e.seq,
+                        aggregate_id: &e.aggregate_id,
+                        timestamp: e.timestamp,
+                        kind: &e.kind,
+                        extra: &no_extra,
+                    }
+                    .write_to(&mut out)?;
+                    if out.len() >= 256 * 1024 {
+                        bytes += out.len();
+                        out.clear();
+                    }
+                }
+                Ok(bytes + out.len())
+            })?
+            .0,
+        );
+    }
     drop(events);
     let per_line = median(&mut per_line);
+    let figures = RecordFigures {
+        n,
+        ours: median(&mut ours.clone()),
+        per_line,
+        buffered: median(&mut buffered.clone()),
+        serialise: median(&mut into_buf.clone()),
+        bytes,
+    };
     rows.push(
         Row::new(
             format!("record {n} events (BENCH.md mix) at Durability::Never"),
@@ -448,13 +495,21 @@ fn bench_record(
     );
     rows.push(
         Row::new(
-            "  └ Event::to_line() of the same events, no I/O (serialisation share)",
+            "  └ Event::to_line() of the same events, no I/O (a Vec per line)",
             n,
             median(&mut serialise),
         )
         .raw(per_line, "one write() per line (row above's raw)"),
     );
-    Ok((home, keep))
+    rows.push(
+        Row::new(
+            "  └ EventLine::write_to one reused buffer, no I/O (the recorder's serialisation)",
+            n,
+            figures.serialise,
+        )
+        .raw(per_line, "one write() per line (row above's raw)"),
+    );
+    Ok((home, keep, figures))
 }
 
 /// Re-open a recorder on the log: median of many opens, against reading the whole file (what
@@ -913,7 +968,19 @@ fn main() -> Res<()> {
     let scale = Scale::from_env();
     if std::env::var_os("FREECODE_BENCH_ONLY_ORIGINAL").is_some() {
         // Only the rows beside the original (no recording of our own log).
-        return bench_beside_original(scale.quick);
+        return bench_beside_original(scale.quick, None);
+    }
+    if std::env::var_os("FREECODE_BENCH_ONLY_RECORD").is_some() {
+        // Only recording, ours and the original's.
+        let base = bench_base()?;
+        let tmp: TempDir = tempfile::Builder::new().prefix("run-").tempdir_in(&base)?;
+        let (mut rows, mut notes) = (Vec::new(), Vec::new());
+        let (_, _, rec) = bench_record(tmp.path(), scale.events, &mut rows, &mut notes)?;
+        print_table(&rows);
+        for n in &notes {
+            println!("note: {n}");
+        }
+        return print_record_beside_original(scale.quick, &rec);
     }
     let base = bench_base()?;
     let tmp: TempDir = tempfile::Builder::new().prefix("run-").tempdir_in(&base)?;
@@ -929,7 +996,7 @@ fn main() -> Res<()> {
     let (mut rows, mut notes, mut mem) = (Vec::new(), Vec::new(), Vec::new());
 
     eprintln!("[1/5] record");
-    let (home, id) = bench_record(tmp.path(), scale.events, &mut rows, &mut notes)?;
+    let (home, id, rec) = bench_record(tmp.path(), scale.events, &mut rows, &mut notes)?;
     eprintln!("[2/5] re-open");
     bench_reopen(&home, &id, &scale, &mut rows, &mut notes)?;
     bench_reopen_long_last_line(tmp.path(), &scale, &mut rows, &mut notes)?;
@@ -969,7 +1036,7 @@ fn main() -> Res<()> {
         println!("note: {n}");
     }
     eprintln!("[5/5] beside the original, in the same run");
-    bench_beside_original(scale.quick)?;
+    bench_beside_original(scale.quick, Some(&rec))?;
     eprintln!("cleaning up");
     drop(tmp);
     Ok(())
@@ -982,11 +1049,14 @@ fn main() -> Res<()> {
 /// library folds through `read_event_views`, a raw read of the same bytes, and the release CLI
 /// as a whole process under `/usr/bin/time` (built beforehand: `cargo build --release -p
 /// freecode-cli`). Prints ours, the original's and the ratio.
-fn bench_beside_original(quick: bool) -> Res<()> {
-    use freecode_store::rollout::read_event_views;
+/// Runs the original's `run-bench.sh` on `benches` (`SIZE=1`, or `0.1` when quick; `RUNS=3`)
+/// and returns its JSON results; `None` when `FREECODE_BENCH_NO_ORIGINAL` is set or there is no
+/// `node` on PATH. The results go to a file of this process's own (`BENCH_OUT`), not
+/// `$BENCH_DIR/results-<SIZE>.json`, which another run may be writing at the same time.
+fn run_original(quick: bool, benches: &str) -> Res<Option<serde_json::Value>> {
     if std::env::var_os("FREECODE_BENCH_NO_ORIGINAL").is_some() {
         eprintln!("  skipped: FREECODE_BENCH_NO_ORIGINAL is set");
-        return Ok(());
+        return Ok(None);
     }
     if !Command::new("node")
         .arg("--version")
@@ -994,7 +1064,7 @@ fn bench_beside_original(quick: bool) -> Res<()> {
         .is_ok_and(|o| o.status.success())
     {
         eprintln!("  skipped: no node on PATH");
-        return Ok(());
+        return Ok(None);
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let script = std::env::var_os("FREECODE_ORIGINAL_BENCH").map_or_else(
@@ -1008,7 +1078,7 @@ fn bench_beside_original(quick: bool) -> Res<()> {
     let status = Command::new(&script)
         .env("SIZE", size)
         .env("RUNS", "3")
-        .env("BENCHES", "replay,trace")
+        .env("BENCHES", benches)
         .env("BENCH_DIR", &bench_dir)
         .env("BENCH_OUT", &out_json)
         .status()?;
@@ -1017,13 +1087,73 @@ fn bench_beside_original(quick: bool) -> Res<()> {
     }
     let results: serde_json::Value = serde_json::from_slice(&fs::read(&out_json)?)?;
     let _ = fs::remove_file(&out_json);
-    let orig = |bench: &str| {
-        results["results"]
-            .as_array()
-            .and_then(|a| a.iter().find(|r| r["bench"] == bench))
-            .cloned()
-            .unwrap_or(serde_json::Value::Null)
+    Ok(Some(results))
+}
+
+/// One result of the original's run, `Null` when absent.
+fn orig_result(results: &serde_json::Value, bench: &str) -> serde_json::Value {
+    results["results"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["bench"] == bench))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The record row beside the original's `record`, run now: ours (median of 3 fresh
+/// processes), the original's median of 3, the ratio, and the raw cost of the same bytes.
+fn print_record_beside_original(quick: bool, rec: &RecordFigures) -> Res<()> {
+    let Some(results) = run_original(quick, "record")? else {
+        return Ok(());
     };
+    print_record_row(&orig_result(&results, "record"), rec);
+    Ok(())
+}
+
+fn print_record_row(o: &serde_json::Value, rec: &RecordFigures) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let o_ms = o["medianMs"].as_f64().unwrap_or(f64::NAN);
+    let o_n = o["items"].as_f64().unwrap_or(f64::NAN);
+    // Per event, so a quick run (a tenth of the events) compares like for like.
+    let ratio = (o_ms / o_n) / (ms(rec.ours) / rec.n as f64);
+    println!();
+    println!(
+        "Recording beside the original, same session ({} events each; medians of 3 fresh processes):",
+        rec.n
+    );
+    println!("| operation | original | ours | ratio | raw cost of the same bytes |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| record {} events (Durability::Never) | {o_ms:.0} ms ({} events, {} MiB) | {:.0} ms ({} MiB) | {ratio:.1}× | one write() per line {:.0} ms; through a 1 MiB BufWriter {:.0} ms; serialising into one buffer {:.0} ms |",
+        rec.n,
+        o["items"],
+        o["bytes"]
+            .as_f64()
+            .map_or("?".to_owned(), |b| format!("{:.0}", b / 1048576.0)),
+        ms(rec.ours),
+        rec.bytes / 1048576,
+        ms(rec.per_line),
+        ms(rec.buffered),
+        ms(rec.serialise),
+    );
+}
+
+fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
+    use freecode_store::rollout::read_event_views;
+    let benches = if rec.is_some() {
+        "record,replay,trace"
+    } else {
+        "replay,trace"
+    };
+    let Some(results) = run_original(quick, benches)? else {
+        return Ok(());
+    };
+    if let Some(rec) = rec {
+        print_record_row(&orig_result(&results, "record"), rec);
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let size = if quick { "0.1" } else { "1" };
+    let bench_dir = std::env::var("BENCH_DIR").unwrap_or_else(|_| "/tmp/fc-bench-ref".to_owned());
+    let orig = |bench: &str| orig_result(&results, bench);
     let (o_replay, o_trace) = (orig("replay"), orig("trace"));
     let ms = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
     let home = Path::new(&bench_dir).join(format!("data-size-{size}/events/.freecode"));

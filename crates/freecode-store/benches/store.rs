@@ -10,8 +10,11 @@
 //! session (`FREECODE_BENCH_NO_ORIGINAL=1` skips it, `FREECODE_BENCH_ONLY_ORIGINAL=1` runs only
 //! it), with the release CLI timed as a whole process (built beforehand). The binary
 //! re-executes itself with `--child-load`, `--child-read` or `--child-stream` to measure the
-//! peak memory of a load in a fresh process; every other argument (such as `--bench`, which
-//! `cargo bench` passes) is ignored.
+//! peak memory of a load in a fresh process; `--child-create <root> <n>` runs the create
+//! workload alone (for `strace -c -f` and `perf`); every other argument (such as `--bench`,
+//! which `cargo bench` passes) is ignored. The original's `create` (`run-bench.sh`, when
+//! `node` is on PATH; `FREECODE_BENCH_NO_ORIGINAL=1` skips it) is run and printed beside ours
+//! at the end; `FREECODE_BENCH_ONLY_CREATE=1` runs only the create rows and that.
 
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
@@ -433,12 +436,22 @@ fn print_table(rows: &[Row]) {
 // ----- benchmarks ------------------------------------------------------------------------------
 
 /// Row 1: create sessions with 50 messages each at `Never`; returns the last store's root.
+/// What the create row measured: ours and the raw writes of the same files, medians.
+struct CreateFigures {
+    sessions: u64,
+    ours: Duration,
+    one_lock: Duration,
+    raw: Duration,
+    files: u64,
+    bytes: u64,
+}
+
 fn bench_create(
     dirs: &mut Dirs,
     scale: &Scale,
     rows: &mut Vec<Row>,
     notes: &mut Vec<String>,
-) -> Res<PathBuf> {
+) -> Res<(PathBuf, CreateFigures)> {
     let sessions = scale.sessions;
     let lines = Lines::generate(MSGS_PER_SESSION, 0xc0ffee);
     let meta_probe = SessionMeta::new(
@@ -450,9 +463,25 @@ fn bench_create(
         1_760_000_000_000,
     )
     .to_pretty_json();
-    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    let (mut ours, mut raw, mut one_lock) = (Vec::new(), Vec::new(), Vec::new());
     let mut last_root = PathBuf::new();
     for run in 0..3u32 {
+        // The same sessions through create_writer (the lock of creation kept, no re-locate).
+        settle();
+        let root = dirs.fresh()?;
+        let store = store_at(&root, Durability::Never)?;
+        let (t, ()) = time(|| {
+            let mut f = MsgFactory::new(run);
+            for s in 0..sessions {
+                let mut w = store.create_writer(new_session(s))?;
+                for _ in 0..MSGS_PER_SESSION {
+                    w.append(f.next_msg())?;
+                }
+            }
+            Ok(())
+        })?;
+        one_lock.push(t);
+
         settle();
         let root = dirs.fresh()?;
         let store = store_at(&root, Durability::Never)?;
@@ -501,6 +530,14 @@ fn bench_create(
         fmt_bytes(bytes),
         fmt_bytes(rbytes)
     ));
+    let figures = CreateFigures {
+        sessions,
+        ours: median(&mut ours.clone()),
+        one_lock: median(&mut one_lock.clone()),
+        raw: median(&mut raw.clone()),
+        files,
+        bytes,
+    };
     rows.push(
         Row::new(
             format!("create {sessions} sessions × {MSGS_PER_SESSION} msgs (Never), per message"),
@@ -513,7 +550,83 @@ fn bench_create(
             "mkdir -p, fs::write(meta.json), open messages.jsonl O_APPEND, one write per line",
         ),
     );
-    Ok(last_root)
+    rows.push(
+        Row::new(
+            "  └ the same through create_writer (creation's lock kept, no re-locate or recovery)",
+            sessions * MSGS_PER_SESSION,
+            median(&mut one_lock),
+        )
+        .orig(ORIG_CREATE)
+        .raw(figures.raw, "the row above's raw"),
+    );
+    Ok((last_root, figures))
+}
+
+/// The original's `create` run now (`run-bench.sh`, `SIZE=1` or `0.1` when quick, `RUNS=3`,
+/// results in a file of this process's own), printed beside ours with the ratio and the raw
+/// cost of the same files. Skipped with `FREECODE_BENCH_NO_ORIGINAL` or without `node`.
+fn print_create_beside_original(quick: bool, c: &CreateFigures) -> Res<()> {
+    if std::env::var_os("FREECODE_BENCH_NO_ORIGINAL").is_some() {
+        eprintln!("  original skipped: FREECODE_BENCH_NO_ORIGINAL is set");
+        return Ok(());
+    }
+    if !Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("  original skipped: no node on PATH");
+        return Ok(());
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::env::var_os("FREECODE_ORIGINAL_BENCH").map_or_else(
+        || manifest.join("../../../shared/reference/original/run-bench.sh"),
+        PathBuf::from,
+    );
+    let bench_dir = std::env::var("BENCH_DIR").unwrap_or_else(|_| "/tmp/fc-bench-ref".to_owned());
+    let out_json = std::env::temp_dir().join(format!("fc-store-orig-{}.json", std::process::id()));
+    let status = Command::new(&script)
+        .env("SIZE", if quick { "0.1" } else { "1" })
+        .env("RUNS", "3")
+        .env("BENCHES", "create")
+        .env("BENCH_DIR", &bench_dir)
+        .env("BENCH_OUT", &out_json)
+        .status()?;
+    if !status.success() {
+        return Err(format!("{} failed: {status}", script.display()).into());
+    }
+    let results: serde_json::Value = serde_json::from_slice(&fs::read(&out_json)?)?;
+    let _ = fs::remove_file(&out_json);
+    let o = results["results"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["bench"] == "create"))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let o_ms = o["medianMs"].as_f64().unwrap_or(f64::NAN);
+    let o_items = o["items"].as_f64().unwrap_or(f64::NAN);
+    let ours_items = (c.sessions * MSGS_PER_SESSION) as f64;
+    let ratio = (o_ms / o_items) / (ms(c.ours) / ours_items);
+    println!();
+    println!("Create beside the original, same session (medians of 3):");
+    println!("| operation | original | ours | ratio | raw cost of the same files |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| create {} sessions × {MSGS_PER_SESSION} messages (Never; create + writer) | {o_ms:.0} ms ({} messages, {} B) | {:.0} ms ({} files, {} B) | {ratio:.1}× | {:.0} ms (mkdir, meta.json, messages.jsonl, a write per line) |",
+        c.sessions,
+        o["items"],
+        o["bytes"],
+        ms(c.ours),
+        c.files,
+        c.bytes,
+        ms(c.raw),
+    );
+    println!(
+        "|  └ the same through create_writer | | {:.0} ms | {:.1}× | |",
+        ms(c.one_lock),
+        (o_ms / o_items) / (ms(c.one_lock) / ours_items)
+    );
+    Ok(())
 }
 
 /// Opening (and dropping) a writer on existing sessions, against a plain `O_APPEND` open.
@@ -1131,6 +1244,21 @@ fn run_child(mode: &str, rest: &[String]) -> Res<()> {
             )?;
             n
         }
+        "--child-create" => {
+            // The create workload alone in its own process (for `strace -c -f`, `perf`): `n`
+            // sessions of 50 messages into a fresh home under `root`, at `Never`.
+            let store = store_at(Path::new(arg(0)?), Durability::Never)?;
+            let n: u64 = arg(1)?.parse()?;
+            let mut f = MsgFactory::new(0);
+            for s in 0..n {
+                let id = store.create(new_session(s))?;
+                let mut w = store.writer(&id)?;
+                for _ in 0..MSGS_PER_SESSION {
+                    w.append(f.next_msg())?;
+                }
+            }
+            n
+        }
         _ => return Err(format!("unknown child mode {mode}").into()),
     };
     let ns = t.elapsed().as_nanos();
@@ -1189,7 +1317,14 @@ fn main() -> Res<()> {
     let mut mem = Vec::new();
 
     eprintln!("[1/5] create");
-    let small = bench_create(&mut dirs, &scale, &mut rows, &mut notes)?;
+    let (small, created) = bench_create(&mut dirs, &scale, &mut rows, &mut notes)?;
+    if std::env::var_os("FREECODE_BENCH_ONLY_CREATE").is_some() {
+        print_table(&rows);
+        for n in &notes {
+            println!("note: {n}");
+        }
+        return print_create_beside_original(scale.quick, &created);
+    }
     eprintln!("[2/5] list");
     bench_list(&mut dirs, &scale, &small, &mut rows)?;
     bench_writer_open(&small, &mut rows)?;
@@ -1228,6 +1363,7 @@ fn main() -> Res<()> {
     for n in &notes {
         println!("note: {n}");
     }
+    print_create_beside_original(scale.quick, &created)?;
     eprintln!("cleaning up {} temp dirs", dirs.graveyard.len());
     drop(dirs);
     eprintln!("[beside the original] load");

@@ -427,6 +427,17 @@ pub fn open_rw(path: &Path) -> Result<File> {
     open_file_at(dir.as_fd(), name, path, OFlags::RDWR | OFlags::CREATE)
 }
 
+/// Creates an empty file 0600, open for reading and appending (`O_APPEND`); fails if it exists.
+pub fn create_new_append(path: &Path) -> Result<File> {
+    let (dir, name) = open_parent(path, Walk::Write)?;
+    open_file_at(
+        dir.as_fd(),
+        name,
+        path,
+        OFlags::RDWR | OFlags::APPEND | OFlags::CREATE | OFlags::EXCL,
+    )
+}
+
 /// Creates an empty file 0600, open for reading and writing; fails if it exists.
 pub fn create_new(path: &Path) -> Result<File> {
     let (dir, name) = open_parent(path, Walk::Write)?;

@@ -523,13 +523,63 @@ fn put_opt<M: SerializeMap, T: serde::Serialize>(
 
 impl serde::Serialize for Event {
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        EventLine {
+            id: &self.id,
+            seq: self.seq,
+            aggregate_id: &self.aggregate_id,
+            timestamp: self.timestamp,
+            kind: &self.kind,
+            extra: &self.extra,
+        }
+        .serialize(ser)
+    }
+}
+
+/// An event by reference: what a recorder serialises straight into its buffer, without building
+/// an owned [`Event`] (no copy of the aggregate id or the kind). Written exactly as [`Event`].
+#[derive(Debug, Clone, Copy)]
+pub struct EventLine<'a> {
+    /// Event id.
+    pub id: &'a str,
+    /// Sequence number.
+    pub seq: u64,
+    /// The log's aggregate.
+    pub aggregate_id: &'a str,
+    /// Wall clock, ms.
+    pub timestamp: i64,
+    /// What happened.
+    pub kind: &'a EventKind,
+    /// Unknown keys, written after the known ones.
+    pub extra: &'a crate::Extra,
+}
+
+impl EventLine<'_> {
+    /// Appends the compact JSON line and its newline to `out` (on an error, `out` is left as
+    /// it was).
+    pub fn write_to(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        let start = out.len();
+        match serde_json::to_writer(&mut *out, self) {
+            Ok(()) => {
+                out.push(b'\n');
+                Ok(())
+            }
+            Err(e) => {
+                out.truncate(start);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl serde::Serialize for EventLine<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let mut m = ser.serialize_map(None)?;
         m.serialize_entry("type", self.kind.type_name())?;
-        m.serialize_entry("id", &self.id)?;
+        m.serialize_entry("id", self.id)?;
         m.serialize_entry("seq", &self.seq)?;
-        m.serialize_entry("aggregateID", &self.aggregate_id)?;
+        m.serialize_entry("aggregateID", self.aggregate_id)?;
         m.serialize_entry("timestamp", &self.timestamp)?;
-        match &self.kind {
+        match self.kind {
             EventKind::TurnStarted { turn_id } => put_str(&mut m, "turnId", turn_id)?,
             EventKind::TurnAborted { turn_id, reason } => {
                 put_str(&mut m, "turnId", turn_id)?;
@@ -717,7 +767,7 @@ impl serde::Serialize for Event {
                 put_str(&mut m, "reason", reason)?;
             }
         }
-        for (k, v) in &self.extra {
+        for (k, v) in self.extra {
             m.serialize_entry(k, v)?;
         }
         m.end()

@@ -13,4 +13,4 @@ pub mod trace;
 pub mod ulid;
 pub mod view;
 
-pub use event::{DenySource, Event, EventKind, ModelErrorKind, RawEvent};
+pub use event::{DenySource, Event, EventKind, EventLine, ModelErrorKind, RawEvent};

@@ -95,7 +95,10 @@ pub fn encode(ms: u64, random: u128) -> String {
         let shift = 5 * (25 - i);
         *c = ALPHABET[((value >> shift) & 31) as usize];
     }
-    out.iter().map(|&b| b as char).collect()
+    // The alphabet is ASCII, so this never falls back to the empty string.
+    std::str::from_utf8(&out)
+        .map(str::to_owned)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

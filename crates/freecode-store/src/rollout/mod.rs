@@ -7,8 +7,12 @@
 //!   or waits ([`LockWait::Block`]).
 //! - **O(1) open.** `seq` resumes from the last complete line, read from the end of the file, not
 //!   by counting lines.
-//! - **One `write` per event**, append-only. A torn tail left by a crash is fenced with a newline
-//!   before the next append (the log is never cut or rewritten); readers report it by offset.
+//! - **Buffered, never past the ordering rules.** Events are serialised into one reused buffer
+//!   and written with one `write` when nobody may miss them any more: before `model.request` or
+//!   `function.call` returns (the provider is called, the tool runs, only after), at
+//!   [`Recorder::sync`] and drop, and at most [`FLUSH_WINDOW`] after an event by a background
+//!   thread. Append-only: a torn tail left by a crash is fenced with a newline before the next
+//!   append (the log is never cut or rewritten); readers report it by offset.
 //! - **Ordering rules in the API.** A model call is a [`ModelCall`] opened by writing
 //!   `model.request` (before the provider is called) and closed by exactly one of
 //!   [`ModelCall::response`] / [`ModelCall::error`], which consume it; a dropped, unclosed call
@@ -18,11 +22,13 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use freecode_core::SessionId;
 use freecode_core::rollout::event::NotAnEvent;
 use freecode_core::rollout::ulid::UlidGenerator;
-use freecode_core::rollout::{DenySource, Event, EventKind, ModelErrorKind, RawEvent};
+use freecode_core::rollout::{DenySource, Event, EventKind, EventLine, ModelErrorKind, RawEvent};
 use serde_json::Value;
 
 use crate::error::{IoContext, Result, StoreError};
@@ -51,6 +57,9 @@ pub struct RecorderConfig {
     pub lock_wait: LockWait,
     /// The clock, ms since the epoch.
     pub clock: fn() -> i64,
+    /// How long an event may wait in the buffer at most ([`FLUSH_WINDOW`]; zero: every event
+    /// is written before `record` returns).
+    pub flush_window: Duration,
 }
 
 impl Default for RecorderConfig {
@@ -69,6 +78,7 @@ impl Default for RecorderConfig {
             durability: Durability::TurnBoundary,
             lock_wait: LockWait::Fail,
             clock: crate::now_ms,
+            flush_window: FLUSH_WINDOW,
         }
     }
 }
@@ -99,18 +109,176 @@ pub struct Recorded {
     pub timestamp: i64,
 }
 
+/// How long an event may wait in a recorder's buffer before it is written (at most; it is
+/// written sooner before a provider is called or a tool runs, at [`Recorder::sync`] and on drop).
+pub const FLUSH_WINDOW: Duration = Duration::from_millis(50);
+/// A buffer this large is written at once, whatever the window.
+const FLUSH_BYTES: usize = 256 * 1024;
+
 /// Appends events to one aggregate's log.
+///
+/// Events are serialised into a buffer and written (`write(2)`, then fsynced as
+/// [`RecorderConfig::durability`] says) when nobody may miss them any more: `model.request`
+/// and `function.call` before the call returns (so before the provider is called or the tool
+/// runs), [`Recorder::sync`] (a turn's end), [`Recorder::flush`], drop, a full buffer, and at
+/// the latest [`RecorderConfig::flush_window`] after the oldest buffered event, by a background
+/// thread (started with the first buffered event, stopped on drop). A reader sees every event
+/// within that window; a SIGKILL loses at most the events of the window, never a request or a
+/// tool call that was returned. With a zero window or [`Durability::EveryAppend`] every event is
+/// written (and fsynced) before `record` returns.
+///
+/// A write that fails loses the events buffered with it: the error is returned by the call that
+/// wrote (the next call, when the background thread did), `seq` goes back to the last event
+/// before them, and the log is fenced with a newline before the next write.
 #[derive(Debug)]
 pub struct Recorder {
     config: RecorderConfig,
     aggregate_id: String,
     path: PathBuf,
-    file: Option<File>,
+    shared: Option<Arc<Shared>>,
+    flusher: Option<std::thread::JoinHandle<()>>,
     seq: u64,
     ulid: UlidGenerator,
+    /// Reused for each event id.
+    extra: freecode_core::Extra,
+}
+
+/// What the recorder and its background flusher share.
+#[derive(Debug)]
+struct Shared {
+    log: Mutex<Log>,
+    /// Wakes the flusher: an event was buffered while it waited idle, or the recorder stops.
+    wake: Condvar,
+}
+
+/// The log file and the events not yet written to it.
+#[derive(Debug)]
+struct Log {
+    file: File,
+    path: PathBuf,
+    durability: Durability,
+    /// Whole lines, oldest first.
+    buf: Vec<u8>,
+    /// The `seq` of the first buffered line.
+    buf_first_seq: u64,
+    /// The `seq` of the last buffered line.
+    last_seq: u64,
+    /// When the oldest buffered line was buffered (`None`: the buffer is empty).
+    oldest: Option<Instant>,
+    /// Written but not fsynced.
     unsynced: bool,
-    /// A write failed part-way: the log may end in a fragment, fenced before the next event.
+    /// A write failed part-way: the log may end in a fragment, fenced before the next write.
     torn: bool,
+    /// A background write failed: the error and the `seq` to go back to, for the next call.
+    failed: Option<(StoreError, u64)>,
+    /// The flusher waits with no deadline: buffering an event must wake it.
+    idle: bool,
+    /// The recorder is being dropped: the flusher ends.
+    stop: bool,
+}
+
+fn lock(m: &Mutex<Log>) -> MutexGuard<'_, Log> {
+    // A panic while holding the lock leaves the buffer whole (lines are added with one push).
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Log {
+    /// Writes the buffer as one `write` (fsyncing under `EveryAppend`). On an error the buffered
+    /// events are dropped and the `seq` before them is returned with the error.
+    fn write_out(&mut self) -> std::result::Result<(), (StoreError, u64)> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let back_to = self.buf_first_seq.saturating_sub(1);
+        let path = &self.path;
+        let fail = |e: std::io::Error, op: &'static str, buf: &mut Vec<u8>, back_to: u64| {
+            buf.clear();
+            (
+                StoreError::Io {
+                    op,
+                    path: path.clone(),
+                    source: e,
+                },
+                back_to,
+            )
+        };
+        if self.torn {
+            // A failed write may have left a fragment: never glue an event onto it.
+            if let Err(e) = fsutil::append_bytes(&mut self.file, path, b"\n") {
+                self.oldest = None;
+                return Err(fail(e, "append to", &mut self.buf, back_to));
+            }
+            self.torn = false;
+        }
+        if let Err(e) = fsutil::append_bytes(&mut self.file, path, &self.buf) {
+            self.torn = true;
+            self.oldest = None;
+            return Err(fail(e, "append to", &mut self.buf, back_to));
+        }
+        self.buf.clear();
+        self.oldest = None;
+        if self.durability == Durability::EveryAppend {
+            // Written, not durable: `seq` stays after the written events.
+            let last = self.last_seq;
+            fsutil::sync_file(&self.file, path, false)
+                .map_err(|e| fail(e, "fsync", &mut Vec::new(), last))?;
+        } else {
+            self.unsynced = true;
+        }
+        Ok(())
+    }
+
+    /// The error a background write left, if any.
+    fn take_failed(&mut self, seq: &mut u64) -> Result<()> {
+        match self.failed.take() {
+            Some((e, back_to)) => {
+                *seq = back_to;
+                Err(e)
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// The background flusher: writes the buffer once its oldest line is `window` old, sleeping on
+/// the condvar (with no deadline while the buffer is empty). Ends when the recorder stops.
+fn flush_loop(shared: &Shared, window: Duration) {
+    let mut log = lock(&shared.log);
+    loop {
+        if log.stop {
+            return;
+        }
+        let Some(oldest) = log.oldest else {
+            log.idle = true;
+            log = shared
+                .wake
+                .wait(log)
+                .unwrap_or_else(PoisonError::into_inner);
+            log.idle = false;
+            continue;
+        };
+        let due = oldest + window;
+        let now = Instant::now();
+        if now < due {
+            log = shared
+                .wake
+                .wait_timeout(log, due - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            continue;
+        }
+        // `busy` before the lock: a forced exit parks here, never while holding the log.
+        drop(log);
+        let busy = fsutil::busy();
+        log = lock(&shared.log);
+        if log.oldest.is_some()
+            && let Err(failed) = log.write_out()
+        {
+            tracing::warn!(path = %log.path.display(), error = %failed.0, "rollout log write failed");
+            log.failed = Some(failed);
+        }
+        drop(busy);
+    }
 }
 
 impl Recorder {
@@ -121,18 +289,18 @@ impl Recorder {
             config,
             aggregate_id: aggregate.to_string(),
             path,
-            file: None,
+            shared: None,
+            flusher: None,
             seq: 0,
             ulid: UlidGenerator::default(),
-            unsynced: false,
-            torn: false,
+            extra: freecode_core::Extra::new(),
         };
         if !config.enabled {
             return Ok(rec);
         }
         let dir = home.rollout_dir(aggregate);
         fsutil::create_dir_private(&dir)?;
-        let file = fsutil::open_append(&rec.path)?;
+        let mut file = fsutil::open_append(&rec.path)?;
         match config.lock_wait {
             LockWait::Block => file.lock().ctx("lock", &rec.path)?,
             LockWait::Fail => match file.try_lock() {
@@ -149,12 +317,34 @@ impl Recorder {
         let (seq, last_id, torn) = tail_state(&file, &rec.path)?;
         rec.seq = seq;
         rec.ulid = UlidGenerator::after(&last_id);
-        rec.file = Some(file);
+        let mut unsynced = false;
         if torn {
             // Fence the torn tail: the fragment stays as its own (unreadable) line.
-            rec.write_raw(b"\n")?;
+            fsutil::append_bytes(&mut file, &rec.path, b"\n").ctx("append to", &rec.path)?;
+            if config.durability == Durability::EveryAppend {
+                fsutil::sync_file(&file, &rec.path, false).ctx("fsync", &rec.path)?;
+            } else {
+                unsynced = true;
+            }
             tracing::warn!(path = %rec.path.display(), "fenced a torn last line of the rollout log");
         }
+        rec.shared = Some(Arc::new(Shared {
+            log: Mutex::new(Log {
+                file,
+                path: rec.path.clone(),
+                durability: config.durability,
+                buf: Vec::new(),
+                buf_first_seq: 0,
+                last_seq: seq,
+                oldest: None,
+                unsynced,
+                torn: false,
+                failed: None,
+                idle: false,
+                stop: false,
+            }),
+            wake: Condvar::new(),
+        }));
         Ok(rec)
     }
 
@@ -164,17 +354,17 @@ impl Recorder {
             config: RecorderConfig::disabled(),
             aggregate_id: aggregate.to_string(),
             path: PathBuf::new(),
-            file: None,
+            shared: None,
+            flusher: None,
             seq: 0,
             ulid: UlidGenerator::default(),
-            unsynced: false,
-            torn: false,
+            extra: freecode_core::Extra::new(),
         }
     }
 
     /// Whether events are written.
     pub fn is_enabled(&self) -> bool {
-        self.file.is_some()
+        self.shared.is_some()
     }
 
     /// The log's path.
@@ -182,7 +372,7 @@ impl Recorder {
         &self.path
     }
 
-    /// The last sequence number written.
+    /// The last sequence number recorded (written, or buffered to be written).
     pub fn seq(&self) -> u64 {
         self.seq
     }
@@ -191,31 +381,65 @@ impl Recorder {
         (self.config.clock)()
     }
 
-    fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
-        if let Some(f) = self.file.as_mut() {
-            if self.torn {
-                // A failed write may have left a fragment: never glue an event onto it.
-                fsutil::append_bytes(f, &self.path, b"\n").ctx("append to", &self.path)?;
-                self.torn = false;
-            }
-            if let Err(e) = fsutil::append_bytes(f, &self.path, bytes) {
-                self.torn = true;
-                return Err(e).ctx("append to", &self.path);
-            }
-            if self.config.durability == Durability::EveryAppend {
-                fsutil::sync_file(f, &self.path, false).ctx("fsync", &self.path)?;
-            } else {
-                self.unsynced = true;
-            }
-        }
-        Ok(())
+    /// Whether events wait in the buffer at all.
+    fn buffers(&self) -> bool {
+        !self.config.flush_window.is_zero() && self.config.durability != Durability::EveryAppend
     }
 
-    /// Records one event: one `write` of one line. Returns `None` when recording is off.
-    pub fn record(&mut self, kind: EventKind) -> Result<Option<Recorded>> {
-        if self.file.is_none() {
-            return Ok(None);
+    /// Starts the background flusher if it is not running. `false` when it cannot be started
+    /// (the caller then writes at once).
+    fn ensure_flusher(&mut self) -> bool {
+        if self.flusher.is_some() {
+            return true;
         }
+        let Some(shared) = self.shared.clone() else {
+            return false;
+        };
+        let window = self.config.flush_window;
+        match std::thread::Builder::new()
+            .name("rollout-flush".to_owned())
+            .spawn(move || flush_loop(&shared, window))
+        {
+            Ok(h) => {
+                self.flusher = Some(h);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no rollout flusher thread: writing every event");
+                false
+            }
+        }
+    }
+
+    /// Records one event: serialised into the buffer, written when the type says it must be
+    /// (see [`Recorder`]). Returns `None` when recording is off.
+    pub fn record(&mut self, kind: EventKind) -> Result<Option<Recorded>> {
+        let must_write = matches!(
+            kind,
+            EventKind::ModelRequest { .. } | EventKind::FunctionCall { .. }
+        );
+        let timestamp = self.now();
+        self.record_at(timestamp, &kind, must_write)
+    }
+
+    /// [`Recorder::record`] with the clock already read (one reading per event: a call's
+    /// start or end is its event's timestamp).
+    fn record_at(
+        &mut self,
+        timestamp: i64,
+        kind: &EventKind,
+        must_write: bool,
+    ) -> Result<Option<Recorded>> {
+        let mut flusher = self.buffers() && !must_write;
+        if flusher && self.flusher.is_none() {
+            flusher = self.ensure_flusher();
+        }
+        let Some(shared) = self.shared.as_ref() else {
+            return Ok(None);
+        };
+        let busy = fsutil::busy();
+        let mut log = lock(&shared.log);
+        log.take_failed(&mut self.seq)?;
         // Neither counter wraps: past the largest value the log refuses new events.
         let seq = self
             .seq
@@ -225,7 +449,6 @@ impl Recorder {
                 last: self.seq.to_string(),
                 path: self.path.clone(),
             })?;
-        let timestamp = self.now();
         let id = self
             .ulid
             .next(u64::try_from(timestamp).unwrap_or(0), random_u128)
@@ -234,30 +457,70 @@ impl Recorder {
                 last: e.last,
                 path: self.path.clone(),
             })?;
-        let event = Event {
-            id,
+        let line = EventLine {
+            id: &id,
             seq,
-            aggregate_id: self.aggregate_id.clone(),
+            aggregate_id: &self.aggregate_id,
             timestamp,
             kind,
-            extra: freecode_core::Extra::new(),
+            extra: &self.extra,
         };
-        let busy = crate::fsutil::busy();
-        self.write_raw(&event.to_line())?;
+        line.write_to(&mut log.buf)
+            .map_err(|source| StoreError::BadJson {
+                path: self.path.clone(),
+                source,
+            })?;
+        log.last_seq = seq;
+        if log.oldest.is_none() {
+            log.buf_first_seq = seq;
+            log.oldest = Some(Instant::now());
+            if log.idle {
+                log.idle = false;
+                shared.wake.notify_one();
+            }
+        }
+        if (!flusher || log.buf.len() >= FLUSH_BYTES)
+            && let Err((e, back_to)) = log.write_out()
+        {
+            self.seq = back_to;
+            return Err(e);
+        }
+        drop(log);
         drop(busy);
         self.seq = seq;
-        Ok(Some(Recorded {
-            id: event.id,
-            seq: event.seq,
-            timestamp,
-        }))
+        Ok(Some(Recorded { id, seq, timestamp }))
     }
 
-    /// Makes every event so far durable (the turn-boundary point).
+    /// Writes the buffered events now (no fsync): a reader sees them from here on.
+    pub fn flush(&mut self) -> Result<()> {
+        let Some(shared) = self.shared.as_ref() else {
+            return Ok(());
+        };
+        let _busy = fsutil::busy();
+        let mut log = lock(&shared.log);
+        log.take_failed(&mut self.seq)?;
+        log.write_out().map_err(|(e, back_to)| {
+            self.seq = back_to;
+            e
+        })
+    }
+
+    /// Writes the buffered events and makes every event so far durable (the turn-boundary
+    /// point).
     pub fn sync(&mut self) -> Result<()> {
-        if let (Some(f), true) = (self.file.as_ref(), self.unsynced) {
-            fsutil::sync_file(f, &self.path, false).ctx("fsync", &self.path)?;
-            self.unsynced = false;
+        let Some(shared) = self.shared.as_ref() else {
+            return Ok(());
+        };
+        let _busy = fsutil::busy();
+        let mut log = lock(&shared.log);
+        log.take_failed(&mut self.seq)?;
+        log.write_out().map_err(|(e, back_to)| {
+            self.seq = back_to;
+            e
+        })?;
+        if log.unsynced {
+            fsutil::sync_file(&log.file, &self.path, false).ctx("fsync", &self.path)?;
+            log.unsynced = false;
         }
         Ok(())
     }
@@ -282,7 +545,7 @@ impl Recorder {
     /// Opens a model call by writing `model.request` — call this *before* the provider.
     pub fn model_request(&mut self, turn_id: &str, req: ModelRequest) -> Result<ModelCall> {
         let started = self.now();
-        self.record(EventKind::ModelRequest {
+        let kind = EventKind::ModelRequest {
             turn_id: turn_id.to_owned(),
             provider: req.provider.clone(),
             model: req.model.clone(),
@@ -290,7 +553,8 @@ impl Recorder {
             tool_count: req.tool_count,
             prompt_chars: req.prompt_chars,
             streamed: req.streamed,
-        })?;
+        };
+        self.record_at(started, &kind, true)?;
         Ok(ModelCall {
             turn_id: turn_id.to_owned(),
             provider: req.provider,
@@ -304,13 +568,14 @@ impl Recorder {
     pub fn function_call(&mut self, turn_id: &str, tool: &str, args: Value) -> Result<ToolCall> {
         let started = self.now();
         let call_id = format!("call-{}", self.seq.saturating_add(1));
-        self.record(EventKind::FunctionCall {
+        let kind = EventKind::FunctionCall {
             turn_id: turn_id.to_owned(),
             tool: tool.to_owned(),
             args,
             call_id: Some(call_id.clone()),
             parent_call_id: None,
-        })?;
+        };
+        self.record_at(started, &kind, true)?;
         Ok(ToolCall {
             turn_id: turn_id.to_owned(),
             tool: tool.to_owned(),
@@ -349,9 +614,22 @@ impl Recorder {
 }
 
 impl Drop for Recorder {
+    /// Stops the flusher, then writes what is buffered (and fsyncs unless `Never`).
     fn drop(&mut self) {
-        if self.config.durability != Durability::Never {
-            let _ = self.sync();
+        if let Some(shared) = self.shared.as_ref() {
+            lock(&shared.log).stop = true;
+            shared.wake.notify_all();
+        }
+        if let Some(h) = self.flusher.take() {
+            let _ = h.join();
+        }
+        let done = if self.config.durability == Durability::Never {
+            self.flush()
+        } else {
+            self.sync()
+        };
+        if let Err(e) = done {
+            tracing::warn!(path = %self.path.display(), error = %e, "rollout log: last events not written");
         }
     }
 }
@@ -418,13 +696,14 @@ impl ModelCall {
         if self.ttft_ms.is_some() {
             return Ok(());
         }
-        let ttft = (rec.now() - self.started).max(0);
+        let now = rec.now();
+        let ttft = (now - self.started).max(0);
         self.ttft_ms = Some(ttft);
-        rec.record(EventKind::ModelFirstToken {
+        let kind = EventKind::ModelFirstToken {
             turn_id: self.turn_id.clone(),
             ttft_ms: ttft,
-        })
-        .map(drop)
+        };
+        rec.record_at(now, &kind, false).map(drop)
     }
 
     /// Whether a first token was seen.
@@ -434,8 +713,9 @@ impl ModelCall {
 
     /// Closes the call with `model.response`.
     pub fn response(self, rec: &mut Recorder, r: ModelResponse) -> Result<()> {
-        let duration_ms = (rec.now() - self.started).max(0);
-        rec.record(EventKind::ModelResponse {
+        let now = rec.now();
+        let duration_ms = (now - self.started).max(0);
+        let kind = EventKind::ModelResponse {
             turn_id: self.turn_id,
             provider: self.provider,
             model: self.model,
@@ -450,22 +730,23 @@ impl ModelCall {
             text_chars: r.text_chars,
             thinking_chars: r.thinking_chars,
             echoed_model: r.echoed_model,
-        })
-        .map(drop)
+        };
+        rec.record_at(now, &kind, false).map(drop)
     }
 
     /// Closes the call with `model.error` of `kind` (`stall`, `abort`, `provider`).
     pub fn error(self, rec: &mut Recorder, kind: ModelErrorKind, error: &str) -> Result<()> {
-        let duration_ms = (rec.now() - self.started).max(0);
-        rec.record(EventKind::ModelError {
+        let now = rec.now();
+        let duration_ms = (now - self.started).max(0);
+        let kind = EventKind::ModelError {
             turn_id: self.turn_id,
             provider: self.provider,
             model: self.model,
             duration_ms,
             kind,
             error: error.to_owned(),
-        })
-        .map(drop)
+        };
+        rec.record_at(now, &kind, false).map(drop)
     }
 }
 
@@ -487,16 +768,17 @@ impl ToolCall {
 
     /// The tool returned (or threw: `failed`): writes `function.output`.
     pub fn output(self, rec: &mut Recorder, output: &str, failed: bool) -> Result<()> {
-        let duration_ms = (rec.now() - self.started).max(0);
-        rec.record(EventKind::FunctionOutput {
+        let now = rec.now();
+        let duration_ms = (now - self.started).max(0);
+        let kind = EventKind::FunctionOutput {
             turn_id: self.turn_id,
             tool: self.tool,
             output: output.to_owned(),
             duration_ms,
             failed: failed.then_some(true),
             call_id: Some(self.call_id),
-        })
-        .map(drop)
+        };
+        rec.record_at(now, &kind, false).map(drop)
     }
 }
 

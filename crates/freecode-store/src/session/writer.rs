@@ -70,6 +70,28 @@ impl SessionWriter {
         Ok(w)
     }
 
+    /// The writer of a session this process has just made ([`SessionStore::create_writer`]):
+    /// the lock taken when its directory was created and the log it created, kept. Nothing to
+    /// recover: no other process could write in a directory created exclusively and locked
+    /// before anything was put in it, so there is no journal, torn tail or leftover to look for.
+    pub(super) fn from_created(
+        store: SessionStore,
+        id: SessionId,
+        paths: SessionPaths,
+        lock: SessionLock,
+        log: File,
+    ) -> Self {
+        Self {
+            log,
+            store,
+            id,
+            paths,
+            _lock: lock,
+            unsynced: false,
+            repaired_tail: None,
+        }
+    }
+
     /// Moves a session out of a directory an earlier version of ours named (`esc-…`/`h-…`,
     /// used then for every path whose original name does not round-trip) into the directory
     /// the original finds it in, so that a shared home works both ways. Done under the lock,

@@ -453,9 +453,10 @@ fn workload(home: &Path) -> Vec<Op> {
     drop(w);
     let b = store.fork(&a, None).unwrap();
     iotrace::mark(format!("forked:{b}:{a}"));
-    let c = store.create(new_session("/other/project")).unwrap();
+    // The second session through create_writer: one lock from creation on, the log it created.
+    let mut w = store.create_writer(new_session("/other/project")).unwrap();
+    let c = w.id().clone();
     iotrace::mark(format!("created:{c}"));
-    let mut w = store.writer(&c).unwrap();
     w.append(&text_msg("c0", Role::User, "second project"))
         .unwrap();
     iotrace::mark(format!("acked:{c}:c0"));

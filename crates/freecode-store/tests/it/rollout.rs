@@ -279,6 +279,132 @@ fn recorder_resumes_seq_from_the_tail_and_fences_a_torn_tail() {
     assert!(events.iter().all(|e| e.id.len() == 26));
 }
 
+/// The types of the complete lines in the log at `path`, in file order.
+fn types_on_disk(path: &std::path::Path) -> Vec<String> {
+    let mut v = Vec::new();
+    read_events(path, |e| v.push(e.kind.type_name().to_owned()))
+        .unwrap()
+        .unwrap();
+    v
+}
+
+fn request() -> ModelRequest {
+    ModelRequest {
+        provider: "p".into(),
+        model: "m".into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_buffered_recorder_writes_before_a_provider_call_a_tool_run_a_sync_and_on_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    let id = SessionId::new("s-buffered").unwrap();
+    let path = events_path(&home, &id);
+    // A window long enough that the background flusher never writes during this test.
+    let config = RecorderConfig {
+        flush_window: std::time::Duration::from_secs(600),
+        ..rec_config(Durability::TurnBoundary)
+    };
+    let mut r = Recorder::open(&home, &id, config).unwrap();
+    r.turn_started("t").unwrap();
+    assert!(
+        types_on_disk(&path).is_empty(),
+        "turn.started waits in the buffer"
+    );
+    let call = r.model_request("t", request()).unwrap();
+    assert_eq!(
+        types_on_disk(&path),
+        ["turn.started", "model.request"],
+        "the request and everything before it are written before the provider is called"
+    );
+    call.response(&mut r, ModelResponse::default()).unwrap();
+    assert_eq!(types_on_disk(&path).len(), 2);
+    let tool = r.function_call("t", "bash", json!({})).unwrap();
+    assert_eq!(
+        types_on_disk(&path),
+        [
+            "turn.started",
+            "model.request",
+            "model.response",
+            "function.call"
+        ],
+        "written before the tool runs"
+    );
+    tool.output(&mut r, "ok", false).unwrap();
+    r.deny("t", "edit", json!({}), DenySource::Mode, "no")
+        .unwrap();
+    assert_eq!(types_on_disk(&path).len(), 4);
+    r.sync().unwrap();
+    assert_eq!(types_on_disk(&path).len(), 6, "sync writes the buffer");
+    r.flush().unwrap();
+    r.compact_occurred(2, 1).unwrap();
+    assert_eq!(types_on_disk(&path).len(), 6);
+    assert_eq!(r.seq(), 7);
+    drop(r);
+    assert_eq!(
+        types_on_disk(&path).last().map(String::as_str),
+        Some("compact.occurred"),
+        "drop writes the buffer"
+    );
+    // The bytes are the typed events' own lines, seq 1..=7.
+    let mut events = Vec::new();
+    read_events(&path, |e| events.push(e)).unwrap().unwrap();
+    let rewritten: Vec<u8> = events.iter().flat_map(Event::to_line).collect();
+    assert_eq!(std::fs::read(&path).unwrap(), rewritten);
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6, 7]
+    );
+}
+
+#[test]
+fn the_background_flusher_writes_a_lone_event_without_another_one_arriving() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    let id = SessionId::new("s-flusher").unwrap();
+    let path = events_path(&home, &id);
+    let mut r = Recorder::open(&home, &id, rec_config(Durability::Never)).unwrap();
+    for round in 0..3 {
+        r.turn_started(&format!("t{round}")).unwrap();
+        // Not a timing assertion: the bound only keeps a broken flusher from hanging the test.
+        let t0 = std::time::Instant::now();
+        while types_on_disk(&path).len() <= round {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(30),
+                "round {round}: the buffered event was never written"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    assert_eq!(types_on_disk(&path).len(), 3);
+}
+
+#[test]
+fn a_zero_window_or_every_append_writes_every_event_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path());
+    for (k, config) in [
+        RecorderConfig {
+            flush_window: std::time::Duration::ZERO,
+            ..rec_config(Durability::Never)
+        },
+        rec_config(Durability::EveryAppend),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = SessionId::new(format!("s-direct-{k}")).unwrap();
+        let path = events_path(&home, &id);
+        let mut r = Recorder::open(&home, &id, config).unwrap();
+        for n in 1..=3 {
+            r.turn_started("t").unwrap();
+            assert_eq!(types_on_disk(&path).len(), n, "config {k}");
+        }
+    }
+}
+
 /// Writes a log of one event with this id and seq; returns its bytes.
 fn log_ending_in(home: &Home, id: &SessionId, event_id: &str, seq: u64) -> Vec<u8> {
     let path = events_path(home, id);

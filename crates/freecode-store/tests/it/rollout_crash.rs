@@ -7,6 +7,11 @@
 //!   a ~1 MiB `function.output`: the log reopens, `seq` resumes after the last complete event, a
 //!   torn tail is fenced (reported by offset, nothing glued onto it), every acknowledged event
 //!   is there intact, and later events append cleanly;
+//! - a recorder with its buffering window (the default) killed at random moments while it
+//!   records with pauses like a provider's or a tool's: every `model.request` and
+//!   `function.call` it returned is in the log, `seq` stays contiguous, a torn tail is at most
+//!   the last line, and every event acknowledged more than the window (plus slack) before the
+//!   kill is there — so the background flusher writes without waiting for another event;
 //! - a ~2 GB log folds (trace and replay) in a child whose peak RSS stays far below the file.
 //!
 //! "Acknowledged" means the child printed the event's seq after the recorder call returned.
@@ -26,7 +31,7 @@ use freecode_core::rollout::ulid;
 use freecode_core::rollout::{DenySource, Event, EventKind};
 use freecode_store::lock::LockWait;
 use freecode_store::rollout::{
-    ModelRequest, ModelResponse, Recorder, RecorderConfig, events_path, read_events,
+    FLUSH_WINDOW, ModelRequest, ModelResponse, Recorder, RecorderConfig, events_path, read_events,
 };
 use freecode_store::{Durability, Home, IssueKind, LineIssue};
 use serde_json::{Value, json};
@@ -256,7 +261,7 @@ fn two_processes_interleave_whole_recorders_with_unique_increasing_seq() {
     );
 }
 
-// ----- (b) SIGKILL while recording ------------------------------------------------------------
+// ----- (b) SIGKILL while recording (no buffering window) ------------------------------------------------------------
 
 const RECORD_CHILD: &str = "rollout_crash::record_child";
 /// Size of a big `function.output`: large enough that a kill can land inside its `write`.
@@ -357,8 +362,13 @@ fn record_child() {
     } else {
         Durability::Never
     };
-    // The parent has dropped its recorder: the lock must be free.
-    let mut r = Recorder::open(&home, &id, rec_config(durability, LockWait::Fail)).unwrap();
+    // The parent has dropped its recorder: the lock must be free. No buffering window: every
+    // acknowledged event is written (the buffered recorder is killed in section (c)).
+    let config = RecorderConfig {
+        flush_window: Duration::ZERO,
+        ..rec_config(durability, LockWait::Fail)
+    };
+    let mut r = Recorder::open(&home, &id, config).unwrap();
     let start = r.seq();
     emit(&format!("READY {start}"));
     let max = if big { BIG_MAX } else { SMALL_MAX };
@@ -903,8 +913,20 @@ fn failed_write_child() {
         return;
     }
     let (home, id) = child_home();
-    let mut r = Recorder::open(&home, &id, rec_config(Durability::Never, LockWait::Fail)).unwrap();
+    // `direct`: no window, the event's own `write` fails; `buffered`: the event is buffered and
+    // the failure comes from the `flush` that writes it.
+    let buffered = child_var("MODE") == "buffered";
+    let config = RecorderConfig {
+        flush_window: if buffered {
+            FLUSH_WINDOW
+        } else {
+            Duration::ZERO
+        },
+        ..rec_config(Durability::Never, LockWait::Fail)
+    };
+    let mut r = Recorder::open(&home, &id, config).unwrap();
     r.turn_started("before").unwrap();
+    r.flush().unwrap();
     let len = fs::metadata(r.path()).unwrap().len();
     let prlimit = |soft: &str| {
         let ok = Command::new("prlimit")
@@ -916,10 +938,16 @@ fn failed_write_child() {
         assert!(ok, "prlimit --fsize={soft}");
     };
     prlimit(&(len + 40).to_string());
-    let err = r.turn_started(&"cut-short-".repeat(20));
+    let mut err = r.turn_started(&"cut-short-".repeat(20));
+    if buffered {
+        assert!(err.is_ok(), "a buffered event does not write");
+        err = r.flush();
+    }
     emit(&format!("FAILED {}", err.is_err()));
+    assert_eq!(r.seq(), 1, "the lost event's seq is given again");
     prlimit("unlimited");
     r.turn_started("after").unwrap();
+    r.flush().unwrap();
     emit(&format!("ACK {}", r.seq()));
 }
 
@@ -932,6 +960,12 @@ fn an_event_after_a_failed_partial_write_is_not_glued_onto_the_fragment() {
         eprintln!("SKIPPED: needs util-linux prlimit");
         return;
     }
+    for mode in ["direct", "buffered"] {
+        failed_partial_write(mode);
+    }
+}
+
+fn failed_partial_write(mode: &str) {
     let tmp = scratch("rollout-failed-write-");
     let home = Home::new(tmp.path().join("home"));
     let id = SessionId::new("failed-write").unwrap();
@@ -949,6 +983,7 @@ fn an_event_after_a_failed_partial_write_is_not_glued_onto_the_fragment() {
         .env(CHILD_ENV, FAILED_WRITE_CHILD)
         .env("FREECODE_IT_HOME", home.root())
         .env("FREECODE_IT_SESSION", id.as_str())
+        .env("FREECODE_IT_MODE", mode)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -959,15 +994,16 @@ fn an_event_after_a_failed_partial_write_is_not_glued_onto_the_fragment() {
     );
     assert!(
         stdout.contains("FAILED true"),
-        "the cut write must fail: {stdout}"
+        "{mode}: the cut write must fail: {stdout}"
     );
     let (events, issues, _) = read_all(&events_path(&home, &id));
     let turns: Vec<&str> = events.iter().map(turn_of).collect();
     assert_eq!(
         turns,
         ["before", "after"],
-        "the acknowledged event after the failed write must read back; issues: {issues:?}"
+        "{mode}: the acknowledged event after the failed write must read back; issues: {issues:?}"
     );
+    assert_seq_and_ids(&events, mode);
 }
 
 // ----- (c) a 2 GB log folds in bounded memory -------------------------------------------------
@@ -1392,5 +1428,211 @@ fn a_2gb_log_folds_in_bounded_memory() {
         "peak RSS {} KiB over the bound {PEAK_BOUND_KIB} KiB for a {}-byte log",
         got["peak_kib"],
         log.bytes
+    );
+}
+
+// ----- (c) SIGKILL while a buffered recorder records ----------------------------------------
+
+const BUFFERED_CHILD: &str = "rollout_crash::buffered_child";
+/// Beyond the window: how late the flusher may be on a loaded machine (the check still fails
+/// without a flusher: the child's long pauses are longer than window + slack).
+const FLUSH_SLACK: Duration = Duration::from_millis(200);
+
+/// Child: records turns with the default window and `Never` durability, pausing like a provider
+/// (after `model.request`) and a tool (after `function.call`), sometimes longer than the window;
+/// prints `ACK <seq> <type>` after each call returned.
+#[test]
+fn buffered_child() {
+    if !is_child(BUFFERED_CHILD) {
+        return;
+    }
+    let (home, id) = child_home();
+    let mut rng = crate::support::Rng::from_env_or_clock("buffered_child");
+    let config = rec_config(Durability::Never, LockWait::Fail);
+    assert_eq!(config.flush_window, freecode_store::rollout::FLUSH_WINDOW);
+    let mut r = Recorder::open(&home, &id, config).unwrap();
+    emit(&format!("READY {}", r.seq()));
+    let ack = |r: &Recorder, what: &str| emit(&format!("ACK {} {what}", r.seq()));
+    let pause = |rng: &mut crate::support::Rng| {
+        let ms = match rng.below(10) {
+            0..=4 => 0,
+            5..=7 => rng.below(20),
+            _ => 300 + rng.below(200),
+        };
+        std::thread::sleep(Duration::from_millis(ms));
+    };
+    for t in 0..SMALL_MAX {
+        let turn = format!("b-t{t:05}");
+        r.turn_started(&turn).unwrap();
+        ack(&r, "turn.started");
+        let mut call = r
+            .model_request(
+                &turn,
+                ModelRequest {
+                    provider: "anthropic".into(),
+                    model: "claude".into(),
+                    message_count: t,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        ack(&r, "model.request");
+        pause(&mut rng);
+        call.first_token(&mut r).unwrap();
+        ack(&r, "model.first_token");
+        call.response(&mut r, ModelResponse::default()).unwrap();
+        ack(&r, "model.response");
+        let tool = r.function_call(&turn, "bash", json!({"turn": t})).unwrap();
+        ack(&r, "function.call");
+        pause(&mut rng);
+        tool.output(&mut r, &format!("out {t}"), false).unwrap();
+        ack(&r, "function.output");
+        pause(&mut rng);
+    }
+    emit("DONE");
+}
+
+#[test]
+fn sigkill_of_a_buffered_recorder_loses_at_most_its_window_and_never_a_request() {
+    let mut rng = Rng::from_env_or_clock("sigkill_of_a_buffered_recorder");
+    let tmp = scratch("rollout-buffered-kill-");
+    let home = Home::new(tmp.path().join("home"));
+    let id = SessionId::new("buffered-recorder").unwrap();
+    let path = events_path(&home, &id);
+    let (mut fenced, mut prev): (Vec<(u64, u64)>, Vec<u8>) = (Vec::new(), Vec::new());
+    let (mut torn_rounds, mut by_time_checked, mut forced_checked) = (0u32, 0u64, 0u64);
+    for round in 0..30u32 {
+        let ctx = format!("round {round}");
+        let mut child = spawn_child(
+            BUFFERED_CHILD,
+            tmp.path(),
+            &[
+                ("HOME", home.root().display().to_string()),
+                ("SESSION", id.to_string()),
+            ],
+        );
+        let ready = child
+            .next_event()
+            .unwrap_or_else(|| panic!("{ctx}: child exited early"));
+        let start: u64 = ready.strip_prefix("READY ").unwrap().parse().unwrap();
+        let deadline = Instant::now() + Duration::from_millis(50 + rng.below(1500));
+        // (seq, type, when the parent read it)
+        let mut acks: Vec<(u64, String, Option<Instant>)> = Vec::new();
+        let parse = |e: &str| -> (u64, String) {
+            let mut it = e.strip_prefix("ACK ").unwrap().split(' ');
+            (
+                it.next().unwrap().parse().unwrap(),
+                it.next().unwrap().to_owned(),
+            )
+        };
+        // The kill comes from another thread at a random moment, wherever the child is (in a
+        // pause, between events, inside a write); this one reads acks as they arrive.
+        let pid = child.pid().to_string();
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            let at = Instant::now();
+            let status = Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+            assert!(status.success(), "kill -KILL {pid}");
+            at
+        });
+        let mut read_at = Vec::new();
+        while let Some(e) = child.next_event() {
+            if e.starts_with("ACK ") {
+                let (seq, what) = parse(&e);
+                acks.push((seq, what, None));
+                read_at.push(Instant::now());
+            }
+        }
+        let killed_at = killer.join().unwrap();
+        for (a, t) in acks.iter_mut().zip(read_at) {
+            // Read after the kill: not known to be older than the window.
+            a.2 = (t < killed_at).then_some(t);
+        }
+        assert!(child.sigkill(), "{ctx}: the child finished before the kill");
+        let want: Vec<u64> = (start + 1..=start + acks.len() as u64).collect();
+        assert_eq!(
+            acks.iter().map(|a| a.0).collect::<Vec<_>>(),
+            want,
+            "{ctx}: acks"
+        );
+
+        let bytes = fs::read(&path).unwrap();
+        assert!(bytes.starts_with(&prev), "{ctx}: the log was rewritten");
+        let (events, issues, unknown) = read_all(&path);
+        assert_eq!(unknown, 0, "{ctx}");
+        assert_seq_and_ids(&events, &ctx);
+        let n = events.len() as u64;
+        // A torn tail only as the last line; every other issue is a fragment fenced earlier.
+        let cut = after_last_newline(&bytes) as u64;
+        let mut want_issues: Vec<(u64, u64, bool)> =
+            fenced.iter().map(|&(l, o)| (l, o, false)).collect();
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+        if cut < bytes.len() as u64 {
+            torn_rounds += 1;
+            want_issues.push((lines + 1, cut, true));
+        }
+        let got: Vec<(u64, u64, bool)> = issues
+            .iter()
+            .map(|i| (i.line, i.offset, i.kind == IssueKind::Torn))
+            .collect();
+        assert_eq!(got, want_issues, "{ctx}: issues ({issues:?})");
+        // Every returned request and tool call, and everything before it, is there.
+        for (seq, what, at) in &acks {
+            let forced = what == "model.request" || what == "function.call";
+            let old = at.is_some_and(|t| killed_at.duration_since(t) > FLUSH_WINDOW + FLUSH_SLACK);
+            if forced || old {
+                assert!(
+                    *seq <= n,
+                    "{ctx}: {what} seq {seq} ({}) is not in the log ({n} events)",
+                    if forced {
+                        "returned before the kill".to_owned()
+                    } else {
+                        format!(
+                            "acknowledged {:?} before the kill",
+                            at.map(|t| killed_at - t)
+                        )
+                    }
+                );
+                forced_checked += u64::from(forced);
+                by_time_checked += u64::from(old && !forced);
+            }
+            if *seq <= n {
+                let e = &events[(*seq - 1) as usize];
+                assert_eq!(e.kind.type_name(), what, "{ctx}: seq {seq}");
+            }
+        }
+        assert!(
+            n <= start + acks.len() as u64 + 1,
+            "{ctx}: {n} events, {} acknowledged: more than one in flight",
+            acks.len()
+        );
+        // A new recorder resumes after the last complete event and fences a torn tail.
+        let mut r = Recorder::open(
+            &home,
+            &id,
+            rec_config(Durability::EveryAppend, LockWait::Fail),
+        )
+        .unwrap();
+        assert_eq!(
+            r.seq(),
+            n,
+            "{ctx}: seq resumes after the last complete event"
+        );
+        r.turn_started(&format!("parent-{round}")).unwrap();
+        drop(r);
+        if cut < bytes.len() as u64 {
+            fenced.push((lines + 1, cut));
+        }
+        prev = fs::read(&path).unwrap();
+        let (events2, _, _) = read_all(&path);
+        assert_eq!(events2.len() as u64, n + 1, "{ctx}");
+    }
+    eprintln!(
+        "buffered kills: 30 rounds, {forced_checked} requests/calls and {by_time_checked} \
+         other events older than the window checked, {torn_rounds} torn tails"
+    );
+    assert!(
+        by_time_checked > 0,
+        "no event was old enough to check the flusher"
     );
 }

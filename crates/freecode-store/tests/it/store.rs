@@ -263,6 +263,66 @@ fn soft_delete_hides_restore_brings_back_purge_erases() {
 }
 
 #[test]
+fn create_writer_makes_the_session_create_makes_and_holds_its_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir);
+    let msgs = [
+        text("m0", Role::User, "hi"),
+        text("m1", Role::Assistant, "yo"),
+    ];
+    // The same session twice: create + writer, and create_writer.
+    let a = s.create(new_session("/work/p")).unwrap();
+    let mut wa = s.writer(&a).unwrap();
+    let mut wb = s.create_writer(new_session("/work/p")).unwrap();
+    let b = wb.id().clone();
+    assert_ne!(a, b);
+    for m in &msgs {
+        wa.append(m).unwrap();
+        wb.append(m).unwrap();
+    }
+    // The writer holds the lock taken at creation: a second writer is refused.
+    assert!(
+        matches!(s.writer(&b), Err(StoreError::Locked { .. })),
+        "the new session's lock is held by its writer"
+    );
+    drop(wa);
+    drop(wb);
+    let files = |id: &SessionId| {
+        let dir = s.locate(id).unwrap().dir;
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        (dir, names)
+    };
+    let ((da, fa), (db, fb)) = (files(&a), files(&b));
+    assert_eq!(fa, fb, "the same files");
+    assert_eq!(
+        std::fs::read(da.join("messages.jsonl")).unwrap(),
+        std::fs::read(db.join("messages.jsonl")).unwrap(),
+        "the same log, byte for byte"
+    );
+    let (ma, mb) = (s.meta(&a).unwrap(), s.meta(&b).unwrap());
+    assert_eq!((ma.title, ma.project_path), (mb.title, mb.project_path));
+    assert_eq!(s.messages(&b).unwrap().messages, msgs.to_vec());
+    let listed: Vec<String> = s
+        .list(&ListFilter::default())
+        .unwrap()
+        .sessions
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert!(listed.contains(&b.to_string()), "listed: {listed:?}");
+    // Free once the writer is gone.
+    s.writer(&b)
+        .unwrap()
+        .append(&text("m2", Role::User, "again"))
+        .unwrap();
+    assert_eq!(s.messages(&b).unwrap().messages.len(), 3);
+}
+
+#[test]
 fn create_never_overwrites() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir);
