@@ -1046,7 +1046,8 @@ fn main() -> Res<()> {
 
 /// Runs the original's own replay and trace (`run-bench.sh`, when `node` is on PATH and
 /// `FREECODE_BENCH_NO_ORIGINAL` is unset) on its 1M-event log, then ours on the same file: the
-/// library folds through `read_event_views`, a raw read of the same bytes, and the release CLI
+/// library folds through `read_event_views` (one thread) and `fold_event_views` (two halves,
+/// what the CLI runs), a raw read of the same bytes, and the release CLI
 /// as a whole process under `/usr/bin/time` (built beforehand: `cargo build --release -p
 /// freecode-cli`). Prints ours, the original's and the ratio.
 /// Runs the original's `run-bench.sh` on `benches` (`SIZE=1`, or `0.1` when quick; `RUNS=3`)
@@ -1138,7 +1139,7 @@ fn print_record_row(o: &serde_json::Value, rec: &RecordFigures) {
 }
 
 fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
-    use freecode_store::rollout::read_event_views;
+    use freecode_store::rollout::{fold_event_views, read_event_views};
     let benches = if rec.is_some() {
         "record,replay,trace"
     } else {
@@ -1179,6 +1180,17 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
     let fold = median3(&|| {
         let mut b = TraceBuilder::new("bench-events");
         read_event_views(&log, |v| b.apply_view(v))?.ok_or("no log")?;
+        std::hint::black_box(b.finish(None));
+        Ok(())
+    })?;
+    // What the CLI runs: from SPLIT_BYTES on, two halves on two threads, spliced.
+    let replay2 = median3(&|| {
+        let (b, _) = fold_event_views(&log, ReplayBuilder::new("bench-events"))?.ok_or("no log")?;
+        std::hint::black_box(b.finish());
+        Ok(())
+    })?;
+    let fold2 = median3(&|| {
+        let (b, _) = fold_event_views(&log, TraceBuilder::new("bench-events"))?.ok_or("no log")?;
         std::hint::black_box(b.finish(None));
         Ok(())
     })?;
@@ -1251,17 +1263,31 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
     };
     let peak = |v: &serde_json::Value| format!(", {:.0} MiB", ms(&v["peakRssMiB"]));
     row(
-        "replay (library fold)",
+        "replay (library fold, one thread)",
         ms(&o_replay["medianMs"]),
         &peak(&o_replay),
         secs(replay),
         "",
     );
     row(
-        "trace load + fold (library)",
+        "replay (library fold, two halves: `fold_event_views`)",
+        ms(&o_replay["medianMs"]),
+        &peak(&o_replay),
+        secs(replay2),
+        "",
+    );
+    row(
+        "trace load + fold (library, one thread)",
         ms(&o_trace["medianMs"]),
         &peak(&o_trace),
         secs(fold),
+        "",
+    );
+    row(
+        "trace load + fold (library, two halves: `fold_event_views`)",
+        ms(&o_trace["medianMs"]),
+        &peak(&o_trace),
+        secs(fold2),
         "",
     );
     let o_render = ms(&o_trace["medianMs"]) + ms(&o_trace["parts"]["renderMs"]);
@@ -1275,9 +1301,9 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
         row(name, o, "", secs(t), &format!(", {} MiB", kib / 1024));
         if !name.contains("rendered") {
             let (what, base) = if name.contains("replay") {
-                ("replay", replay)
+                ("replay", replay2)
             } else {
-                ("trace", fold)
+                ("trace", fold2)
             };
             println!(
                 "|  └ vs our {what} fold alone | | | {:.2}× the fold | |",

@@ -1,8 +1,9 @@
 //! `freecode trace` (SPEC §16.3) and `freecode replay` (SPEC §13.1): read a session's rollout log
 //! back as a waterfall of model calls and tools, or as turns and tool calls.
 //!
-//! Logs are streamed through [`read_event_views`] (borrowed views, large reads) into the pure
-//! folds of [`freecode_core::rollout`] (constant memory however long the log); lines that are
+//! Logs are streamed through [`fold_event_views`] (two halves on two threads past 8 MiB) and
+//! [`read_event_views`] (borrowed views, large reads) into the pure folds of
+//! [`freecode_core::rollout`] (constant memory however long the log); lines that are
 //! not events are reported on stderr. Differences from the original, all deliberate:
 //!
 //! - Open requests are aged against the current time, not the last event, so a final request
@@ -22,7 +23,9 @@ use freecode_core::SessionId;
 use freecode_core::rollout::replay::{Replay, ReplayBuilder};
 use freecode_core::rollout::trace::{Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
-use freecode_store::rollout::{EVENTS_FILE, ReadReport, events_path, read_event_views};
+use freecode_store::rollout::{
+    EVENTS_FILE, ReadReport, events_path, fold_event_views, read_event_views,
+};
 use freecode_store::{Home, IssueKind, LineIssue};
 
 use crate::UserError;
@@ -199,14 +202,10 @@ fn latest_session(home: &Home) -> anyhow::Result<SessionId> {
 
 /// The trace fold of a whole log and its last timestamp; `None` when there is no log.
 fn fold_trace(path: &Path, id: &SessionId) -> anyhow::Result<Option<(TraceBuilder, Option<i64>)>> {
-    let mut builder = TraceBuilder::new(id.as_str());
-    let mut last = None;
-    let report = read_event_views(path, |e| {
-        last = Some(e.timestamp);
-        builder.apply_view(e);
-    })?;
-    Ok(report.map(|r| {
+    let folded = fold_event_views(path, TraceBuilder::new(id.as_str()))?;
+    Ok(folded.map(|(builder, r)| {
         warn_skipped(path, &r);
+        let last = builder.last_timestamp();
         (builder, last)
     }))
 }
@@ -505,8 +504,8 @@ impl ReplayArgs {
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
         let id = crate::commands::session::resolve_recorded_id(home, &self.id)?;
         let path = events_path(home, &id);
-        let mut builder = ReplayBuilder::new(id.as_str());
-        let Some(report) = read_event_views(&path, |e| builder.apply_view(e))? else {
+        let Some((mut builder, report)) = fold_event_views(&path, ReplayBuilder::new(id.as_str()))?
+        else {
             return Err(no_events(&id));
         };
         warn_skipped(&path, &report);

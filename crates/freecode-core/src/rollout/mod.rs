@@ -5,10 +5,12 @@
 //! - [`ulid`]: 26-character monotonic ULIDs for event ids.
 //! - [`view`]: a borrowed view of an event line, what the folds read.
 //! - [`replay`] and [`trace`]: pure, streaming folds over events (typed or viewed).
+//! - [`split`]: running a fold as two halves on two threads with the sequential answer.
 
 pub mod event;
 pub mod otlp;
 pub mod replay;
+pub mod split;
 pub mod trace;
 pub mod ulid;
 pub mod view;

@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::event::{DenySource, Event};
+use super::split::{MAX_MARKS, SplitFold, find_mark};
 use super::view::{EventType, EventView};
 
 /// One tool call in a turn.
@@ -90,6 +91,25 @@ pub struct Replay {
 pub struct ReplayBuilder {
     r: Replay,
     latest: HashMap<String, usize>,
+    /// A tail fold's marks (`turn.started` lines no later event looks behind), by offset.
+    marks: Option<Vec<(u64, ReplayMark)>>,
+    /// A tail fold: the offset of the line being folded.
+    line: u64,
+}
+
+/// What a tail replay fold had produced at a mark.
+#[derive(Debug, Clone, Copy)]
+struct ReplayMark {
+    turns: usize,
+    total_turns: u64,
+    total_calls: u64,
+    total_tokens_before: u64,
+    total_tokens_after: u64,
+    compact_count: u64,
+    errors: usize,
+    total_denied: u64,
+    redirects: u64,
+    redirects_skipped: u64,
 }
 
 impl ReplayBuilder {
@@ -112,12 +132,39 @@ impl ReplayBuilder {
                 skipped_lines: Vec::new(),
             },
             latest: HashMap::new(),
+            marks: None,
+            line: 0,
         }
     }
 
     fn turn(&mut self, turn_id: &str) -> Option<&mut ReplayTurn> {
-        let i = *self.latest.get(turn_id)?;
-        self.r.turns.get_mut(i)
+        let i = self.latest.get(turn_id).copied();
+        if let Some(marks) = &mut self.marks {
+            // A mark after the turn this event refers to (or all, for none) is not one.
+            while marks
+                .last()
+                .is_some_and(|(_, m)| i.is_none_or(|i| m.turns > i))
+            {
+                marks.pop();
+            }
+        }
+        self.r.turns.get_mut(i?)
+    }
+
+    fn mark(&self) -> ReplayMark {
+        let r = &self.r;
+        ReplayMark {
+            turns: r.turns.len(),
+            total_turns: r.total_turns,
+            total_calls: r.total_calls,
+            total_tokens_before: r.total_tokens_before,
+            total_tokens_after: r.total_tokens_after,
+            compact_count: r.compact_count,
+            errors: r.errors.len(),
+            total_denied: r.total_denied,
+            redirects: r.redirects,
+            redirects_skipped: r.redirects_skipped,
+        }
     }
 
     /// Folds one event.
@@ -130,6 +177,13 @@ impl ReplayBuilder {
         let args = || ev.args.map_or(Value::Null, |a| a.to_value());
         match ev.ty {
             EventType::TurnStarted => {
+                let (line, mark) = (self.line, self.mark());
+                if let Some(marks) = &mut self.marks
+                    && marks.len() < MAX_MARKS
+                    && marks.last().is_none_or(|(o, _)| *o < line)
+                {
+                    marks.push((line, mark));
+                }
                 self.latest
                     .insert(ev.turn_id.to_owned(), self.r.turns.len());
                 self.r.turns.push(ReplayTurn {
@@ -219,6 +273,57 @@ impl ReplayBuilder {
     /// The result.
     pub fn finish(self) -> Replay {
         self.r
+    }
+}
+
+impl SplitFold for ReplayBuilder {
+    fn tail(&self) -> Self {
+        let mut t = Self::new(self.r.session_id.clone());
+        t.marks = Some(Vec::new());
+        t
+    }
+
+    fn apply_view(&mut self, ev: &EventView<'_>) {
+        ReplayBuilder::apply_view(self, ev);
+    }
+
+    fn boundary(&mut self, offset: u64) {
+        self.line = offset;
+    }
+
+    fn can_splice(&self, tail: &Self, offset: u64) -> bool {
+        tail.marks
+            .as_deref()
+            .and_then(|m| find_mark(m, offset))
+            .is_some()
+    }
+
+    fn splice(&mut self, tail: Self, offset: u64) {
+        let Some(m) = tail
+            .marks
+            .as_deref()
+            .and_then(|m| find_mark(m, offset))
+            .copied()
+        else {
+            return;
+        };
+        let base = self.r.turns.len();
+        for (id, i) in tail.latest {
+            if i >= m.turns {
+                self.latest.insert(id, i - m.turns + base);
+            }
+        }
+        let (r, t) = (&mut self.r, tail.r);
+        r.turns.extend(t.turns.into_iter().skip(m.turns));
+        r.errors.extend(t.errors.into_iter().skip(m.errors));
+        r.total_turns += t.total_turns.saturating_sub(m.total_turns);
+        r.total_calls += t.total_calls.saturating_sub(m.total_calls);
+        r.total_tokens_before += t.total_tokens_before.saturating_sub(m.total_tokens_before);
+        r.total_tokens_after += t.total_tokens_after.saturating_sub(m.total_tokens_after);
+        r.compact_count += t.compact_count.saturating_sub(m.compact_count);
+        r.total_denied += t.total_denied.saturating_sub(m.total_denied);
+        r.redirects += t.redirects.saturating_sub(m.redirects);
+        r.redirects_skipped += t.redirects_skipped.saturating_sub(m.redirects_skipped);
     }
 }
 

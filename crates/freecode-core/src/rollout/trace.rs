@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::event::{DenySource, Event};
+use super::split::{MAX_MARKS, SplitFold, find_mark};
 use super::view::{EventType, EventView};
 
 /// A request open this long (ms) with no response and no error is hung.
@@ -139,6 +140,21 @@ pub struct TraceBuilder {
     denied_spans: Vec<DeniedSpan>,
     redirects: u64,
     redirects_skipped: u64,
+    /// Events folded.
+    seen: u64,
+    /// A tail fold's marks (line starts with nothing open or pending), by offset.
+    marks: Option<Vec<(u64, TraceMark)>>,
+}
+
+/// What a tail trace fold had produced at a mark.
+#[derive(Debug, Clone, Copy)]
+struct TraceMark {
+    model_spans: usize,
+    tool_spans: usize,
+    denied_spans: usize,
+    redirects: u64,
+    redirects_skipped: u64,
+    seen: u64,
 }
 
 fn pending_key(call_id: Option<&str>, tool: &str) -> String {
@@ -178,6 +194,7 @@ impl TraceBuilder {
 
     /// Folds one event read as a borrowed view (what the log reader gives).
     pub fn apply_view(&mut self, ev: &EventView<'_>) {
+        self.seen += 1;
         self.first_ts.get_or_insert(ev.timestamp);
         self.last_ts = Some(ev.timestamp);
         match ev.ty {
@@ -267,6 +284,16 @@ impl TraceBuilder {
         }
     }
 
+    /// The last event's timestamp, if any.
+    pub fn last_timestamp(&self) -> Option<i64> {
+        self.last_ts
+    }
+
+    /// Whether nothing is open or pending: a fold started empty here goes on as this one.
+    fn is_clean(&self) -> bool {
+        self.open.is_empty() && self.pending.is_empty()
+    }
+
     /// Whether a request is open (its span ends as in flight or hung).
     pub fn has_open(&self) -> bool {
         !self.open.is_empty()
@@ -323,6 +350,79 @@ impl TraceBuilder {
             redirects: self.redirects,
             redirects_skipped: self.redirects_skipped,
         }
+    }
+}
+
+impl SplitFold for TraceBuilder {
+    fn tail(&self) -> Self {
+        Self {
+            session_id: self.session_id.clone(),
+            marks: Some(Vec::new()),
+            ..Self::default()
+        }
+    }
+
+    fn apply_view(&mut self, ev: &EventView<'_>) {
+        TraceBuilder::apply_view(self, ev);
+    }
+
+    fn boundary(&mut self, offset: u64) {
+        let clean = self.is_clean();
+        let mark = TraceMark {
+            model_spans: self.model_spans.len(),
+            tool_spans: self.tool_spans.len(),
+            denied_spans: self.denied_spans.len(),
+            redirects: self.redirects,
+            redirects_skipped: self.redirects_skipped,
+            seen: self.seen,
+        };
+        if let Some(marks) = &mut self.marks
+            && clean
+            && marks.len() < MAX_MARKS
+            && marks.last().is_none_or(|(o, _)| *o < offset)
+        {
+            marks.push((offset, mark));
+        }
+    }
+
+    fn can_splice(&self, tail: &Self, offset: u64) -> bool {
+        self.is_clean()
+            && self.first_ts.is_some()
+            && tail
+                .marks
+                .as_deref()
+                .and_then(|m| find_mark(m, offset))
+                .is_some()
+    }
+
+    fn splice(&mut self, tail: Self, offset: u64) {
+        let Some(m) = tail
+            .marks
+            .as_deref()
+            .and_then(|m| find_mark(m, offset))
+            .copied()
+        else {
+            return;
+        };
+        let base = self.model_spans.len();
+        if tail.seen > m.seen {
+            self.last_ts = tail.last_ts;
+        }
+        self.seen += tail.seen.saturating_sub(m.seen);
+        self.model_spans
+            .extend(tail.model_spans.into_iter().skip(m.model_spans));
+        self.open.extend(
+            tail.open
+                .iter()
+                .map(|&i| i.saturating_sub(m.model_spans) + base),
+        );
+        self.pending.extend(tail.pending);
+        self.tool_spans
+            .extend(tail.tool_spans.into_iter().skip(m.tool_spans));
+        self.denied_spans
+            .extend(tail.denied_spans.into_iter().skip(m.denied_spans));
+        self.redirects += tail.redirects.saturating_sub(m.redirects);
+        self.redirects_skipped += tail.redirects_skipped.saturating_sub(m.redirects_skipped);
     }
 }
 

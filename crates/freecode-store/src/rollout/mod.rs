@@ -39,7 +39,9 @@ use crate::lock::LockWait;
 use crate::session::Durability;
 
 mod views;
-pub use views::{BLOCK_BYTES, read_event_views, read_views_from};
+pub use views::{
+    BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_views_split, read_event_views, read_views_from,
+};
 
 /// `events.jsonl`.
 pub const EVENTS_FILE: &str = "events.jsonl";

@@ -4,7 +4,7 @@
 
 use freecode_core::rollout::replay::ReplayBuilder;
 use freecode_core::rollout::trace::TraceBuilder;
-use freecode_store::rollout::{read_events_from, read_views_from};
+use freecode_store::rollout::{ReadReport, fold_views_split, read_events_from, read_views_from};
 use proptest::prelude::*;
 
 /// One line of a generated log (without its newline).
@@ -111,4 +111,183 @@ proptest! {
             serde_json::to_string(&typed_replay.finish()).unwrap()
         );
     }
+}
+
+/// A replay as the CLI finishes it: the report's unknown events and skipped lines added.
+fn replay_json(mut b: ReplayBuilder, r: &ReadReport) -> String {
+    for _ in 0..r.unknown {
+        b.unknown_event();
+    }
+    for i in r.issues.iter().filter(|i| i.kind.skipped()) {
+        b.skipped_line(i.line, i.offset, format!("{:?}", i.kind));
+    }
+    serde_json::to_string(&b.finish()).unwrap()
+}
+
+fn trace_json(b: TraceBuilder) -> String {
+    serde_json::to_string(&b.finish(Some(2_000_000))).unwrap()
+}
+
+/// Folds `bytes` split at `at` and checks report, trace and replay against one sequential
+/// read; returns whether each fold took its tail's results (rather than reading to the end).
+fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool) {
+    let (mut trace, mut replay) = (TraceBuilder::new("s"), ReplayBuilder::new("s"));
+    let want = read_views_from(bytes, block, |v| {
+        trace.apply_view(v);
+        replay.apply_view(v);
+    })
+    .unwrap();
+    let (t, tr, t_at) = fold_views_split(bytes, at, block, TraceBuilder::new("s")).unwrap();
+    assert_eq!(tr, want, "trace read split at {at}");
+    assert_eq!(trace_json(t), trace_json(trace), "trace split at {at}");
+    let (r, rr, r_at) = fold_views_split(bytes, at, block, ReplayBuilder::new("s")).unwrap();
+    assert_eq!(rr, want, "replay read split at {at}");
+    assert_eq!(
+        replay_json(r, &rr),
+        replay_json(replay, &want),
+        "replay split at {at}"
+    );
+    (t_at.is_some(), r_at.is_some())
+}
+
+/// Turns as the agent writes them (unique turn ids, requests answered, calls with outputs),
+/// with some left open, some calls without ids and noise lines between.
+fn turns_log() -> impl Strategy<Value = Vec<u8>> {
+    let turn = (0usize..4, 0usize..3, any::<bool>(), 0usize..6);
+    (proptest::collection::vec(turn, 0..8), line()).prop_map(|(turns, noise)| {
+        let mut out = Vec::new();
+        let mut ts = 0;
+        let push = |s: String, out: &mut Vec<u8>| {
+            out.extend_from_slice(s.as_bytes());
+            out.push(b'\n');
+        };
+        for (n, (requests, calls, ids, oddity)) in turns.into_iter().enumerate() {
+            let head = |ts: i64| format!("\"timestamp\":{ts},\"turnId\":\"turn-{n}\"");
+            push(format!("{{\"type\":\"turn.started\",{}}}", head(ts)), &mut out);
+            for r in 0..requests {
+                ts += 10;
+                push(format!("{{\"type\":\"model.request\",{},\"provider\":\"p\",\"model\":\"m\",\"messageCount\":3,\"toolCount\":2,\"promptChars\":9}}", head(ts)), &mut out);
+                if oddity == 0 && r == 0 {
+                    continue; // never answered
+                }
+                push(format!("{{\"type\":\"model.first_token\",{},\"ttft_ms\":3}}", head(ts + 3)), &mut out);
+                if oddity == 1 {
+                    out.extend_from_slice(&noise);
+                    out.push(b'\n');
+                }
+                let end = if oddity == 2 && r == 0 {
+                    format!("{{\"type\":\"model.error\",{},\"duration_ms\":5,\"kind\":\"stall\",\"error\":\"slow\"}}", head(ts + 5))
+                } else {
+                    format!("{{\"type\":\"model.response\",{},\"provider\":\"p\",\"model\":\"m\",\"duration_ms\":5,\"inputTokens\":7,\"toolCalls\":[\"bash\"]}}", head(ts + 5))
+                };
+                push(end, &mut out);
+                for c in 0..calls {
+                    let id = if ids { format!(",\"callId\":\"c{n}-{r}-{c}\"") } else { String::new() };
+                    push(format!("{{\"type\":\"function.call\",{},\"tool\":\"bash\",\"args\":{{\"n\":{c}}}{id}}}", head(ts + 6)), &mut out);
+                    if oddity == 3 && c == 0 {
+                        continue; // no output
+                    }
+                    push(format!("{{\"type\":\"function.output\",{},\"tool\":\"bash\",\"output\":\"ok\",\"duration_ms\":2{id}}}", head(ts + 8)), &mut out);
+                }
+                if oddity == 4 {
+                    push(format!("{{\"type\":\"function.denied\",{},\"tool\":\"rm\",\"reason\":\"no\",\"source\":\"mode\"}}", head(ts + 9)), &mut out);
+                    push(format!("{{\"type\":\"compact.occurred\",{},\"beforeTokens\":10,\"afterTokens\":4}}", head(ts + 9)), &mut out);
+                }
+            }
+        }
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// Every line start of a generated log, and some offsets inside lines, as the split.
+    #[test]
+    fn split_folds_give_the_sequential_answer(bytes in log(), block in 1usize..200, inside in proptest::collection::vec(any::<prop::sample::Index>(), 4)) {
+        let mut at: Vec<u64> = std::iter::once(0)
+            .chain(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1))
+            .collect();
+        at.extend(inside.iter().map(|i| i.index(bytes.len() + 1) as u64));
+        for a in at {
+            split_matches_sequential(&bytes, a, block);
+        }
+    }
+
+    /// Every line start of a log of turns as the split (none inside lines: the split moves to
+    /// the next line start anyway, which the test above covers).
+    #[test]
+    fn split_turns_give_the_sequential_answer(bytes in turns_log(), block in 64usize..300) {
+        let starts = std::iter::once(0)
+            .chain(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1));
+        for a in starts {
+            split_matches_sequential(&bytes, a, block);
+        }
+    }
+}
+
+/// A log of clean turns splices at the first turn past the split (the tail's work is used),
+/// with a bad line and a torn tail after the split reported once, with their global lines.
+#[test]
+fn clean_turns_splice_near_the_split() {
+    let mut log = Vec::new();
+    for n in 0..50 {
+        log.extend_from_slice(format!("{{\"type\":\"turn.started\",\"timestamp\":{n},\"turnId\":\"t{n}\"}}\n{{\"type\":\"model.request\",\"timestamp\":{n},\"turnId\":\"t{n}\",\"provider\":\"p\",\"model\":\"m\"}}\n{{\"type\":\"model.response\",\"timestamp\":{n},\"turnId\":\"t{n}\",\"duration_ms\":1}}\n{{\"type\":\"function.call\",\"timestamp\":{n},\"turnId\":\"t{n}\",\"tool\":\"bash\",\"callId\":\"c{n}\"}}\n{{\"type\":\"function.output\",\"timestamp\":{n},\"turnId\":\"t{n}\",\"tool\":\"bash\",\"callId\":\"c{n}\",\"duration_ms\":1}}\n").as_bytes());
+        if n == 40 {
+            log.extend_from_slice(b"not json\n");
+        }
+    }
+    log.extend_from_slice(b"{\"type\":\"turn");
+    let mut spliced = 0;
+    for at in (0..log.len() as u64).step_by(13) {
+        let (t, r) = split_matches_sequential(&log, at, 4096);
+        spliced += usize::from(t) + usize::from(r);
+    }
+    let splits = log.len().div_ceil(13);
+    assert!(
+        spliced * 10 >= splits * 2 * 9,
+        "{spliced} of {}",
+        splits * 2
+    );
+}
+
+/// A log past `SPLIT_BYTES` read from a file: `fold_event_views` (two threads, `pread`) gives
+/// the sequential report, trace and replay.
+#[test]
+fn a_large_file_folds_as_one_read() {
+    use freecode_store::rollout::{SPLIT_BYTES, fold_event_views};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let mut log = Vec::new();
+    let mut n = 0u64;
+    while (log.len() as u64) < SPLIT_BYTES + (1 << 20) {
+        let pad = "x".repeat((n % 500) as usize);
+        log.extend_from_slice(format!("{{\"type\":\"turn.started\",\"timestamp\":{n},\"turnId\":\"turn-{n}\"}}\n{{\"type\":\"model.request\",\"timestamp\":{n},\"turnId\":\"turn-{n}\",\"provider\":\"p\",\"model\":\"m\"}}\n{{\"type\":\"model.response\",\"timestamp\":{n},\"turnId\":\"turn-{n}\",\"duration_ms\":3,\"inputTokens\":5}}\n{{\"type\":\"function.call\",\"timestamp\":{n},\"turnId\":\"turn-{n}\",\"tool\":\"bash\",\"args\":{{\"p\":\"{pad}\"}}}}\n{{\"type\":\"function.output\",\"timestamp\":{n},\"turnId\":\"turn-{n}\",\"tool\":\"bash\",\"output\":\"{pad}\",\"duration_ms\":1}}\n").as_bytes());
+        if n.is_multiple_of(997) {
+            log.extend_from_slice(b"not json\n");
+        }
+        n += 1;
+    }
+    log.extend_from_slice(
+        b"{\"type\":\"model.request\",\"timestamp\":1,\"turnId\":\"late\"}\n{\"type",
+    );
+    std::fs::write(&path, &log).unwrap();
+    let (mut trace, mut replay) = (TraceBuilder::new("s"), ReplayBuilder::new("s"));
+    let want = freecode_store::rollout::read_event_views(&path, |v| {
+        trace.apply_view(v);
+        replay.apply_view(v);
+    })
+    .unwrap()
+    .unwrap();
+    assert!(want.issues.len() > 2, "{:?}", want.issues.len());
+    let (t, tr) = fold_event_views(&path, TraceBuilder::new("s"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(tr, want);
+    assert_eq!(trace_json(t), trace_json(trace));
+    let (r, rr) = fold_event_views(&path, ReplayBuilder::new("s"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(rr, want);
+    assert_eq!(replay_json(r, &rr), replay_json(replay, &want));
 }
