@@ -37,7 +37,8 @@ use tempfile::TempDir;
 mod common;
 
 use common::{
-    Res, bench_base as bench_base_in, fmt_dur, median, open_append, settle, time, vm_hwm_kib,
+    Res, bench_base as bench_base_in, fmt_dur, median, median3, open_append, release_cli,
+    run_original, settle, time, time_cli, vm_hwm_kib,
 };
 
 fn bench_base() -> Res<std::path::PathBuf> {
@@ -1050,63 +1051,13 @@ fn main() -> Res<()> {
 /// what the CLI runs), a raw read of the same bytes, and the release CLI
 /// as a whole process under `/usr/bin/time` (built beforehand: `cargo build --release -p
 /// freecode-cli`). Prints ours, the original's and the ratio.
-/// Runs the original's `run-bench.sh` on `benches` (`SIZE=1`, or `0.1` when quick; `RUNS=3`)
-/// and returns its JSON results; `None` when `FREECODE_BENCH_NO_ORIGINAL` is set or there is no
-/// `node` on PATH. The results go to a file of this process's own (`BENCH_OUT`), not
-/// `$BENCH_DIR/results-<SIZE>.json`, which another run may be writing at the same time.
-fn run_original(quick: bool, benches: &str) -> Res<Option<serde_json::Value>> {
-    if std::env::var_os("FREECODE_BENCH_NO_ORIGINAL").is_some() {
-        eprintln!("  skipped: FREECODE_BENCH_NO_ORIGINAL is set");
-        return Ok(None);
-    }
-    if !Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        eprintln!("  skipped: no node on PATH");
-        return Ok(None);
-    }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let script = std::env::var_os("FREECODE_ORIGINAL_BENCH").map_or_else(
-        || manifest.join("../../../shared/reference/original/run-bench.sh"),
-        std::path::PathBuf::from,
-    );
-    let size = if quick { "0.1" } else { "1" };
-    let bench_dir = std::env::var("BENCH_DIR").unwrap_or_else(|_| "/tmp/fc-bench-ref".to_owned());
-    let out_json =
-        std::env::temp_dir().join(format!("fc-rollout-orig-{}.json", std::process::id()));
-    let status = Command::new(&script)
-        .env("SIZE", size)
-        .env("RUNS", "3")
-        .env("BENCHES", benches)
-        .env("BENCH_DIR", &bench_dir)
-        .env("BENCH_OUT", &out_json)
-        .status()?;
-    if !status.success() {
-        return Err(format!("{} failed: {status}", script.display()).into());
-    }
-    let results: serde_json::Value = serde_json::from_slice(&fs::read(&out_json)?)?;
-    let _ = fs::remove_file(&out_json);
-    Ok(Some(results))
-}
-
-/// One result of the original's run, `Null` when absent.
-fn orig_result(results: &serde_json::Value, bench: &str) -> serde_json::Value {
-    results["results"]
-        .as_array()
-        .and_then(|a| a.iter().find(|r| r["bench"] == bench))
-        .cloned()
-        .unwrap_or(serde_json::Value::Null)
-}
-
 /// The record row beside the original's `record`, run now: ours (median of 3 fresh
 /// processes), the original's median of 3, the ratio, and the raw cost of the same bytes.
 fn print_record_beside_original(quick: bool, rec: &RecordFigures) -> Res<()> {
-    let Some(results) = run_original(quick, "record")? else {
+    let Some(original) = run_original(quick, "record")? else {
         return Ok(());
     };
-    print_record_row(&orig_result(&results, "record"), rec);
+    print_record_row(&original.result("record"), rec);
     Ok(())
 }
 
@@ -1145,31 +1096,20 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
     } else {
         "replay,trace"
     };
-    let Some(results) = run_original(quick, benches)? else {
+    let Some(original) = run_original(quick, benches)? else {
         return Ok(());
     };
     if let Some(rec) = rec {
-        print_record_row(&orig_result(&results, "record"), rec);
+        print_record_row(&original.result("record"), rec);
     }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let size = if quick { "0.1" } else { "1" };
-    let bench_dir = std::env::var("BENCH_DIR").unwrap_or_else(|_| "/tmp/fc-bench-ref".to_owned());
-    let orig = |bench: &str| orig_result(&results, bench);
-    let (o_replay, o_trace) = (orig("replay"), orig("trace"));
+    let (o_replay, o_trace) = (original.result("replay"), original.result("trace"));
     let ms = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
-    let home = Path::new(&bench_dir).join(format!("data-size-{size}/events/.freecode"));
+    let home = original
+        .bench_dir
+        .join(format!("data-size-{}/events/.freecode", original.size));
     let log = home.join("rollout/sessions/bench-events/events.jsonl");
     let bytes = fs::metadata(&log)?.len();
 
-    let median3 = |f: &dyn Fn() -> Res<()>| -> Res<Duration> {
-        let mut v = Vec::new();
-        for _ in 0..3 {
-            let t = Instant::now();
-            f()?;
-            v.push(t.elapsed());
-        }
-        Ok(median(&mut v))
-    };
     let raw = median3(&|| raw_read(&log).map(drop))?;
     let replay = median3(&|| {
         let mut b = ReplayBuilder::new("bench-events");
@@ -1194,33 +1134,8 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
         std::hint::black_box(b.finish(None));
         Ok(())
     })?;
-    let cli = manifest.join("../../target/release/freecode");
-    let cli = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or(cli, |d| Path::new(&d).join("release/freecode"));
-    let run_cli = |args: &[&str]| -> Res<(Duration, u64)> {
-        let (mut times, mut peaks) = (Vec::new(), Vec::new());
-        for _ in 0..3 {
-            let out = Command::new("/usr/bin/time")
-                .args(["-f", "%e %M"])
-                .arg(&cli)
-                .arg("--home")
-                .arg(&home)
-                .args(args)
-                .stdout(std::process::Stdio::null())
-                .output()?;
-            if !out.status.success() {
-                return Err(format!("{} {args:?} failed", cli.display()).into());
-            }
-            let err = String::from_utf8_lossy(&out.stderr);
-            let last = err.lines().last().unwrap_or("");
-            let mut it = last.split_whitespace();
-            let secs: f64 = it.next().ok_or("no time")?.parse()?;
-            let kib: u64 = it.next().ok_or("no rss")?.parse()?;
-            times.push(Duration::from_secs_f64(secs));
-            peaks.push(Duration::from_secs(kib));
-        }
-        Ok((median(&mut times), median(&mut peaks).as_secs()))
-    };
+    let cli = release_cli();
+    let run_cli = |args: &[&str]| time_cli(&cli, &home, args);
     let cli_rows: Vec<(&str, Res<(Duration, u64)>)> = if cli.is_file() {
         vec![
             (

@@ -35,8 +35,8 @@ use tempfile::TempDir;
 mod common;
 
 use common::{
-    Res, bench_base as bench_base_in, fmt_dur, fs_type, median, open_append, settle, time,
-    vm_hwm_kib,
+    Res, bench_base as bench_base_in, fmt_dur, fs_type, median, median3, open_append, release_cli,
+    run_original, settle, time, time_cli, vm_hwm_kib,
 };
 
 /// The allocator of the `freecode` binary, so that these figures are the CLI's: with glibc's
@@ -566,42 +566,10 @@ fn bench_create(
 /// results in a file of this process's own), printed beside ours with the ratio and the raw
 /// cost of the same files. Skipped with `FREECODE_BENCH_NO_ORIGINAL` or without `node`.
 fn print_create_beside_original(quick: bool, c: &CreateFigures) -> Res<()> {
-    if std::env::var_os("FREECODE_BENCH_NO_ORIGINAL").is_some() {
-        eprintln!("  original skipped: FREECODE_BENCH_NO_ORIGINAL is set");
+    let Some(original) = run_original(quick, "create")? else {
         return Ok(());
-    }
-    if !Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        eprintln!("  original skipped: no node on PATH");
-        return Ok(());
-    }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let script = std::env::var_os("FREECODE_ORIGINAL_BENCH").map_or_else(
-        || manifest.join("../../../shared/reference/original/run-bench.sh"),
-        PathBuf::from,
-    );
-    let bench_dir = std::env::var("BENCH_DIR").unwrap_or_else(|_| "/tmp/fc-bench-ref".to_owned());
-    let out_json = std::env::temp_dir().join(format!("fc-store-orig-{}.json", std::process::id()));
-    let status = Command::new(&script)
-        .env("SIZE", if quick { "0.1" } else { "1" })
-        .env("RUNS", "3")
-        .env("BENCHES", "create")
-        .env("BENCH_DIR", &bench_dir)
-        .env("BENCH_OUT", &out_json)
-        .status()?;
-    if !status.success() {
-        return Err(format!("{} failed: {status}", script.display()).into());
-    }
-    let results: serde_json::Value = serde_json::from_slice(&fs::read(&out_json)?)?;
-    let _ = fs::remove_file(&out_json);
-    let o = results["results"]
-        .as_array()
-        .and_then(|a| a.iter().find(|r| r["bench"] == "create"))
-        .cloned()
-        .unwrap_or(serde_json::Value::Null);
+    };
+    let o = original.result("create");
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let o_ms = o["medianMs"].as_f64().unwrap_or(f64::NAN);
     let o_items = o["items"].as_f64().unwrap_or(f64::NAN);
@@ -1379,46 +1347,15 @@ fn main() -> Res<()> {
 /// --json`, `session show` to a pipe, `session export --file`). Prints ours, the original's and
 /// the ratio; medians of 3.
 fn bench_beside_original(quick: bool) -> Res<()> {
-    if std::env::var_os("FREECODE_BENCH_NO_ORIGINAL").is_some() {
-        eprintln!("  skipped: FREECODE_BENCH_NO_ORIGINAL is set");
+    let Some(original) = run_original(quick, "load")? else {
         return Ok(());
-    }
-    if !Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        eprintln!("  skipped: no node on PATH");
-        return Ok(());
-    }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let script = std::env::var_os("FREECODE_ORIGINAL_BENCH").map_or_else(
-        || manifest.join("../../../shared/reference/original/run-bench.sh"),
-        PathBuf::from,
-    );
-    let size = if quick { "0.1" } else { "1" };
-    let bench_dir = std::env::var("BENCH_DIR").unwrap_or_else(|_| "/tmp/fc-bench-ref".to_owned());
-    let out_json = std::env::temp_dir().join(format!("fc-load-orig-{}.json", std::process::id()));
-    let status = Command::new(&script)
-        .env("SIZE", size)
-        .env("RUNS", "3")
-        .env("BENCHES", "load")
-        .env("BENCH_DIR", &bench_dir)
-        .env("BENCH_OUT", &out_json)
-        .status()?;
-    if !status.success() {
-        return Err(format!("{} failed: {status}", script.display()).into());
-    }
-    let results: serde_json::Value = serde_json::from_slice(&fs::read(&out_json)?)?;
-    let _ = fs::remove_file(&out_json);
-    let orig = results["results"]
-        .as_array()
-        .and_then(|a| a.iter().find(|r| r["bench"] == "load"))
-        .cloned()
-        .unwrap_or(serde_json::Value::Null);
+    };
+    let orig = original.result("load");
     let o_ms = orig["medianMs"].as_f64().unwrap_or(f64::NAN);
     let o_peak = orig["peakRssMiB"].as_f64().unwrap_or(f64::NAN);
-    let data = Path::new(&bench_dir).join(format!("data-size-{size}/big"));
+    let data = original
+        .bench_dir
+        .join(format!("data-size-{}/big", original.size));
     let big: serde_json::Value = serde_json::from_slice(&fs::read(data.join("big.json"))?)?;
     let id = SessionId::new(big["id"].as_str().ok_or("no id in big.json")?)?;
     let home = data.join(".freecode");
@@ -1426,15 +1363,6 @@ fn bench_beside_original(quick: bool) -> Res<()> {
     let file = store.locate(&id)?.messages();
     let bytes = fs::metadata(&file)?.len();
 
-    let median3 = |f: &dyn Fn() -> Res<()>| -> Res<Duration> {
-        let mut v = Vec::new();
-        for _ in 0..3 {
-            let t = Instant::now();
-            f()?;
-            v.push(t.elapsed());
-        }
-        Ok(median(&mut v))
-    };
     let raw = median3(&|| {
         std::hint::black_box(fs::read(&file)?);
         Ok(())
@@ -1459,40 +1387,9 @@ fn bench_beside_original(quick: bool) -> Res<()> {
     fresh.sort();
     let (fresh_ns, fresh_delta_kib) = fresh[1];
 
-    let cli = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || manifest.join("../../target/release/freecode"),
-        |d| Path::new(&d).join("release/freecode"),
-    );
+    let cli = release_cli();
     let export_to = std::env::temp_dir().join(format!("fc-export-{}.json", std::process::id()));
-    let run_cli = |args: &[&str]| -> Res<(Duration, u64)> {
-        let (mut times, mut peaks) = (Vec::new(), Vec::new());
-        for _ in 0..3 {
-            let out = Command::new("/usr/bin/time")
-                .args(["-f", "%e %M"])
-                .arg(&cli)
-                .arg("--home")
-                .arg(&home)
-                .args(args)
-                .stdout(std::process::Stdio::null())
-                .output()?;
-            if !out.status.success() {
-                return Err(format!(
-                    "{} {args:?} failed: {}",
-                    cli.display(),
-                    String::from_utf8_lossy(&out.stderr)
-                )
-                .into());
-            }
-            let err = String::from_utf8_lossy(&out.stderr);
-            let last = err.lines().last().unwrap_or("");
-            let mut it = last.split_whitespace();
-            let secs: f64 = it.next().ok_or("no time")?.parse()?;
-            let kib: u64 = it.next().ok_or("no rss")?.parse()?;
-            times.push(Duration::from_secs_f64(secs));
-            peaks.push(Duration::from_secs(kib));
-        }
-        Ok((median(&mut times), median(&mut peaks).as_secs()))
-    };
+    let run_cli = |args: &[&str]| time_cli(&cli, &home, args);
     let export_s = export_to.to_string_lossy().into_owned();
     let cli_rows: Vec<(&str, Res<(Duration, u64)>)> = if cli.is_file() {
         vec![

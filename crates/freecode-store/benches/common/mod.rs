@@ -91,3 +91,120 @@ pub fn vm_hwm_kib() -> Res<u64> {
         .ok_or("bad VmHWM line")?
         .parse()?)
 }
+
+/// Runs `f` three times and returns the median wall time.
+pub fn median3(f: &dyn Fn() -> Res<()>) -> Res<Duration> {
+    let mut v = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        f()?;
+        v.push(t.elapsed());
+    }
+    Ok(median(&mut v))
+}
+
+/// The original's figures from a run of its own code now (`run-bench.sh`).
+pub struct Original {
+    /// Its JSON results.
+    pub results: serde_json::Value,
+    /// Where its data lives (`BENCH_DIR`).
+    pub bench_dir: PathBuf,
+    /// The `SIZE` it ran at.
+    pub size: &'static str,
+}
+
+impl Original {
+    /// One benchmark's result, `Null` when absent.
+    pub fn result(&self, bench: &str) -> serde_json::Value {
+        self.results["results"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["bench"] == bench))
+            .cloned()
+            .unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Runs the original's `run-bench.sh` on `benches` (`SIZE=1`, or `0.1` when quick; `RUNS=3`)
+/// and returns its results; `None` when `FREECODE_BENCH_NO_ORIGINAL` is set or there is no
+/// `node` on PATH. The results go to a file of this process's own (`BENCH_OUT`), not
+/// `$BENCH_DIR/results-<SIZE>.json`, which another run may be writing at the same time.
+pub fn run_original(quick: bool, benches: &str) -> Res<Option<Original>> {
+    if std::env::var_os("FREECODE_BENCH_NO_ORIGINAL").is_some() {
+        eprintln!("  original skipped: FREECODE_BENCH_NO_ORIGINAL is set");
+        return Ok(None);
+    }
+    if !Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("  original skipped: no node on PATH");
+        return Ok(None);
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::env::var_os("FREECODE_ORIGINAL_BENCH").map_or_else(
+        || manifest.join("../../../shared/reference/original/run-bench.sh"),
+        PathBuf::from,
+    );
+    let size = if quick { "0.1" } else { "1" };
+    let bench_dir = std::env::var_os("BENCH_DIR")
+        .map_or_else(|| PathBuf::from("/tmp/fc-bench-ref"), PathBuf::from);
+    let out_json = std::env::temp_dir().join(format!(
+        "fc-orig-{}-{}.json",
+        benches.replace(',', "-"),
+        std::process::id()
+    ));
+    let status = Command::new(&script)
+        .env("SIZE", size)
+        .env("RUNS", "3")
+        .env("BENCHES", benches)
+        .env("BENCH_DIR", &bench_dir)
+        .env("BENCH_OUT", &out_json)
+        .status()?;
+    if !status.success() {
+        return Err(format!("{} failed: {status}", script.display()).into());
+    }
+    let results: serde_json::Value = serde_json::from_slice(&fs::read(&out_json)?)?;
+    let _ = fs::remove_file(&out_json);
+    Ok(Some(Original {
+        results,
+        bench_dir,
+        size,
+    }))
+}
+
+/// The release `freecode` binary (`cargo build --release -p freecode-cli` beforehand).
+pub fn release_cli() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/freecode"),
+        |d| Path::new(&d).join("release/freecode"),
+    )
+}
+
+/// The release CLI on `home` as a whole process under `/usr/bin/time`, three times: the median
+/// wall time and the median peak RSS in KiB.
+pub fn time_cli(cli: &Path, home: &Path, args: &[&str]) -> Res<(Duration, u64)> {
+    let (mut times, mut peaks) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let out = Command::new("/usr/bin/time")
+            .args(["-f", "%e %M"])
+            .arg(cli)
+            .arg("--home")
+            .arg(home)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .output()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(format!("{} {args:?} failed: {err}", cli.display()).into());
+        }
+        let last = err.lines().last().unwrap_or("");
+        let mut it = last.split_whitespace();
+        let secs: f64 = it.next().ok_or("no time")?.parse()?;
+        let kib: u64 = it.next().ok_or("no rss")?.parse()?;
+        times.push(Duration::from_secs_f64(secs));
+        peaks.push(kib);
+    }
+    peaks.sort_unstable();
+    Ok((median(&mut times), peaks[peaks.len() / 2]))
+}
