@@ -211,6 +211,15 @@ fn interrupted_run(h: &Home, project: &str) -> String {
     list[0]["id"].as_str().unwrap().to_owned()
 }
 
+/// The ids of a JSON array of strings.
+fn id_set(v: &Value) -> BTreeSet<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// Our trace/replay against the original's folds over the same log.
 fn same_folds(h: &Home, id: &str, theirs: &Value) {
     let trace = h.json(&["trace", id, "--json"]);
@@ -333,12 +342,7 @@ fn the_original_finds_reads_and_continues_everything_our_cli_writes() {
     let interrupted = interrupted_run(&h, &h.project("in-terrupted"));
 
     let orig = harness(h.parent(), &["read"]);
-    let listed: BTreeSet<String> = orig["listed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_owned())
-        .collect();
+    let listed = id_set(&orig["listed"]);
     // The original lists what we list (deleted ones left out by both)…
     assert_eq!(listed, h.ids(&[]));
     assert!(listed.contains(&fork_id) && listed.contains(&imported_id));
@@ -368,15 +372,10 @@ fn the_original_finds_reads_and_continues_everything_our_cli_writes() {
         assert!(dir.join("meta.json").is_file(), "{id}: {}", dir.display());
         // Listing by project path gives this project's sessions only (ours filter too).
         let project = meta["projectPath"].as_str().unwrap();
-        let mut ours_by_project = h.ids(&["--project", project, "--all"]);
-        ours_by_project
-            .retain(|s| h.meta(s)["projectPath"] == project && h.meta(s)["status"] != "deleted");
-        let theirs_by_project: BTreeSet<String> = theirs["byProject"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_owned())
-            .collect();
+        // `--project` takes the directories below it too; the original's filter is equality.
+        let mut ours_by_project = h.ids(&["--project", project]);
+        ours_by_project.retain(|s| h.meta(s)["projectPath"] == project);
+        let theirs_by_project = id_set(&theirs["byProject"]);
         assert_eq!(
             theirs_by_project, ours_by_project,
             "{id}: list({{projectPath}})"
@@ -479,21 +478,11 @@ fn an_earlier_versions_escaped_session_becomes_the_originals_on_its_next_write()
 fn our_cli_reads_everything_the_originals_code_writes_surrogates_included() {
     let h = Home::new();
     let orig = harness(h.parent(), &["write"]);
-    let listed: BTreeSet<String> = orig["listed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_owned())
-        .collect();
+    let listed = id_set(&orig["listed"]);
     assert_eq!(listed.len(), 5);
     assert_eq!(h.ids(&[]), listed);
     let all = h.ids(&["--all"]);
-    let deleted: BTreeSet<String> = orig["deleted"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_owned())
-        .collect();
+    let deleted = id_set(&orig["deleted"]);
     assert_eq!(all, listed.union(&deleted).cloned().collect());
     let mut messages = 0;
     for id in &all {
