@@ -156,7 +156,7 @@ fn hashed(path: &str) -> String {
 
 /// Whether `name`, a name of the original's, is one we write to: a valid directory name that
 /// is not hidden (dot-leading) and holds no NUL.
-fn is_safe_original_name(name: &str) -> bool {
+pub fn is_safe_original_name(name: &str) -> bool {
     is_project_dir_name(name) && !name.starts_with('.')
 }
 

@@ -246,7 +246,7 @@ fn path_formatter_matches_the_original_bit_for_bit() {
         // Our key is the original's name wherever that is a safe name, lossy or not (issue
         // 12): the original finds our sessions by project path.
         let ours = freecode_core::project_key::project_dir_name(input);
-        let safe = freecode_core::project_key::is_project_dir_name(&name) && !name.starts_with('.');
+        let safe = freecode_core::project_key::is_safe_original_name(&name);
         if safe {
             assert_eq!(ours, name, "{input:?}");
         } else {

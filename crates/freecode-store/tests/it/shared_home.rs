@@ -246,7 +246,7 @@ proptest! {
             let parent = dir.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
             prop_assert_eq!(&parent, &project_dir_name(p));
             let original = format_original(p);
-            if !original.is_empty() && !original.starts_with('.') && original.len() <= 255 {
+            if freecode_core::project_key::is_safe_original_name(&original) {
                 prop_assert_eq!(&parent, &original);
             }
             let mut want: Vec<String> = made
