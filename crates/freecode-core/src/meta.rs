@@ -21,6 +21,10 @@ string_enum! {
 }
 impl FieldValue for SessionStatus {}
 
+/// The agent name of sessions freecode wrote itself (and of sessions imported from bundles):
+/// what `session list --agent freecode` selects.
+pub const NATIVE_AGENT: &str = "freecode";
+
 json_record! {
     /// The contents of `meta.json`.
     pub struct SessionMeta {
@@ -95,6 +99,15 @@ impl SessionMeta {
         self.extra.get(IMPORTED_FROM)
     }
 
+    /// The agent that wrote this session: `importedFrom.agent` of a session `freecode import`
+    /// read from another agent (`claude-code`, `codex`, …), else [`NATIVE_AGENT`].
+    pub fn agent(&self) -> &str {
+        self.imported_from()
+            .and_then(|from| from.get("agent"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or(NATIVE_AGENT)
+    }
+
     /// Whether `projectPath` came from a bundle: an import made by a version that used the
     /// sender's path as the session's project (it did not record `importedFrom.projectPath`).
     /// Such a path is never a directory the agent's tools may use.
@@ -156,5 +169,22 @@ mod tests {
         m.extra
             .insert(IMPORTED_FROM.into(), serde_json::json!({"importedAt": 100}));
         assert!(m.project_path_from_bundle() && m.is_untouched_import());
+    }
+
+    #[test]
+    fn the_agent_is_importeds_or_ours() {
+        let id = crate::SessionId::new("s").unwrap();
+        let mut m = SessionMeta::new(&id, "t".into(), "/p".into(), "x".into(), None, 100);
+        assert_eq!(m.agent(), NATIVE_AGENT);
+        m.extra.insert(
+            IMPORTED_FROM.into(),
+            serde_json::json!({"projectPath": "/p", "importedAt": 100}),
+        );
+        assert_eq!(m.agent(), NATIVE_AGENT, "a bundle import is ours");
+        m.extra.insert(
+            IMPORTED_FROM.into(),
+            serde_json::json!({"agent": "codex", "projectPath": "/p", "importedAt": 100}),
+        );
+        assert_eq!(m.agent(), "codex");
     }
 }
