@@ -63,6 +63,9 @@ pub struct ImportedSession {
     pub parent: Option<ParentLink>,
     /// What happened, in order.
     pub items: Vec<Item>,
+    /// Token totals of the whole session, for sources that count per session only (goose):
+    /// on no message, since no response's own counts are known.
+    pub session_usage: Option<Usage>,
 }
 
 /// How a session hangs off another of the same agent.
@@ -244,6 +247,7 @@ impl ImportedSession {
             updated_ms: None,
             parent: None,
             items: Vec::new(),
+            session_usage: None,
         }
     }
 

@@ -1,0 +1,1427 @@
+//! opencode's sessions (OTHER-AGENTS.md A.3): the SQLite `opencode*.db` of 1.2+ and the older
+//! JSON `storage/` tree, read together and de-duplicated by id (the database wins), plus the
+//! `{info, messages: [{info, parts}]}` file `opencode export` writes.
+//!
+//! One unit is a whole data directory (`~/.local/share/opencode`): its databases (with their
+//! `-wal`/`-shm`) and every session, message and part file of `storage/`, because the one-time
+//! JSON→SQLite migration may have stopped part-way and left either half. A root may also be one
+//! `.db` file, one `storage/` directory or one export file.
+//!
+//! Databases are opened read-only through a `file:…?mode=ro` URI, which is safe while opencode
+//! writes beside it in WAL mode; the optional columns are found with `PRAGMA table_info`, and the
+//! `event` table (the sync log, often tens of GB) is never touched.
+//!
+//! Mapping: messages in `(time_created, id)` order, parts by id. A user message is a
+//! [`Item::User`] (text, file and subtask parts), unless it only marks a compaction; an
+//! assistant message is one [`Item::Response`]: text and file parts, and each `tool` part one
+//! [`ToolCall`] with its `state` (completed/error/pending/running) and `state.time` as the call's
+//! start and end. Reasoning parts are left out (they are not a part type of ours); step, patch,
+//! snapshot and agent parts carry nothing a message holds. `tokens` is the response's usage, with
+//! the input counted inclusive of the cache (opencode keeps the three disjoint). An assistant
+//! `error` follows it as an [`Item::Error`] (`MessageAbortedError` is an abort), a `retry` part
+//! precedes it as one. A `compaction` part and the assistant `summary: true` message after it are
+//! one [`Item::Compaction`]. A session with a `parentID` is a child (a task-tool subagent), and a
+//! `task` tool call naming its session is an [`Item::Subagent`] in the parent.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use freecode_core::{Part, Usage};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+use serde_json::Value;
+
+use crate::model::{
+    Compaction, Content, ErrorNote, ImportedSession, Item, ParentKind, ParentLink, Read, Response,
+    SubagentRun, ToolCall, ToolOutcome, UserTurn,
+};
+use crate::source::{Agent, ReadError, SourceIssue, SourceUnit};
+
+/// How deep [`discover`] looks below a root for data directories.
+const MAX_DEPTH: usize = 4;
+
+/// The largest JSON file of the storage tree or export read (a part holds one tool output).
+const MAX_JSON_FILE: u64 = 512 * 1024 * 1024;
+
+/// The data directory: `$XDG_DATA_HOME` (absolute) else `$HOME/.local/share`, then `opencode/`.
+pub fn default_roots(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
+    xdg_data_home(var)
+        .map(|data| vec![data.join("opencode")])
+        .unwrap_or_default()
+}
+
+/// The XDG data directory: `$XDG_DATA_HOME` when set to an absolute path, else
+/// `$HOME/.local/share`.
+pub(crate) fn xdg_data_home(var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    if let Some(dir) = var("XDG_DATA_HOME").map(PathBuf::from)
+        && dir.is_absolute()
+    {
+        return Some(dir);
+    }
+    let home = var("HOME").map(PathBuf::from)?;
+    (!home.as_os_str().is_empty()).then(|| home.join(".local").join("share"))
+}
+
+/// The units under `root`: a data directory (databases and `storage/`), a `storage/` tree, a
+/// `.db` file or an export `.json` file; a directory that is none of these is searched a few
+/// levels down. Symlinks below the root are not followed.
+pub fn discover(root: &Path, issues: &mut Vec<SourceIssue>) -> Vec<SourceUnit> {
+    let mut units = Vec::new();
+    match fs::metadata(root) {
+        Ok(meta) if meta.is_file() => {
+            if has_extension(root, "db") {
+                units.push(db_unit(Agent::Opencode, root));
+            } else if has_extension(root, "json") {
+                units.push(SourceUnit::file(Agent::Opencode, root));
+            } else {
+                issues.push(SourceIssue::in_file(
+                    root,
+                    "not an opencode database (.db) or export (.json): skipped",
+                ));
+            }
+        }
+        Ok(meta) if meta.is_dir() => discover_dir(root, 0, &mut units, issues),
+        Ok(_) => issues.push(SourceIssue::in_file(
+            root,
+            "not a file or directory: skipped",
+        )),
+        Err(e) => issues.push(SourceIssue::in_file(root, format!("cannot read: {e}"))),
+    }
+    units.sort_by(|a, b| a.path.cmp(&b.path));
+    units
+}
+
+fn discover_dir(
+    dir: &Path,
+    depth: usize,
+    units: &mut Vec<SourceUnit>,
+    issues: &mut Vec<SourceIssue>,
+) {
+    let entries = list_dir(dir, issues);
+    let mut dbs: Vec<PathBuf> = entries
+        .iter()
+        .filter(|(_, kind)| *kind == EntryKind::File)
+        .map(|(path, _)| path.clone())
+        .filter(|path| is_opencode_db(path))
+        .collect();
+    let storage = dir.join("storage");
+    let has_storage = entries
+        .iter()
+        .any(|(path, kind)| *kind == EntryKind::Dir && *path == storage)
+        && is_storage_dir(&storage);
+    if !dbs.is_empty() || has_storage {
+        // `opencode.db` (the latest channel) is the unit's main file, other channels beside it.
+        dbs.sort_by_key(|path| (file_name(path) != "opencode.db", path.clone()));
+        let mut side_files = Vec::new();
+        let main = match dbs.split_first() {
+            Some((main, rest)) => {
+                side_files.extend(db_side_files(main));
+                for db in rest {
+                    side_files.push(db.clone());
+                    side_files.extend(db_side_files(db));
+                }
+                main.clone()
+            }
+            None => storage.clone(),
+        };
+        if has_storage {
+            storage_files(&storage, &mut side_files, issues);
+        }
+        units.push(SourceUnit {
+            agent: Agent::Opencode,
+            path: main,
+            side_files,
+        });
+        return;
+    }
+    if is_storage_dir(dir) {
+        let mut side_files = Vec::new();
+        storage_files(dir, &mut side_files, issues);
+        units.push(SourceUnit {
+            agent: Agent::Opencode,
+            path: dir.to_owned(),
+            side_files,
+        });
+        return;
+    }
+    if depth < MAX_DEPTH {
+        for (path, kind) in entries {
+            if kind == EntryKind::Dir {
+                discover_dir(&path, depth + 1, units, issues);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntryKind {
+    File,
+    Dir,
+}
+
+/// A directory's regular files and directories, sorted; symlinks and others are left out.
+pub(crate) fn list_dir(dir: &Path, issues: &mut Vec<SourceIssue>) -> Vec<(PathBuf, EntryKind)> {
+    let read = match fs::read_dir(dir) {
+        Ok(read) => read,
+        Err(e) => {
+            issues.push(SourceIssue::in_file(dir, format!("cannot list: {e}")));
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for entry in read.flatten() {
+        let Ok(file_type) = entry.file_type() else {
+            continue;
+        };
+        if file_type.is_file() {
+            out.push((entry.path(), EntryKind::File));
+        } else if file_type.is_dir() {
+            out.push((entry.path(), EntryKind::Dir));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+pub(crate) fn file_name(path: &Path) -> &str {
+    path.file_name().and_then(|n| n.to_str()).unwrap_or("")
+}
+
+pub(crate) fn has_extension(path: &Path, ext: &str) -> bool {
+    path.extension().is_some_and(|e| e == ext)
+}
+
+/// `opencode.db` or `opencode-<channel>.db`.
+fn is_opencode_db(path: &Path) -> bool {
+    let name = file_name(path);
+    name.starts_with("opencode") && name.ends_with(".db")
+}
+
+/// A directory holding opencode's `session/` or `message/` tree.
+fn is_storage_dir(dir: &Path) -> bool {
+    ["session", "message"]
+        .iter()
+        .any(|sub| fs::symlink_metadata(dir.join(sub)).is_ok_and(|meta| meta.is_dir()))
+}
+
+/// A database's unit: the file and the `-wal`/`-shm` beside it.
+pub(crate) fn db_unit(agent: Agent, path: &Path) -> SourceUnit {
+    SourceUnit {
+        agent,
+        path: path.to_owned(),
+        side_files: db_side_files(path),
+    }
+}
+
+/// The `-wal` and `-shm` files beside a database that exist now.
+pub(crate) fn db_side_files(db: &Path) -> Vec<PathBuf> {
+    ["-wal", "-shm"]
+        .iter()
+        .map(|suffix| {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        })
+        .filter(|path| fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file()))
+        .collect()
+}
+
+/// Every `.json` file below `storage/{session,message,part}`, sorted.
+fn storage_files(storage: &Path, out: &mut Vec<PathBuf>, issues: &mut Vec<SourceIssue>) {
+    for kind in ["session", "message", "part"] {
+        let dir = storage.join(kind);
+        if fs::symlink_metadata(&dir).is_ok_and(|meta| meta.is_dir()) {
+            json_files_below(&dir, 0, out, issues);
+        }
+    }
+}
+
+fn json_files_below(
+    dir: &Path,
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+    issues: &mut Vec<SourceIssue>,
+) {
+    for (path, kind) in list_dir(dir, issues) {
+        match kind {
+            EntryKind::File if has_extension(&path, "json") => out.push(path),
+            EntryKind::Dir if depth < 3 => json_files_below(&path, depth + 1, out, issues),
+            _ => {}
+        }
+    }
+}
+
+/// The sessions of one unit.
+pub fn read(unit: &SourceUnit) -> Result<Read, ReadError> {
+    let mut issues = Vec::new();
+    let mut collected = Collected::default();
+    let main = unit.path.as_path();
+    let is_dir = fs::metadata(main)
+        .map_err(|e| ReadError::io(main, e))?
+        .is_dir();
+    if !is_dir && has_extension(main, "json") && unit.side_files.is_empty() {
+        read_export(main, &mut collected, &mut issues)?;
+    } else {
+        if !is_dir {
+            read_db(main, &mut collected, &mut issues)?;
+        }
+        for db in unit
+            .side_files
+            .iter()
+            .filter(|path| has_extension(path, "db"))
+        {
+            if let Err(e) = read_db(db, &mut collected, &mut issues) {
+                issues.push(SourceIssue::in_file(db, format!("database skipped: {e}")));
+            }
+        }
+        let storage = if is_dir {
+            main.to_owned()
+        } else {
+            main.parent().unwrap_or(Path::new(".")).join("storage")
+        };
+        for file in unit
+            .side_files
+            .iter()
+            .filter(|path| has_extension(path, "json"))
+        {
+            if let Ok(relative) = file.strip_prefix(&storage) {
+                read_storage_file(file, relative, &mut collected, &mut issues);
+            }
+        }
+    }
+    let sessions = collected.into_sessions(main, &mut issues);
+    Ok(Read { sessions, issues })
+}
+
+/// A session's record: its `info` JSON (from a file, or rebuilt from the database's columns).
+#[derive(Debug)]
+struct RawSession {
+    id: String,
+    info: Value,
+}
+
+/// A message's record; `data` is its JSON (the id columns removed, in the database).
+#[derive(Debug)]
+struct RawMessage {
+    id: String,
+    session_id: String,
+    time_created: i64,
+    data: Value,
+}
+
+/// A part's record.
+#[derive(Debug)]
+struct RawPart {
+    id: String,
+    message_id: String,
+    data: Value,
+}
+
+/// Records gathered from every source of a unit, the first of each id kept: databases are read
+/// before the JSON files, so the database wins.
+#[derive(Debug, Default)]
+struct Collected {
+    sessions: BTreeMap<String, RawSession>,
+    messages: HashMap<String, RawMessage>,
+    parts: HashMap<String, RawPart>,
+}
+
+impl Collected {
+    fn add_session(&mut self, session: RawSession) {
+        self.sessions.entry(session.id.clone()).or_insert(session);
+    }
+
+    fn add_message(&mut self, message: RawMessage) {
+        self.messages.entry(message.id.clone()).or_insert(message);
+    }
+
+    fn add_part(&mut self, part: RawPart) {
+        self.parts.entry(part.id.clone()).or_insert(part);
+    }
+
+    fn into_sessions(self, source: &Path, issues: &mut Vec<SourceIssue>) -> Vec<ImportedSession> {
+        let Collected {
+            mut sessions,
+            messages,
+            parts,
+        } = self;
+        let mut parts_of: HashMap<String, Vec<RawPart>> = HashMap::new();
+        for part in parts.into_values() {
+            parts_of
+                .entry(part.message_id.clone())
+                .or_default()
+                .push(part);
+        }
+        for list in parts_of.values_mut() {
+            list.sort_by(|a, b| a.id.cmp(&b.id));
+        }
+        let mut messages_of: HashMap<String, Vec<RawMessage>> = HashMap::new();
+        for message in messages.into_values() {
+            messages_of
+                .entry(message.session_id.clone())
+                .or_default()
+                .push(message);
+        }
+        for (session_id, list) in &mut messages_of {
+            list.sort_by(|a, b| (a.time_created, &a.id).cmp(&(b.time_created, &b.id)));
+            if !sessions.contains_key(session_id) {
+                issues.push(SourceIssue::in_file(
+                    source,
+                    format!(
+                        "messages of session {session_id} without its session record: imported \
+                         without a title or project"
+                    ),
+                ));
+                sessions.insert(
+                    session_id.clone(),
+                    RawSession {
+                        id: session_id.clone(),
+                        info: Value::Null,
+                    },
+                );
+            }
+        }
+        let mut unknown = Unknown::default();
+        let mut out: Vec<ImportedSession> = sessions
+            .into_values()
+            .map(|raw| {
+                let messages = messages_of.remove(&raw.id).unwrap_or_default();
+                build_session(source, &raw, &messages, &mut parts_of, &mut unknown)
+            })
+            .collect();
+        out.sort_by(|a, b| (a.created_ms, &a.source_id).cmp(&(b.created_ms, &b.source_id)));
+        for (what, first) in unknown.seen {
+            issues.push(SourceIssue::in_file(
+                source,
+                format!("unknown {what} skipped (first in message {first})"),
+            ));
+        }
+        out
+    }
+}
+
+/// Unknown roles and part types met, each reported once per unit with the first message that
+/// had it.
+#[derive(Debug, Default)]
+struct Unknown {
+    seen: BTreeMap<String, String>,
+}
+
+impl Unknown {
+    fn note(&mut self, what: String, message_id: &str) {
+        self.seen
+            .entry(what)
+            .or_insert_with(|| message_id.to_owned());
+    }
+}
+
+/// Part types opencode writes (message-v2.ts); others are reported.
+const KNOWN_PARTS: [&str; 12] = [
+    "text",
+    "reasoning",
+    "tool",
+    "file",
+    "step-start",
+    "step-finish",
+    "snapshot",
+    "patch",
+    "agent",
+    "subtask",
+    "retry",
+    "compaction",
+];
+
+/// Opens a database read-only: a `file:…?mode=ro` URI, never creating or writing anything.
+pub(crate) fn open_read_only(path: &Path) -> Result<Connection, ReadError> {
+    let uri = sqlite_uri(path);
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(&uri, flags).map_err(|e| db_error(path, &e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| db_error(path, &e))?;
+    Ok(conn)
+}
+
+/// `file:<percent-encoded path>?mode=ro`.
+fn sqlite_uri(path: &Path) -> String {
+    use std::fmt::Write as _;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut uri = String::from("file:");
+    for byte in absolute.as_os_str().as_encoded_bytes() {
+        if byte.is_ascii_alphanumeric() || b"/._~-".contains(byte) {
+            uri.push(char::from(*byte));
+        } else {
+            let _ = write!(uri, "%{byte:02X}");
+        }
+    }
+    uri.push_str("?mode=ro");
+    uri
+}
+
+pub(crate) fn db_error(path: &Path, e: &rusqlite::Error) -> ReadError {
+    ReadError::Database {
+        path: path.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+/// The columns a table has (empty when it does not exist).
+pub(crate) fn table_columns(
+    conn: &Connection,
+    path: &Path,
+    table: &str,
+) -> Result<Vec<String>, ReadError> {
+    let mut stmt = conn
+        .prepare("SELECT name FROM pragma_table_info(?1)")
+        .map_err(|e| db_error(path, &e))?;
+    let rows = stmt
+        .query_map([table], |row| row.get::<_, String>(0))
+        .map_err(|e| db_error(path, &e))?;
+    rows.collect::<Result<Vec<_>, _>>()
+        .map_err(|e| db_error(path, &e))
+}
+
+/// A `SELECT` of `wanted` columns from `table`, `NULL` for those it lacks.
+pub(crate) fn select_columns(table: &str, have: &[String], wanted: &[&str], tail: &str) -> String {
+    let list: Vec<String> = wanted
+        .iter()
+        .map(|col| {
+            if have.iter().any(|c| c == col) {
+                format!("\"{col}\"")
+            } else {
+                "NULL".to_owned()
+            }
+        })
+        .collect();
+    format!("SELECT {} FROM \"{table}\" {tail}", list.join(", "))
+}
+
+/// A column read as text whatever SQLite holds (numbers printed).
+pub(crate) fn col_text(row: &rusqlite::Row<'_>, index: usize) -> Option<String> {
+    match row.get_ref(index).ok()? {
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
+            Some(String::from_utf8_lossy(bytes).into_owned())
+        }
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(x) => Some(x.to_string()),
+        ValueRef::Null => None,
+    }
+}
+
+/// A column read as an integer whatever SQLite holds (text parsed, reals truncated).
+pub(crate) fn col_int(row: &rusqlite::Row<'_>, index: usize) -> Option<i64> {
+    match row.get_ref(index).ok()? {
+        ValueRef::Integer(n) => Some(n),
+        ValueRef::Real(x) => Some(x as i64),
+        ValueRef::Text(bytes) => std::str::from_utf8(bytes).ok()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn parse_value(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    freecode_core::json::from_slice_lossy::<Value>(bytes).map(|lossy| lossy.value)
+}
+
+fn read_db(
+    path: &Path,
+    out: &mut Collected,
+    issues: &mut Vec<SourceIssue>,
+) -> Result<(), ReadError> {
+    let conn = open_read_only(path)?;
+    let session_cols = table_columns(&conn, path, "session")?;
+    let message_cols = table_columns(&conn, path, "message")?;
+    let part_cols = table_columns(&conn, path, "part")?;
+    for (table, cols, needed) in [
+        ("session", &session_cols, &["id"][..]),
+        ("message", &message_cols, &["id", "session_id", "data"][..]),
+        ("part", &part_cols, &["id", "message_id", "data"][..]),
+    ] {
+        if let Some(missing) = needed.iter().find(|col| !cols.iter().any(|c| c == *col)) {
+            return Err(ReadError::NotThisAgent {
+                path: path.to_owned(),
+                agent: Agent::Opencode,
+                message: format!("no column {table}.{missing}"),
+            });
+        }
+    }
+    let sql = select_columns(
+        "session",
+        &session_cols,
+        &[
+            "id",
+            "parent_id",
+            "directory",
+            "title",
+            "version",
+            "time_created",
+            "time_updated",
+            "slug",
+        ],
+        "",
+    );
+    let mut stmt = conn.prepare(&sql).map_err(|e| db_error(path, &e))?;
+    let mut rows = stmt.query([]).map_err(|e| db_error(path, &e))?;
+    while let Some(row) = rows.next().map_err(|e| db_error(path, &e))? {
+        let Some(id) = col_text(row, 0) else { continue };
+        let mut info = serde_json::Map::new();
+        info.insert("id".into(), Value::String(id.clone()));
+        for (index, key) in [
+            (1, "parentID"),
+            (2, "directory"),
+            (3, "title"),
+            (4, "version"),
+            (7, "slug"),
+        ] {
+            if let Some(text) = col_text(row, index) {
+                info.insert(key.into(), Value::String(text));
+            }
+        }
+        let mut time = serde_json::Map::new();
+        for (index, key) in [(5, "created"), (6, "updated")] {
+            if let Some(ms) = col_int(row, index) {
+                time.insert(key.into(), Value::from(ms));
+            }
+        }
+        info.insert("time".into(), Value::Object(time));
+        out.add_session(RawSession {
+            id,
+            info: Value::Object(info),
+        });
+    }
+    drop(rows);
+    drop(stmt);
+
+    let sql = select_columns(
+        "message",
+        &message_cols,
+        &["id", "session_id", "time_created", "data"],
+        "",
+    );
+    let mut stmt = conn.prepare(&sql).map_err(|e| db_error(path, &e))?;
+    let mut rows = stmt.query([]).map_err(|e| db_error(path, &e))?;
+    while let Some(row) = rows.next().map_err(|e| db_error(path, &e))? {
+        let (Some(id), Some(session_id)) = (col_text(row, 0), col_text(row, 1)) else {
+            continue;
+        };
+        let data = match row_json(row, 3) {
+            Ok(data) => data,
+            Err(e) => {
+                issues.push(SourceIssue::in_file(
+                    path,
+                    format!("message {id}: data is not JSON, skipped: {e}"),
+                ));
+                continue;
+            }
+        };
+        let time_created = col_int(row, 2)
+            .or_else(|| data.pointer("/time/created").and_then(Value::as_i64))
+            .unwrap_or(0);
+        out.add_message(RawMessage {
+            id,
+            session_id,
+            time_created,
+            data,
+        });
+    }
+    drop(rows);
+    drop(stmt);
+
+    let sql = select_columns("part", &part_cols, &["id", "message_id", "data"], "");
+    let mut stmt = conn.prepare(&sql).map_err(|e| db_error(path, &e))?;
+    let mut rows = stmt.query([]).map_err(|e| db_error(path, &e))?;
+    while let Some(row) = rows.next().map_err(|e| db_error(path, &e))? {
+        let (Some(id), Some(message_id)) = (col_text(row, 0), col_text(row, 1)) else {
+            continue;
+        };
+        match row_json(row, 2) {
+            Ok(data) => out.add_part(RawPart {
+                id,
+                message_id,
+                data,
+            }),
+            Err(e) => issues.push(SourceIssue::in_file(
+                path,
+                format!("part {id}: data is not JSON, skipped: {e}"),
+            )),
+        }
+    }
+    Ok(())
+}
+
+fn row_json(row: &rusqlite::Row<'_>, index: usize) -> Result<Value, String> {
+    match row.get_ref(index).map_err(|e| e.to_string())? {
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
+            parse_value(bytes).map_err(|e| e.to_string())
+        }
+        _ => Err("not text".to_owned()),
+    }
+}
+
+/// Reads a whole JSON file (bounded).
+fn read_json_file(path: &Path) -> Result<Value, String> {
+    let len = fs::metadata(path).map_err(|e| e.to_string())?.len();
+    if len > MAX_JSON_FILE {
+        return Err(format!("{len} bytes, over the {MAX_JSON_FILE}-byte limit"));
+    }
+    let bytes = fs::read(path).map_err(|e| e.to_string())?;
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+    parse_value(bytes).map_err(|e| format!("not JSON: {e}"))
+}
+
+fn str_of<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+fn stem(path: &Path) -> Option<String> {
+    path.file_stem().and_then(|s| s.to_str()).map(str::to_owned)
+}
+
+/// The name of a file's directory, unless it is the kind's own directory (`part/`, `message/`).
+fn parent_name(path: &Path, kind: &str) -> Option<String> {
+    let name = path.parent()?.file_name()?.to_str()?;
+    (name != kind).then(|| name.to_owned())
+}
+
+/// One file of the storage tree, by where it sits: `session/…`, `message/<ses>/…`,
+/// `part/<msg>/…` (ids from the file's content, else from its names).
+fn read_storage_file(
+    path: &Path,
+    relative: &Path,
+    out: &mut Collected,
+    issues: &mut Vec<SourceIssue>,
+) {
+    let Some(kind) = relative
+        .components()
+        .next()
+        .and_then(|c| c.as_os_str().to_str())
+    else {
+        return;
+    };
+    let data = match read_json_file(path) {
+        Ok(data) if data.is_object() => data,
+        Ok(_) => {
+            issues.push(SourceIssue::in_file(path, "not a JSON object, skipped"));
+            return;
+        }
+        Err(e) => {
+            issues.push(SourceIssue::in_file(path, format!("skipped: {e}")));
+            return;
+        }
+    };
+    let id = str_of(&data, "id")
+        .map(str::to_owned)
+        .or_else(|| stem(path));
+    let Some(id) = id else { return };
+    match kind {
+        "session" => out.add_session(RawSession { id, info: data }),
+        "message" => {
+            let session_id = str_of(&data, "sessionID")
+                .map(str::to_owned)
+                .or_else(|| parent_name(path, "message"));
+            let Some(session_id) = session_id else {
+                issues.push(SourceIssue::in_file(
+                    path,
+                    "message without a session id, skipped",
+                ));
+                return;
+            };
+            let time_created = data
+                .pointer("/time/created")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            out.add_message(RawMessage {
+                id,
+                session_id,
+                time_created,
+                data,
+            });
+        }
+        "part" => {
+            let message_id = str_of(&data, "messageID")
+                .map(str::to_owned)
+                .or_else(|| parent_name(path, "part"));
+            let Some(message_id) = message_id else {
+                issues.push(SourceIssue::in_file(
+                    path,
+                    "part without a message id, skipped",
+                ));
+                return;
+            };
+            out.add_part(RawPart {
+                id,
+                message_id,
+                data,
+            });
+        }
+        _ => {}
+    }
+}
+
+/// `opencode export` output: `{info, messages: [{info, parts}]}`.
+fn read_export(
+    path: &Path,
+    out: &mut Collected,
+    issues: &mut Vec<SourceIssue>,
+) -> Result<(), ReadError> {
+    let data = read_json_file(path).map_err(|message| ReadError::NotThisAgent {
+        path: path.to_owned(),
+        agent: Agent::Opencode,
+        message,
+    })?;
+    let (Some(info), Some(messages)) = (
+        data.get("info").filter(|info| str_of(info, "id").is_some()),
+        data.get("messages").and_then(Value::as_array),
+    ) else {
+        return Err(ReadError::NotThisAgent {
+            path: path.to_owned(),
+            agent: Agent::Opencode,
+            message: "not an opencode export: no `info.id` and `messages`".to_owned(),
+        });
+    };
+    let session_id = str_of(info, "id").unwrap_or_default().to_owned();
+    out.add_session(RawSession {
+        id: session_id.clone(),
+        info: info.clone(),
+    });
+    for (index, entry) in messages.iter().enumerate() {
+        let Some(message) = entry.get("info").filter(|m| str_of(m, "id").is_some()) else {
+            issues.push(SourceIssue::in_file(
+                path,
+                format!("messages[{index}] has no `info.id`, skipped"),
+            ));
+            continue;
+        };
+        let id = str_of(message, "id").unwrap_or_default().to_owned();
+        for (part_index, part) in entry
+            .get("parts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let part_id = str_of(part, "id")
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("{id}#{part_index:06}"));
+            out.add_part(RawPart {
+                id: part_id,
+                message_id: id.clone(),
+                data: part.clone(),
+            });
+        }
+        out.add_message(RawMessage {
+            id,
+            session_id: str_of(message, "sessionID")
+                .map(str::to_owned)
+                .unwrap_or_else(|| session_id.clone()),
+            time_created: message
+                .pointer("/time/created")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            data: message.clone(),
+        });
+    }
+    Ok(())
+}
+
+fn time_at(value: &Value, pointer: &str) -> Option<i64> {
+    value.pointer(pointer).and_then(Value::as_i64)
+}
+
+/// A message's provider and model: `providerID`/`modelID`, or inside `model{}`.
+fn provider_model(data: &Value) -> (Option<String>, Option<String>) {
+    let model_obj = data.get("model").filter(|m| m.is_object());
+    let provider = str_of(data, "providerID")
+        .or_else(|| model_obj.and_then(|m| str_of(m, "providerID")))
+        .map(str::to_owned);
+    let model = str_of(data, "modelID")
+        .or_else(|| model_obj.and_then(|m| str_of(m, "modelID")))
+        .map(str::to_owned);
+    (provider, model)
+}
+
+/// `tokens{input, output, reasoning, cache{read, write}}` in our convention: opencode keeps
+/// input and the cache counters disjoint, so the input is their sum.
+fn usage_of(tokens: &Value) -> Option<Usage> {
+    let tokens = tokens.as_object()?;
+    let count = |v: Option<&Value>| v.and_then(Value::as_u64);
+    let input = count(tokens.get("input"));
+    let output = count(tokens.get("output"));
+    let cache = tokens.get("cache");
+    let read = count(cache.and_then(|c| c.get("read")));
+    let write = count(cache.and_then(|c| c.get("write")));
+    if input.is_none() && output.is_none() {
+        return None;
+    }
+    let mut usage = Usage::new(
+        input.unwrap_or(0) + read.unwrap_or(0) + write.unwrap_or(0),
+        output.unwrap_or(0),
+    );
+    usage.cache_read_input_tokens = read;
+    usage.cache_write_input_tokens = write;
+    usage.reasoning_tokens = count(tokens.get("reasoning"));
+    Some(usage)
+}
+
+/// A tool part's text result: strings as they are, anything else as JSON.
+fn text_of(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// opencode's permission refusals: the user's (`RejectedError`, with or without feedback) and a
+/// rule's (`DeniedError`, older and newer wording).
+fn is_refusal(error: &str) -> bool {
+    error.starts_with("The user rejected permission")
+        || error.starts_with("The user has specified a rule which prevents")
+        || error.starts_with("Permission denied by ruleset")
+}
+
+fn tool_call(part: &Value) -> ToolCall {
+    let state = part.get("state").unwrap_or(&Value::Null);
+    let status = str_of(state, "status").unwrap_or("");
+    let (result, outcome) = match status {
+        "completed" | "success" => (text_of(state.get("output")), ToolOutcome::Ok),
+        "error" => {
+            let error = text_of(state.get("error")).unwrap_or_default();
+            if is_refusal(&error) {
+                (Some(error.clone()), ToolOutcome::Denied(Some(error)))
+            } else {
+                (Some(error), ToolOutcome::Error)
+            }
+        }
+        _ => (None, ToolOutcome::Missing),
+    };
+    ToolCall {
+        call_id: str_of(part, "callID")
+            .or_else(|| str_of(part, "id"))
+            .unwrap_or_default()
+            .to_owned(),
+        name: str_of(part, "tool").unwrap_or("unknown").to_owned(),
+        args: state.get("input").cloned().unwrap_or(Value::Null),
+        result,
+        outcome,
+        started_ms: time_at(state, "/time/start"),
+        finished_ms: match status {
+            "completed" | "success" | "error" => time_at(state, "/time/end"),
+            _ => None,
+        },
+    }
+}
+
+/// A `file` part: an image inline, anything else named.
+fn file_part(part: &Value) -> Part {
+    let mime = str_of(part, "mime").unwrap_or("application/octet-stream");
+    let url = str_of(part, "url").unwrap_or("");
+    let name = str_of(part, "filename")
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            if url.starts_with("data:") {
+                "attachment".to_owned()
+            } else {
+                url.to_owned()
+            }
+        });
+    if mime.starts_with("image/")
+        && let Some(rest) = url.strip_prefix("data:")
+        && let Some((_, data)) = rest.split_once(";base64,")
+    {
+        return Part::image(data, mime, Some(name));
+    }
+    if url.starts_with("data:") || url.is_empty() {
+        Part::text(format!("[file {name} ({mime})]"))
+    } else {
+        Part::text(format!("[file {name} ({mime}): {url}]"))
+    }
+}
+
+/// An `error{name, data{message}}` or a retry's error as its text.
+fn error_text(error: &Value) -> String {
+    let message = error
+        .pointer("/data/message")
+        .and_then(Value::as_str)
+        .or_else(|| str_of(error, "message"));
+    let name = str_of(error, "name");
+    match (name, message) {
+        (Some(name), Some(message)) => format!("{name}: {message}"),
+        (None, Some(message)) => message.to_owned(),
+        (Some(name), None) => name.to_owned(),
+        (None, None) => error.to_string(),
+    }
+}
+
+fn is_text_kept(part: &Value) -> bool {
+    part.get("ignored").and_then(Value::as_bool) != Some(true)
+}
+
+fn build_session(
+    source: &Path,
+    raw: &RawSession,
+    messages: &[RawMessage],
+    parts_of: &mut HashMap<String, Vec<RawPart>>,
+    unknown: &mut Unknown,
+) -> ImportedSession {
+    let info = &raw.info;
+    let mut session = ImportedSession::new(Agent::Opencode, raw.id.clone(), source);
+    session.version = str_of(info, "version").map(str::to_owned);
+    session.project_path = str_of(info, "directory").map(str::to_owned);
+    session.title = str_of(info, "title").map(str::to_owned);
+    session.created_ms = time_at(info, "/time/created");
+    session.updated_ms = time_at(info, "/time/updated");
+    session.parent = str_of(info, "parentID").map(|parent| ParentLink {
+        source_id: parent.to_owned(),
+        kind: ParentKind::Subagent,
+    });
+    // A compaction marker waiting for the `summary: true` message that carries its text.
+    let mut pending_compaction: Option<Option<i64>> = None;
+    for message in messages {
+        let data = &message.data;
+        let parts = parts_of.remove(&message.id).unwrap_or_default();
+        for part in &parts {
+            let kind = str_of(&part.data, "type").unwrap_or("");
+            if !KNOWN_PARTS.contains(&kind) {
+                unknown.note(format!("part type {kind:?}"), &message.id);
+            }
+        }
+        let at = time_at(data, "/time/created").or(Some(message.time_created));
+        let role = str_of(data, "role").unwrap_or("");
+        let is_summary = data.get("summary").and_then(Value::as_bool) == Some(true);
+        if role == "assistant" && is_summary {
+            let summary: Vec<&str> = parts
+                .iter()
+                .filter(|p| str_of(&p.data, "type") == Some("text") && is_text_kept(&p.data))
+                .filter_map(|p| str_of(&p.data, "text"))
+                .collect();
+            pending_compaction = None;
+            session.items.push(Item::Compaction(Compaction {
+                at_ms: time_at(data, "/time/completed").or(at),
+                summary: summary.join("\n"),
+                before_tokens: None,
+                after_tokens: None,
+            }));
+            continue;
+        }
+        if let Some(marker_at) = pending_compaction.take() {
+            session.items.push(Item::Compaction(Compaction {
+                at_ms: marker_at,
+                summary: String::new(),
+                before_tokens: None,
+                after_tokens: None,
+            }));
+        }
+        let compaction_marked = parts
+            .iter()
+            .any(|p| str_of(&p.data, "type") == Some("compaction"));
+        match role {
+            "user" => {
+                let mut user_parts = Vec::new();
+                for part in &parts {
+                    let data = &part.data;
+                    match str_of(data, "type").unwrap_or("") {
+                        "text" if is_text_kept(data) => {
+                            if let Some(text) = str_of(data, "text") {
+                                user_parts.push(Part::text(text));
+                            }
+                        }
+                        "file" => user_parts.push(file_part(data)),
+                        "subtask" => {
+                            if let Some(prompt) =
+                                str_of(data, "prompt").or_else(|| str_of(data, "description"))
+                            {
+                                user_parts.push(Part::text(prompt));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                let only_marks_compaction = compaction_marked
+                    && parts.iter().all(|p| {
+                        matches!(str_of(&p.data, "type"), Some("compaction"))
+                            || p.data.get("synthetic").and_then(Value::as_bool) == Some(true)
+                    });
+                if only_marks_compaction {
+                    pending_compaction = Some(at);
+                    continue;
+                }
+                session.items.push(Item::User(UserTurn {
+                    id: Some(message.id.clone()),
+                    at_ms: at,
+                    parts: user_parts,
+                }));
+                if compaction_marked {
+                    pending_compaction = Some(at);
+                }
+            }
+            "assistant" => {
+                let (provider, model) = provider_model(data);
+                if provider.is_some() {
+                    session.provider = provider;
+                }
+                if model.is_some() {
+                    session.model = model.clone();
+                }
+                if session.project_path.is_none() {
+                    session.project_path = data
+                        .pointer("/path/cwd")
+                        .and_then(Value::as_str)
+                        .filter(|cwd| !cwd.is_empty())
+                        .map(str::to_owned);
+                }
+                let mut content = Vec::new();
+                let mut subagents = Vec::new();
+                let mut first_token: Option<i64> = None;
+                let mut last_end: Option<i64> = None;
+                let mut step_usage: Option<Usage> = None;
+                for part in &parts {
+                    let data = &part.data;
+                    if let Some(start) =
+                        time_at(data, "/time/start").or_else(|| time_at(data, "/state/time/start"))
+                    {
+                        first_token = Some(first_token.map_or(start, |t| t.min(start)));
+                    }
+                    if let Some(end) =
+                        time_at(data, "/time/end").or_else(|| time_at(data, "/state/time/end"))
+                    {
+                        last_end = Some(last_end.map_or(end, |t| t.max(end)));
+                    }
+                    match str_of(data, "type").unwrap_or("") {
+                        "text" if is_text_kept(data) => {
+                            if let Some(text) = str_of(data, "text") {
+                                content.push(Content::Part(Part::text(text)));
+                            }
+                        }
+                        "file" => content.push(Content::Part(file_part(data))),
+                        "tool" => {
+                            let call = tool_call(data);
+                            if call.name == "task"
+                                && let Some(child) = data
+                                    .pointer("/state/metadata/sessionId")
+                                    .and_then(Value::as_str)
+                            {
+                                let task = call
+                                    .args
+                                    .get("prompt")
+                                    .or_else(|| call.args.get("description"))
+                                    .and_then(Value::as_str)
+                                    .unwrap_or_default();
+                                subagents.push(SubagentRun {
+                                    subagent_id: child.to_owned(),
+                                    task: task.to_owned(),
+                                    started_ms: call.started_ms,
+                                    stopped_ms: call.finished_ms,
+                                    result: call.result.clone(),
+                                });
+                            }
+                            content.push(Content::Tool(call));
+                        }
+                        "step-finish" => {
+                            if let Some(step) = data.get("tokens").and_then(usage_of) {
+                                step_usage = Some(match step_usage {
+                                    None => step,
+                                    Some(sum) => add_usage(&sum, &step),
+                                });
+                            }
+                        }
+                        "retry" => {
+                            let error = data.get("error").unwrap_or(&Value::Null);
+                            session.items.push(Item::Error(ErrorNote {
+                                at_ms: time_at(data, "/time/created").or(at),
+                                message: format!(
+                                    "retry {}: {}",
+                                    data.get("attempt").and_then(Value::as_u64).unwrap_or(0),
+                                    error_text(error)
+                                ),
+                                aborted: false,
+                            }));
+                        }
+                        _ => {}
+                    }
+                }
+                let completed = time_at(data, "/time/completed").or(last_end);
+                session.items.push(Item::Response(Response {
+                    id: Some(message.id.clone()),
+                    model,
+                    requested_ms: at,
+                    first_token_ms: first_token,
+                    completed_ms: completed,
+                    content,
+                    usage: data.get("tokens").and_then(usage_of).or(step_usage),
+                }));
+                if let Some(error) = data.get("error").filter(|e| !e.is_null()) {
+                    session.items.push(Item::Error(ErrorNote {
+                        at_ms: completed.or(at),
+                        message: error_text(error),
+                        aborted: str_of(error, "name") == Some("MessageAbortedError"),
+                    }));
+                }
+                session
+                    .items
+                    .extend(subagents.into_iter().map(Item::Subagent));
+                if compaction_marked {
+                    pending_compaction = Some(completed.or(at));
+                }
+            }
+            other => unknown.note(format!("message role {other:?}"), &message.id),
+        }
+    }
+    if let Some(marker_at) = pending_compaction {
+        session.items.push(Item::Compaction(Compaction {
+            at_ms: marker_at,
+            summary: String::new(),
+            before_tokens: None,
+            after_tokens: None,
+        }));
+    }
+    session
+}
+
+fn add_usage(a: &Usage, b: &Usage) -> Usage {
+    let sum = |x: Option<u64>, y: Option<u64>| match (x, y) {
+        (None, None) => None,
+        (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+    };
+    let mut usage = Usage::new(0, 0);
+    usage.input_tokens = sum(a.input_tokens, b.input_tokens);
+    usage.output_tokens = sum(a.output_tokens, b.output_tokens);
+    usage.cache_read_input_tokens = sum(a.cache_read_input_tokens, b.cache_read_input_tokens);
+    usage.cache_write_input_tokens = sum(a.cache_write_input_tokens, b.cache_write_input_tokens);
+    usage.reasoning_tokens = sum(a.reasoning_tokens, b.reasoning_tokens);
+    usage
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read_export_value(export: &Value) -> Read {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("export.json");
+        fs::write(&path, export.to_string()).unwrap();
+        let mut issues = Vec::new();
+        let units = discover(&path, &mut issues);
+        assert!(issues.is_empty());
+        read(&units[0]).unwrap()
+    }
+
+    fn message(id: &str, info: Value, parts: Value) -> Value {
+        let mut info = info;
+        info["id"] = json!(id);
+        json!({"info": info, "parts": parts})
+    }
+
+    #[test]
+    fn uris_escape_what_sqlite_would_read_as_syntax() {
+        assert_eq!(
+            sqlite_uri(Path::new("/tmp/a b?c#d%e")),
+            "file:/tmp/a%20b%3Fc%23d%25e?mode=ro"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("odd ?#%name.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (7);")
+            .unwrap();
+        drop(conn);
+        let conn = open_read_only(&path).unwrap();
+        let x: i64 = conn.query_row("SELECT x FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(x, 7);
+    }
+
+    #[test]
+    fn the_connection_refuses_writes_and_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("opencode.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x);")
+            .unwrap();
+        let conn = open_read_only(&path).unwrap();
+        let err = conn.execute("INSERT INTO t VALUES (1)", []).unwrap_err();
+        assert_eq!(
+            err.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::ReadOnly),
+            "{err}"
+        );
+        assert!(open_read_only(&dir.path().join("missing.db")).is_err());
+        assert!(!dir.path().join("missing.db").exists());
+    }
+
+    #[test]
+    fn a_database_with_only_the_required_columns_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("opencode.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                r#"CREATE TABLE session (id TEXT);
+                   CREATE TABLE message (id TEXT, session_id TEXT, data TEXT);
+                   CREATE TABLE part (id TEXT, message_id TEXT, data TEXT);
+                   INSERT INTO session VALUES ('ses_1');
+                   INSERT INTO message VALUES ('msg_2', 'ses_1', '{"role":"assistant","time":{"created":20}}');
+                   INSERT INTO message VALUES ('msg_1', 'ses_1', '{"role":"user","time":{"created":10}}');
+                   INSERT INTO message VALUES ('msg_3', 'ses_1', 'not json');
+                   INSERT INTO part VALUES ('prt_1', 'msg_1', '{"type":"text","text":"hello"}');"#,
+            )
+            .unwrap();
+        let read = read(&db_unit(Agent::Opencode, &path)).unwrap();
+        assert_eq!(read.sessions.len(), 1);
+        let session = &read.sessions[0];
+        assert_eq!(session.message_count(), 2);
+        assert!(
+            matches!(&session.items[0], Item::User(u) if u.parts[0].text_content() == Some("hello"))
+        );
+        assert_eq!(read.issues.len(), 1);
+        assert!(read.issues[0].message.contains("msg_3"));
+    }
+
+    #[test]
+    fn a_database_of_something_else_is_not_opencode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("opencode.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE other (x);")
+            .unwrap();
+        assert!(matches!(
+            read(&db_unit(Agent::Opencode, &path)),
+            Err(ReadError::NotThisAgent { .. })
+        ));
+    }
+
+    #[test]
+    fn an_export_maps_compaction_refusals_subagents_files_and_retries() {
+        let tokens =
+            json!({"input": 5, "output": 7, "reasoning": 2, "cache": {"read": 100, "write": 0}});
+        let export = json!({
+            "info": {"id": "ses_a", "title": "T", "directory": "/p", "time": {"created": 1, "updated": 9}},
+            "messages": [
+                message("msg_01", json!({"role": "user", "time": {"created": 1}}), json!([
+                    {"id": "prt_01", "type": "text", "text": "look at this"},
+                    {"id": "prt_02", "type": "file", "mime": "image/png", "filename": "a.png", "url": "data:image/png;base64,QUJD"},
+                    {"id": "prt_03", "type": "text", "text": "ignored text", "ignored": true}
+                ])),
+                message("msg_02", json!({"role": "assistant", "time": {"created": 2, "completed": 6},
+                        "providerID": "openai", "modelID": "gpt-5", "tokens": tokens}), json!([
+                    {"id": "prt_04", "type": "retry", "attempt": 1, "error": {"name": "APIError", "data": {"message": "overloaded"}}, "time": {"created": 2}},
+                    {"id": "prt_05", "type": "reasoning", "text": "secret thoughts", "time": {"start": 3}},
+                    {"id": "prt_06", "type": "tool", "callID": "c1", "tool": "bash",
+                     "state": {"status": "error", "input": {"command": "rm"}, "error": "The user rejected permission to use this specific tool call.", "time": {"start": 3, "end": 4}}},
+                    {"id": "prt_07", "type": "tool", "callID": "c2", "tool": "task",
+                     "state": {"status": "completed", "input": {"description": "d", "prompt": "find it"}, "output": "found",
+                               "metadata": {"sessionId": "ses_child"}, "time": {"start": 4, "end": 5}}},
+                    {"id": "prt_08", "type": "tool", "callID": "c3", "tool": "read",
+                     "state": {"status": "running", "input": {}, "time": {"start": 5}}},
+                    {"id": "prt_09", "type": "mystery"}
+                ])),
+                message("msg_03", json!({"role": "user", "time": {"created": 7}}), json!([
+                    {"id": "prt_10", "type": "compaction", "auto": true}
+                ])),
+                message("msg_04", json!({"role": "assistant", "summary": true, "time": {"created": 8, "completed": 9}}), json!([
+                    {"id": "prt_11", "type": "text", "text": "the summary"}
+                ]))
+            ]
+        });
+        let read = read_export_value(&export);
+        assert_eq!(read.issues.len(), 1, "{:?}", read.issues);
+        assert!(read.issues[0].message.contains("mystery"));
+        let session = &read.sessions[0];
+        assert_eq!(session.message_count(), 2);
+        assert_eq!(
+            (session.provider.as_deref(), session.model.as_deref()),
+            (Some("openai"), Some("gpt-5"))
+        );
+        let [
+            Item::User(user),
+            Item::Error(retry),
+            Item::Response(response),
+            Item::Subagent(run),
+            Item::Compaction(compaction),
+        ] = session.items.as_slice()
+        else {
+            panic!("{:#?}", session.items);
+        };
+        assert_eq!(user.parts.len(), 2);
+        assert_eq!(user.parts[1].data.as_deref(), Some("QUJD"));
+        assert!(retry.message.contains("overloaded") && !retry.aborted);
+        let usage = response.usage.as_ref().unwrap();
+        assert_eq!(
+            (
+                usage.input_tokens,
+                usage.cache_read_input_tokens,
+                usage.reasoning_tokens
+            ),
+            (Some(105), Some(100), Some(2))
+        );
+        assert_eq!(response.first_token_ms, Some(3));
+        let calls: Vec<_> = response
+            .content
+            .iter()
+            .map(|c| match c {
+                Content::Tool(call) => (
+                    call.call_id.as_str(),
+                    call.outcome.clone(),
+                    call.finished_ms,
+                ),
+                Content::Part(p) => panic!("{p:?}"),
+            })
+            .collect();
+        assert!(matches!(
+            calls[0],
+            ("c1", ToolOutcome::Denied(Some(_)), Some(4))
+        ));
+        assert_eq!(calls[1], ("c2", ToolOutcome::Ok, Some(5)));
+        assert_eq!(calls[2], ("c3", ToolOutcome::Missing, None));
+        assert_eq!(
+            (run.subagent_id.as_str(), run.task.as_str()),
+            ("ses_child", "find it")
+        );
+        assert_eq!(
+            (compaction.summary.as_str(), compaction.at_ms),
+            ("the summary", Some(9))
+        );
+    }
+
+    #[test]
+    fn a_json_file_that_is_no_export_is_not_opencode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        fs::write(&path, r#"{"hello": 1}"#).unwrap();
+        assert!(matches!(
+            read(&SourceUnit::file(Agent::Opencode, &path)),
+            Err(ReadError::NotThisAgent { .. })
+        ));
+    }
+
+    #[test]
+    fn discovery_finds_data_dirs_below_a_root_and_skips_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("a/opencode");
+        fs::create_dir_all(data.join("storage/session/p")).unwrap();
+        fs::write(data.join("storage/session/p/ses_1.json"), "{}").unwrap();
+        fs::write(data.join("opencode-beta.db"), "").unwrap();
+        fs::write(data.join("opencode.db"), "").unwrap();
+        fs::write(data.join("opencode.db-wal"), "").unwrap();
+        std::os::unix::fs::symlink(&data, dir.path().join("link")).unwrap();
+        let mut issues = Vec::new();
+        let units = discover(dir.path(), &mut issues);
+        assert!(issues.is_empty());
+        assert_eq!(units.len(), 1);
+        assert_eq!(units[0].path, data.join("opencode.db"));
+        assert_eq!(
+            units[0].side_files,
+            vec![
+                data.join("opencode.db-wal"),
+                data.join("opencode-beta.db"),
+                data.join("storage/session/p/ses_1.json"),
+            ]
+        );
+    }
+}
