@@ -845,8 +845,10 @@ fn provider_model(data: &Value) -> (Option<String>, Option<String>) {
     (provider, model)
 }
 
-/// `tokens{input, output, reasoning, cache{read, write}}` in our convention: opencode keeps
-/// input and the cache counters disjoint, so the input is their sum.
+/// `tokens{total?, input, output, reasoning, cache{read, write}}` in our convention: opencode
+/// keeps input and the cache counters disjoint, so our input is their sum; builds that write
+/// `total` (AI SDK 6) also take reasoning out of `output`, so it is added back (ours is
+/// inclusive), while older ones kept the SDK's inclusive output.
 fn usage_of(tokens: &Value) -> Option<Usage> {
     let tokens = tokens.as_object()?;
     let count = |v: Option<&Value>| v.and_then(Value::as_u64);
@@ -855,16 +857,23 @@ fn usage_of(tokens: &Value) -> Option<Usage> {
     let cache = tokens.get("cache");
     let read = count(cache.and_then(|c| c.get("read")));
     let write = count(cache.and_then(|c| c.get("write")));
+    let reasoning = count(tokens.get("reasoning"));
     if input.is_none() && output.is_none() {
         return None;
     }
+    let output_has_reasoning = !tokens.contains_key("total");
     let mut usage = Usage::new(
         input.unwrap_or(0) + read.unwrap_or(0) + write.unwrap_or(0),
-        output.unwrap_or(0),
+        output.unwrap_or(0)
+            + if output_has_reasoning {
+                0
+            } else {
+                reasoning.unwrap_or(0)
+            },
     );
     usage.cache_read_input_tokens = read;
     usage.cache_write_input_tokens = write;
-    usage.reasoning_tokens = count(tokens.get("reasoning"));
+    usage.reasoning_tokens = reasoning;
     Some(usage)
 }
 
@@ -1387,6 +1396,25 @@ mod tests {
             (compaction.summary.as_str(), compaction.at_ms),
             ("the summary", Some(9))
         );
+    }
+
+    #[test]
+    fn usage_counts_the_cache_in_the_input_and_reasoning_in_the_output() {
+        let old = usage_of(
+            &json!({"input": 5, "output": 7, "reasoning": 2, "cache": {"read": 100, "write": 3}}),
+        )
+        .unwrap();
+        assert_eq!(
+            (old.input_tokens, old.output_tokens, old.reasoning_tokens),
+            (Some(108), Some(7), Some(2))
+        );
+        assert_eq!(
+            (old.cache_read_input_tokens, old.cache_write_input_tokens),
+            (Some(100), Some(3))
+        );
+        let new = usage_of(&json!({"total": 117, "input": 5, "output": 7, "reasoning": 2, "cache": {"read": 100, "write": 3}})).unwrap();
+        assert_eq!((new.input_tokens, new.output_tokens), (Some(108), Some(9)));
+        assert_eq!(usage_of(&json!({"cache": {"read": 1}})), None);
     }
 
     #[test]
