@@ -119,7 +119,19 @@ pub fn read(unit: &SourceUnit) -> Result<Read, ReadError> {
     let mut read = Read::default();
     let path = unit.path.as_path();
     if has_extension(path, "db") {
-        let known = read_db(path, &mut read)?;
+        let legacy_beside = unit.side_files.iter().any(|p| has_extension(p, "jsonl"));
+        let known = match read_db(path, &mut read) {
+            Ok(known) => known,
+            // The legacy files still read when the database cannot be.
+            Err(e) if legacy_beside => {
+                read.issues.push(SourceIssue::in_file(
+                    path,
+                    format!("database skipped, the legacy files beside it read alone: {e}"),
+                ));
+                HashSet::new()
+            }
+            Err(e) => return Err(e),
+        };
         for legacy in unit.side_files.iter().filter(|p| has_extension(p, "jsonl")) {
             let name = legacy.file_stem().and_then(|s| s.to_str()).unwrap_or("");
             if known.contains(name) {

@@ -327,6 +327,28 @@ fn a_legacy_file_of_a_database_session_is_read_once() {
     assert_eq!(ids, vec!["20260301_1", "weather"]);
 }
 
+#[test]
+fn legacy_files_read_when_the_database_beside_them_cannot() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(
+        tmp.path().join("sessions.db"),
+        b"not a database at all, not even close",
+    )
+    .unwrap();
+    fs::copy(
+        schema().join("20260301_1.jsonl"),
+        tmp.path().join("20260301_1.jsonl"),
+    )
+    .unwrap();
+    let read = goose::read(&units(tmp.path())[0]).unwrap();
+    assert_eq!(read.sessions.len(), 1);
+    assert_eq!(read.sessions[0].message_count(), 4);
+    assert_eq!(read.issues.len(), 1);
+    assert!(read.issues[0].path.ends_with("sessions.db"));
+    // Alone, the database is an error.
+    assert!(goose::read(&units(&tmp.path().join("sessions.db"))[0]).is_err());
+}
+
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime)> {
     fs::read_dir(dir)
         .unwrap()
