@@ -462,6 +462,48 @@ fn a_live_wal_reads_what_was_committed() {
 }
 
 #[test]
+fn a_50_mb_part_reads_from_the_database_and_from_a_file() {
+    let big = "y".repeat(50 * 1024 * 1024);
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("opencode");
+    freecode_testkit::copy_tree(&handwritten(), &data);
+    let part = serde_json::json!({"type": "text", "text": big}).to_string();
+    Connection::open(data.join("opencode.db"))
+        .unwrap()
+        .execute(
+            "UPDATE part SET data = ?1 WHERE id = 'prt_b0d3e5640002Zy1Xw2Vu3Ts4'",
+            [&part],
+        )
+        .unwrap();
+    let file =
+        data.join("storage/part/msg_b0d3e5a12001kL7mN8oP9qR0sT/prt_b0d3e5a13002Ee5Ff6Gg7Hh8.json");
+    let mut value: Value = serde_json::from_slice(&fs::read(&file).unwrap()).unwrap();
+    value["text"] = Value::String(big.clone());
+    fs::write(&file, value.to_string()).unwrap();
+    for root in [data.join("opencode.db"), data.join("storage")] {
+        let sessions = read_root(&root);
+        let Item::User(turn) = &sessions[0].items[0] else {
+            panic!("{:?}", sessions[0].items[0]);
+        };
+        let Item::Response(response) = &sessions[0].items[1] else {
+            panic!("{:?}", sessions[0].items[1]);
+        };
+        let Content::Part(text) = &response.content[0] else {
+            panic!("{:?}", response.content[0]);
+        };
+        let lengths = (
+            turn.parts[0].text_content().unwrap().len(),
+            text.text_content().unwrap().len(),
+        );
+        if root.ends_with("opencode.db") {
+            assert_eq!(lengths.0, big.len());
+        } else {
+            assert_eq!(lengths.1, big.len());
+        }
+    }
+}
+
+#[test]
 fn a_torn_json_file_is_reported_and_the_rest_reads() {
     let tmp = tempfile::tempdir().unwrap();
     let storage = tmp.path().join("storage");
