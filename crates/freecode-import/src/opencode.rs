@@ -434,14 +434,39 @@ const KNOWN_PARTS: [&str; 12] = [
 ];
 
 /// Opens a database read-only: a `file:…?mode=ro` URI, never creating or writing anything.
+///
+/// A WAL database whose directory we cannot write (a read-only copy, another user's files)
+/// cannot be opened so when its `-shm` is missing, since SQLite would have to create it; with
+/// no `-wal` beside it either, every commit is in the main file, which is then read as
+/// `immutable=1`.
 pub(crate) fn open_read_only(path: &Path) -> Result<Connection, ReadError> {
-    let uri = sqlite_uri(path);
+    match open_uri(path, "") {
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen) => {
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
+            let wal_is_empty =
+                fs::symlink_metadata(PathBuf::from(wal)).map_or(true, |meta| meta.len() == 0);
+            if path.is_file() && wal_is_empty {
+                open_uri(path, "&immutable=1").map_err(|e| db_error(path, &e))
+            } else {
+                Err(db_error(path, &e))
+            }
+        }
+        other => other.map_err(|e| db_error(path, &e)),
+    }
+}
+
+/// Opens `path` through its read-only URI (plus `extra` parameters) and checks it is readable.
+fn open_uri(path: &Path, extra: &str) -> Result<Connection, rusqlite::Error> {
+    let uri = format!("{}{extra}", sqlite_uri(path));
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(&uri, flags).map_err(|e| db_error(path, &e))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(|e| db_error(path, &e))?;
+    let conn = Connection::open_with_flags(&uri, flags)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| {
+        row.get::<_, i64>(0)
+    })?;
     Ok(conn)
 }
 

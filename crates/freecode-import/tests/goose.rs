@@ -349,6 +349,43 @@ fn legacy_files_read_when_the_database_beside_them_cannot() {
     assert!(goose::read(&units(&tmp.path().join("sessions.db"))[0]).is_err());
 }
 
+/// A directory nobody can write while this lives, root included: mode 0555 and, where the file
+/// system and our capabilities allow, the immutable attribute (`chattr +i`).
+struct Unwritable(PathBuf, bool);
+
+impl Unwritable {
+    fn new(dir: &Path) -> Self {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).unwrap();
+        let frozen = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        Self(dir.to_owned(), frozen)
+    }
+
+    /// Whether a file can still be created in it (as root without `chattr`, it can).
+    fn is_writable(&self) -> bool {
+        let probe = self.0.join(".probe");
+        let created = fs::write(&probe, b"").is_ok();
+        let _ = fs::remove_file(&probe);
+        created
+    }
+}
+
+impl Drop for Unwritable {
+    fn drop(&mut self) {
+        if self.1 {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&self.0)
+                .status();
+        }
+        let _ = fs::set_permissions(&self.0, fs::Permissions::from_mode(0o700));
+    }
+}
+
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime)> {
     fs::read_dir(dir)
         .unwrap()
@@ -371,11 +408,14 @@ fn a_read_only_database_reads_and_is_left_as_it_was() {
     let db = dir.join("sessions.db");
     fs::copy(schema().join("sessions.db"), &db).unwrap();
     fs::set_permissions(&db, fs::Permissions::from_mode(0o444)).unwrap();
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o555)).unwrap();
+    let lock = Unwritable::new(&dir);
+    if lock.is_writable() {
+        eprintln!("note: this user can write a 0555 directory and chattr is unavailable");
+    }
     let before = snapshot(&dir);
     let sessions = read_root(&dir);
     let after = snapshot(&dir);
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    drop(lock);
     assert_eq!(before, after, "the database or its directory changed");
     let mut original = read_root(&schema().join("sessions.db"));
     for session in &mut original {
