@@ -20,7 +20,9 @@
 //! the input counted inclusive of the cache (opencode keeps the three disjoint). An assistant
 //! `error` follows it as an [`Item::Error`] (`MessageAbortedError` is an abort), a `retry` part
 //! precedes it as one. A `compaction` part and the assistant `summary: true` message after it are
-//! one [`Item::Compaction`]. A session with a `parentID` is a child (a task-tool subagent), and a
+//! one [`Item::Compaction`]. An assistant message that finishes other than with `tool-calls`
+//! (or is aborted) ends the turn ([`Item::TurnEnd`], timed from the user's message). A session
+//! with a `parentID` is a child (a task-tool subagent), and a
 //! `task` tool call naming its session is an [`Item::Subagent`] in the parent.
 
 use std::collections::{BTreeMap, HashMap};
@@ -35,7 +37,7 @@ use serde_json::Value;
 
 use crate::model::{
     Compaction, Content, ErrorNote, ImportedSession, Item, ParentKind, ParentLink, Read, Response,
-    SubagentRun, ToolCall, ToolOutcome, UserTurn,
+    SubagentRun, ToolCall, ToolOutcome, TurnEnd, UserTurn,
 };
 use crate::source::{Agent, ReadError, SourceIssue, SourceUnit};
 
@@ -1016,6 +1018,8 @@ fn build_session(
     });
     // A compaction marker waiting for the `summary: true` message that carries its text.
     let mut pending_compaction: Option<Option<i64>> = None;
+    // When the user's turn in progress started.
+    let mut turn_started: Option<i64> = None;
     for message in messages {
         let data = &message.data;
         let parts = parts_of.remove(&message.id).unwrap_or_default();
@@ -1090,6 +1094,7 @@ fn build_session(
                     at_ms: at,
                     parts: user_parts,
                 }));
+                turn_started = at;
                 if compaction_marked {
                     pending_compaction = Some(at);
                 }
@@ -1189,16 +1194,31 @@ fn build_session(
                     content,
                     usage: data.get("tokens").and_then(usage_of).or(step_usage),
                 }));
-                if let Some(error) = data.get("error").filter(|e| !e.is_null()) {
+                let error = data.get("error").filter(|e| !e.is_null());
+                let aborted =
+                    error.is_some_and(|e| str_of(e, "name") == Some("MessageAbortedError"));
+                if let Some(error) = error {
                     session.items.push(Item::Error(ErrorNote {
                         at_ms: completed.or(at),
                         message: error_text(error),
-                        aborted: str_of(error, "name") == Some("MessageAbortedError"),
+                        aborted,
                     }));
                 }
                 session
                     .items
                     .extend(subagents.into_iter().map(Item::Subagent));
+                // The last step of a turn finishes with anything but `tool-calls` (opencode
+                // loops while the model calls tools); an abort ends the turn too.
+                let finish = str_of(data, "finish");
+                if aborted || finish.is_some_and(|f| f != "tool-calls" && f != "unknown") {
+                    let end = completed.or(at);
+                    session.items.push(Item::TurnEnd(TurnEnd {
+                        at_ms: end,
+                        duration_ms: end.zip(turn_started).map(|(end, start)| end - start),
+                        aborted: aborted.then(|| "MessageAbortedError".to_owned()),
+                    }));
+                    turn_started = None;
+                }
                 if compaction_marked {
                     pending_compaction = Some(completed.or(at));
                 }

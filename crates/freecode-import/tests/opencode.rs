@@ -283,6 +283,14 @@ fn the_database_maps_meta_usage_outcomes_and_children() {
     assert_eq!(usage.cache_write_input_tokens, Some(2210));
     assert_eq!(response.requested_ms, Some(1771056601000));
     assert_eq!(response.completed_ms, Some(1771056609000));
+    // finish: "stop" ends the turn, timed from the user's message.
+    let Item::TurnEnd(end) = &parent.items[2] else {
+        panic!("{:?}", parent.items[2]);
+    };
+    assert_eq!(
+        (end.at_ms, end.duration_ms, end.aborted.as_deref()),
+        (Some(1771056609000), Some(9000), None)
+    );
     let outcomes: Vec<_> = tool_calls(parent)
         .iter()
         .map(|c| c.outcome.clone())
@@ -309,6 +317,7 @@ fn an_aborted_message_is_an_aborted_error_after_its_response() {
     assert!(
         matches!(&large.items[position - 1], Item::Response(r) if r.id.as_deref() == Some("m_assistant_large_1"))
     );
+    assert!(matches!(&large.items[position + 1], Item::TurnEnd(end) if end.aborted.is_some()));
 }
 
 #[test]
