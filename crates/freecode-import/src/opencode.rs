@@ -22,8 +22,8 @@
 //! precedes it as one. A `compaction` part and the assistant `summary: true` message after it are
 //! one [`Item::Compaction`]. An assistant message that finishes other than with `tool-calls`
 //! (or is aborted) ends the turn ([`Item::TurnEnd`], timed from the user's message). A session
-//! with a `parentID` is a child (a task-tool subagent), and a
-//! `task` tool call naming its session is an [`Item::Subagent`] in the parent.
+//! with a `parentID` is a child (a task-tool subagent), and a `task` tool call naming its
+//! session is an [`Item::Subagent`] in the parent.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -266,8 +266,17 @@ pub fn read(unit: &SourceUnit) -> Result<Read, ReadError> {
     if !is_dir && has_extension(main, "json") && unit.side_files.is_empty() {
         read_export(main, &mut collected, &mut issues)?;
     } else {
+        let has_json = unit.side_files.iter().any(|p| has_extension(p, "json"));
         if !is_dir {
-            read_db(main, &mut collected, &mut issues)?;
+            match read_db(main, &mut collected, &mut issues) {
+                Ok(()) => {}
+                // The JSON tree still reads when the database cannot be.
+                Err(e) if has_json => issues.push(SourceIssue::in_file(
+                    main,
+                    format!("database skipped, the storage/ tree beside it read alone: {e}"),
+                )),
+                Err(e) => return Err(e),
+            }
         }
         for db in unit
             .side_files

@@ -581,6 +581,26 @@ fn a_50_mb_part_reads_from_the_database_and_from_a_file() {
 }
 
 #[test]
+fn the_json_tree_reads_when_the_database_beside_it_cannot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("opencode");
+    freecode_testkit::copy_tree(&handwritten(), &data);
+    fs::write(
+        data.join("opencode.db"),
+        b"not a database, not even the header",
+    )
+    .unwrap();
+    let read = opencode::read(&units(&data)[0]).unwrap();
+    assert_eq!(
+        counts_of(&read.sessions),
+        json_message_counts(&data.join("storage"))
+    );
+    assert_eq!(read.issues.len(), 1);
+    assert!(read.issues[0].path.ends_with("opencode.db"));
+    assert!(opencode::read(&units(&data.join("opencode.db"))[0]).is_err());
+}
+
+#[test]
 fn a_torn_json_file_is_reported_and_the_rest_reads() {
     let tmp = tempfile::tempdir().unwrap();
     let storage = tmp.path().join("storage");
