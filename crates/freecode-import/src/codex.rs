@@ -46,8 +46,10 @@
 //!   = `input_tokens` (OpenAI's cached ⊂ input, kept as is), `cacheReadInputTokens` =
 //!   `cached_input_tokens`, `outputTokens` = `output_tokens`, `reasoningTokens` =
 //!   `reasoning_output_tokens`, `cacheWriteInputTokens` = `cache_write_input_tokens` when
-//!   present. It goes on the open response if that has none yet, else (0.39 writes the snapshot
-//!   before the response's items) on the next response.
+//!   present. Current builds write a snapshot right after the items of the response it
+//!   measured, 0.39 right before them: which one a file does is decided by its majority (were
+//!   its snapshots written while a response was open?), and each snapshot goes on that response
+//!   (one outside the file, in an excerpt, is left out).
 //! - `task_complete` → [`Item::TurnEnd`] (`duration_ms`; its `error.message` → [`Item::Error`]),
 //!   `turn_aborted` → [`Item::TurnEnd`] with the reason, `error` → [`Item::Error`],
 //!   `compacted{message}` → [`Item::Compaction`] (`before_tokens`: the last call's
@@ -468,7 +470,8 @@ struct State<'a> {
     /// `call_id` → (item, content) of the call.
     calls: HashMap<String, (usize, usize)>,
     last_total: Option<Value>,
-    pending_usage: Option<Usage>,
+    /// Distinct usage snapshots: (items before it, whether a response was open, usage).
+    snapshots: Vec<(usize, bool, Usage)>,
     context_tokens: Option<u64>,
     event_users: bool,
     unknown: BTreeMap<String, (u64, u64)>,
@@ -497,7 +500,7 @@ impl<'a> State<'a> {
             open: None,
             calls: HashMap::new(),
             last_total: None,
-            pending_usage: None,
+            snapshots: Vec::new(),
             context_tokens: None,
             event_users: false,
             unknown: BTreeMap::new(),
@@ -657,7 +660,7 @@ impl<'a> State<'a> {
                 first_token_ms: None,
                 completed_ms: ts,
                 content: Vec::new(),
-                usage: self.pending_usage.take(),
+                usage: None,
             }),
             Origin::Other,
         ));
@@ -974,14 +977,36 @@ impl<'a> State<'a> {
         usage.reasoning_tokens = count("reasoning_output_tokens");
         usage.cache_write_input_tokens = count("cache_write_input_tokens");
         self.context_tokens = count("total_tokens");
-        if let Some(open) = self.open
-            && let (Item::Response(r), _) = &mut self.items[open]
-            && r.usage.is_none()
-        {
-            r.usage = Some(usage);
-            return;
+        self.snapshots
+            .push((self.items.len(), self.open.is_some(), usage));
+    }
+
+    /// Puts each usage snapshot on the response it measured. Current builds write a snapshot
+    /// right after its response's items (a response is open when it comes); 0.39 wrote it before
+    /// them (none is open). The file's majority decides which; a snapshot with no response on
+    /// its side (one before the first, in an excerpt) is left out.
+    fn assign_usage(&mut self) {
+        let snapshots = std::mem::take(&mut self.snapshots);
+        let after = snapshots.iter().filter(|(_, open, _)| *open).count();
+        let after_mode = after * 2 >= snapshots.len();
+        for (at, _, usage) in snapshots {
+            let target = if after_mode {
+                self.items[..at.min(self.items.len())]
+                    .iter()
+                    .rposition(|(item, _)| matches!(item, Item::Response(_)))
+            } else {
+                self.items
+                    .iter()
+                    .skip(at)
+                    .position(|(item, _)| matches!(item, Item::Response(r) if r.usage.is_none()))
+                    .map(|i| i + at)
+            };
+            if let Some((Item::Response(r), _)) = target.and_then(|i| self.items.get_mut(i))
+                && r.usage.is_none()
+            {
+                r.usage = Some(usage);
+            }
         }
-        self.pending_usage = Some(usage);
     }
 
     /// Drops the last `turns` user turns and everything after them.
@@ -1010,6 +1035,7 @@ impl<'a> State<'a> {
         };
         self.items.truncate(cut);
         self.calls.retain(|_, (item, _)| *item < cut);
+        self.snapshots.retain(|(at, _, _)| *at <= cut);
     }
 
     fn finish(
@@ -1030,6 +1056,7 @@ impl<'a> State<'a> {
             ));
         }
         issues.append(&mut self.issues);
+        self.assign_usage();
         if self.records == 0 {
             return None;
         }
