@@ -56,6 +56,9 @@
 //!   `total_tokens`); a `context_compacted` event not right after a `compacted` record is a
 //!   compaction without a summary. `thread_rolled_back{num_turns}` drops the last `num_turns`
 //!   user turns and everything after them, as Codex does on replay.
+//! - Sub-agents the parent ran: `collab_agent_spawn_end{new_thread_id, prompt}` →
+//!   [`Item::Subagent`], stopped by the `collab_waiting_end`/`collab_close_end` status that ends
+//!   it (`{"completed": text}` is its result). Their own rollouts are child sessions.
 //! - Title: the thread's name in `session_index.jsonl`, else the last `thread_name_updated`,
 //!   else the first line of the first prompt.
 
@@ -73,7 +76,7 @@ use serde_json::{Map, Value, json};
 use crate::lines::{self, Line};
 use crate::model::{
     Compaction, Content, ErrorNote, ImportedSession, Item, ParentKind, ParentLink, Read, Response,
-    ToolCall, ToolOutcome, TurnEnd, UserTurn, parse_iso_ms,
+    SubagentRun, ToolCall, ToolOutcome, TurnEnd, UserTurn, parse_iso_ms,
 };
 use crate::source::{Agent, ReadError, SourceIssue, SourceUnit};
 
@@ -951,8 +954,64 @@ impl<'a> State<'a> {
                     self.mark_failed(str_of(&event, "call_id"));
                 }
             }
+            "collab_agent_spawn_end" => {
+                if let Some(id) = str_of(&event, "new_thread_id") {
+                    self.close();
+                    self.push(Item::Subagent(SubagentRun {
+                        subagent_id: id.to_owned(),
+                        task: str_of(&event, "prompt").unwrap_or_default().to_owned(),
+                        started_ms: ts,
+                        stopped_ms: None,
+                        result: None,
+                    }));
+                }
+            }
+            "collab_waiting_end" => {
+                if let Some(Value::Array(statuses)) = event.get("agent_statuses") {
+                    for status in statuses {
+                        if let Some(id) = status.get("thread_id").and_then(Value::as_str) {
+                            self.subagent_status(id, status.get("status"), ts);
+                        }
+                    }
+                }
+            }
+            "collab_close_end" => {
+                if let Some(id) = str_of(&event, "receiver_thread_id") {
+                    self.subagent_status(id, event.get("status"), ts);
+                }
+            }
             k if IGNORED_EVENTS.contains(&k) || k.starts_with("collab_") => {}
             other => self.unknown(format!("event {other:?}")),
+        }
+    }
+
+    /// A subagent's status as the parent saw it: `{"completed": text}`, `{"errored": text}` and
+    /// `shutdown`/`not_found` end its run; `running`/`pending_init` do not.
+    fn subagent_status(&mut self, id: &str, status: Option<&Value>, ts: Option<i64>) {
+        let (ended, result) = match status {
+            Some(Value::Object(map)) => (
+                true,
+                map.values().find_map(Value::as_str).map(str::to_owned),
+            ),
+            Some(Value::String(s)) => (!matches!(s.as_str(), "running" | "pending_init"), None),
+            _ => (false, None),
+        };
+        if !ended {
+            return;
+        }
+        let run = self
+            .items
+            .iter_mut()
+            .rev()
+            .find_map(|(item, _)| match item {
+                Item::Subagent(run) if run.subagent_id == id => Some(run),
+                _ => None,
+            });
+        if let Some(run) = run
+            && run.stopped_ms.is_none()
+        {
+            run.stopped_ms = ts;
+            run.result = result;
         }
     }
 
@@ -1393,6 +1452,38 @@ mod tests {
             })
             .collect();
         assert_eq!(compactions, vec!["the summary"]);
+    }
+
+    #[test]
+    fn subagents_the_parent_ran_start_and_stop() {
+        let text = [
+            r#"{"timestamp":"2026-01-01T00:00:00Z","type":"session_meta","payload":{"id":"boss"}}"#,
+            r#"{"timestamp":"2026-01-01T00:00:01Z","type":"event_msg","payload":{"type":"collab_agent_spawn_end","new_thread_id":"kid","prompt":"count the files","status":"running"}}"#,
+            r#"{"timestamp":"2026-01-01T00:00:02Z","type":"event_msg","payload":{"type":"collab_waiting_end","agent_statuses":[{"thread_id":"kid","status":"running"}]}}"#,
+            r#"{"timestamp":"2026-01-01T00:00:09Z","type":"event_msg","payload":{"type":"collab_close_end","receiver_thread_id":"kid","status":{"completed":"12 files"}}}"#,
+        ]
+        .map(env)
+        .concat();
+        let read = read_text("rollout-boss.jsonl", &text);
+        let s = session(&read);
+        let runs: Vec<_> = s
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Subagent(run) => Some(run.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            runs,
+            vec![SubagentRun {
+                subagent_id: "kid".into(),
+                task: "count the files".into(),
+                started_ms: parse_iso_ms("2026-01-01T00:00:01Z"),
+                stopped_ms: parse_iso_ms("2026-01-01T00:00:09Z"),
+                result: Some("12 files".into()),
+            }]
+        );
     }
 
     #[test]
