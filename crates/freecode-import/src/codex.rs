@@ -20,7 +20,8 @@
 //!   [`ParentKind::Fork`].
 //! - `turn_context.model` → the model of the responses after it, and the session's (the last).
 //! - User turns: `event_msg/user_message` (`message`, data-URL `images`) — the prompt as typed,
-//!   without the injected context. Each prompt is also a `response_item` message of role `user`;
+//!   without the injected context (older builds tag that `kind: user_instructions` or
+//!   `environment_context`: those are skipped). Each prompt is also a `response_item` message of role `user`;
 //!   those are used only in files without any `user_message` event (the legacy generation), with
 //!   injected context dropped (`<environment_context>`, `<user_instructions>`,
 //!   `# AGENTS.md instructions for …`, `<permissions instructions>`, turn-aborted notices).
@@ -845,10 +846,18 @@ impl<'a> State<'a> {
             "user_message" => {
                 self.close();
                 self.event_users = true;
+                // Builds of 0.2x–0.3x tagged injected context in `kind` (else `plain`).
+                let injected_kind = matches!(
+                    str_of(&event, "kind"),
+                    Some("user_instructions" | "environment_context")
+                );
                 let mut parts = Vec::new();
                 if let Some(text) = str_of(&event, "message")
                     && !text.trim().is_empty()
                 {
+                    if injected_kind || INJECTED.iter().any(|i| text.trim_start().starts_with(i)) {
+                        return;
+                    }
                     parts.push(Part::text(text));
                 }
                 if let Some(Value::Array(images)) = event.get("images") {
@@ -1318,6 +1327,7 @@ mod tests {
             r#"{"timestamp":"2026-01-01T00:00:00.100Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>x</environment_context>"}]}}"#,
             r#"{"timestamp":"2026-01-01T00:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"fix the bug"}]}}"#,
             r#"{"timestamp":"2026-01-01T00:00:01.000Z","type":"event_msg","payload":{"type":"user_message","message":"fix the bug","images":[]}}"#,
+            r#"{"timestamp":"2026-01-01T00:00:01.000Z","type":"event_msg","payload":{"type":"user_message","message":"<user_instructions>x</user_instructions>","kind":"user_instructions"}}"#,
             r#"{"timestamp":"2026-01-01T00:00:01.000Z","type":"turn_context","payload":{"cwd":"/p","model":"gpt-5"}}"#,
             r#"{"timestamp":"2026-01-01T00:00:02.000Z","type":"event_msg","payload":{"type":"agent_message","message":"looking"}}"#,
             r#"{"timestamp":"2026-01-01T00:00:02.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"looking"}]}}"#,
@@ -1366,7 +1376,7 @@ mod tests {
         assert!(
             read.issues
                 .iter()
-                .any(|i| i.line == Some(15) && i.message.contains("brand_new_record")),
+                .any(|i| i.line == Some(16) && i.message.contains("brand_new_record")),
             "{:?}",
             read.issues
         );

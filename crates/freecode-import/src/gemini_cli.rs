@@ -89,7 +89,14 @@ pub fn discover(root: &Path, issues: &mut Vec<SourceIssue>) -> Vec<SourceUnit> {
     }
     let mut mains = Vec::new();
     let mut subagents = Vec::new();
-    walk(root, 0, &mut mains, &mut subagents, issues);
+    // In a Gemini directory only `tmp/` holds chats (`history/` holds shadow git repositories).
+    let tmp = root.join("tmp");
+    let top = if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir()) {
+        tmp.as_path()
+    } else {
+        root
+    };
+    walk(top, 0, &mut mains, &mut subagents, issues);
     mains.sort();
     subagents.sort();
     let jsonl: std::collections::HashSet<PathBuf> = mains
@@ -597,7 +604,10 @@ impl Chat {
                 format!("{what}: skipped{times}"),
             ));
         }
-        let Some(id) = str_of(&self.meta, "sessionId").map(str::to_owned) else {
+        // A subagent's chat is named by its id: the fallback when its metadata has none.
+        let named =
+            subagent_parent(path).and_then(|_| path.file_stem()?.to_str().map(str::to_owned));
+        let Some(id) = str_of(&self.meta, "sessionId").map(str::to_owned).or(named) else {
             issues.push(SourceIssue::in_file(path, "no sessionId: not imported"));
             return None;
         };
