@@ -601,8 +601,16 @@ impl<'a> State<'a> {
         if self.meta_seen {
             return;
         }
+        let Some(id) = str_of(meta, "id") else {
+            self.issues.push(SourceIssue::at_line(
+                self.path,
+                self.line,
+                "session_meta without an id: skipped",
+            ));
+            return;
+        };
         self.meta_seen = true;
-        self.id = str_of(meta, "id").map(str::to_owned);
+        self.id = Some(id.to_owned());
         self.cwd = str_of(meta, "cwd").map(str::to_owned);
         self.version = str_of(meta, "cli_version").map(str::to_owned);
         self.provider = str_of(meta, "model_provider").map(str::to_owned);

@@ -533,7 +533,11 @@ fn time_of(map: &Map<String, Value>, key: &str) -> Option<i64> {
     str_of(map, key).and_then(parse_iso_ms)
 }
 
-fn tool_call(call: &Map<String, Value>, started_ms: Option<i64>, at: usize) -> ToolCall {
+fn tool_call(
+    call: &Map<String, Value>,
+    started_ms: Option<i64>,
+    (message, index): (usize, usize),
+) -> ToolCall {
     let response = call
         .get("result")
         .and_then(Value::as_array)
@@ -563,7 +567,7 @@ fn tool_call(call: &Map<String, Value>, started_ms: Option<i64>, at: usize) -> T
     ToolCall {
         call_id: str_of(call, "id")
             .map(str::to_owned)
-            .unwrap_or_else(|| format!("call-{at}")),
+            .unwrap_or_else(|| format!("call-{message}-{index}")),
         name: str_of(call, "name").unwrap_or("tool").to_owned(),
         args,
         result,
@@ -681,7 +685,7 @@ impl Chat {
                                 .iter()
                                 .filter_map(Value::as_object)
                                 .enumerate()
-                                .map(|(i, call)| Content::Tool(tool_call(call, ts, at * 1000 + i))),
+                                .map(|(i, call)| Content::Tool(tool_call(call, ts, (at, i)))),
                         );
                     }
                     let model = str_of(message, "model").map(str::to_owned);

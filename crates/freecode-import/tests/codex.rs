@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use freecode_import::codex;
 use freecode_import::model::{Content, ImportedSession, Item, ToolOutcome, parse_iso_ms};
 use freecode_import::source::{Agent, SourceIssue, SourceUnit};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn fixture_dir() -> PathBuf {
     freecode_testkit::external_fixtures().join("codex")
@@ -511,4 +511,45 @@ fn a_50_mb_line_is_read_whole() {
     };
     assert_eq!(call.result.as_ref().map(String::len), Some(big.len()));
     assert_eq!(call.finished_ms.unwrap() - call.started_ms.unwrap(), 7000);
+}
+
+#[test]
+fn fields_of_the_wrong_type_are_no_panic() {
+    // Every record of every fixture again with each payload field replaced by a value of each
+    // JSON type: the read succeeds and keeps a session.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rollout-mangled.jsonl");
+    let mut out = String::new();
+    let wrong = [
+        json!(null),
+        json!(7),
+        json!("s"),
+        json!([1]),
+        json!({"a": 1}),
+    ];
+    for file in fixture_files() {
+        for record in records(&file) {
+            let keys: Vec<String> = record["payload"]
+                .as_object()
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default();
+            for key in keys {
+                for w in &wrong {
+                    let mut r = record.clone();
+                    r["payload"][&key] = w.clone();
+                    out += &r.to_string();
+                    out += "\n";
+                }
+            }
+            for w in &wrong {
+                let mut r = record.clone();
+                r["payload"] = w.clone();
+                out += &r.to_string();
+                out += "\n";
+            }
+        }
+    }
+    std::fs::write(&path, out).unwrap();
+    let read = codex::read(&SourceUnit::file(Agent::Codex, &path)).unwrap();
+    assert_eq!(read.sessions.len(), 1);
 }

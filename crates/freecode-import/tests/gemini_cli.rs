@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use freecode_import::gemini_cli;
 use freecode_import::model::{Content, ImportedSession, Item, ToolOutcome, parse_iso_ms};
 use freecode_import::source::{Agent, SourceIssue, SourceUnit};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn fixture_files() -> Vec<PathBuf> {
     let root = freecode_testkit::external_fixtures().join("gemini-cli");
@@ -373,4 +373,60 @@ fn a_50_mb_line_is_read_whole() {
     };
     assert_eq!(call.result.as_ref().map(String::len), Some(big.len()));
     assert_eq!(call.finished_ms.unwrap() - call.started_ms.unwrap(), 3000);
+}
+
+#[test]
+fn fields_of_the_wrong_type_are_no_panic() {
+    // Every message of every fixture again with each field (and each tool call's) replaced by a
+    // value of each JSON type, ids kept distinct: the read succeeds and keeps the session.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("session-mangled.jsonl");
+    let mut out = String::from("{\"sessionId\":\"m\"}\n");
+    let wrong = [
+        json!(null),
+        json!(7),
+        json!("s"),
+        json!([1]),
+        json!({"a": 1}),
+    ];
+    let mut n = 0;
+    for file in fixture_files() {
+        for message in source_messages(&file) {
+            let keys: Vec<String> = message.as_object().unwrap().keys().cloned().collect();
+            let mut variants = Vec::new();
+            for key in keys.iter().filter(|k| *k != "id") {
+                for w in &wrong {
+                    let mut m = message.clone();
+                    m[key.as_str()] = w.clone();
+                    variants.push(m);
+                }
+            }
+            if let Some(calls) = message["toolCalls"].as_array() {
+                for key in calls[0].as_object().unwrap().keys() {
+                    for w in &wrong {
+                        let mut m = message.clone();
+                        m["toolCalls"][0][key.as_str()] = w.clone();
+                        variants.push(m);
+                    }
+                }
+            }
+            for mut m in variants {
+                n += 1;
+                m["id"] = json!(format!("v{n}"));
+                out += &m.to_string();
+                out += "\n";
+            }
+        }
+    }
+    for patch in [
+        json!({"$set": 5}),
+        json!({"$set": {"messages": 5}}),
+        json!({"$rewindTo": 5}),
+    ] {
+        out += &patch.to_string();
+        out += "\n";
+    }
+    std::fs::write(&path, out).unwrap();
+    let read = gemini_cli::read(&SourceUnit::file(Agent::GeminiCli, &path)).unwrap();
+    assert_eq!(read.sessions.len(), 1);
 }
