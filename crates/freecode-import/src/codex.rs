@@ -1543,6 +1543,25 @@ mod tests {
     }
 
     #[test]
+    fn links_below_the_root_are_reported_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside.jsonl");
+        std::fs::write(&outside, "{}\n").unwrap();
+        let day = dir.path().join("home/sessions/2026/01/01");
+        std::fs::create_dir_all(&day).unwrap();
+        std::os::unix::fs::symlink(&outside, day.join("rollout-link.jsonl")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), day.join("loop")).unwrap();
+        let mut issues = Vec::new();
+        assert!(discover(&dir.path().join("home"), &mut issues).is_empty());
+        assert!(
+            issues
+                .iter()
+                .any(|i| i.path.ends_with("rollout-link.jsonl")),
+            "{issues:?}"
+        );
+    }
+
+    #[test]
     fn default_roots_honour_codex_home() {
         let with = |k: &str| match k {
             "CODEX_HOME" => Some(OsString::from("/x/codex")),

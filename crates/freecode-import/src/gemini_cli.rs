@@ -889,6 +889,32 @@ mod tests {
     }
 
     #[test]
+    fn a_rewind_to_an_unknown_id_clears_the_chat_and_links_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let chats = dir.path().join(".gemini/tmp/p/chats");
+        let path = chats.join("session-r.jsonl");
+        write(
+            &path,
+            "{\"sessionId\":\"r\"}\n{\"id\":\"a\",\"type\":\"user\",\"content\":\"gone\"}\n{\"$rewindTo\":\"nope\"}\n{\"id\":\"b\",\"type\":\"user\",\"content\":\"kept\"}\n",
+        );
+        let read = read(&SourceUnit::file(Agent::GeminiCli, &path)).unwrap();
+        let s = only(&read);
+        assert_eq!(s.message_count(), 1);
+        assert_eq!(s.title.as_deref(), Some("kept"));
+        let outside = dir.path().join("session-outside.jsonl");
+        write(&outside, "{\"sessionId\":\"o\"}\n");
+        std::os::unix::fs::symlink(&outside, chats.join("session-link.jsonl")).unwrap();
+        let mut issues = Vec::new();
+        let units = discover(&dir.path().join(".gemini"), &mut issues);
+        assert_eq!(units.len(), 1);
+        assert!(
+            issues
+                .iter()
+                .any(|i| i.path.ends_with("session-link.jsonl"))
+        );
+    }
+
+    #[test]
     fn default_roots_honour_gemini_cli_home() {
         let with = |k: &str| match k {
             "GEMINI_CLI_HOME" => Some(OsString::from("/iso")),
