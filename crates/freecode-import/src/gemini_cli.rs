@@ -109,11 +109,18 @@ pub fn discover(root: &Path, issues: &mut Vec<SourceIssue>) -> Vec<SourceUnit> {
         .filter(|p| {
             p.extension().is_some_and(|e| e == "jsonl")
                 || !(jsonl.contains(&p.with_extension("jsonl"))
-                    || jsonl.contains(&PathBuf::from(format!("{}.jsonl", p.display()))))
+                    || jsonl.contains(&with_suffix(p, ".jsonl")))
         })
         .chain(subagents)
         .map(unit_of)
         .collect()
+}
+
+/// `path` with `suffix` appended to its file name (`a.json` → `a.json.jsonl`).
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 fn unit_of(path: PathBuf) -> SourceUnit {
