@@ -11,6 +11,8 @@
 //! bad input with file and line ([`source::SourceIssue`]), and never decode a project path from a
 //! directory name.
 
+pub mod codex;
+pub mod gemini_cli;
 pub mod goose;
 pub mod lines;
 pub mod model;
