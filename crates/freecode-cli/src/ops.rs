@@ -625,6 +625,7 @@ const METHODS: &[Method] = &[
         params: &[
             p("projectPath", false, sub::<String>),
             p("status", false, sub::<String>),
+            p("agent", false, sub::<String>),
         ],
         result: sub::<Vec<SessionMeta>>,
     },
