@@ -805,6 +805,10 @@ pub mod mcp {
         /// The session it was forked from.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub parent_id: Option<String>,
+        /// Where an imported session came from (`agent`, `path`, `sourceId`, …); past the cap,
+        /// the start of its JSON text as a string.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub imported_from: Option<serde_json::Value>,
         /// Whether a text field was cut to the cap.
         pub truncated: bool,
     }
@@ -818,6 +822,15 @@ pub mod mcp {
             let (agent, t4) = cap_text(m.agent(), cap);
             let model = m.model.as_deref().map(|s| cap_text(s, cap));
             let t5 = model.as_ref().is_some_and(|(_, t)| *t);
+            let imported_from = m.imported_from().map(|v| {
+                let text = v.to_string();
+                if text.len() <= cap {
+                    (v.clone(), false)
+                } else {
+                    (serde_json::Value::String(cap_text(&text, cap).0), true)
+                }
+            });
+            let t6 = imported_from.as_ref().is_some_and(|(_, t)| *t);
             Self {
                 id: m.id.clone(),
                 title,
@@ -830,7 +843,8 @@ pub mod mcp {
                 last_turn_at: m.last_turn_at,
                 turn_count: m.turn_count,
                 parent_id: m.parent_id.clone(),
-                truncated: t1 || t2 || t3 || t4 || t5,
+                imported_from: imported_from.map(|(v, _)| v),
+                truncated: t1 || t2 || t3 || t4 || t5 || t6,
             }
         }
     }

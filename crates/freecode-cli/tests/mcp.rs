@@ -337,6 +337,8 @@ fn a_real_mcp_client_lists_the_tools_calls_each_and_every_result_is_bounded_and_
     assert_eq!(pages[1]["hasMore"], false);
     assert_eq!(list["agents"][&codex], "codex");
     assert_eq!(list["agents"][&native], "freecode");
+    assert_eq!(list["importedFrom"][&codex]["sourceId"], "src-1");
+    assert_eq!(list["importedFrom"][&native], Value::Null);
     assert_eq!(strs(&list["agent:codex"]), [codex.as_str()]);
     let ours: BTreeSet<String> = strs(&list["agent:freecode"]).into_iter().collect();
     assert_eq!(

@@ -76,6 +76,7 @@ async def run(binary, plan):
             out["list"] = {
                 "ids": [s["id"] for s in sessions],
                 "agents": {s["id"]: s["agent"] for s in sessions},
+                "importedFrom": {s["id"]: s.get("importedFrom") for s in sessions},
                 "pages": shapes,
                 "error": err,
             }
