@@ -448,6 +448,12 @@ fn a_real_mcp_client_lists_the_tools_calls_each_and_every_result_is_bounded_and_
         ("traceUnknown", unknown),
         ("traceNoLog", "no rollout log"),
         ("statsUnknown", unknown),
+        ("statsBoth", "not both"),
+        ("negativeLimit", "integer `-1`"),
+        ("hugeOffset", "expected usize"),
+        ("deepSearch", "narrow the query"),
+        ("wrongType", "expected a string"),
+        ("missingQuery", "missing field `query`"),
     ] {
         assert_eq!(errors[name]["isError"], true, "{name}: {}", errors[name]);
         assert!(
@@ -456,6 +462,15 @@ fn a_real_mcp_client_lists_the_tools_calls_each_and_every_result_is_bounded_and_
             errors[name]
         );
     }
+
+    assert_eq!(s["odd"]["hugeLimit"], 4);
+    assert_eq!(s["odd"]["punctuation"], 0);
+    let past = &s["odd"]["pastTheEnd"];
+    assert_eq!(past["messages"], json!([]));
+    assert_eq!(
+        (&past["hasMore"], &past["count"]),
+        (&json!(false), &json!(0))
+    );
 
     // session_trace: the run's spans, one per list and page, with the counts.
     let t = &s["trace"];

@@ -167,6 +167,24 @@ async def run(binary, plan):
                 "traceUnknown": await call("session_trace", {"sessionId": plan["unknown"]}),
                 "traceNoLog": await call("session_trace", {"sessionId": plan["codex"]}),
                 "statsUnknown": await call("session_stats", {"sessionId": plan["unknown"]}),
+                "statsBoth": await call(
+                    "session_stats", {"sessionId": plan["native"], "project": "/work"}
+                ),
+                "negativeLimit": await call("list_sessions", {"limit": -1}),
+                "hugeOffset": await call("search_sessions", {"query": "marmot", "offset": 10**30}),
+                "deepSearch": await call("search_sessions", {"query": "marmot", "offset": 20000}),
+                "wrongType": await call("get_session", {"sessionId": 5}),
+                "missingQuery": await call("search_sessions", {}),
+            }
+            # Odd but valid input answers normally.
+            out["odd"] = {
+                "hugeLimit": len((await call("list_sessions", {"limit": 10**6}))["sessions"]),
+                "punctuation": len(
+                    (await call("search_sessions", {"query": '"*()^: NEAR OR'}))["hits"]
+                ),
+                "pastTheEnd": await call(
+                    "get_session", {"sessionId": plan["long"], "offset": 10**6}
+                ),
             }
 
             # session_trace: the native run's spans, paged one at a time.
