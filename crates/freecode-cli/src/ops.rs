@@ -502,6 +502,21 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         used_by: "`config path --json`",
         generate: root::<ConfigPath>,
     },
+    SchemaFile {
+        name: "mcp-sessions.json",
+        used_by: "`freecode mcp`: `list_sessions`",
+        generate: root::<mcp::SessionsPage>,
+    },
+    SchemaFile {
+        name: "mcp-hits.json",
+        used_by: "`freecode mcp`: `search_sessions`",
+        generate: root::<mcp::HitsPage>,
+    },
+    SchemaFile {
+        name: "mcp-session.json",
+        used_by: "`freecode mcp`: `get_session`",
+        generate: root::<mcp::MessagesPage>,
+    },
 ];
 
 /// A schema file's text: pretty JSON and a newline.

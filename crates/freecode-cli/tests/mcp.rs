@@ -485,6 +485,30 @@ fn a_real_mcp_client_lists_the_tools_calls_each_and_every_result_is_bounded_and_
     assert_eq!(t["denied"].as_array().unwrap().len(), 1);
     assert!(t["notice"].as_str().unwrap().contains("untrusted"));
 
+    // Whole pages validate against the committed schemas (docs/schemas): the MCP pages' own,
+    // and `trace --json`'s and `stats --json`'s for the tools that answer those shapes.
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/schemas");
+    let samples = s["samples"].as_object().unwrap();
+    assert_eq!(samples.len(), 5);
+    for (name, page) in samples {
+        assert_ne!(page.get("isError"), Some(&json!(true)), "{name}: {page}");
+        let schema: Value =
+            serde_json::from_str(&std::fs::read_to_string(docs.join(name)).unwrap()).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(page)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+    }
+    assert!(
+        samples["mcp-session.json"]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["truncated"] == true)
+    );
+
     // session_stats: `stats --json`'s shape, for everything and for one session.
     let all = &s["stats"]["all"];
     assert_eq!(all["sessions"], 4);

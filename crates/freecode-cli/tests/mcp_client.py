@@ -227,6 +227,16 @@ async def run(binary, plan):
                 "all": await call("session_stats", {}),
                 "native": await call("session_stats", {"sessionId": plan["native"]}),
             }
+            # Whole pages, for the test to validate against docs/schemas.
+            out["samples"] = {
+                "mcp-sessions.json": await call("list_sessions", {"limit": 3}),
+                "mcp-hits.json": await call("search_sessions", {"query": plan["sharedWord"]}),
+                "mcp-session.json": await call(
+                    "get_session", {"sessionId": plan["long"], "offset": 8, "limit": 14}
+                ),
+                "trace.json": await call("session_trace", {"sessionId": plan["native"]}),
+                "stats.json": await call("session_stats", {}),
+            }
     return out
 
 
