@@ -63,6 +63,9 @@ pub enum Command {
     Run(commands::run::RunArgs),
     /// JSON-RPC 2.0 over stdio for front ends: the `session.*` methods.
     Serve(commands::serve::ServeArgs),
+    /// A Model Context Protocol server over stdio: any agent searches and reads these
+    /// sessions (read-only).
+    Mcp(commands::mcp::McpArgs),
     /// Private shares you made: list them, revoke one.
     #[command(subcommand)]
     Share(commands::share::ShareCommand),
@@ -162,6 +165,7 @@ impl Cli {
             Command::Index(cmd) => cmd.run(&home),
             Command::Run(args) => args.run(&home),
             Command::Serve(args) => args.run(&home),
+            Command::Mcp(args) => args.run(&home),
             Command::Share(cmd) => cmd.run(&home),
             Command::Sync(cmd) => cmd.run(&home),
             Command::Config(cmd) => cmd.run(&home),

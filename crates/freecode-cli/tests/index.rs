@@ -566,3 +566,88 @@ fn readers_never_fail_while_other_processes_rebuild_the_index() {
         failures.join("\n")
     );
 }
+
+/// A session of `ctx`'s home written through the store, one user message `text`; with `agent`,
+/// its meta says `freecode import` read it from that agent (`importedFrom.agent`).
+fn session_by(ctx: &Ctx, agent: Option<&str>, text: &str) -> String {
+    use freecode_core::StoredMessage;
+    use freecode_core::message::{Part, Role};
+    let store = freecode_store::SessionStore::open(freecode_store::Home::new(&ctx.home)).unwrap();
+    let id = store
+        .create(freecode_store::NewSession {
+            title: format!("by {}", agent.unwrap_or("us")),
+            project_path: "/work/agents".into(),
+            provider: "scripted".into(),
+            model: None,
+        })
+        .unwrap();
+    let mut w = store.writer(&id).unwrap();
+    w.append(&StoredMessage::new(
+        "m-1",
+        Role::User,
+        vec![Part::text(text)],
+        1_800_000_000_000,
+    ))
+    .unwrap();
+    if let Some(agent) = agent {
+        w.update_meta(|m| {
+            m.extra.insert(
+                "importedFrom".into(),
+                serde_json::json!({"agent": agent, "path": "/src/a.jsonl", "sourceId": "s-1"}),
+            );
+        })
+        .unwrap();
+    }
+    id.to_string()
+}
+
+fn session_ids(v: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s.get("sessionId")
+                .or(s.get("id"))
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn agent_filters_select_imported_sessions_on_both_backends() {
+    let ctx = Ctx::empty();
+    let codex = session_by(&ctx, Some("codex"), "platypus in codex");
+    let ours = session_by(&ctx, None, "platypus in freecode");
+    for backend in ["sqlite", "json"] {
+        let list = |agent: &str| {
+            session_ids(&ctx.json_on(backend, &["session", "list", "--json", "--agent", agent]))
+        };
+        assert_eq!(list("codex"), [codex.as_str()], "{backend}");
+        assert_eq!(list("freecode"), [ours.as_str()], "{backend}");
+        // An agent no session has: an empty list, as a project nothing was done in.
+        assert!(list("no-such-agent").is_empty(), "{backend}");
+        let search = |agent: &str| {
+            session_ids(&ctx.json_on(backend, &["search", "platypus", "--json", "--agent", agent]))
+        };
+        assert_eq!(search("codex"), [codex.as_str()], "{backend}");
+        assert_eq!(search("freecode"), [ours.as_str()], "{backend}");
+        // Nothing matches: search's "no match" (exit 1, nothing on stderr), not an error.
+        let out = ctx.run_on(
+            backend,
+            &["search", "platypus", "--json", "--agent", "goose"],
+        );
+        assert_eq!(out.status.code(), Some(1), "{backend}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -168,6 +168,11 @@ fn every_session_method_over_stdio() {
             .iter()
             .all(|c| c["status"] == "interrupted")
     );
+    // The reference home is ours only: `agent` selects all of it or nothing.
+    let ours = rpc.ok("session.list", json!({"agent": "freecode"}));
+    assert_eq!(ours.as_array().unwrap().len(), ids.len());
+    let codex = rpc.ok("session.list", json!({"agent": "codex"}));
+    assert_eq!(codex, json!([]));
 
     // start: a new session with the given provider and model.
     let started = rpc.ok(

@@ -127,6 +127,10 @@ pub struct SearchArgs {
     /// Search archived and deleted sessions too.
     #[arg(long)]
     all: bool,
+    /// Only sessions this agent wrote: `freecode` (ours), or the agent `freecode import` read
+    /// them from (`claude-code`, `codex`, …). A name no session has matches nothing.
+    #[arg(long, value_name = "A")]
+    agent: Option<String>,
     /// Print a JSON array of hits: each with its plain `snippet` and the `matches` in it as
     /// character offsets (`[{start, end}]`).
     #[arg(long)]
@@ -244,6 +248,7 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
         since,
         limit: a.limit,
         all: a.all,
+        agent: a.agent.clone(),
     };
     let (hits, problems) = indexed_or_scanned(
         home,

@@ -4,6 +4,7 @@ pub mod config;
 pub mod demo;
 pub mod doctor;
 pub mod index;
+pub mod mcp;
 pub mod run;
 pub mod schema;
 pub mod serve;

@@ -455,6 +455,7 @@ impl Server {
             status,
             project_path: project,
             include_deleted: false,
+            agent: p.opt_str("agent")?,
         })?;
         // The very items of `session list --json`: the metas.
         to_value(&listing.sessions)

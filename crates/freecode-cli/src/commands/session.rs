@@ -61,6 +61,11 @@ pub struct ListArgs {
     /// Only sessions with this status (active, interrupted, archived, deleted).
     #[arg(long, value_name = "S")]
     status: Option<String>,
+    /// Only sessions this agent wrote: `freecode` (ours), or the agent `freecode import` read
+    /// them from (`claude-code`, `codex`, `gemini-cli`, `opencode`, `goose`). A name no session
+    /// has lists nothing.
+    #[arg(long, value_name = "A")]
+    agent: Option<String>,
     /// Include deleted sessions.
     #[arg(long)]
     all: bool,
@@ -262,6 +267,7 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
         status,
         project_path: None,
         include_deleted: a.all,
+        agent: a.agent,
     };
     // Served from the index when it can be used (one stat per session, no file opened); the
     // scan gives the same answer when it cannot.

@@ -48,11 +48,18 @@ use crate::threads::{BUSY_TIMEOUT, DB_FILE, SqliteThreadStore};
 
 /// The index's migrations, named by their timestamps; never edited once shipped. They share
 /// `schema_migrations` with the thread store's.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 20261130120000,
-    name: "session_index",
-    sql: include_str!("../../migrations/20261130120000_session_index.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 20261130120000,
+        name: "session_index",
+        sql: include_str!("../../migrations/20261130120000_session_index.sql"),
+    },
+    Migration {
+        version: 20261201130000,
+        name: "session_agent",
+        sql: include_str!("../../migrations/20261201130000_session_agent.sql"),
+    },
+];
 
 /// A session file that was skipped, and why: the home is answered for without it.
 pub type Problem = (PathBuf, String);
@@ -415,11 +422,11 @@ impl SessionIndex {
             usable.insert(&f.id);
             tx.execute(
                 "INSERT INTO idx_sessions (id, projectDir, projectPath, status, lastTurnAt, createdAt, metaJson,
-                   metaMtimeNs, metaSize, metaIno)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                   metaMtimeNs, metaSize, metaIno, agent)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                  ON CONFLICT(id) DO UPDATE SET projectDir = ?2, projectPath = ?3, status = ?4,
                    lastTurnAt = ?5, createdAt = ?6, metaJson = ?7, metaMtimeNs = ?8, metaSize = ?9,
-                   metaIno = ?10",
+                   metaIno = ?10, agent = ?11",
                 params![
                     f.id,
                     f.project_dir,
@@ -430,7 +437,8 @@ impl SessionIndex {
                     String::from_utf8_lossy(&bytes),
                     f.meta.mtime_ns,
                     f.meta.size,
-                    f.meta.ino
+                    f.meta.ino,
+                    meta.agent()
                 ],
             )
             .map_err(db_err(&db))?;
@@ -619,7 +627,8 @@ impl SessionIndex {
                 .project_path
                 .as_deref()
                 .is_none_or(|p| p.is_empty() || meta.project_path == p);
-            if status_ok && project_ok {
+            let agent_ok = filter.agent.as_deref().is_none_or(|a| meta.agent() == a);
+            if status_ok && project_ok && agent_ok {
                 listing.sessions.push(meta);
             }
         }

@@ -37,6 +37,9 @@ pub struct SearchQuery {
     pub limit: usize,
     /// Archived and deleted sessions too (`search --all`); by default they are left out.
     pub all: bool,
+    /// Only sessions this agent wrote ([`freecode_core::SessionMeta::agent`]); a name no
+    /// session has matches nothing.
+    pub agent: Option<String>,
 }
 
 /// One matching message.
@@ -185,6 +188,7 @@ impl SessionIndex {
                AND (?5 OR s.status NOT IN ('deleted', 'archived'))
                AND (?2 IS NULL OR {in_project2})
                AND (?3 IS NULL OR m.timestamp >= ?3)
+               AND (?6 IS NULL OR s.agent = ?6)
              ORDER BY {order}
              LIMIT ?4",
             in_project2 = in_project_sql(2),
@@ -195,7 +199,7 @@ impl SessionIndex {
             .map_err(db_err(self.path()))?;
         let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
         let rows = stmt
-            .query_map(params![fts, project, q.since, limit, q.all], |r| {
+            .query_map(params![fts, project, q.since, limit, q.all, q.agent], |r| {
                 let meta: String = r.get(1)?;
                 let title =
                     freecode_core::json::from_slice_lossy::<serde_json::Value>(meta.as_bytes())
@@ -545,7 +549,8 @@ pub fn search_scan(
         let selected = (q.all || !matches!(meta.status.as_str(), "deleted" | "archived"))
             && q.project
                 .as_deref()
-                .is_none_or(|p| within_project(&meta.project_path, p));
+                .is_none_or(|p| within_project(&meta.project_path, p))
+            && q.agent.as_deref().is_none_or(|a| meta.agent() == a);
         let Ok(id) = SessionId::new(meta.id.as_str()) else {
             continue;
         };

@@ -118,6 +118,9 @@ pub struct ListFilter {
     pub project_path: Option<String>,
     /// Without a status filter, include deleted sessions too.
     pub include_deleted: bool,
+    /// Only sessions this agent wrote ([`SessionMeta::agent`]: `freecode`, or the agent an
+    /// import read them from, such as `codex`). A name no session has selects nothing.
+    pub agent: Option<String>,
 }
 
 /// The result of a listing.
@@ -503,7 +506,8 @@ impl SessionStore {
                 Some(p) if !p.is_empty() => &m.project_path == p,
                 _ => true,
             };
-            status_ok && project_ok
+            let agent_ok = filter.agent.as_deref().is_none_or(|a| m.agent() == a);
+            status_ok && project_ok && agent_ok
         });
         sort_newest_first(&mut metas);
         problems.extend(read_problems);

@@ -499,3 +499,134 @@ fn damaged_sessions_are_skipped_and_reported_by_the_index_and_the_scan() {
         stats_scan(&store, &StatsScope::All).unwrap().0
     );
 }
+
+/// A session in `store` holding one user message `text`; `agent`: the meta says it was imported
+/// from that agent (`importedFrom.agent`, as `freecode import` writes it).
+fn session_by(store: &SessionStore, agent: Option<&str>, text: &str, at: i64) -> String {
+    let id = store
+        .create(NewSession {
+            title: format!("by {}", agent.unwrap_or("us")),
+            project_path: "/work/agents".into(),
+            provider: "scripted".into(),
+            model: None,
+        })
+        .unwrap();
+    let mut w = store.writer(&id).unwrap();
+    w.append(&StoredMessage::new(
+        format!("m-{}", agent.unwrap_or("us")),
+        Role::User,
+        vec![Part::text(text)],
+        at,
+    ))
+    .unwrap();
+    if let Some(agent) = agent {
+        w.update_meta(|m| {
+            m.extra.insert(
+                "importedFrom".into(),
+                serde_json::json!({"agent": agent, "path": "/src", "sourceId": "s-1"}),
+            );
+        })
+        .unwrap();
+    }
+    id.to_string()
+}
+
+#[test]
+fn the_agent_filter_selects_the_sessions_an_agent_wrote_in_the_index_and_the_scan() {
+    let (_tmp, store) = fixture_home();
+    let codex = session_by(
+        &store,
+        Some("codex"),
+        "quokka from codex",
+        1_800_000_000_000,
+    );
+    let ours = session_by(&store, None, "quokka from us", 1_800_000_000_001);
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    let list = |ix: &mut SessionIndex, agent: &str| {
+        let f = ListFilter {
+            agent: Some(agent.into()),
+            ..ListFilter::default()
+        };
+        let a = ids(&ix.list(&f).unwrap().sessions);
+        assert_eq!(a, ids(&store.list(&f).unwrap().sessions), "{agent}");
+        a
+    };
+    assert_eq!(list(&mut ix, "codex"), [codex.as_str()]);
+    let native = list(&mut ix, "freecode");
+    assert!(
+        native.contains(&ours) && !native.contains(&codex),
+        "{native:?}"
+    );
+    assert_eq!(
+        native.len() + 1,
+        store.list(&ListFilter::default()).unwrap().sessions.len()
+    );
+    assert!(list(&mut ix, "gemini-cli").is_empty());
+
+    let search = |ix: &mut SessionIndex, agent: Option<&str>| {
+        let q = SearchQuery {
+            text: "quokka".into(),
+            limit: 10,
+            agent: agent.map(str::to_owned),
+            ..Default::default()
+        };
+        let mut a: Vec<_> = ix
+            .search(&q)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.session_id)
+            .collect();
+        let mut b: Vec<_> = search_scan(&store, &q)
+            .unwrap()
+            .0
+            .into_iter()
+            .map(|h| h.session_id)
+            .collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "{agent:?}");
+        a
+    };
+    assert_eq!(search(&mut ix, Some("codex")), [codex.as_str()]);
+    assert_eq!(search(&mut ix, Some("freecode")), [ours.as_str()]);
+    assert!(search(&mut ix, Some("goose")).is_empty());
+    assert_eq!(search(&mut ix, None).len(), 2);
+}
+
+#[test]
+fn an_index_made_before_the_agent_column_learns_each_sessions_agent() {
+    let (_tmp, store) = fixture_home();
+    let codex = session_by(
+        &store,
+        Some("codex"),
+        "wombat from codex",
+        1_800_000_000_000,
+    );
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    ix.refresh(|_, _| {}).unwrap();
+    let db = ix.path().to_owned();
+    drop(ix);
+    // The database as the version before the column left it: indexed, fresh, no agent column.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "DROP INDEX idx_sessions_agent; ALTER TABLE idx_sessions DROP COLUMN agent;
+         DELETE FROM schema_migrations WHERE version = 20261201130000;",
+    )
+    .unwrap();
+    drop(conn);
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    let hits = ix
+        .search(&SearchQuery {
+            text: "wombat".into(),
+            limit: 10,
+            agent: Some("codex".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        hits.iter()
+            .map(|h| h.session_id.as_str())
+            .collect::<Vec<_>>(),
+        [codex.as_str()]
+    );
+}

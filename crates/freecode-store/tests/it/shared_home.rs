@@ -315,6 +315,7 @@ fn lone_surrogates_from_the_original_are_read_as_replacement_characters_and_kept
             since: None,
             limit: 10,
             all: false,
+            agent: None,
         })
         .unwrap();
     assert_eq!(hits.len(), 1);
