@@ -82,6 +82,9 @@ pub struct TraceArgs {
         conflicts_with = "json"
     )]
     otlp_endpoint: Option<String>,
+    /// Write the trace as one self-contained HTML page (the waterfall) to FILE (opens offline).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "follow", "list"])]
+    html: Option<PathBuf>,
 }
 
 /// `freecode replay`.
@@ -269,6 +272,9 @@ impl TraceArgs {
             return Err(no_events(&id));
         };
         let trace = post_mortem(builder, last);
+        if let Some(file) = &self.html {
+            return crate::ui::export::write(file, &crate::ui::export::trace_page(&trace));
+        }
         if exporting {
             return export(
                 &id,

@@ -1,0 +1,72 @@
+//! `--html FILE` on `trace` and `session show`: one self-contained HTML file to attach to a bug
+//! report, opened offline. The UI's own templates with the stylesheet and script inside the
+//! file (no server, so nothing is fetched: no network, no external fonts or scripts); a trace
+//! drawn one bar per turn keeps each turn's spans in a `<details>` under the chart.
+
+use std::path::Path;
+
+use freecode_core::rollout::trace::Trace;
+use freecode_core::{SessionMeta, StoredMessage};
+use maud::{Markup, html};
+
+use super::pages::{self, Assets};
+use super::waterfall;
+
+/// Rows of the per-turn sections an offline trace keeps at most (the chart above has every turn).
+const MAX_TURN_ROWS: usize = 20_000;
+
+/// The offline page of a trace.
+pub fn trace_page(trace: &Trace) -> Markup {
+    let w = waterfall::build(trace, None);
+    let none = |_: usize| None;
+    let mut chart = waterfall::markup(&w, &none).into_string();
+    if w.aggregated {
+        let mut rows = 0usize;
+        let mut left_out = 0usize;
+        let mut sections = String::new();
+        for n in 1..=w.turns {
+            let turn = waterfall::build(trace, Some(n));
+            if rows + turn.rows.len() > MAX_TURN_ROWS {
+                left_out += 1;
+                continue;
+            }
+            rows += turn.rows.len();
+            sections.push_str(
+                &html! {
+                    details.turn-spans {
+                        summary { "turn " (n) ": " (turn.rows.len()) " spans" }
+                        (waterfall::markup(&turn, &none))
+                    }
+                }
+                .into_string(),
+            );
+        }
+        chart.push_str(&sections);
+        if left_out > 0 {
+            chart.push_str(
+                &html! { p.note { (left_out) " turns' spans left out of this file; `freecode trace --json` has them all." } }
+                    .into_string(),
+            );
+        }
+    }
+    pages::trace_markup(trace, &w, maud::PreEscaped(chart), None, Assets::Inline)
+}
+
+/// The offline page of a session: its meta and every message.
+pub fn session_page(meta: &SessionMeta, messages: &[StoredMessage]) -> Markup {
+    pages::layout(
+        &meta.title,
+        Assets::Inline,
+        html! {
+            h1 { @if meta.title.is_empty() { "(no title)" } @else { (meta.title) } }
+            p.count { "session " span.id { (meta.id) } " · " (meta.project_path) " · " (messages.len()) " messages" }
+            (pages::transcript(messages, 0))
+        },
+    )
+}
+
+/// Writes `page` to `path` (`-`: stdout) as the CLI writes every file the user names.
+pub fn write(path: &Path, page: &Markup) -> anyhow::Result<()> {
+    freecode_store::fsutil::write_user_file(path, page.0.as_bytes())?;
+    Ok(())
+}
