@@ -401,7 +401,7 @@ fn text_block(text: &str) -> Markup {
     html! {
         @for (code, lang, s) in pieces {
             @if code { (code_block(s, lang)) }
-            @else if !s.trim().is_empty() { div.text { (s) } }
+            @else if !s.trim().is_empty() { div.text { (s.trim_matches('\n')) } }
         }
     }
 }

@@ -325,9 +325,14 @@ pub fn markup(w: &Waterfall, zoom_href: &dyn Fn(usize) -> Option<String>) -> Mar
     html! {
         div.waterfall data-t0=(w.t0) data-span=(w.span_ms) data-aggregated=(w.aggregated) {
             div.wf-axis {
-                span { "0" }
-                span { (format_duration(w.span_ms as f64 / 2.0)) }
-                span { (format_duration(w.span_ms as f64)) }
+                span {}
+                div.wf-ticks {
+                    span { "0" }
+                    span { (format_duration(w.span_ms as f64 / 2.0)) }
+                    span { (format_duration(w.span_ms as f64)) }
+                }
+                span {}
+                span {}
             }
             @if w.rows.is_empty() {
                 p.empty { "No spans recorded." }
@@ -348,6 +353,9 @@ pub fn markup(w: &Waterfall, zoom_href: &dyn Fn(usize) -> Option<String>) -> Mar
                                 (r.kind) " " (r.label) " — " (format_duration(r.dur as f64))
                                 @for (k, v) in &r.details { "\n" (k) ": " (v) }
                             }
+                        }
+                        @if r.kind == "denied" {
+                            line.wf-tick x1=(pct(r.start - w.t0, w.span_ms)) x2=(pct(r.start - w.t0, w.span_ms)) y1="1" y2="17" {}
                         }
                         @if let Some(t) = r.ttft {
                             rect.wf-ttft x=(pct(r.start - w.t0, w.span_ms)) y="6" height="6"

@@ -42,6 +42,7 @@
     var id = chart.getAttribute("data-session");
     var turn = chart.getAttribute("data-turn");
     var es = new EventSource("/api/events/" + encodeURIComponent(id));
+    es.onopen = function () { chart.setAttribute("data-stream", "open"); };
     es.addEventListener("trace", function (ev) {
       var t;
       try { t = JSON.parse(ev.data); } catch (e) { return; }
