@@ -17,31 +17,31 @@ const MAX_TURN_ROWS: usize = 20_000;
 
 /// The offline page of a trace.
 pub fn trace_page(trace: &Trace) -> Markup {
-    let w = waterfall::build(trace, None);
-    let none = |_: usize| None;
+    let spans = waterfall::Spans::of(trace);
+    let w = waterfall::build_from(&spans, trace, waterfall::Select::All);
+    let none = |_: (usize, usize)| None;
     let mut chart = waterfall::markup(&w, &none).into_string();
     if w.aggregated {
         let mut rows = 0usize;
         let mut left_out = 0usize;
-        let mut sections = String::new();
-        for n in 1..=w.turns {
-            let turn = waterfall::build(trace, Some(n));
-            if rows + turn.rows.len() > MAX_TURN_ROWS {
+        for (i, turn_rows) in spans.by_turn().into_iter().enumerate() {
+            if rows + turn_rows.len() > MAX_TURN_ROWS {
                 left_out += 1;
                 continue;
             }
-            rows += turn.rows.len();
-            sections.push_str(
+            rows += turn_rows.len();
+            let n = turn_rows.len();
+            let turn = waterfall::of_turn(turn_rows, trace, spans.turns);
+            chart.push_str(
                 &html! {
                     details.turn-spans {
-                        summary { "turn " (n) ": " (turn.rows.len()) " spans" }
+                        summary { "turn " (i + 1) ": " (n) " spans" }
                         (waterfall::markup(&turn, &none))
                     }
                 }
                 .into_string(),
             );
         }
-        chart.push_str(&sections);
         if left_out > 0 {
             chart.push_str(
                 &html! { p.note { (left_out) " turns' spans left out of this file; `freecode trace --json` has them all." } }
@@ -49,7 +49,13 @@ pub fn trace_page(trace: &Trace) -> Markup {
             );
         }
     }
-    pages::trace_markup(trace, &w, maud::PreEscaped(chart), None, Assets::Inline)
+    pages::trace_markup(
+        trace,
+        &w,
+        maud::PreEscaped(chart),
+        waterfall::Select::All,
+        Assets::Inline,
+    )
 }
 
 /// The offline page of a session: its meta and every message.

@@ -454,13 +454,40 @@ pub fn transcript(messages: &[StoredMessage], first: usize) -> Markup {
     }
 }
 
-/// `?turn=N&fragment=1`.
+/// `?turn=N`, `?turns=A-B`, `&fragment=1`.
 #[derive(Debug, Deserialize)]
 struct TraceParams {
     #[serde(default)]
     turn: Option<usize>,
     #[serde(default)]
+    turns: Option<String>,
+    #[serde(default)]
     fragment: Option<String>,
+}
+
+impl TraceParams {
+    fn select(&self) -> Result<waterfall::Select, UiError> {
+        if let Some(n) = self.turn {
+            return Ok(waterfall::Select::Turn(n));
+        }
+        match self.turns.as_deref() {
+            None | Some("") => Ok(waterfall::Select::All),
+            Some(r) => r
+                .split_once('-')
+                .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                .map(|(a, b)| waterfall::Select::Turns(a, b))
+                .ok_or_else(|| UiError::bad_request(format!("turns={r:?}: expected A-B"))),
+        }
+    }
+}
+
+/// The link of a bar of turns `a..=b` of session `id`.
+fn zoom_href(id: &str, (a, b): (usize, usize)) -> String {
+    if a == b {
+        format!("/trace/{id}?turn={a}")
+    } else {
+        format!("/trace/{id}?turns={a}-{b}")
+    }
 }
 
 async fn trace_page(
@@ -470,15 +497,16 @@ async fn trace_page(
 ) -> Result<Html<String>, UiError> {
     let home = ui.home.clone();
     blocking(move || {
+        let sel = p.select()?;
         let (id, trace) = api::trace(&home, &id)?;
         let Some(trace) = trace else {
             return Err(UiError::not_found(format!(
                 "no recorded events for session {id}"
             )));
         };
-        let w = waterfall::build(&trace, p.turn);
+        let w = waterfall::build(&trace, sel);
         let sid = id.to_string();
-        let zoom = move |n: usize| Some(format!("/trace/{sid}?turn={n}"));
+        let zoom = move |r: (usize, usize)| Some(zoom_href(&sid, r));
         let chart = waterfall::markup(&w, &zoom);
         if p.fragment.is_some() {
             return Ok(page_html(chart));
@@ -487,7 +515,7 @@ async fn trace_page(
             &trace,
             &w,
             chart,
-            p.turn,
+            sel,
             Assets::Linked,
         )))
     })
@@ -499,7 +527,7 @@ pub fn trace_markup(
     t: &Trace,
     w: &waterfall::Waterfall,
     chart: Markup,
-    turn: Option<usize>,
+    sel: waterfall::Select,
     assets: Assets,
 ) -> Markup {
     let live = t.in_flight || (t.hung && !t.abandoned);
@@ -518,17 +546,19 @@ pub fn trace_markup(
                 p {
                     a href=(session_href(&t.session_id)) { "← transcript" } " "
                     a href=(format!("/api/trace/{}", t.session_id)) { "JSON" }
-                    @if let Some(n) = turn {
-                        " · turn " (n) " of " (w.turns) " · " a href=(format!("/trace/{}", t.session_id)) { "all turns" }
+                    @match sel {
+                        waterfall::Select::Turn(n) => { " · turn " (n) " of " (w.turns) " · " a href=(format!("/trace/{}", t.session_id)) { "all turns" } }
+                        waterfall::Select::Turns(a, b) => { " · turns " (a) "–" (b) " of " (w.turns) " · " a href=(format!("/trace/{}", t.session_id)) { "all turns" } }
+                        waterfall::Select::All => {}
                     }
                 }
             }
             @if w.aggregated {
                 p.note { (thousands((t.model_spans.len() + t.tool_spans.len() + t.denied_spans.len()) as u64))
-                    " spans, drawn as one bar per turn; open a turn to see its spans." }
+                    " spans in " (thousands(w.turns as u64)) " turns, drawn as one bar per turn or group of turns; open a bar to zoom in." }
             }
             div.legend { span.key.model { "model" } span.key.ttft { "first token" } span.key.tool { "tool" } span.key.denied { "denied" } span.key.hung { "hung" } }
-            div #chart data-session=(t.session_id) data-live=(live) data-turn=(turn.map(|n| n.to_string()).unwrap_or_default()) { (chart) }
+            div #chart data-session=(t.session_id) data-live=(live) data-turn=(match sel { waterfall::Select::Turn(n) => n.to_string(), _ => String::new() }) { (chart) }
         }))
     }
 }

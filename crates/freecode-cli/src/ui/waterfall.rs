@@ -2,7 +2,8 @@
 //! bar whose `x` and `width` are the span's start and duration as percentages of the axis), the
 //! time to first token inside each model bar, hung and in-flight requests marked, and each
 //! span's details (tokens, arguments, errors) in a `<title>` and a panel the row opens. A trace
-//! with more spans than [`AGGREGATE_ABOVE`] is drawn one bar per turn; a turn's page zooms in.
+//! with more spans than [`AGGREGATE_ABOVE`] is drawn one bar per turn (per group of turns past
+//! [`MAX_BARS`]); a bar's link zooms in.
 //! Bars are SVG geometry, not inline styles, so the page needs no `style-src 'unsafe-inline'`.
 
 use freecode_core::rollout::trace::{SpanStatus, Trace};
@@ -33,8 +34,8 @@ pub struct Row {
     pub ttft: Option<i64>,
     /// Label and value pairs for the details panel.
     pub details: Vec<(&'static str, String)>,
-    /// The turn a `turn` row zooms into (1-based).
-    pub turn: Option<usize>,
+    /// The turns a `turn` row zooms into (1-based, inclusive).
+    pub turn: Option<(usize, usize)>,
 }
 
 /// The rows of a trace (or of one of its turns) and their time axis.
@@ -199,111 +200,80 @@ fn axis(rows: &[Row], trace: &Trace, whole: bool) -> (i64, i64) {
     (t0, (end - t0).max(1))
 }
 
-/// The waterfall of `trace`: every span, or one bar per turn past [`AGGREGATE_ABOVE`] spans;
-/// with `turn` (1-based), that turn's spans on its own axis.
-pub fn build(trace: &Trace, turn: Option<usize>) -> Waterfall {
-    let (rows, turns) = span_rows(trace);
-    if let Some(n) = turn {
-        let rows: Vec<Row> = rows
-            .into_iter()
-            .filter(|(t, _)| t + 1 == n)
-            .map(|(_, r)| r)
-            .collect();
-        let (t0, span_ms) = axis(&rows, trace, false);
-        return Waterfall {
-            t0,
-            span_ms,
-            rows,
-            aggregated: false,
-            turns,
-        };
+/// What a waterfall shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Select {
+    /// The whole trace: every span, or bars of turns past [`AGGREGATE_ABOVE`] spans.
+    All,
+    /// Turns `a..=b` (1-based), one bar per turn or per group of turns.
+    Turns(usize, usize),
+    /// One turn's spans (1-based).
+    Turn(usize),
+}
+
+/// The spans of a trace, each with its turn (0-based): folded once, drawn many ways.
+pub struct Spans {
+    rows: Vec<(usize, Row)>,
+    /// How many turns.
+    pub turns: usize,
+}
+
+impl Spans {
+    /// The rows of `trace`.
+    pub fn of(trace: &Trace) -> Self {
+        let (rows, turns) = span_rows(trace);
+        Self { rows, turns }
     }
-    if rows.len() <= AGGREGATE_ABOVE {
-        let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
-        let (t0, span_ms) = axis(&rows, trace, true);
-        return Waterfall {
-            t0,
-            span_ms,
-            rows,
-            aggregated: false,
-            turns,
-        };
-    }
-    // One bar per turn: from its first span's start to its last span's end.
-    struct Acc {
-        start: i64,
-        end: i64,
-        model: u64,
-        tools: u64,
-        denied: u64,
-        model_ms: i64,
-        tool_ms: i64,
-        flag: Option<&'static str>,
-    }
-    let mut accs: Vec<Option<Acc>> = (0..turns).map(|_| None).collect();
-    for (t, r) in &rows {
-        let Some(slot) = accs.get_mut(*t) else {
-            continue;
-        };
-        let a = slot.get_or_insert(Acc {
-            start: r.start,
-            end: r.start,
-            model: 0,
-            tools: 0,
-            denied: 0,
-            model_ms: 0,
-            tool_ms: 0,
-            flag: None,
-        });
-        a.start = a.start.min(r.start);
-        a.end = a.end.max(r.start + r.dur);
-        match r.kind {
-            "model" => {
-                a.model += 1;
-                a.model_ms += r.dur;
+
+    /// Every turn's spans (index: turn - 1), in start order.
+    pub fn by_turn(&self) -> Vec<Vec<Row>> {
+        let mut out: Vec<Vec<Row>> = (0..self.turns).map(|_| Vec::new()).collect();
+        for (t, r) in &self.rows {
+            if let Some(v) = out.get_mut(*t) {
+                v.push(r.clone());
             }
-            "tool" => {
-                a.tools += 1;
-                a.tool_ms += r.dur;
-            }
-            _ => a.denied += 1,
         }
-        // The worst mark wins: hung, then in flight, then an error.
-        let rank = |f: Option<&str>| match f {
-            Some("hung") => 3,
-            Some("in-flight") => 2,
-            Some("error") => 1,
-            _ => 0,
-        };
-        if r.kind == "model" && rank(r.flag) > rank(a.flag) {
-            a.flag = r.flag;
-        }
+        out
     }
-    let rows: Vec<Row> = accs
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, a)| {
-            let a = a?;
-            Some(Row {
-                kind: "turn",
-                label: format!("turn {}", i + 1),
-                start: a.start,
-                dur: a.end - a.start,
-                flag: a.flag,
-                ttft: None,
-                details: vec![
-                    (
-                        "spans",
-                        format!("{} model, {} tool, {} denied", a.model, a.tools, a.denied),
-                    ),
-                    ("model time", format_duration(a.model_ms as f64)),
-                    ("tool time", format_duration(a.tool_ms as f64)),
-                ],
-                turn: Some(i + 1),
-            })
-        })
-        .collect();
-    let (t0, span_ms) = axis(&rows, trace, true);
+}
+
+/// Most bars a chart of turns draws: past it, consecutive turns share a bar.
+pub const MAX_BARS: usize = 300;
+
+/// The waterfall of `trace` as `sel` says.
+pub fn build(trace: &Trace, sel: Select) -> Waterfall {
+    build_from(&Spans::of(trace), trace, sel)
+}
+
+/// A waterfall of spans already folded ([`Spans::of`]).
+pub fn build_from(spans: &Spans, trace: &Trace, sel: Select) -> Waterfall {
+    let turns = spans.turns;
+    let (a, b) = match sel {
+        Select::Turn(n) => {
+            let rows: Vec<Row> = spans
+                .rows
+                .iter()
+                .filter(|(t, _)| t + 1 == n)
+                .map(|(_, r)| r.clone())
+                .collect();
+            return of_turn(rows, trace, turns);
+        }
+        Select::All if spans.rows.len() <= AGGREGATE_ABOVE => {
+            let rows: Vec<Row> = spans.rows.iter().map(|(_, r)| r.clone()).collect();
+            let (t0, span_ms) = axis(&rows, trace, true);
+            return Waterfall {
+                t0,
+                span_ms,
+                rows,
+                aggregated: false,
+                turns,
+            };
+        }
+        Select::All => (1, turns),
+        Select::Turns(a, b) => (a.max(1), b.min(turns)),
+    };
+    let rows = turn_bars(spans, a, b);
+    let (t0, span_ms) = axis(&rows, trace, sel == Select::All);
     Waterfall {
         t0,
         span_ms,
@@ -313,15 +283,119 @@ pub fn build(trace: &Trace, turn: Option<usize>) -> Waterfall {
     }
 }
 
+/// The waterfall of one turn's `rows` (of a trace of `turns` turns), on the turn's own axis.
+pub fn of_turn(rows: Vec<Row>, trace: &Trace, turns: usize) -> Waterfall {
+    let (t0, span_ms) = axis(&rows, trace, false);
+    Waterfall {
+        t0,
+        span_ms,
+        rows,
+        aggregated: false,
+        turns,
+    }
+}
+
+/// Bars for turns `a..=b`: one per turn, or per group of consecutive turns past
+/// [`MAX_BARS`]; each from its first span's start to its last span's end.
+fn turn_bars(spans: &Spans, a: usize, b: usize) -> Vec<Row> {
+    #[derive(Default)]
+    struct Acc {
+        seen: bool,
+        start: i64,
+        end: i64,
+        model: u64,
+        tools: u64,
+        denied: u64,
+        model_ms: i64,
+        tool_ms: i64,
+        flag: Option<&'static str>,
+    }
+    if a > b {
+        return Vec::new();
+    }
+    let group = (b - a + 1).div_ceil(MAX_BARS).max(1);
+    let bars = (b - a + 1).div_ceil(group);
+    let mut accs: Vec<Acc> = (0..bars).map(|_| Acc::default()).collect();
+    // The worst mark wins: hung, then in flight, then an error.
+    let rank = |f: Option<&str>| match f {
+        Some("hung") => 3,
+        Some("in-flight") => 2,
+        Some("error") => 1,
+        _ => 0,
+    };
+    for (t, r) in &spans.rows {
+        let turn = t + 1;
+        if turn < a || turn > b {
+            continue;
+        }
+        let Some(acc) = accs.get_mut((turn - a) / group) else {
+            continue;
+        };
+        if !acc.seen {
+            acc.seen = true;
+            acc.start = r.start;
+            acc.end = r.start;
+        }
+        acc.start = acc.start.min(r.start);
+        acc.end = acc.end.max(r.start + r.dur);
+        match r.kind {
+            "model" => {
+                acc.model += 1;
+                acc.model_ms += r.dur;
+            }
+            "tool" => {
+                acc.tools += 1;
+                acc.tool_ms += r.dur;
+            }
+            _ => acc.denied += 1,
+        }
+        if r.kind == "model" && rank(r.flag) > rank(acc.flag) {
+            acc.flag = r.flag;
+        }
+    }
+    accs.into_iter()
+        .enumerate()
+        .filter(|(_, acc)| acc.seen)
+        .map(|(i, acc)| {
+            let first = a + i * group;
+            let last = (first + group - 1).min(b);
+            Row {
+                kind: "turn",
+                label: if first == last {
+                    format!("turn {first}")
+                } else {
+                    format!("turns {first}–{last}")
+                },
+                start: acc.start,
+                dur: acc.end - acc.start,
+                flag: acc.flag,
+                ttft: None,
+                details: vec![
+                    (
+                        "spans",
+                        format!(
+                            "{} model, {} tool, {} denied",
+                            acc.model, acc.tools, acc.denied
+                        ),
+                    ),
+                    ("model time", format_duration(acc.model_ms as f64)),
+                    ("tool time", format_duration(acc.tool_ms as f64)),
+                ],
+                turn: Some((first, last)),
+            }
+        })
+        .collect()
+}
+
 /// A percentage of the axis, for an SVG attribute.
 fn pct(v: i64, of: i64) -> String {
     let p = (v as f64 / of.max(1) as f64 * 100.0).clamp(0.0, 100.0);
     format!("{p:.4}%")
 }
 
-/// The waterfall's markup. `zoom_href(n)` is the link of turn `n`'s bar (`None`: turns are not
-/// links, as in an offline file).
-pub fn markup(w: &Waterfall, zoom_href: &dyn Fn(usize) -> Option<String>) -> Markup {
+/// The waterfall's markup. `zoom_href(a, b)` is the link of the bar of turns `a..=b` (`None`:
+/// bars are not links, as in an offline file).
+pub fn markup(w: &Waterfall, zoom_href: &dyn Fn((usize, usize)) -> Option<String>) -> Markup {
     html! {
         div.waterfall data-t0=(w.t0) data-span=(w.span_ms) data-aggregated=(w.aggregated) {
             div.wf-axis {
@@ -370,5 +444,111 @@ pub fn markup(w: &Waterfall, zoom_href: &dyn Fn(usize) -> Option<String>) -> Mar
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use freecode_core::rollout::trace::{ModelSpan, ToolSpan};
+
+    fn trace(turns: usize, calls: usize) -> Trace {
+        let mut model_spans = Vec::new();
+        let mut tool_spans = Vec::new();
+        let mut t = 1_000;
+        for turn in 0..turns {
+            for _ in 0..calls {
+                model_spans.push(ModelSpan {
+                    turn_id: format!("turn-{turn}"),
+                    provider: "p".into(),
+                    model: "m".into(),
+                    started_at: t,
+                    status: if turn == turns - 1 {
+                        SpanStatus::Hung
+                    } else {
+                        SpanStatus::Ok
+                    },
+                    duration_ms: 100,
+                    message_count: 1,
+                    tool_count: 1,
+                    prompt_chars: 1,
+                    tool_calls: vec![],
+                    ttft_ms: Some(10),
+                    input_tokens: None,
+                    output_tokens: None,
+                    cache_read_tokens: None,
+                    cache_write_tokens: None,
+                    error_kind: None,
+                    error: None,
+                });
+                tool_spans.push(ToolSpan {
+                    tool: "bash".into(),
+                    started_at: t + 100,
+                    duration_ms: 50,
+                    args: None,
+                    failed: None,
+                });
+                t += 200;
+            }
+        }
+        Trace {
+            session_id: "s".into(),
+            started_at: 1_000,
+            ended_at: t,
+            wall_ms: t - 1_000,
+            model_spans,
+            tool_spans,
+            denied_spans: vec![],
+            model_ms: 0,
+            tool_ms: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cache_read_tokens: 0,
+            hung: true,
+            in_flight: false,
+            abandoned: false,
+            redirects: 0,
+            redirects_skipped: 0,
+        }
+    }
+
+    fn spans_in(rows: &[Row]) -> u64 {
+        rows.iter()
+            .map(|r| {
+                r.details[0]
+                    .1
+                    .split(", ")
+                    .filter_map(|p| p.split(' ').next()?.parse::<u64>().ok())
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
+    #[test]
+    fn small_traces_show_every_span_and_big_ones_bars_of_turns() {
+        let t = trace(3, 2);
+        let w = build(&t, Select::All);
+        assert!(!w.aggregated);
+        assert_eq!(w.rows.len(), 12);
+        assert_eq!(w.rows.iter().filter(|r| r.flag == Some("hung")).count(), 2);
+
+        // 1,000 turns of 10 calls: 20,000 spans, at most MAX_BARS bars, every span in one.
+        let t = trace(1_000, 10);
+        let w = build(&t, Select::All);
+        assert!(w.aggregated);
+        assert_eq!(w.turns, 1_000);
+        assert!(w.rows.len() <= MAX_BARS, "{}", w.rows.len());
+        assert_eq!(spans_in(&w.rows), 20_000);
+        assert_eq!(w.rows[0].turn, Some((1, 4)));
+        assert_eq!(w.rows.last().and_then(|r| r.flag), Some("hung"));
+        // A group zooms into bars of single turns, a turn into its spans.
+        let z = build(&t, Select::Turns(1, 4));
+        assert_eq!(z.rows.len(), 4);
+        assert_eq!(z.rows[1].turn, Some((2, 2)));
+        assert_eq!(spans_in(&z.rows), 80);
+        let one = build(&t, Select::Turn(2));
+        assert_eq!(one.rows.len(), 20);
+        assert_eq!(one.t0, 1_000 + 10 * 200);
+        assert_eq!(one.span_ms, 10 * 200 - 50);
     }
 }
