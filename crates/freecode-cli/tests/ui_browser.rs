@@ -199,6 +199,11 @@ async fn the_pages_in_a_real_browser() {
 
     // The list: the URL's token becomes the cookie; both sessions, newest activity first.
     c.goto(&server.url).await.unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("table.sessions"))
+        .await
+        .unwrap();
     assert_eq!(
         c.current_url().await.unwrap().as_str(),
         format!("{}/", server.base())
@@ -486,6 +491,21 @@ async fn the_pages_in_a_real_browser() {
         b.js("return performance.getEntriesByType('resource').length")
             .await,
         0
+    );
+
+    // Started the way `freecode ui` opens a browser: the private launch page, from disk.
+    let bin = f.tmp.path().join("bin");
+    let opening = Server::start_opening(&f.home, &bin);
+    let page = Server::opened(&bin).remove(0);
+    c.goto(&format!("file://{page}")).await.unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("table.sessions td.title"))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.current_url().await.unwrap().as_str(),
+        format!("{}/", opening.base())
     );
     b.finish().await;
 }

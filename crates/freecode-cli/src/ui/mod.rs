@@ -105,35 +105,56 @@ impl UiArgs {
             let addr = listener.local_addr()?;
             let url = format!("http://{addr}/?token={token}");
             crate::render::print_line(&url)?;
-            if !self.no_open {
-                open_browser(&url);
-            }
+            let launcher = if self.no_open {
+                None
+            } else {
+                open_browser(home, addr, &url)
+            };
             tracing::info!("serving {} on http://{addr}/", home.root().display());
             let ui = Arc::new(Ui {
                 home: home.clone(),
                 token,
                 addr,
             });
-            axum::serve(listener, router(ui))
+            let served = axum::serve(listener, router(ui))
                 .with_graceful_shutdown(async {
                     let _ = tokio::signal::ctrl_c().await;
                 })
-                .await?;
-            Ok(())
+                .await;
+            if let Some(path) = launcher
+                && let Err(e) = freecode_store::fsutil::remove_file(&path)
+            {
+                tracing::warn!("could not remove {}: {e}", path.display());
+            }
+            Ok(served?)
         })
     }
 }
 
-/// Hands the URL to the desktop's opener (`xdg-open`, `open` on macOS); the URL was printed
-/// anyway, so a missing opener is only logged.
-fn open_browser(url: &str) {
+/// Opens the browser on the UI without putting the token on a command line (which other users
+/// can read in the process table): a private page in the home's state directory
+/// (`state/ui-<port>.html`, 0600, removed when the server stops) that forwards to the URL is
+/// handed to the desktop's opener (`xdg-open`, `open` on macOS). The URL was printed anyway, so
+/// a failure is only logged. Returns the page's path.
+fn open_browser(home: &Home, addr: SocketAddr, url: &str) -> Option<std::path::PathBuf> {
     let opener = if cfg!(target_os = "macos") {
         "open"
     } else {
         "xdg-open"
     };
+    let path = home.state_dir().join(format!("ui-{}.html", addr.port()));
+    let page = pages::launch_page(url).into_string();
+    let written = freecode_store::fsutil::create_dir_private(&home.state_dir())
+        .and_then(|()| freecode_store::fsutil::write_atomic(&path, page.as_bytes(), false));
+    if let Err(e) = written {
+        tracing::warn!(
+            "could not write {} ({e}); open the URL above",
+            path.display()
+        );
+        return None;
+    }
     match std::process::Command::new(opener)
-        .arg(url)
+        .arg(&path)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -145,6 +166,7 @@ fn open_browser(url: &str) {
         }
         Err(e) => tracing::warn!("could not start {opener} ({e}); open the URL above"),
     }
+    Some(path)
 }
 
 fn router(ui: Arc<Ui>) -> Router {
@@ -203,17 +225,14 @@ async fn guard(State(ui): State<Arc<Ui>>, req: Request, next: Next) -> Response 
             return secured(forbidden("forbidden: cross-origin request"));
         }
     }
-    if let Some(site) = headers.get("sec-fetch-site")
-        && !matches!(site.to_str(), Ok("same-origin" | "none"))
-    {
-        return secured(forbidden("forbidden: cross-site request"));
-    }
     let (query, cookie) = tokens(&req);
     if let Some(t) = query {
         if !same_secret(&t, &ui.token) {
             return secured(forbidden("forbidden: wrong token"));
         }
-        // The token moves into the cookie and out of the address bar and history.
+        // The token moves into the cookie and out of the address bar and history. The first
+        // request may come from elsewhere (the launch page is a file), so the cookie is set by
+        // a page that then reloads from this origin, where a SameSite=Strict cookie is sent.
         let rest: Vec<&str> = req
             .uri()
             .query()
@@ -226,7 +245,7 @@ async fn guard(State(ui): State<Arc<Ui>>, req: Request, next: Next) -> Response 
             to.push('?');
             to.push_str(&rest.join("&"));
         }
-        let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response();
+        let mut resp = pages::handshake_page(&to).into_response();
         if let Ok(v) = HeaderValue::from_str(&format!(
             "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
             ui.token
@@ -234,6 +253,11 @@ async fn guard(State(ui): State<Arc<Ui>>, req: Request, next: Next) -> Response 
             resp.headers_mut().insert(header::SET_COOKIE, v);
         }
         return secured(resp);
+    }
+    if let Some(site) = headers.get("sec-fetch-site")
+        && !matches!(site.to_str(), Ok("same-origin" | "none"))
+    {
+        return secured(forbidden("forbidden: cross-site request"));
     }
     if !cookie.is_some_and(|c| same_secret(&c, &ui.token)) {
         return secured(forbidden(

@@ -106,6 +106,48 @@ async fn js() -> Response {
         .into_response()
 }
 
+/// The page that takes the token from the URL: it sets the cookie (a header) and reloads `to`
+/// from this origin. `to` is the request's own path; one starting `//` would name another host.
+pub fn handshake_page(to: &str) -> Html<String> {
+    let to = if to.starts_with("//") || !to.starts_with('/') {
+        "/"
+    } else {
+        to
+    };
+    Html(
+        html! {
+            (DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta name="referrer" content="no-referrer";
+                    meta http-equiv="refresh" content=(format!("0;url={to}"));
+                    title { "freecode" }
+                }
+                body { p { a href=(to) { "Open freecode ui" } } }
+            }
+        }
+        .into_string(),
+    )
+}
+
+/// The private file the browser is started on: it forwards to `url` (with the token), so the
+/// token is never on a command line.
+pub fn launch_page(url: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="referrer" content="no-referrer";
+                meta http-equiv="refresh" content=(format!("0;url={url}"));
+                title { "freecode ui" }
+            }
+            body { p { a href=(url) { "Open freecode ui" } } }
+        }
+    }
+}
+
 /// The page of an error.
 pub fn error_page(status: StatusCode, message: &str) -> Html<String> {
     Html(

@@ -266,8 +266,57 @@ pub struct Server {
 
 impl Server {
     pub fn start(home: &Path) -> Self {
-        let mut child = freecode(home)
-            .args(["ui", "--no-open"])
+        let mut c = freecode(home);
+        c.args(["ui", "--no-open"]);
+        Self::spawn(c)
+    }
+
+    /// `freecode ui` opening its page with a stand-in `xdg-open` that writes its arguments,
+    /// one a line, to `<bin>/opened` (and its whole command line to `<bin>/cmdline`).
+    pub fn start_opening(home: &Path, bin: &Path) -> Self {
+        std::fs::create_dir_all(bin).unwrap();
+        let opener = bin.join("xdg-open");
+        std::fs::write(
+            &opener,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{0}/opened.tmp'\ncat /proc/$$/cmdline > '{0}/cmdline'\nmv '{0}/opened.tmp' '{0}/opened'\n",
+                bin.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&opener, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut c = freecode(home);
+        c.args(["ui"]).env("PATH", path);
+        Self::spawn(c)
+    }
+
+    /// What the stand-in opener of [`Server::start_opening`] was given, once it ran.
+    pub fn opened(bin: &Path) -> Vec<String> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(s) = std::fs::read_to_string(bin.join("opened")) {
+                return s.lines().map(str::to_owned).collect();
+            }
+            assert!(std::time::Instant::now() < deadline, "the opener never ran");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the server with SIGINT (Ctrl+C) and waits for it.
+    pub fn interrupt(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        self.child.wait().unwrap()
+    }
+
+    fn spawn(mut c: Command) -> Self {
+        let mut child = c
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
