@@ -596,13 +596,26 @@ fn big_log(home: &Path, id: &str, n: u64) {
     w.flush().unwrap();
 }
 
-/// Navigation and paint timings of the page now loaded, ms.
+/// Timings of the page now loaded, ms from navigation start: the response's end, first
+/// contentful paint (the browser's paint entry, when it reports one), and "painted": two
+/// animation frames after the load event, a frame drawn with the whole document laid out.
 const TIMING_JS: &str = r#"
+  const done = arguments[arguments.length - 1];
   const nav = performance.getEntriesByType('navigation')[0];
-  const fcp = performance.getEntriesByName('first-contentful-paint')[0];
-  return { response: nav.responseEnd, domContentLoaded: nav.domContentLoadedEventEnd,
-           load: nav.loadEventEnd, firstContentfulPaint: fcp ? fcp.startTime : null,
-           nodes: document.getElementsByTagName('*').length };
+  const report = (fcp) => requestAnimationFrame(() => requestAnimationFrame(() => done({
+    response: nav.responseEnd, domContentLoaded: nav.domContentLoadedEventEnd,
+    load: nav.loadEventEnd, firstContentfulPaint: fcp, painted: performance.now(),
+    nodes: document.getElementsByTagName('*').length,
+  })));
+  const seen = performance.getEntriesByName('first-contentful-paint')[0];
+  if (seen) { report(seen.startTime); return; }
+  try {
+    new PerformanceObserver((list) => {
+      const e = list.getEntriesByName('first-contentful-paint')[0];
+      if (e) report(e.startTime);
+    }).observe({ type: 'paint', buffered: true });
+  } catch (e) {}
+  setTimeout(() => report(null), 2000);
 "#;
 
 #[tokio::test]
@@ -629,30 +642,32 @@ async fn perf_first_paint_and_waterfall() {
         ),
         ("waterfall of 1,000,000 events", "/trace/big-session"),
         (
+            "waterfall of 1,000,000 events, a group of turns",
+            "/trace/big-session?turns=1-66",
+        ),
+        (
             "waterfall of 1,000,000 events, one turn",
             "/trace/big-session?turn=500",
         ),
     ] {
         let mut runs = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..5 {
             let started = Instant::now();
             c.goto(&format!("{}{path}", server.base())).await.unwrap();
             let wall = started.elapsed().as_secs_f64() * 1000.0;
-            let t = b.js(TIMING_JS).await;
+            let t = c.execute_async(TIMING_JS, vec![]).await.unwrap();
             runs.push((wall, t));
         }
-        runs.sort_by(|a, b| {
-            a.1["firstContentfulPaint"]
-                .as_f64()
-                .partial_cmp(&b.1["firstContentfulPaint"].as_f64())
-                .unwrap()
-        });
-        let (wall, t) = &runs[1];
+        let ms = |t: &Value, k: &str| t[k].as_f64().unwrap_or(f64::NAN);
+        runs.sort_by(|a, b| ms(&a.1, "painted").total_cmp(&ms(&b.1, "painted")));
+        let (wall, t) = &runs[2];
         eprintln!(
-            "{what}: first contentful paint {:.0} ms, response end {:.0} ms, load {:.0} ms, goto {wall:.0} ms, {} elements (median of 3)",
-            t["firstContentfulPaint"].as_f64().unwrap_or(f64::NAN),
-            t["response"].as_f64().unwrap_or(f64::NAN),
-            t["load"].as_f64().unwrap_or(f64::NAN),
+            "{what}: painted {:.0} ms, first contentful paint {:.0} ms, response end {:.0} ms, \
+             load {:.0} ms, goto {wall:.0} ms, {} elements (median of 5 by painted)",
+            ms(t, "painted"),
+            ms(t, "firstContentfulPaint"),
+            ms(t, "response"),
+            ms(t, "load"),
             t["nodes"]
         );
     }

@@ -69,60 +69,120 @@ fn flag_of(status: SpanStatus) -> Option<&'static str> {
     }
 }
 
-/// Every span of `trace` as a row, with the (0-based) turn it belongs to: model spans by their
-/// `turnId` (numbered in order of appearance), tools and refusals by time (the last turn that
-/// started before them).
-fn span_rows(trace: &Trace) -> (Vec<(usize, Row)>, usize) {
-    let mut turn_ids: Vec<&str> = Vec::new();
+/// Where a span comes from: its index in the trace's model, tool or denied spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Src {
+    Model(usize),
+    Tool(usize),
+    Denied(usize),
+}
+
+/// A span reduced to what placing it needs: no strings, so a million-event log is sorted
+/// and grouped cheaply; rows with their texts are made only for the spans drawn.
+#[derive(Debug, Clone, Copy)]
+struct Lite {
+    /// 0-based turn.
+    turn: usize,
+    src: Src,
+    start: i64,
+    dur: i64,
+}
+
+/// Every span of `trace` with the (0-based) turn it belongs to, in start order: model spans by
+/// their `turnId` (numbered in order of appearance), tools and refusals by time (the last turn
+/// that started before them). Returns the number of turns too.
+fn lite_spans(trace: &Trace) -> (Vec<Lite>, usize) {
+    let mut turn_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut turn_starts: Vec<i64> = Vec::new();
-    let mut rows = Vec::with_capacity(
+    let mut out = Vec::with_capacity(
         trace.model_spans.len() + trace.tool_spans.len() + trace.denied_spans.len(),
     );
-    for m in &trace.model_spans {
-        let turn = match turn_ids.iter().rposition(|t| *t == m.turn_id) {
-            Some(i) => i,
-            None => {
-                turn_ids.push(&m.turn_id);
-                turn_starts.push(m.started_at);
-                turn_ids.len() - 1
-            }
-        };
-        let mut details = vec![
-            ("model", format!("{} / {}", m.provider, m.model)),
-            ("turn", m.turn_id.clone()),
-            ("duration", format_duration(m.duration_ms as f64)),
-        ];
-        if let Some(t) = m.ttft_ms {
-            details.push(("first token", format_duration(t as f64)));
-        }
-        let tokens = [
-            ("in", m.input_tokens),
-            ("out", m.output_tokens),
-            ("cache read", m.cache_read_tokens),
-            ("cache write", m.cache_write_tokens),
-        ]
-        .iter()
-        .filter_map(|(k, v)| v.map(|v| format!("{k} {v}")))
-        .collect::<Vec<_>>();
-        if !tokens.is_empty() {
-            details.push(("tokens", tokens.join(", ")));
-        }
-        details.push((
-            "request",
-            format!(
-                "{} messages, {} tools, {} prompt chars",
-                m.message_count, m.tool_count, m.prompt_chars
-            ),
-        ));
-        if !m.tool_calls.is_empty() {
-            details.push(("tool calls", m.tool_calls.join(", ")));
-        }
-        if let Some(e) = &m.error {
-            let kind = m.error_kind.as_deref().unwrap_or("error");
-            details.push(("error", clip(&format!("{kind}: {e}"))));
-        }
-        rows.push((
+    for (i, m) in trace.model_spans.iter().enumerate() {
+        let next = turn_of.len();
+        let turn = *turn_of.entry(m.turn_id.as_str()).or_insert_with(|| {
+            turn_starts.push(m.started_at);
+            next
+        });
+        out.push(Lite {
             turn,
+            src: Src::Model(i),
+            start: m.started_at,
+            dur: m.duration_ms.max(0),
+        });
+    }
+    let turn_at = |t: i64| turn_starts.partition_point(|s| *s <= t).saturating_sub(1);
+    for (i, t) in trace.tool_spans.iter().enumerate() {
+        out.push(Lite {
+            turn: turn_at(t.started_at),
+            src: Src::Tool(i),
+            start: t.started_at,
+            dur: t.duration_ms.max(0),
+        });
+    }
+    for (i, d) in trace.denied_spans.iter().enumerate() {
+        out.push(Lite {
+            turn: turn_at(d.at),
+            src: Src::Denied(i),
+            start: d.at,
+            dur: 0,
+        });
+    }
+    out.sort_by_key(|l| l.start);
+    let turns = turn_of.len().max(usize::from(!out.is_empty()));
+    (out, turns)
+}
+
+/// The mark of a span, without making its row.
+fn lite_flag(trace: &Trace, l: &Lite) -> Option<&'static str> {
+    match l.src {
+        Src::Model(i) => trace.model_spans.get(i).and_then(|m| flag_of(m.status)),
+        Src::Tool(i) => trace
+            .tool_spans
+            .get(i)
+            .and_then(|t| (t.failed == Some(true)).then_some("failed")),
+        Src::Denied(_) => Some("denied"),
+    }
+}
+
+/// The row of a span, with its label and details.
+fn row_of(trace: &Trace, l: &Lite) -> Option<Row> {
+    Some(match l.src {
+        Src::Model(i) => {
+            let m = trace.model_spans.get(i)?;
+            let mut details = vec![
+                ("model", format!("{} / {}", m.provider, m.model)),
+                ("turn", m.turn_id.clone()),
+                ("duration", format_duration(m.duration_ms as f64)),
+            ];
+            if let Some(t) = m.ttft_ms {
+                details.push(("first token", format_duration(t as f64)));
+            }
+            let tokens = [
+                ("in", m.input_tokens),
+                ("out", m.output_tokens),
+                ("cache read", m.cache_read_tokens),
+                ("cache write", m.cache_write_tokens),
+            ]
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| format!("{k} {v}")))
+            .collect::<Vec<_>>();
+            if !tokens.is_empty() {
+                details.push(("tokens", tokens.join(", ")));
+            }
+            details.push((
+                "request",
+                format!(
+                    "{} messages, {} tools, {} prompt chars",
+                    m.message_count, m.tool_count, m.prompt_chars
+                ),
+            ));
+            if !m.tool_calls.is_empty() {
+                details.push(("tool calls", m.tool_calls.join(", ")));
+            }
+            if let Some(e) = &m.error {
+                let kind = m.error_kind.as_deref().unwrap_or("error");
+                details.push(("error", clip(&format!("{kind}: {e}"))));
+            }
             Row {
                 kind: "model",
                 label: m.model.clone(),
@@ -132,20 +192,17 @@ fn span_rows(trace: &Trace) -> (Vec<(usize, Row)>, usize) {
                 ttft: m.ttft_ms,
                 details,
                 turn: None,
-            },
-        ));
-    }
-    let turn_at = |t: i64| turn_starts.partition_point(|s| *s <= t).saturating_sub(1);
-    for t in &trace.tool_spans {
-        let mut details = vec![("duration", format_duration(t.duration_ms as f64))];
-        if let Some(a) = &t.args {
-            details.push(("args", clip(&a.to_string())));
+            }
         }
-        if t.failed == Some(true) {
-            details.push(("result", "failed".to_owned()));
-        }
-        rows.push((
-            turn_at(t.started_at),
+        Src::Tool(i) => {
+            let t = trace.tool_spans.get(i)?;
+            let mut details = vec![("duration", format_duration(t.duration_ms as f64))];
+            if let Some(a) = &t.args {
+                details.push(("args", clip(&a.to_string())));
+            }
+            if t.failed == Some(true) {
+                details.push(("result", "failed".to_owned()));
+            }
             Row {
                 kind: "tool",
                 label: t.tool.clone(),
@@ -155,19 +212,17 @@ fn span_rows(trace: &Trace) -> (Vec<(usize, Row)>, usize) {
                 ttft: None,
                 details,
                 turn: None,
-            },
-        ));
-    }
-    for d in &trace.denied_spans {
-        let mut details = vec![
-            ("denied by", d.source.to_string()),
-            ("reason", clip(&d.reason)),
-        ];
-        if let Some(a) = &d.args {
-            details.push(("args", clip(&a.to_string())));
+            }
         }
-        rows.push((
-            turn_at(d.at),
+        Src::Denied(i) => {
+            let d = trace.denied_spans.get(i)?;
+            let mut details = vec![
+                ("denied by", d.source.to_string()),
+                ("reason", clip(&d.reason)),
+            ];
+            if let Some(a) = &d.args {
+                details.push(("args", clip(&a.to_string())));
+            }
             Row {
                 kind: "denied",
                 label: d.tool.clone(),
@@ -177,12 +232,9 @@ fn span_rows(trace: &Trace) -> (Vec<(usize, Row)>, usize) {
                 ttft: None,
                 details,
                 turn: None,
-            },
-        ));
-    }
-    rows.sort_by_key(|(_, r)| r.start);
-    let turns = turn_ids.len().max(usize::from(!rows.is_empty()));
-    (rows, turns)
+            }
+        }
+    })
 }
 
 fn axis(rows: &[Row], trace: &Trace, whole: bool) -> (i64, i64) {
@@ -211,29 +263,38 @@ pub enum Select {
     Turn(usize),
 }
 
-/// The spans of a trace, each with its turn (0-based): folded once, drawn many ways.
-pub struct Spans {
-    rows: Vec<(usize, Row)>,
+/// The spans of a trace, each with its turn (0-based): placed once, drawn many ways.
+pub struct Spans<'a> {
+    trace: &'a Trace,
+    lite: Vec<Lite>,
     /// How many turns.
     pub turns: usize,
 }
 
-impl Spans {
-    /// The rows of `trace`.
-    pub fn of(trace: &Trace) -> Self {
-        let (rows, turns) = span_rows(trace);
-        Self { rows, turns }
+impl<'a> Spans<'a> {
+    /// The spans of `trace`.
+    pub fn of(trace: &'a Trace) -> Self {
+        let (lite, turns) = lite_spans(trace);
+        Self { trace, lite, turns }
     }
 
-    /// Every turn's spans (index: turn - 1), in start order.
+    /// Every turn's rows (index: turn - 1), in start order.
     pub fn by_turn(&self) -> Vec<Vec<Row>> {
         let mut out: Vec<Vec<Row>> = (0..self.turns).map(|_| Vec::new()).collect();
-        for (t, r) in &self.rows {
-            if let Some(v) = out.get_mut(*t) {
-                v.push(r.clone());
+        for l in &self.lite {
+            if let (Some(v), Some(r)) = (out.get_mut(l.turn), row_of(self.trace, l)) {
+                v.push(r);
             }
         }
         out
+    }
+
+    fn rows(&self, keep: impl Fn(&Lite) -> bool) -> Vec<Row> {
+        self.lite
+            .iter()
+            .filter(|l| keep(l))
+            .filter_map(|l| row_of(self.trace, l))
+            .collect()
     }
 }
 
@@ -246,20 +307,14 @@ pub fn build(trace: &Trace, sel: Select) -> Waterfall {
 }
 
 /// A waterfall of spans already folded ([`Spans::of`]).
-pub fn build_from(spans: &Spans, trace: &Trace, sel: Select) -> Waterfall {
+pub fn build_from(spans: &Spans<'_>, trace: &Trace, sel: Select) -> Waterfall {
     let turns = spans.turns;
     let (a, b) = match sel {
         Select::Turn(n) => {
-            let rows: Vec<Row> = spans
-                .rows
-                .iter()
-                .filter(|(t, _)| t + 1 == n)
-                .map(|(_, r)| r.clone())
-                .collect();
-            return of_turn(rows, trace, turns);
+            return of_turn(spans.rows(|l| l.turn + 1 == n), trace, turns);
         }
-        Select::All if spans.rows.len() <= AGGREGATE_ABOVE => {
-            let rows: Vec<Row> = spans.rows.iter().map(|(_, r)| r.clone()).collect();
+        Select::All if spans.lite.len() <= AGGREGATE_ABOVE => {
+            let rows = spans.rows(|_| true);
             let (t0, span_ms) = axis(&rows, trace, true);
             return Waterfall {
                 t0,
@@ -297,7 +352,7 @@ pub fn of_turn(rows: Vec<Row>, trace: &Trace, turns: usize) -> Waterfall {
 
 /// Bars for turns `a..=b`: one per turn, or per group of consecutive turns past
 /// [`MAX_BARS`]; each from its first span's start to its last span's end.
-fn turn_bars(spans: &Spans, a: usize, b: usize) -> Vec<Row> {
+fn turn_bars(spans: &Spans<'_>, a: usize, b: usize) -> Vec<Row> {
     #[derive(Default)]
     struct Acc {
         seen: bool,
@@ -323,8 +378,8 @@ fn turn_bars(spans: &Spans, a: usize, b: usize) -> Vec<Row> {
         Some("error") => 1,
         _ => 0,
     };
-    for (t, r) in &spans.rows {
-        let turn = t + 1;
+    for l in &spans.lite {
+        let turn = l.turn + 1;
         if turn < a || turn > b {
             continue;
         }
@@ -333,24 +388,25 @@ fn turn_bars(spans: &Spans, a: usize, b: usize) -> Vec<Row> {
         };
         if !acc.seen {
             acc.seen = true;
-            acc.start = r.start;
-            acc.end = r.start;
+            acc.start = l.start;
+            acc.end = l.start;
         }
-        acc.start = acc.start.min(r.start);
-        acc.end = acc.end.max(r.start + r.dur);
-        match r.kind {
-            "model" => {
+        acc.start = acc.start.min(l.start);
+        acc.end = acc.end.max(l.start + l.dur);
+        match l.src {
+            Src::Model(_) => {
                 acc.model += 1;
-                acc.model_ms += r.dur;
+                acc.model_ms += l.dur;
+                let flag = lite_flag(spans.trace, l);
+                if rank(flag) > rank(acc.flag) {
+                    acc.flag = flag;
+                }
             }
-            "tool" => {
+            Src::Tool(_) => {
                 acc.tools += 1;
-                acc.tool_ms += r.dur;
+                acc.tool_ms += l.dur;
             }
-            _ => acc.denied += 1,
-        }
-        if r.kind == "model" && rank(r.flag) > rank(acc.flag) {
-            acc.flag = r.flag;
+            Src::Denied(_) => acc.denied += 1,
         }
     }
     accs.into_iter()
