@@ -627,6 +627,23 @@ async fn perf_first_paint_and_waterfall() {
     let f = fixture();
     big_session(&f.home, "big-session", 100_000);
     big_log(&f.home, "big-session", 1_000_000);
+    // What the fold alone costs: `trace --json` of the same log, to /dev/null.
+    let mut cli = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let status = freecode(&f.home)
+            .args(["trace", "big-session", "--json"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        cli.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    cli.sort_by(f64::total_cmp);
+    eprintln!(
+        "trace --json of 1,000,000 events: {:.0} ms (median of 3)",
+        cli[1]
+    );
     let server = Server::start(&f.home);
     let b = Browser::start(&chromium, &driver).await;
     let c = b.c();

@@ -175,10 +175,40 @@ pub fn transcript_page(home: &Home, id: &str, page: usize) -> anyhow::Result<Tra
     })
 }
 
+/// A log's identity and size: unchanged stamps, unchanged log.
+type Stamp = (u64, u64, std::time::SystemTime);
+
+fn stamp(path: &std::path::Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.ino(), m.len(), m.modified().ok()?))
+}
+
+/// The last trace folded, kept while its log is unchanged and nothing in it is open (an open
+/// request's age depends on the clock): zooming into a million-event log's turns folds it once.
+#[derive(Default)]
+pub struct TraceCache(std::sync::Mutex<Option<(SessionId, Stamp, Arc<Trace>)>>);
+
 /// `trace --json`'s answer for `id`; `None` when it has no rollout log.
-pub fn trace(home: &Home, id: &str) -> anyhow::Result<(SessionId, Option<Trace>)> {
+pub fn trace(ui: &Ui, id: &str) -> anyhow::Result<(SessionId, Option<Arc<Trace>>)> {
+    let home = &ui.home;
     let id = crate::commands::session::resolve_recorded_id(home, id)?;
-    let trace = crate::commands::trace::trace_of(home, &id)?;
+    let before = stamp(&freecode_store::rollout::events_path(home, &id));
+    if let (Some(st), Ok(cache)) = (before, ui.traces.0.lock())
+        && let Some((cid, cst, t)) = cache.as_ref()
+        && *cid == id
+        && *cst == st
+    {
+        return Ok((id, Some(t.clone())));
+    }
+    let trace = crate::commands::trace::trace_of(home, &id)?.map(Arc::new);
+    let after = stamp(&freecode_store::rollout::events_path(home, &id));
+    if let (Some(t), Some(st), Ok(mut cache)) = (&trace, after, ui.traces.0.lock())
+        && before == after
+        && !(t.hung || t.in_flight)
+    {
+        *cache = Some((id.clone(), st, t.clone()));
+    }
     Ok((id, trace))
 }
 
@@ -219,9 +249,8 @@ async fn api_trace(
     State(ui): State<Arc<Ui>>,
     Path(id): Path<String>,
 ) -> Result<Json<Trace>, UiError> {
-    let home = ui.home.clone();
-    blocking(move || match trace(&home, &id)? {
-        (_, Some(t)) => Ok(Json(t)),
+    blocking(move || match trace(&ui, &id)? {
+        (_, Some(t)) => Ok(Json(Arc::unwrap_or_clone(t))),
         (id, None) => Err(UiError::not_found(format!(
             "no recorded events for session {id}"
         ))),

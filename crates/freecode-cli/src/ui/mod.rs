@@ -55,6 +55,8 @@ pub(crate) struct Ui {
     pub(crate) home: Home,
     token: String,
     addr: SocketAddr,
+    /// The last trace folded ([`api::TraceCache`]).
+    pub(crate) traces: api::TraceCache,
 }
 
 /// The address `--listen` names, refused unless it is IPv4 loopback.
@@ -115,6 +117,7 @@ impl UiArgs {
                 home: home.clone(),
                 token,
                 addr,
+                traces: api::TraceCache::default(),
             });
             let served = axum::serve(listener, router(ui))
                 .with_graceful_shutdown(async {

@@ -537,10 +537,9 @@ async fn trace_page(
     Path(id): Path<String>,
     Query(p): Query<TraceParams>,
 ) -> Result<Html<String>, UiError> {
-    let home = ui.home.clone();
     blocking(move || {
         let sel = p.select()?;
-        let (id, trace) = api::trace(&home, &id)?;
+        let (id, trace) = api::trace(&ui, &id)?;
         let Some(trace) = trace else {
             return Err(UiError::not_found(format!(
                 "no recorded events for session {id}"
