@@ -431,6 +431,24 @@ async fn the_pages_in_a_real_browser() {
         "{summary}"
     );
 
+    // Stats: time by tool as bars, the longest the full width, the others in proportion.
+    c.goto(&format!("{}/stats", server.base())).await.unwrap();
+    let bars = b
+        .js(r#"return Array.from(document.querySelectorAll('.bars')[0].querySelectorAll('.bar-row')).map(r => ({
+            label: r.querySelector('.bar-label').textContent, value: Number(r.dataset.value),
+            w: r.querySelector('rect.bar').getBoundingClientRect().width,
+            track: r.querySelector('svg.bar-track').getBoundingClientRect().width }))"#)
+        .await;
+    let bars = bars.as_array().unwrap();
+    let labels: Vec<&str> = bars.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["bash", "read_file"], "{bars:?}");
+    let max = bars[0]["value"].as_f64().unwrap();
+    for r in bars {
+        let want = r["value"].as_f64().unwrap() / max * r["track"].as_f64().unwrap();
+        assert!((r["w"].as_f64().unwrap() - want).abs() < 1.0, "{r}");
+    }
+    b.screenshot("stats").await;
+
     // The --html files, opened from disk with nothing fetched.
     let trace_file = f.tmp.path().join("trace.html");
     let session_file = f.tmp.path().join("session.html");
@@ -676,6 +694,12 @@ async fn perf_first_paint_and_waterfall() {
             runs.push((wall, t));
         }
         let ms = |t: &Value, k: &str| t[k].as_f64().unwrap_or(f64::NAN);
+        // The first view of a trace folds the log; later ones of an unchanged log do not.
+        eprintln!(
+            "{what}, first view: painted {:.0} ms, response end {:.0} ms",
+            ms(&runs[0].1, "painted"),
+            ms(&runs[0].1, "response")
+        );
         runs.sort_by(|a, b| ms(&a.1, "painted").total_cmp(&ms(&b.1, "painted")));
         let (wall, t) = &runs[2];
         eprintln!(

@@ -643,9 +643,9 @@ fn stats_markup(r: &StatsReport, sessions: &[SessionMeta]) -> Markup {
                 t.tool.clone(),
                 t.total_ms as f64,
                 format!(
-                    "{} in {} calls (p95 {})",
+                    "{} in {} (p95 {})",
                     format_duration(t.total_ms as f64),
-                    thousands(t.calls),
+                    crate::render::plural(t.calls, "call", "calls"),
                     format_duration(t.p95_ms as f64)
                 ),
             )
@@ -671,7 +671,11 @@ fn stats_markup(r: &StatsReport, sessions: &[SessionMeta]) -> Markup {
                 (
                     k,
                     tok as f64,
-                    format!("{} tokens, {} turns", thousands(tok), thousands(turns)),
+                    format!(
+                        "{} tokens, {}",
+                        thousands(tok),
+                        crate::render::plural(turns, "turn", "turns")
+                    ),
                 )
             })
             .collect()
