@@ -238,7 +238,14 @@ fn the_json_endpoints_answer_what_json_prints() {
     }
     assert_eq!(ui, want);
     assert_eq!(ui["modelSpans"][2]["status"], "hung");
-    assert_eq!(s.get("/api/sessions/no-such-session").status, 404);
+    let missing = s.get("/api/sessions/no-such-session");
+    assert_eq!(missing.status, 404);
+    let err: Value = serde_json::from_str(&missing.body).unwrap();
+    assert_eq!(err["status"], 404);
+    assert!(
+        err["error"].as_str().unwrap().contains("no-such-session"),
+        "{err}"
+    );
     assert_eq!(s.get("/api/trace/..%2Fetc").status, 400);
 }
 

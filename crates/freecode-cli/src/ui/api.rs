@@ -16,7 +16,7 @@ use freecode_store::index::{SearchHit, SearchQuery, StatsScope, search_scan, sta
 use freecode_store::{Home, ListFilter, SessionStore};
 use serde::Deserialize;
 
-use super::{Ui, UiError, blocking};
+use super::{ApiError, Ui, UiError, blocking};
 use crate::commands::index::{indexed_or_scanned, project_scope, warn_problems};
 use crate::ops::{Problem, SessionDetail, StatsReport};
 
@@ -226,15 +226,17 @@ pub(super) fn routes() -> Router<Arc<Ui>> {
 async fn api_sessions(
     State(ui): State<Arc<Ui>>,
     Query(q): Query<ListQuery>,
-) -> Result<Json<Vec<SessionMeta>>, UiError> {
+) -> Result<Json<Vec<SessionMeta>>, ApiError> {
     let home = ui.home.clone();
-    blocking(move || Ok(Json(list_sessions(&home, &q)?))).await
+    blocking(move || Ok(Json(list_sessions(&home, &q)?)))
+        .await
+        .map_err(ApiError)
 }
 
 async fn api_session(
     State(ui): State<Arc<Ui>>,
     Path(id): Path<String>,
-) -> Result<Json<SessionDetail>, UiError> {
+) -> Result<Json<SessionDetail>, ApiError> {
     let home = ui.home.clone();
     blocking(move || {
         let (store, id) = resolve(&home, &id)?;
@@ -243,12 +245,13 @@ async fn api_session(
         Ok(Json(SessionDetail { meta, messages }))
     })
     .await
+    .map_err(ApiError)
 }
 
 async fn api_trace(
     State(ui): State<Arc<Ui>>,
     Path(id): Path<String>,
-) -> Result<Json<Trace>, UiError> {
+) -> Result<Json<Trace>, ApiError> {
     blocking(move || match trace(&ui, &id)? {
         (_, Some(t)) => Ok(Json(Arc::unwrap_or_clone(t))),
         (id, None) => Err(UiError::not_found(format!(
@@ -256,6 +259,7 @@ async fn api_trace(
         ))),
     })
     .await
+    .map_err(ApiError)
 }
 
 /// `/api/search?q=…&limit=N`.
@@ -270,17 +274,21 @@ struct SearchParams {
 async fn api_search(
     State(ui): State<Arc<Ui>>,
     Query(p): Query<SearchParams>,
-) -> Result<Json<Vec<SearchHit>>, UiError> {
+) -> Result<Json<Vec<SearchHit>>, ApiError> {
     if p.q.trim().is_empty() {
-        return Err(UiError::bad_request("give words to search for: ?q=…"));
+        return Err(UiError::bad_request("give words to search for: ?q=…").into());
     }
     let home = ui.home.clone();
-    blocking(move || Ok(Json(search(&home, &p.q, p.limit.unwrap_or(20).min(500))?))).await
+    blocking(move || Ok(Json(search(&home, &p.q, p.limit.unwrap_or(20).min(500))?)))
+        .await
+        .map_err(ApiError)
 }
 
-async fn api_stats(State(ui): State<Arc<Ui>>) -> Result<Json<StatsReport>, UiError> {
+async fn api_stats(State(ui): State<Arc<Ui>>) -> Result<Json<StatsReport>, ApiError> {
     let home = ui.home.clone();
-    blocking(move || Ok(Json(stats(&home)?))).await
+    blocking(move || Ok(Json(stats(&home)?)))
+        .await
+        .map_err(ApiError)
 }
 
 /// The log's size and modification time: what tells a grown log.

@@ -355,6 +355,22 @@ impl IntoResponse for UiError {
     }
 }
 
+/// A failure of a JSON endpoint: the status, and `{"error": message, "status": code}`.
+pub(crate) struct ApiError(UiError);
+
+impl From<UiError> for ApiError {
+    fn from(e: UiError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"error": self.0.message, "status": self.0.status.as_u16()});
+        (self.0.status, axum::Json(body)).into_response()
+    }
+}
+
 /// Runs store work (blocking file and SQLite reads) off the async threads.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, UiError> + Send + 'static,
