@@ -369,6 +369,30 @@ async fn the_pages_in_a_real_browser() {
         assert!((tw / w - ttft as f64 / dur as f64).abs() < 0.02, "{r}");
         assert!((r["ttftLeft"].as_f64().unwrap() - r["left"].as_f64().unwrap()).abs() < 0.5);
     }
+    // A tool's details: its arguments and the start of its output (as text).
+    c.find(Locator::Css(".wf-row.tool .wf-label"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let tool = c
+        .find(Locator::Css(".wf-row.tool .wf-details"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        tool.contains("src/parser.rs") && tool.contains("read_file said <b>hello</b>"),
+        "{tool}"
+    );
+    c.find(Locator::Css(".wf-row.tool .wf-label"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     c.find(Locator::Css(".wf-row.model .wf-label"))
         .await
         .unwrap()
@@ -492,6 +516,14 @@ async fn the_pages_in_a_real_browser() {
             .await
             .unwrap()
     );
+    let offline = c
+        .find(Locator::Css(".wf-row.tool .wf-details"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(offline.contains("read_file said <b>hello</b>"), "{offline}");
     c.goto(&format!("file://{}", session_file.display()))
         .await
         .unwrap();

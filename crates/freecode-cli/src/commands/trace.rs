@@ -273,7 +273,9 @@ impl TraceArgs {
         };
         let trace = post_mortem(builder, last);
         if let Some(file) = &self.html {
-            return crate::ui::export::write(file, &crate::ui::export::trace_page(&trace));
+            let replay = crate::ui::export::replay_of(home, &id)?;
+            let page = crate::ui::export::trace_page(&trace, replay.as_ref());
+            return crate::ui::export::write(file, &page);
         }
         if exporting {
             return export(

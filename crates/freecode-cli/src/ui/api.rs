@@ -10,6 +10,7 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
+use freecode_core::rollout::replay::{Replay, ReplayBuilder};
 use freecode_core::rollout::trace::Trace;
 use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use freecode_store::index::{SearchHit, SearchQuery, StatsScope, search_scan, stats_scan};
@@ -210,6 +211,32 @@ pub fn trace(ui: &Ui, id: &str) -> anyhow::Result<(SessionId, Option<Arc<Trace>>
         *cache = Some((id.clone(), st, t.clone()));
     }
     Ok((id, trace))
+}
+
+/// The last replay folded (tool outputs for the waterfall), kept while its log is unchanged:
+/// a replay does not depend on the clock.
+#[derive(Default)]
+pub struct ReplayCache(std::sync::Mutex<Option<(SessionId, Stamp, Arc<Replay>)>>);
+
+/// `replay --json`'s fold of session `id`'s log; `None` without one.
+pub fn replay(ui: &Ui, id: &SessionId) -> anyhow::Result<Option<Arc<Replay>>> {
+    let path = freecode_store::rollout::events_path(&ui.home, id);
+    let before = stamp(&path);
+    if let (Some(st), Ok(cache)) = (before, ui.replays.0.lock())
+        && let Some((cid, cst, r)) = cache.as_ref()
+        && cid == id
+        && *cst == st
+    {
+        return Ok(Some(r.clone()));
+    }
+    let folded = freecode_store::rollout::fold_event_views(&path, ReplayBuilder::new(id.as_str()))?;
+    let replay = folded.map(|(b, _)| Arc::new(b.finish()));
+    if let (Some(r), Some(st), Ok(mut cache)) = (&replay, stamp(&path), ui.replays.0.lock())
+        && before == Some(st)
+    {
+        *cache = Some((id.clone(), st, r.clone()));
+    }
+    Ok(replay)
 }
 
 pub(super) fn routes() -> Router<Arc<Ui>> {

@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use freecode_core::SessionId;
+use freecode_core::rollout::replay::{Replay, ReplayBuilder};
 use freecode_core::rollout::trace::Trace;
 use freecode_core::{SessionMeta, StoredMessage};
 use maud::{Markup, html};
@@ -15,9 +17,12 @@ use super::waterfall;
 /// Rows of the per-turn sections an offline trace keeps at most (the chart above has every turn).
 const MAX_TURN_ROWS: usize = 20_000;
 
-/// The offline page of a trace.
-pub fn trace_page(trace: &Trace) -> Markup {
-    let spans = waterfall::Spans::of(trace);
+/// The offline page of a trace; tool rows show their outputs from `replay` (the same log's).
+pub fn trace_page(trace: &Trace, replay: Option<&Replay>) -> Markup {
+    let mut spans = waterfall::Spans::of(trace);
+    if let Some(r) = replay {
+        spans = spans.with_outputs(r, |_| true);
+    }
     let w = waterfall::build_from(&spans, trace, waterfall::Select::All);
     let none = |_: (usize, usize)| None;
     let mut chart = waterfall::markup(&w, &none).into_string();
@@ -69,6 +74,14 @@ pub fn session_page(meta: &SessionMeta, messages: &[StoredMessage]) -> Markup {
             (pages::transcript(messages, 0))
         },
     )
+}
+
+/// The replay of session `id`'s log (for the tool outputs of [`trace_page`]); `None` without
+/// a log.
+pub fn replay_of(home: &freecode_store::Home, id: &SessionId) -> anyhow::Result<Option<Replay>> {
+    let path = freecode_store::rollout::events_path(home, id);
+    let folded = freecode_store::rollout::fold_event_views(&path, ReplayBuilder::new(id.as_str()))?;
+    Ok(folded.map(|(b, _)| b.finish()))
 }
 
 /// Writes `page` to `path` (`-`: stdout) as the CLI writes every file the user names.

@@ -57,6 +57,8 @@ pub(crate) struct Ui {
     addr: SocketAddr,
     /// The last trace folded ([`api::TraceCache`]).
     pub(crate) traces: api::TraceCache,
+    /// The last replay folded ([`api::ReplayCache`]).
+    pub(crate) replays: api::ReplayCache,
 }
 
 /// The address `--listen` names, refused unless it is IPv4 loopback.
@@ -118,6 +120,7 @@ impl UiArgs {
                 token,
                 addr,
                 traces: api::TraceCache::default(),
+                replays: api::ReplayCache::default(),
             });
             let served = axum::serve(listener, router(ui))
                 .with_graceful_shutdown(async {

@@ -545,7 +545,19 @@ async fn trace_page(
                 "no recorded events for session {id}"
             )));
         };
-        let w = waterfall::build(&trace, sel);
+        let mut spans = waterfall::Spans::of(&trace);
+        // Tool outputs for the spans drawn one by one: a turn, or a trace small enough.
+        let drawn = match sel {
+            waterfall::Select::Turn(n) => Some(n),
+            waterfall::Select::All if spans.len() <= waterfall::AGGREGATE_ABOVE => Some(0),
+            _ => None,
+        };
+        if let Some(n) = drawn
+            && let Some(replay) = api::replay(&ui, &id)?
+        {
+            spans = spans.with_outputs(&replay, |t| n == 0 || t == n);
+        }
+        let w = waterfall::build_from(&spans, &trace, sel);
         let sid = id.to_string();
         let zoom = move |r: (usize, usize)| Some(zoom_href(&sid, r));
         let chart = waterfall::markup(&w, &zoom);

@@ -6,6 +6,9 @@
 //! [`MAX_BARS`]); a bar's link zooms in.
 //! Bars are SVG geometry, not inline styles, so the page needs no `style-src 'unsafe-inline'`.
 
+use std::collections::HashMap;
+
+use freecode_core::rollout::replay::{Replay, ReplayTurn};
 use freecode_core::rollout::trace::{SpanStatus, Trace};
 use maud::{Markup, html};
 
@@ -91,8 +94,8 @@ struct Lite {
 /// Every span of `trace` with the (0-based) turn it belongs to, in start order: model spans by
 /// their `turnId` (numbered in order of appearance), tools and refusals by time (the last turn
 /// that started before them). Returns the number of turns too.
-fn lite_spans(trace: &Trace) -> (Vec<Lite>, usize) {
-    let mut turn_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+fn lite_spans(trace: &Trace) -> (Vec<Lite>, usize, Vec<&str>) {
+    let mut turn_of: HashMap<&str, usize> = HashMap::new();
     let mut turn_starts: Vec<i64> = Vec::new();
     let mut out = Vec::with_capacity(
         trace.model_spans.len() + trace.tool_spans.len() + trace.denied_spans.len(),
@@ -129,7 +132,11 @@ fn lite_spans(trace: &Trace) -> (Vec<Lite>, usize) {
     }
     out.sort_by_key(|l| l.start);
     let turns = turn_of.len().max(usize::from(!out.is_empty()));
-    (out, turns)
+    let mut ids = vec![""; turn_of.len()];
+    for (id, n) in turn_of {
+        ids[n] = id;
+    }
+    (out, turns, ids)
 }
 
 /// The mark of a span, without making its row.
@@ -145,7 +152,7 @@ fn lite_flag(trace: &Trace, l: &Lite) -> Option<&'static str> {
 }
 
 /// The row of a span, with its label and details.
-fn row_of(trace: &Trace, l: &Lite) -> Option<Row> {
+fn row_of(trace: &Trace, l: &Lite, outputs: &HashMap<usize, String>) -> Option<Row> {
     Some(match l.src {
         Src::Model(i) => {
             let m = trace.model_spans.get(i)?;
@@ -202,6 +209,9 @@ fn row_of(trace: &Trace, l: &Lite) -> Option<Row> {
             }
             if t.failed == Some(true) {
                 details.push(("result", "failed".to_owned()));
+            }
+            if let Some(o) = outputs.get(&i) {
+                details.push(("output", clip(o)));
             }
             Row {
                 kind: "tool",
@@ -267,6 +277,10 @@ pub enum Select {
 pub struct Spans<'a> {
     trace: &'a Trace,
     lite: Vec<Lite>,
+    /// Each turn's `turnId` (index: 0-based turn).
+    turn_ids: Vec<&'a str>,
+    /// Tool outputs by tool span index ([`Spans::with_outputs`]).
+    outputs: HashMap<usize, String>,
     /// How many turns.
     pub turns: usize,
 }
@@ -274,15 +288,61 @@ pub struct Spans<'a> {
 impl<'a> Spans<'a> {
     /// The spans of `trace`.
     pub fn of(trace: &'a Trace) -> Self {
-        let (lite, turns) = lite_spans(trace);
-        Self { trace, lite, turns }
+        let (lite, turns, turn_ids) = lite_spans(trace);
+        Self {
+            trace,
+            lite,
+            turn_ids,
+            outputs: HashMap::new(),
+            turns,
+        }
+    }
+
+    /// How many spans.
+    pub fn len(&self) -> usize {
+        self.lite.len()
+    }
+
+    /// Tool rows show their output's start (from the replay of the same log), for the spans
+    /// `keep` selects: the n-th span of a tool in a turn is that turn's n-th call of the tool.
+    pub fn with_outputs(mut self, replay: &Replay, keep: impl Fn(usize) -> bool) -> Self {
+        let turns: HashMap<&str, &ReplayTurn> = replay
+            .turns
+            .iter()
+            .map(|t| (t.turn_id.as_str(), t))
+            .collect();
+        let mut seen: HashMap<(usize, &str), usize> = HashMap::new();
+        for l in &self.lite {
+            let Src::Tool(i) = l.src else { continue };
+            let Some(span) = self.trace.tool_spans.get(i) else {
+                continue;
+            };
+            let n = seen.entry((l.turn, span.tool.as_str())).or_insert(0);
+            let nth = *n;
+            *n += 1;
+            if !keep(l.turn + 1) {
+                continue;
+            }
+            let output = self
+                .turn_ids
+                .get(l.turn)
+                .and_then(|id| turns.get(id))
+                .and_then(|t| t.calls.iter().filter(|c| c.tool == span.tool).nth(nth))
+                .and_then(|c| c.output.as_deref());
+            if let Some(o) = output {
+                self.outputs
+                    .insert(i, o.chars().take(DETAIL_CHARS + 1).collect());
+            }
+        }
+        self
     }
 
     /// Every turn's rows (index: turn - 1), in start order.
     pub fn by_turn(&self) -> Vec<Vec<Row>> {
         let mut out: Vec<Vec<Row>> = (0..self.turns).map(|_| Vec::new()).collect();
         for l in &self.lite {
-            if let (Some(v), Some(r)) = (out.get_mut(l.turn), row_of(self.trace, l)) {
+            if let (Some(v), Some(r)) = (out.get_mut(l.turn), row_of(self.trace, l, &self.outputs))
+            {
                 v.push(r);
             }
         }
@@ -293,7 +353,7 @@ impl<'a> Spans<'a> {
         self.lite
             .iter()
             .filter(|l| keep(l))
-            .filter_map(|l| row_of(self.trace, l))
+            .filter_map(|l| row_of(self.trace, l, &self.outputs))
             .collect()
     }
 }
@@ -302,6 +362,7 @@ impl<'a> Spans<'a> {
 pub const MAX_BARS: usize = 300;
 
 /// The waterfall of `trace` as `sel` says.
+#[cfg(test)]
 pub fn build(trace: &Trace, sel: Select) -> Waterfall {
     build_from(&Spans::of(trace), trace, sel)
 }

@@ -222,7 +222,7 @@ pub fn fixture() -> Fixture {
         push(
             base + tat + tdur,
             "function.output",
-            json!({"turnId": "turn-0", "tool": tool, "output": "ok", "duration_ms": tdur}),
+            json!({"turnId": "turn-0", "tool": tool, "output": format!("{tool} said <b>hello</b>\nsecond line"), "duration_ms": tdur}),
         );
     }
     push(
