@@ -277,8 +277,27 @@ fn the_browser_is_opened_without_the_token_on_a_command_line() {
         html.contains(&format!(r#"content="0;url={}""#, s.url)),
         "{html}"
     );
-    // Ctrl+C stops the server and removes the page.
+    // Ctrl+C stops the server, even with a live stream open, and removes the page.
+    let mut stream = std::net::TcpStream::connect(&s.authority).unwrap();
+    let req = format!(
+        "GET /api/events/{TRACED} HTTP/1.1\r\nHost: {}\r\nCookie: freecode_ui={}\r\n\r\n",
+        s.authority, s.token
+    );
+    std::io::Write::write_all(&mut stream, req.as_bytes()).unwrap();
+    let mut head = [0u8; 64];
+    let n = std::io::Read::read(&mut stream, &mut head).unwrap();
+    assert!(
+        String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"),
+        "{:?}",
+        &head[..n]
+    );
+    let started = std::time::Instant::now();
     let status = s.interrupt();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(status.success(), "{status:?}");
     assert!(!page.exists(), "the launch page outlived the server");
 }

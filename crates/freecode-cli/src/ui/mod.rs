@@ -36,6 +36,9 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
                        img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
                        form-action 'self'; frame-ancestors 'none'";
 
+/// How long requests in progress may finish after Ctrl+C (live streams are cut then).
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The cookie holding the token after the first request.
 const COOKIE: &str = "freecode_ui";
 
@@ -122,11 +125,21 @@ impl UiArgs {
                 traces: api::TraceCache::default(),
                 replays: api::ReplayCache::default(),
             });
-            let served = axum::serve(listener, router(ui))
-                .with_graceful_shutdown(async {
-                    let _ = tokio::signal::ctrl_c().await;
-                })
-                .await;
+            // Ctrl+C: stop accepting, let requests in progress finish, but not a live stream
+            // (server-sent events never end by themselves): they are cut after a grace period.
+            let stop = Arc::new(tokio::sync::Notify::new());
+            let stopping = stop.clone();
+            let serve = axum::serve(listener, router(ui)).with_graceful_shutdown(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                stopping.notify_one();
+            });
+            let served = tokio::select! {
+                r = serve => r,
+                () = async {
+                    stop.notified().await;
+                    tokio::time::sleep(SHUTDOWN_GRACE).await;
+                } => Ok(()),
+            };
             if let Some(path) = launcher
                 && let Err(e) = freecode_store::fsutil::remove_file(&path)
             {

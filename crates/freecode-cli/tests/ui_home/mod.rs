@@ -308,11 +308,21 @@ impl Server {
         }
     }
 
-    /// Stops the server with SIGINT (Ctrl+C) and waits for it.
+    /// Stops the server with SIGINT (Ctrl+C) and waits for it to exit, at most 20 s.
     pub fn interrupt(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-INT", &pid]).status().unwrap();
-        self.child.wait().unwrap()
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "freecode ui did not stop on Ctrl+C"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn spawn(mut c: Command) -> Self {
