@@ -751,6 +751,15 @@ mod tests {
     }
 
     #[test]
+    fn the_assets_can_be_inlined_in_an_offline_page() {
+        // Inside <script> and <style>, "</" could end the element early.
+        assert!(!JS.contains("</") && !CSS.contains("</"));
+        let page = layout("t", Assets::Inline, html! { p { "x" } }).into_string();
+        assert_eq!(page.matches("<script>").count(), 1);
+        assert!(!page.contains("src=\"/assets") && !page.contains("href=\"/assets"));
+    }
+
+    #[test]
     fn images_only_from_image_types_and_base64() {
         assert_eq!(
             image_src(Some("image/png"), Some("iVBORw0KGgo=")).as_deref(),
