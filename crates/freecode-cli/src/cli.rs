@@ -83,6 +83,9 @@ pub enum Command {
     /// Writes the JSON Schemas of the `--json` outputs (docs/schemas) into DIR.
     #[command(hide = true)]
     Schema(commands::schema::SchemaArgs),
+    /// A local web viewer: sessions, search, transcripts, traces as waterfalls, stats
+    /// (loopback only, a per-run token).
+    Ui(crate::ui::UiArgs),
     /// Print the tab-completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions(commands::shell::CompletionsArgs),
     /// Write the manual pages: one per command into --dir, or freecode(1) to stdout.
@@ -171,6 +174,7 @@ impl Cli {
             Command::Config(cmd) => cmd.run(&home),
             Command::Doctor(args) => args.run(&home),
             Command::Demo(args) => args.run(explicit_home),
+            Command::Ui(args) => args.run(&home),
             // Answered above, before any home is resolved.
             Command::Schema(_) | Command::Completions(_) | Command::Man(_) => Ok(()),
         }

@@ -19,6 +19,7 @@ mod progress;
 mod render;
 mod sanitize;
 mod trace_render;
+mod ui;
 
 use std::io::Write;
 use std::process::ExitCode;

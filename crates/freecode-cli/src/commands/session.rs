@@ -109,6 +109,9 @@ pub struct ShowArgs {
     /// through `$PAGER`, else `less -R`).
     #[arg(long)]
     no_pager: bool,
+    /// Write the session as one self-contained HTML page to FILE (opens offline).
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    html: Option<PathBuf>,
 }
 
 /// A command taking one session id.
@@ -454,6 +457,10 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
         return show_json(store, &id, &meta);
     }
     let log = store.messages(&id)?;
+    if let Some(file) = &a.html {
+        let page = crate::ui::export::session_page(&meta, &log.messages);
+        return crate::ui::export::write(file, &page);
+    }
     // Each issue was reported by the store's reader, with the file's path.
     let st = Style::stdout();
     let mut out = crate::pager::Pager::new(!a.no_pager);

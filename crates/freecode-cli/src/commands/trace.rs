@@ -82,6 +82,9 @@ pub struct TraceArgs {
         conflicts_with = "json"
     )]
     otlp_endpoint: Option<String>,
+    /// Write the trace as one self-contained HTML page (the waterfall) to FILE (opens offline).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "follow", "list"])]
+    html: Option<PathBuf>,
 }
 
 /// `freecode replay`.
@@ -269,6 +272,11 @@ impl TraceArgs {
             return Err(no_events(&id));
         };
         let trace = post_mortem(builder, last);
+        if let Some(file) = &self.html {
+            let replay = crate::ui::export::replay_of(home, &id)?;
+            let page = crate::ui::export::trace_page(&trace, replay.as_ref());
+            return crate::ui::export::write(file, &page);
+        }
         if exporting {
             return export(
                 &id,

@@ -1,0 +1,372 @@
+//! The UI's data: what the pages show, read the way the CLI reads it, and the JSON endpoints
+//! under `/api/`, which answer exactly the `--json` types (`session list`, `session show`,
+//! `trace`, `search`, `stats`) — one vocabulary — plus `/api/events/{id}`, server-sent events
+//! carrying the trace each time the log grows (as `trace --follow` re-renders).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use freecode_core::rollout::replay::{Replay, ReplayBuilder};
+use freecode_core::rollout::trace::Trace;
+use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
+use freecode_store::index::{SearchHit, SearchQuery, StatsScope, search_scan, stats_scan};
+use freecode_store::{Home, ListFilter, SessionStore};
+use serde::Deserialize;
+
+use super::{ApiError, Ui, UiError, blocking};
+use crate::commands::index::{indexed_or_scanned, project_scope, warn_problems};
+use crate::ops::{Problem, SessionDetail, StatsReport};
+
+/// Messages per page of a transcript: a 100,000-message session is never rendered whole.
+pub const PAGE_MESSAGES: usize = 200;
+/// Sessions per page of the list.
+pub const PAGE_SESSIONS: usize = 50;
+
+/// The list's filters, as `session list` takes them.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct ListQuery {
+    /// `--project`: this directory or one below it.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// `--status`.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// `--agent`: only sessions this agent wrote (`freecode`, or an import's agent).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// `--all`: deleted sessions too.
+    #[serde(default)]
+    pub all: Option<String>,
+    /// 1-based page (pages only).
+    #[serde(default)]
+    pub page: Option<usize>,
+}
+
+/// `session list --json`'s answer for `q`: newest activity first.
+pub fn list_sessions(home: &Home, q: &ListQuery) -> anyhow::Result<Vec<SessionMeta>> {
+    let status = q
+        .status
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(SessionStatus::parse);
+    if let Some(SessionStatus::Other(s)) = &status {
+        return Err(crate::UserError(format!(
+            "unknown status {s:?}: use active, interrupted, archived or deleted"
+        ))
+        .into());
+    }
+    let store = SessionStore::open(home.clone())?;
+    let filter = ListFilter {
+        status,
+        project_path: None,
+        include_deleted: q.all.as_deref().is_some_and(|a| !a.is_empty()),
+        agent: q.agent.clone().filter(|a| !a.is_empty()),
+    };
+    let listing = indexed_or_scanned(home, |ix| ix.list(&filter), || Ok(store.list(&filter)?))?;
+    warn_problems(&listing.problems);
+    let project = q
+        .project
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(project_scope)
+        .transpose()?;
+    Ok(listing
+        .sessions
+        .into_iter()
+        .filter(|m| {
+            project
+                .as_deref()
+                .is_none_or(|p| freecode_core::project_key::within_project(&m.project_path, p))
+        })
+        .collect())
+}
+
+/// `search --json`'s answer for `text` (at most `limit` hits; archived and deleted too with
+/// `all`).
+pub fn search(home: &Home, text: &str, limit: usize) -> anyhow::Result<Vec<SearchHit>> {
+    let q = SearchQuery {
+        text: text.to_owned(),
+        project: None,
+        since: None,
+        limit,
+        all: false,
+        agent: None,
+    };
+    let (hits, problems) = indexed_or_scanned(
+        home,
+        |ix| {
+            ix.refresh(|_, _| {})?;
+            let hits = ix.search(&q)?;
+            Ok((hits, ix.problems().to_vec()))
+        },
+        || Ok(search_scan(&SessionStore::open(home.clone())?, &q)?),
+    )?;
+    warn_problems(&problems);
+    Ok(hits)
+}
+
+/// `stats --json`'s answer for the whole home.
+pub fn stats(home: &Home) -> anyhow::Result<StatsReport> {
+    let store = SessionStore::open(home.clone())?;
+    let scope = StatsScope::All;
+    let (stats, problems) = indexed_or_scanned(
+        home,
+        |ix| {
+            ix.refresh(|_, _| {})?;
+            let s = ix.stats(&scope)?;
+            Ok((s, ix.problems().to_vec()))
+        },
+        || Ok(stats_scan(&store, &scope)?),
+    )?;
+    warn_problems(&problems);
+    Ok(StatsReport {
+        stats,
+        problems: Problem::all(&problems),
+    })
+}
+
+/// One page of a transcript: the meta, messages `[skip, skip + take)`, and whether more follow.
+/// Reads block by block and stops once the page is full, so the first page of any session
+/// costs a block or two.
+pub struct TranscriptPage {
+    /// The session.
+    pub meta: SessionMeta,
+    /// Index of the first message shown.
+    pub first: usize,
+    /// The page's messages.
+    pub messages: Vec<StoredMessage>,
+    /// Whether messages follow this page.
+    pub more: bool,
+}
+
+/// The session `id` names (a unique prefix too).
+pub fn resolve(home: &Home, id: &str) -> anyhow::Result<(SessionStore, SessionId)> {
+    let store = SessionStore::open(home.clone())?;
+    let id = crate::commands::session::resolve_id(&store, id)?;
+    Ok((store, id))
+}
+
+/// Page `page` (1-based) of session `id`.
+pub fn transcript_page(home: &Home, id: &str, page: usize) -> anyhow::Result<TranscriptPage> {
+    let (store, id) = resolve(home, id)?;
+    let meta = store.meta(&id)?;
+    let first = page.saturating_sub(1).saturating_mul(PAGE_MESSAGES);
+    let mut blocks = store.message_blocks(&id)?;
+    let mut seen = 0usize;
+    let mut messages = Vec::with_capacity(PAGE_MESSAGES);
+    let mut more = false;
+    while let Some(block) = blocks.next_block()? {
+        for m in block.items {
+            if seen >= first && messages.len() < PAGE_MESSAGES {
+                messages.push(m);
+            } else if messages.len() == PAGE_MESSAGES {
+                more = true;
+                break;
+            }
+            seen += 1;
+        }
+        if more {
+            break;
+        }
+    }
+    Ok(TranscriptPage {
+        meta,
+        first,
+        messages,
+        more,
+    })
+}
+
+/// A log's identity and size: unchanged stamps, unchanged log.
+type Stamp = (u64, u64, std::time::SystemTime);
+
+fn stamp(path: &std::path::Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.ino(), m.len(), m.modified().ok()?))
+}
+
+/// The last trace folded, kept while its log is unchanged and nothing in it is open (an open
+/// request's age depends on the clock): zooming into a million-event log's turns folds it once.
+#[derive(Default)]
+pub struct TraceCache(std::sync::Mutex<Option<(SessionId, Stamp, Arc<Trace>)>>);
+
+/// `trace --json`'s answer for `id`; `None` when it has no rollout log.
+pub fn trace(ui: &Ui, id: &str) -> anyhow::Result<(SessionId, Option<Arc<Trace>>)> {
+    let home = &ui.home;
+    let id = crate::commands::session::resolve_recorded_id(home, id)?;
+    let before = stamp(&freecode_store::rollout::events_path(home, &id));
+    if let (Some(st), Ok(cache)) = (before, ui.traces.0.lock())
+        && let Some((cid, cst, t)) = cache.as_ref()
+        && *cid == id
+        && *cst == st
+    {
+        return Ok((id, Some(t.clone())));
+    }
+    let trace = crate::commands::trace::trace_of(home, &id)?.map(Arc::new);
+    let after = stamp(&freecode_store::rollout::events_path(home, &id));
+    if let (Some(t), Some(st), Ok(mut cache)) = (&trace, after, ui.traces.0.lock())
+        && before == after
+        && !(t.hung || t.in_flight)
+    {
+        *cache = Some((id.clone(), st, t.clone()));
+    }
+    Ok((id, trace))
+}
+
+/// The last replay folded (tool outputs for the waterfall), kept while its log is unchanged:
+/// a replay does not depend on the clock.
+#[derive(Default)]
+pub struct ReplayCache(std::sync::Mutex<Option<(SessionId, Stamp, Arc<Replay>)>>);
+
+/// `replay --json`'s fold of session `id`'s log; `None` without one.
+pub fn replay(ui: &Ui, id: &SessionId) -> anyhow::Result<Option<Arc<Replay>>> {
+    let path = freecode_store::rollout::events_path(&ui.home, id);
+    let before = stamp(&path);
+    if let (Some(st), Ok(cache)) = (before, ui.replays.0.lock())
+        && let Some((cid, cst, r)) = cache.as_ref()
+        && cid == id
+        && *cst == st
+    {
+        return Ok(Some(r.clone()));
+    }
+    let folded = freecode_store::rollout::fold_event_views(&path, ReplayBuilder::new(id.as_str()))?;
+    let replay = folded.map(|(b, _)| Arc::new(b.finish()));
+    if let (Some(r), Some(st), Ok(mut cache)) = (&replay, stamp(&path), ui.replays.0.lock())
+        && before == Some(st)
+    {
+        *cache = Some((id.clone(), st, r.clone()));
+    }
+    Ok(replay)
+}
+
+pub(super) fn routes() -> Router<Arc<Ui>> {
+    use axum::routing::get;
+    Router::new()
+        .route("/api/sessions", get(api_sessions))
+        .route("/api/sessions/{id}", get(api_session))
+        .route("/api/trace/{id}", get(api_trace))
+        .route("/api/search", get(api_search))
+        .route("/api/stats", get(api_stats))
+        .route("/api/events/{id}", get(api_events))
+}
+
+async fn api_sessions(
+    State(ui): State<Arc<Ui>>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Vec<SessionMeta>>, ApiError> {
+    let home = ui.home.clone();
+    blocking(move || Ok(Json(list_sessions(&home, &q)?)))
+        .await
+        .map_err(ApiError)
+}
+
+async fn api_session(
+    State(ui): State<Arc<Ui>>,
+    Path(id): Path<String>,
+) -> Result<Json<SessionDetail>, ApiError> {
+    let home = ui.home.clone();
+    blocking(move || {
+        let (store, id) = resolve(&home, &id)?;
+        let meta = store.meta(&id)?;
+        let messages = store.messages(&id)?.messages;
+        Ok(Json(SessionDetail { meta, messages }))
+    })
+    .await
+    .map_err(ApiError)
+}
+
+async fn api_trace(
+    State(ui): State<Arc<Ui>>,
+    Path(id): Path<String>,
+) -> Result<Json<Trace>, ApiError> {
+    blocking(move || match trace(&ui, &id)? {
+        (_, Some(t)) => Ok(Json(Arc::unwrap_or_clone(t))),
+        (id, None) => Err(UiError::not_found(format!(
+            "no recorded events for session {id}"
+        ))),
+    })
+    .await
+    .map_err(ApiError)
+}
+
+/// `/api/search?q=…&limit=N`.
+#[derive(Debug, Deserialize)]
+struct SearchParams {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn api_search(
+    State(ui): State<Arc<Ui>>,
+    Query(p): Query<SearchParams>,
+) -> Result<Json<Vec<SearchHit>>, ApiError> {
+    if p.q.trim().is_empty() {
+        return Err(UiError::bad_request("give words to search for: ?q=…").into());
+    }
+    let home = ui.home.clone();
+    blocking(move || Ok(Json(search(&home, &p.q, p.limit.unwrap_or(20).min(500))?)))
+        .await
+        .map_err(ApiError)
+}
+
+async fn api_stats(State(ui): State<Arc<Ui>>) -> Result<Json<StatsReport>, ApiError> {
+    let home = ui.home.clone();
+    blocking(move || Ok(Json(stats(&home)?)))
+        .await
+        .map_err(ApiError)
+}
+
+/// The log's size and modification time: what tells a grown log.
+fn log_stamp(path: &std::path::Path) -> Option<(u64, std::time::SystemTime)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
+/// Server-sent events for session `id`: a `trace` event (the `trace --json` object) each time
+/// its log changes (looked at every second; the page was drawn from the log as it was when the
+/// stream opened), aged against the clock as `trace --follow` does; comments keep the
+/// connection alive.
+async fn api_events(
+    State(ui): State<Arc<Ui>>,
+    Path(id): Path<String>,
+) -> Result<Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>>, UiError>
+{
+    let home = ui.home.clone();
+    let resolved = {
+        let home = home.clone();
+        blocking(move || Ok(crate::commands::session::resolve_recorded_id(&home, &id)?)).await?
+    };
+    let path = freecode_store::rollout::events_path(&home, &resolved);
+    let last = log_stamp(&path);
+    let stream = futures_util::stream::unfold(
+        (home, resolved, path, last),
+        |(home, id, path, mut last)| async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let stamp = log_stamp(&path);
+                if stamp.is_none() || stamp == last {
+                    continue;
+                }
+                last = stamp;
+                let (h, i) = (home.clone(), id.clone());
+                let trace =
+                    tokio::task::spawn_blocking(move || crate::commands::trace::trace_of(&h, &i))
+                        .await;
+                let Ok(Ok(Some(trace))) = trace else { continue };
+                let Ok(json) = serde_json::to_string(&trace) else {
+                    continue;
+                };
+                let event = Event::default().event("trace").data(json);
+                return Some((Ok(event), (home, id, path, last)));
+            }
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

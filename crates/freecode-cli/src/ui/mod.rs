@@ -1,0 +1,445 @@
+//! `freecode ui`: a local web viewer for sessions, search, traces and stats, on loopback only.
+//!
+//! Private by construction: the listener binds a 127.x address (anything else is refused), every
+//! request needs the per-run random token (128 bits from the OS; once in the printed URL, then
+//! an `HttpOnly; SameSite=Strict` cookie), its `Host` must be `127.x.y.z:PORT` or
+//! `localhost:PORT` (DNS rebinding), and a request another origin made (a foreign `Origin`,
+//! `Sec-Fetch-Site` other than `same-origin`/`none`) is refused. Every response carries a
+//! Content-Security-Policy without inline script ([`CSP`]). Pages are [`maud`] templates
+//! ([`pages`]) that escape everything from a session; the JSON endpoints under `/api/` answer
+//! the types of the CLI's `--json` ([`crate::ops`], the core folds, the index's hits).
+//! `--html FILE` on `trace` and `session show` writes the same pages as one offline file
+//! ([`export`]).
+
+mod api;
+pub mod export;
+mod highlight;
+mod pages;
+mod waterfall;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use clap::Args;
+use freecode_store::Home;
+
+use crate::UserError;
+
+/// The Content-Security-Policy of every response: nothing but this server's own script,
+/// stylesheet and connections; images only from it or `data:` URLs; no inline script or style.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+                       img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
+                       form-action 'self'; frame-ancestors 'none'";
+
+/// How long requests in progress may finish after Ctrl+C (live streams are cut then).
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The cookie holding the token after the first request.
+const COOKIE: &str = "freecode_ui";
+
+/// `freecode ui`.
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// Address to listen on: a loopback address (127.x.y.z); port 0 picks a free one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    listen: String,
+    /// Print the URL without opening a browser.
+    #[arg(long)]
+    no_open: bool,
+}
+
+/// What every handler shares: the home and the run's token and address.
+pub(crate) struct Ui {
+    pub(crate) home: Home,
+    token: String,
+    addr: SocketAddr,
+    /// The last trace folded ([`api::TraceCache`]).
+    pub(crate) traces: api::TraceCache,
+    /// The last replay folded ([`api::ReplayCache`]).
+    pub(crate) replays: api::ReplayCache,
+}
+
+/// The address `--listen` names, refused unless it is IPv4 loopback.
+fn loopback(listen: &str) -> anyhow::Result<SocketAddr> {
+    let addr: SocketAddr = listen.parse().map_err(|_| {
+        UserError(format!(
+            "--listen {listen:?}: expected ADDRESS:PORT, such as 127.0.0.1:0"
+        ))
+    })?;
+    match addr {
+        SocketAddr::V4(v4) if v4.ip().is_loopback() => Ok(addr),
+        _ => Err(UserError(format!(
+            "--listen {listen}: freecode ui serves your transcripts and listens on loopback only \
+             (127.0.0.1); use an SSH tunnel to reach it from elsewhere"
+        ))
+        .into()),
+    }
+}
+
+/// 128 random bits from the OS, as 32 hex digits.
+fn new_token() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("random token: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Equal strings, compared in time independent of where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+impl UiArgs {
+    /// Serves until Ctrl+C.
+    pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        let addr = loopback(&self.listen)?;
+        let token = new_token()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| UserError(format!("cannot listen on {addr}: {e}")))?;
+            let addr = listener.local_addr()?;
+            let url = format!("http://{addr}/?token={token}");
+            crate::render::print_line(&url)?;
+            let launcher = if self.no_open {
+                None
+            } else {
+                open_browser(home, addr, &url)
+            };
+            tracing::info!("serving {} on http://{addr}/", home.root().display());
+            let ui = Arc::new(Ui {
+                home: home.clone(),
+                token,
+                addr,
+                traces: api::TraceCache::default(),
+                replays: api::ReplayCache::default(),
+            });
+            // Ctrl+C: stop accepting, let requests in progress finish, but not a live stream
+            // (server-sent events never end by themselves): they are cut after a grace period.
+            let stop = Arc::new(tokio::sync::Notify::new());
+            let stopping = stop.clone();
+            let serve = axum::serve(listener, router(ui)).with_graceful_shutdown(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                stopping.notify_one();
+            });
+            let served = tokio::select! {
+                r = serve => r,
+                () = async {
+                    stop.notified().await;
+                    tokio::time::sleep(SHUTDOWN_GRACE).await;
+                } => Ok(()),
+            };
+            if let Some(path) = launcher
+                && let Err(e) = freecode_store::fsutil::remove_file(&path)
+            {
+                tracing::warn!("could not remove {}: {e}", path.display());
+            }
+            Ok(served?)
+        })
+    }
+}
+
+/// Opens the browser on the UI without putting the token on a command line (which other users
+/// can read in the process table): a private page in the home's state directory
+/// (`state/ui-<port>.html`, 0600, removed when the server stops) that forwards to the URL is
+/// handed to the desktop's opener (`xdg-open`, `open` on macOS). The URL was printed anyway, so
+/// a failure is only logged. Returns the page's path.
+fn open_browser(home: &Home, addr: SocketAddr, url: &str) -> Option<std::path::PathBuf> {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let path = home.state_dir().join(format!("ui-{}.html", addr.port()));
+    let page = pages::launch_page(url).into_string();
+    let written = freecode_store::fsutil::create_dir_private(&home.state_dir())
+        .and_then(|()| freecode_store::fsutil::write_atomic(&path, page.as_bytes(), false));
+    if let Err(e) = written {
+        tracing::warn!(
+            "could not write {} ({e}); open the URL above",
+            path.display()
+        );
+        return None;
+    }
+    match std::process::Command::new(opener)
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        // Reaped on a thread of its own: the opener may outlive a browser start.
+        Ok(mut child) => {
+            std::thread::spawn(move || child.wait());
+        }
+        Err(e) => tracing::warn!("could not start {opener} ({e}); open the URL above"),
+    }
+    Some(path)
+}
+
+fn router(ui: Arc<Ui>) -> Router {
+    api::routes()
+        .merge(pages::routes())
+        .layer(axum::middleware::from_fn_with_state(ui.clone(), guard))
+        .with_state(ui)
+}
+
+/// A refusal: 403 with a plain-text reason.
+fn forbidden(why: &'static str) -> Response {
+    (StatusCode::FORBIDDEN, why).into_response()
+}
+
+/// Whether `host` (a `Host` or the authority of an `Origin`) is this server: the bound
+/// address, or `localhost` on its port.
+fn is_us(host: &str, addr: SocketAddr) -> bool {
+    host == addr.to_string() || host == format!("localhost:{}", addr.port())
+}
+
+/// The token a request carries: in its query (`token=`), or in the cookie.
+fn tokens(req: &Request) -> (Option<String>, Option<String>) {
+    let query = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("token="))
+            .map(str::to_owned)
+    });
+    let cookie = req
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|c| {
+            c.trim()
+                .strip_prefix(&format!("{COOKIE}="))
+                .map(str::to_owned)
+        });
+    (query, cookie)
+}
+
+/// Every request: the Host, the origin, then the token; every answer: the security headers.
+async fn guard(State(ui): State<Arc<Ui>>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if !host.is_some_and(|h| is_us(h, ui.addr)) {
+        return secured(forbidden("forbidden: unknown Host"));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let ours = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.strip_prefix("http://"))
+            .is_some_and(|h| is_us(h, ui.addr));
+        if !ours {
+            return secured(forbidden("forbidden: cross-origin request"));
+        }
+    }
+    let (query, cookie) = tokens(&req);
+    if let Some(t) = query {
+        if !same_secret(&t, &ui.token) {
+            return secured(forbidden("forbidden: wrong token"));
+        }
+        // The token moves into the cookie and out of the address bar and history. The first
+        // request may come from elsewhere (the launch page is a file), so the cookie is set by
+        // a page that then reloads from this origin, where a SameSite=Strict cookie is sent.
+        let rest: Vec<&str> = req
+            .uri()
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .filter(|kv| !kv.starts_with("token=") && !kv.is_empty())
+            .collect();
+        let mut to = req.uri().path().to_owned();
+        if !rest.is_empty() {
+            to.push('?');
+            to.push_str(&rest.join("&"));
+        }
+        let mut resp = pages::handshake_page(&to).into_response();
+        if let Ok(v) = HeaderValue::from_str(&format!(
+            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+            ui.token
+        )) {
+            resp.headers_mut().insert(header::SET_COOKIE, v);
+        }
+        return secured(resp);
+    }
+    if let Some(site) = headers.get("sec-fetch-site")
+        && !matches!(site.to_str(), Ok("same-origin" | "none"))
+    {
+        return secured(forbidden("forbidden: cross-site request"));
+    }
+    if !cookie.is_some_and(|c| same_secret(&c, &ui.token)) {
+        return secured(forbidden(
+            "forbidden: open the URL `freecode ui` printed (it carries this run's token)",
+        ));
+    }
+    secured(next.run(req).await)
+}
+
+/// The security headers every response carries.
+fn secured(mut resp: Response) -> Response {
+    let h: &mut HeaderMap = resp.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+/// What a handler can fail with: an HTTP status and a message for the page.
+pub(crate) struct UiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl UiError {
+    pub(crate) fn not_found(what: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            message: what.into(),
+        }
+    }
+
+    pub(crate) fn bad_request(what: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: what.into(),
+        }
+    }
+}
+
+impl From<anyhow::Error> for UiError {
+    fn from(e: anyhow::Error) -> Self {
+        use freecode_store::StoreError;
+        let status = e
+            .chain()
+            .find_map(|c| {
+                if c.downcast_ref::<UserError>().is_some()
+                    || c.downcast_ref::<freecode_core::IdError>().is_some()
+                {
+                    return Some(StatusCode::BAD_REQUEST);
+                }
+                match c.downcast_ref::<StoreError>() {
+                    Some(StoreError::NotFound { .. }) => Some(StatusCode::NOT_FOUND),
+                    Some(StoreError::InvalidId(_) | StoreError::AmbiguousId { .. }) => {
+                        Some(StatusCode::BAD_REQUEST)
+                    }
+                    _ => None,
+                }
+            })
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::warn!("ui: {e:#}");
+        }
+        Self {
+            status,
+            message: format!("{e:#}"),
+        }
+    }
+}
+
+impl From<freecode_store::StoreError> for UiError {
+    fn from(e: freecode_store::StoreError) -> Self {
+        anyhow::Error::new(e).into()
+    }
+}
+
+impl IntoResponse for UiError {
+    fn into_response(self) -> Response {
+        let page = pages::error_page(self.status, &self.message);
+        (self.status, page).into_response()
+    }
+}
+
+/// A failure of a JSON endpoint: the status, and `{"error": message, "status": code}`.
+pub(crate) struct ApiError(UiError);
+
+impl From<UiError> for ApiError {
+    fn from(e: UiError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"error": self.0.message, "status": self.0.status.as_u16()});
+        (self.0.status, axum::Json(body)).into_response()
+    }
+}
+
+/// Runs store work (blocking file and SQLite reads) off the async threads.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, UiError> + Send + 'static,
+) -> Result<T, UiError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => Err(anyhow::anyhow!("ui worker: {e}").into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ipv4_loopback_is_accepted() {
+        assert!(loopback("127.0.0.1:0").is_ok());
+        assert!(loopback("127.1.2.3:8080").is_ok());
+        for bad in [
+            "0.0.0.0:0",
+            "192.168.1.2:80",
+            "[::1]:0",
+            "[::]:0",
+            "localhost",
+        ] {
+            let err = loopback(bad).map(|_| ()).err().map(|e| e.to_string());
+            assert!(err.is_some(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn tokens_are_128_random_bits_in_hex() {
+        let (a, b) = (
+            new_token().unwrap_or_default(),
+            new_token().unwrap_or_default(),
+        );
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        assert!(same_secret(&a, &a.clone()));
+        assert!(!same_secret(&a, &b));
+        assert!(!same_secret(&a, &a[..31]));
+    }
+
+    #[test]
+    fn the_host_must_be_this_server() {
+        let addr: SocketAddr = "127.0.0.1:4321"
+            .parse()
+            .unwrap_or(SocketAddr::from(([0; 4], 0)));
+        assert!(is_us("127.0.0.1:4321", addr));
+        assert!(is_us("localhost:4321", addr));
+        assert!(!is_us("127.0.0.1:4322", addr));
+        assert!(!is_us("evil.example:4321", addr));
+        assert!(!is_us("127.0.0.1", addr));
+    }
+}

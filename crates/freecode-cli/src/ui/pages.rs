@@ -1,0 +1,807 @@
+//! The UI's pages, as [`maud`] templates: the session list (filters, paging, the search box),
+//! search results with the matches marked, a session's transcript a page at a time (tool calls
+//! folded in `<details>`, code highlighted, images from `data:` URLs of image types only), its
+//! trace as a waterfall, and stats as bar charts. Everything from a session is interpolated
+//! through the template, which escapes it; nothing here builds HTML from session data by hand.
+//! The same templates make the offline files of `--html` ([`Assets::Inline`]).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use freecode_core::message::PartType;
+use freecode_core::rollout::trace::Trace;
+use freecode_core::{SessionMeta, StoredMessage};
+use freecode_store::index::SearchHit;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use serde::Deserialize;
+
+use super::api::{self, ListQuery, PAGE_SESSIONS, TranscriptPage};
+use super::highlight::code_block;
+use super::waterfall;
+use super::{Ui, UiError, blocking};
+use crate::ops::StatsReport;
+use crate::render::{local_time, thousands};
+use crate::trace_render::format_duration;
+
+/// The stylesheet, embedded.
+pub const CSS: &str = include_str!("assets/app.css");
+/// The script, embedded.
+pub const JS: &str = include_str!("assets/app.js");
+
+/// How a page gets its stylesheet and script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assets {
+    /// From the server (`/assets/…`): what the CSP allows.
+    Linked,
+    /// Inside the page: an offline file (`--html`), opened without a server.
+    Inline,
+}
+
+/// A whole page around `body`.
+pub fn layout(title: &str, assets: Assets, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="referrer" content="no-referrer";
+                title { (title) " — freecode" }
+                @match assets {
+                    Assets::Linked => {
+                        link rel="stylesheet" href="/assets/app.css";
+                        script src="/assets/app.js" defer {}
+                    }
+                    // Constants of this binary, not session data.
+                    Assets::Inline => {
+                        style { (PreEscaped(CSS)) }
+                        script { (PreEscaped(JS)) }
+                    }
+                }
+            }
+            body {
+                @if assets == Assets::Linked {
+                    header.top {
+                        a.brand href="/" { "freecode" }
+                        nav {
+                            a href="/" { "Sessions" }
+                            a href="/stats" { "Stats" }
+                        }
+                        form.search action="/search" method="get" role="search" {
+                            input type="search" name="q" placeholder="Search messages and tool output" aria-label="Search";
+                            button type="submit" { "Search" }
+                        }
+                    }
+                }
+                main { (body) }
+            }
+        }
+    }
+}
+
+pub(super) fn routes() -> Router<Arc<Ui>> {
+    use axum::routing::get;
+    Router::new()
+        .route("/", get(list_page))
+        .route("/search", get(search_page))
+        .route("/session/{id}", get(session_page))
+        .route("/trace/{id}", get(trace_page))
+        .route("/stats", get(stats_page))
+        .route("/assets/app.css", get(css))
+        .route("/assets/app.js", get(js))
+}
+
+async fn css() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response()
+}
+
+async fn js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        JS,
+    )
+        .into_response()
+}
+
+/// The page that takes the token from the URL: it sets the cookie (a header) and reloads `to`
+/// from this origin. `to` is the request's own path; one starting `//` would name another host.
+pub fn handshake_page(to: &str) -> Html<String> {
+    let to = if to.starts_with("//") || !to.starts_with('/') {
+        "/"
+    } else {
+        to
+    };
+    Html(
+        html! {
+            (DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta name="referrer" content="no-referrer";
+                    meta http-equiv="refresh" content=(format!("0;url={to}"));
+                    title { "freecode" }
+                }
+                body { p { a href=(to) { "Open freecode ui" } } }
+            }
+        }
+        .into_string(),
+    )
+}
+
+/// The private file the browser is started on: it forwards to `url` (with the token), so the
+/// token is never on a command line.
+pub fn launch_page(url: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="referrer" content="no-referrer";
+                meta http-equiv="refresh" content=(format!("0;url={url}"));
+                title { "freecode ui" }
+            }
+            body { p { a href=(url) { "Open freecode ui" } } }
+        }
+    }
+}
+
+/// The page of an error.
+pub fn error_page(status: StatusCode, message: &str) -> Html<String> {
+    Html(
+        layout(
+            status.canonical_reason().unwrap_or("Error"),
+            Assets::Linked,
+            html! {
+                h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) }
+                p.error { (message) }
+            },
+        )
+        .into_string(),
+    )
+}
+
+fn page_html(m: Markup) -> Html<String> {
+    Html(m.into_string())
+}
+
+/// A query string from pairs, each part percent-encoded.
+fn query(pairs: &[(&str, &str)]) -> String {
+    let enc = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    let parts: Vec<String> = pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", enc(v)))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+/// The path of a session's page (ids are `[A-Za-z0-9._-]`: safe in a path).
+fn session_href(id: &str) -> String {
+    format!("/session/{id}")
+}
+
+fn status_badge(status: &str) -> Markup {
+    html! { span class=(format!("badge status-{}", status.chars().filter(char::is_ascii_alphanumeric).collect::<String>())) { (status) } }
+}
+
+async fn list_page(
+    State(ui): State<Arc<Ui>>,
+    Query(q): Query<ListQuery>,
+) -> Result<Html<String>, UiError> {
+    let home = ui.home.clone();
+    blocking(move || {
+        let sessions = api::list_sessions(&home, &q)?;
+        Ok(page_html(list_markup(&sessions, &q)))
+    })
+    .await
+}
+
+/// The agents a session can come from, as the list's filter offers them.
+const AGENTS: &[&str] = &[
+    freecode_core::NATIVE_AGENT,
+    "claude-code",
+    "codex",
+    "gemini-cli",
+    "opencode",
+    "goose",
+];
+
+fn list_markup(sessions: &[SessionMeta], q: &ListQuery) -> Markup {
+    let page = q.page.unwrap_or(1).max(1);
+    let from = (page - 1).saturating_mul(PAGE_SESSIONS);
+    let shown = sessions.iter().skip(from).take(PAGE_SESSIONS);
+    let project = q.project.as_deref().unwrap_or("");
+    let status = q.status.as_deref().unwrap_or("");
+    let agent = q.agent.as_deref().unwrap_or("");
+    let pages = sessions.len().div_ceil(PAGE_SESSIONS).max(1);
+    let href = |p: usize| {
+        let p = p.to_string();
+        format!(
+            "/{}",
+            query(&[
+                ("project", project),
+                ("status", status),
+                ("agent", agent),
+                ("page", &p)
+            ])
+        )
+    };
+    // The agent column and filter appear once a session came from another agent.
+    let imported = !agent.is_empty()
+        || sessions
+            .iter()
+            .any(|m| m.agent() != freecode_core::NATIVE_AGENT);
+    let now = freecode_store::now_ms();
+    layout(
+        "Sessions",
+        Assets::Linked,
+        html! {
+            h1 { "Sessions" }
+            form.filters method="get" action="/" {
+                label { "Project " input type="text" name="project" value=(project) placeholder="/path/to/project"; }
+                label { "Status "
+                    select name="status" {
+                        @for s in ["", "active", "interrupted", "archived", "deleted"] {
+                            option value=(s) selected[s == status] { @if s.is_empty() { "any" } @else { (s) } }
+                        }
+                    }
+                }
+                @if imported {
+                    label { "Agent "
+                        select name="agent" {
+                            option value="" selected[agent.is_empty()] { "any" }
+                            @for a in AGENTS {
+                                option value=(a) selected[*a == agent] { (a) }
+                            }
+                        }
+                    }
+                }
+                button type="submit" { "Filter" }
+            }
+            p.count { (thousands(sessions.len() as u64)) " sessions, newest activity first" }
+            table.sessions {
+                thead { tr { th { "Title" } th { "Status" } th { "Turns" } th { "Last activity" } th { "Project" } th { "Model" } @if imported { th { "Agent" } } th {} } }
+                tbody {
+                    @for m in shown {
+                        tr data-id=(m.id) {
+                            td.title { a href=(session_href(&m.id)) { @if m.title.is_empty() { "(no title)" } @else { (m.title) } } }
+                            td { (status_badge(m.status.as_str())) }
+                            td.num { (thousands(m.turn_count)) }
+                            td title=(local_time(m.last_turn_at)) { (crate::render::relative_time(m.last_turn_at, now)) }
+                            td.project { (m.project_path) }
+                            td { (m.model.as_deref().unwrap_or("")) }
+                            @if imported { td.agent { (m.agent()) } }
+                            td { a href=(format!("/trace/{}", m.id)) { "trace" } }
+                        }
+                    }
+                }
+            }
+            (pager(page, page < pages, &href, Some(pages)))
+        },
+    )
+}
+
+fn pager(page: usize, more: bool, href: &dyn Fn(usize) -> String, pages: Option<usize>) -> Markup {
+    html! {
+        nav.pager {
+            @if page > 1 { a.prev rel="prev" href=(href(page - 1)) { "← previous" } }
+            span { "page " (page) @if let Some(n) = pages { " of " (n) } }
+            @if more { a.next rel="next" href=(href(page + 1)) { "next →" } }
+        }
+    }
+}
+
+/// `/search?q=…`.
+#[derive(Debug, Deserialize)]
+struct SearchParams {
+    #[serde(default)]
+    q: String,
+}
+
+async fn search_page(
+    State(ui): State<Arc<Ui>>,
+    Query(p): Query<SearchParams>,
+) -> Result<Html<String>, UiError> {
+    let home = ui.home.clone();
+    blocking(move || {
+        let hits = if p.q.trim().is_empty() {
+            Vec::new()
+        } else {
+            api::search(&home, &p.q, 100)?
+        };
+        Ok(page_html(search_markup(&p.q, &hits)))
+    })
+    .await
+}
+
+/// A snippet with its matches in `<mark>`: `matches` are char offsets, as `search --json`
+/// gives them.
+fn snippet(hit: &SearchHit) -> Markup {
+    let chars: Vec<char> = hit.snippet.chars().collect();
+    let seg = |a: usize, b: usize| -> String {
+        chars[a.min(chars.len())..b.min(chars.len()).max(a.min(chars.len()))]
+            .iter()
+            .collect()
+    };
+    let mut pieces: Vec<(bool, String)> = Vec::new();
+    let mut pos = 0;
+    for m in &hit.matches {
+        if m.start < pos || m.end < m.start {
+            continue;
+        }
+        pieces.push((false, seg(pos, m.start)));
+        pieces.push((true, seg(m.start, m.end)));
+        pos = m.end;
+    }
+    pieces.push((false, seg(pos, chars.len())));
+    html! {
+        span.snippet { @for (hit, text) in &pieces { @if *hit { mark { (text) } } @else { (text) } } }
+    }
+}
+
+fn search_markup(q: &str, hits: &[SearchHit]) -> Markup {
+    layout(
+        "Search",
+        Assets::Linked,
+        html! {
+            h1 { "Search" }
+            form.search-big method="get" action="/search" {
+                input type="search" name="q" value=(q) aria-label="Search" autofocus;
+                button type="submit" { "Search" }
+            }
+            @if !q.trim().is_empty() {
+                p.count { (hits.len()) " hits for " q { (q) } }
+                ol.hits {
+                    @for h in hits {
+                        li.hit {
+                            div.hit-head {
+                                a href=(format!("{}#m-{}", session_href(&h.session_id), h.message_id)) { @if h.title.is_empty() { "(no title)" } @else { (h.title) } }
+                                " " span.role { (h.role) } " " span.when { (local_time(h.timestamp)) }
+                            }
+                            div { (snippet(h)) }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// `?page=N`.
+#[derive(Debug, Deserialize)]
+struct PageParams {
+    #[serde(default)]
+    page: Option<usize>,
+}
+
+async fn session_page(
+    State(ui): State<Arc<Ui>>,
+    Path(id): Path<String>,
+    Query(p): Query<PageParams>,
+) -> Result<Html<String>, UiError> {
+    let home = ui.home.clone();
+    blocking(move || {
+        let page = p.page.unwrap_or(1).max(1);
+        let t = api::transcript_page(&home, &id, page)?;
+        Ok(page_html(session_markup(&t, page)))
+    })
+    .await
+}
+
+fn meta_line(m: &SessionMeta) -> Markup {
+    html! {
+        dl.meta {
+            dt { "Session" } dd.id { (m.id) }
+            dt { "Project" } dd { (m.project_path) }
+            dt { "Status" } dd { (status_badge(m.status.as_str())) }
+            dt { "Model" } dd { (m.provider) " / " (m.model.as_deref().unwrap_or("-")) }
+            dt { "Turns" } dd { (thousands(m.turn_count)) }
+            dt { "Created" } dd { (local_time(m.created_at)) }
+            dt { "Last activity" } dd { (local_time(m.last_turn_at)) }
+            @if let Some(t) = m.aggregated_token_count { dt { "Tokens" } dd { (thousands(t)) } }
+        }
+    }
+}
+
+fn session_markup(t: &TranscriptPage, page: usize) -> Markup {
+    let id = t.meta.id.clone();
+    let href = move |p: usize| format!("/session/{id}?page={p}");
+    layout(
+        &t.meta.title,
+        Assets::Linked,
+        html! {
+            h1 { @if t.meta.title.is_empty() { "(no title)" } @else { (t.meta.title) } }
+            (meta_line(&t.meta))
+            p { a href=(format!("/trace/{}", t.meta.id)) { "Trace →" } " "
+                a href=(format!("/api/sessions/{}", t.meta.id)) { "JSON" } }
+            (pager(page, t.more, &href, None))
+            (transcript(&t.messages, t.first))
+            (pager(page, t.more, &href, None))
+        },
+    )
+}
+
+/// Image types shown inline (no SVG: it is a document, not a picture).
+const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// A `data:` URL for an image part, when its type is an image type and its data base64.
+fn image_src(media_type: Option<&str>, data: Option<&str>) -> Option<String> {
+    let mt = media_type?;
+    let data = data?;
+    if !IMAGE_TYPES.contains(&mt) {
+        return None;
+    }
+    let ok = data
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+    ok.then(|| format!("data:{mt};base64,{data}"))
+}
+
+/// Text with fenced code blocks (```lang … ```) shown as code.
+fn text_block(text: &str) -> Markup {
+    let mut pieces: Vec<(bool, Option<&str>, &str)> = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        let Some(close) = after.find("```") else {
+            break;
+        };
+        pieces.push((false, None, &rest[..open]));
+        let inner = &after[..close];
+        let (lang, code) = match inner.split_once('\n') {
+            Some((l, c)) if !l.contains(' ') => (Some(l.trim()), c),
+            _ => (None, inner),
+        };
+        pieces.push((true, lang, code));
+        rest = &after[close + 3..];
+    }
+    pieces.push((false, None, rest));
+    html! {
+        @for (code, lang, s) in pieces {
+            @if code { (code_block(s, lang)) }
+            @else if !s.trim().is_empty() { div.text { (s.trim_matches('\n')) } }
+        }
+    }
+}
+
+/// Messages `first..` of a transcript.
+pub fn transcript(messages: &[StoredMessage], first: usize) -> Markup {
+    html! {
+        ol.transcript start=(first + 1) {
+            @for m in messages {
+                li class=(format!("msg role-{}", m.role.as_str().chars().filter(char::is_ascii_alphanumeric).collect::<String>()))
+                    id=(format!("m-{}", m.id)) {
+                    div.msg-head {
+                        span.role { (m.role.as_str()) }
+                        " " span.when { (local_time(m.timestamp)) }
+                        @if m.interrupted == Some(true) { " " span.badge.interrupted { "interrupted" } }
+                        @if let Some(u) = &m.usage {
+                            " " span.usage { (u.input_tokens.unwrap_or(0)) " in / " (u.output_tokens.unwrap_or(0)) " out" }
+                        }
+                    }
+                    @for part in &m.parts {
+                        @match part.kind {
+                            PartType::Text => { (text_block(part.content.as_deref().unwrap_or(""))) }
+                            PartType::Code => { (code_block(part.content.as_deref().unwrap_or(""), part.language.as_deref())) }
+                            PartType::Tool => {
+                                @let name = part.tool.as_ref().and_then(|t| t.name.as_deref()).unwrap_or("tool");
+                                details.tool {
+                                    summary { span.tool-name { (name) } " "
+                                        span.tool-args-short { (part.tool.as_ref().and_then(|t| t.args.as_ref()).map(|a| crate::render::truncate(&a.to_string(), 80)).unwrap_or_default()) } }
+                                    @if let Some(args) = part.tool.as_ref().and_then(|t| t.args.as_ref()) {
+                                        h4 { "Arguments" }
+                                        (code_block(&serde_json::to_string_pretty(args).unwrap_or_default(), Some("json")))
+                                    }
+                                    h4 { "Result" }
+                                    (code_block(part.result.as_deref().unwrap_or(""), None))
+                                }
+                            }
+                            PartType::Image => {
+                                @if let Some(src) = image_src(part.media_type.as_deref(), part.data.as_deref()) {
+                                    img.image src=(src) alt=(part.alt_text.as_deref().unwrap_or("image"));
+                                } @else {
+                                    p.note { "[image not shown: " (part.media_type.as_deref().unwrap_or("unknown type")) "]" }
+                                }
+                            }
+                            PartType::Other(ref k) => { p.note { "[a part of type " (k) "]" } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `?turn=N`, `?turns=A-B`, `&fragment=1`.
+#[derive(Debug, Deserialize)]
+struct TraceParams {
+    #[serde(default)]
+    turn: Option<usize>,
+    #[serde(default)]
+    turns: Option<String>,
+    #[serde(default)]
+    fragment: Option<String>,
+}
+
+impl TraceParams {
+    fn select(&self) -> Result<waterfall::Select, UiError> {
+        if let Some(n) = self.turn {
+            return Ok(waterfall::Select::Turn(n));
+        }
+        match self.turns.as_deref() {
+            None | Some("") => Ok(waterfall::Select::All),
+            Some(r) => r
+                .split_once('-')
+                .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                .map(|(a, b)| waterfall::Select::Turns(a, b))
+                .ok_or_else(|| UiError::bad_request(format!("turns={r:?}: expected A-B"))),
+        }
+    }
+}
+
+/// The link of a bar of turns `a..=b` of session `id`.
+fn zoom_href(id: &str, (a, b): (usize, usize)) -> String {
+    if a == b {
+        format!("/trace/{id}?turn={a}")
+    } else {
+        format!("/trace/{id}?turns={a}-{b}")
+    }
+}
+
+async fn trace_page(
+    State(ui): State<Arc<Ui>>,
+    Path(id): Path<String>,
+    Query(p): Query<TraceParams>,
+) -> Result<Html<String>, UiError> {
+    blocking(move || {
+        let sel = p.select()?;
+        let (id, trace) = api::trace(&ui, &id)?;
+        let Some(trace) = trace else {
+            return Err(UiError::not_found(format!(
+                "no recorded events for session {id}"
+            )));
+        };
+        let mut spans = waterfall::Spans::of(&trace);
+        // Tool outputs for the spans drawn one by one: a turn, or a trace small enough.
+        let drawn = match sel {
+            waterfall::Select::Turn(n) => Some(n),
+            waterfall::Select::All if spans.len() <= waterfall::AGGREGATE_ABOVE => Some(0),
+            _ => None,
+        };
+        if let Some(n) = drawn
+            && let Some(replay) = api::replay(&ui, &id)?
+        {
+            spans = spans.with_outputs(&replay, |t| n == 0 || t == n);
+        }
+        let w = waterfall::build_from(&spans, &trace, sel);
+        let sid = id.to_string();
+        let zoom = move |r: (usize, usize)| Some(zoom_href(&sid, r));
+        let chart = waterfall::markup(&w, &zoom);
+        if p.fragment.is_some() {
+            return Ok(page_html(chart));
+        }
+        Ok(page_html(trace_markup(
+            &trace,
+            &w,
+            chart,
+            sel,
+            Assets::Linked,
+        )))
+    })
+    .await
+}
+
+/// The trace page around its waterfall `chart`.
+pub fn trace_markup(
+    t: &Trace,
+    w: &waterfall::Waterfall,
+    chart: Markup,
+    sel: waterfall::Select,
+    assets: Assets,
+) -> Markup {
+    let live = t.in_flight || (t.hung && !t.abandoned);
+    html! {
+        (layout(&format!("Trace {}", t.session_id), assets, html! {
+            h1 { "Trace " span.id { (t.session_id) } }
+            p.trace-summary #summary {
+                (format_duration(t.wall_ms as f64)) " wall · model " (format_duration(t.model_ms as f64))
+                " · tools " (format_duration(t.tool_ms as f64))
+                " · " (t.model_spans.len()) " model calls, " (t.tool_spans.len()) " tools, " (t.denied_spans.len()) " denied"
+                " · tokens in " (thousands(t.input_tokens)) ", out " (thousands(t.output_tokens)) ", cached " (thousands(t.cache_read_tokens))
+                @if t.hung { " · " span.badge.hung { "hung request" } }
+                @if t.in_flight { " · " span.badge.in-flight { "in flight" } }
+            }
+            @if assets == Assets::Linked {
+                p {
+                    a href=(session_href(&t.session_id)) { "← transcript" } " "
+                    a href=(format!("/api/trace/{}", t.session_id)) { "JSON" }
+                    @match sel {
+                        waterfall::Select::Turn(n) => { " · turn " (n) " of " (w.turns) " · " a href=(format!("/trace/{}", t.session_id)) { "all turns" } }
+                        waterfall::Select::Turns(a, b) => { " · turns " (a) "–" (b) " of " (w.turns) " · " a href=(format!("/trace/{}", t.session_id)) { "all turns" } }
+                        waterfall::Select::All => {}
+                    }
+                }
+            }
+            @if w.aggregated {
+                p.note { (thousands((t.model_spans.len() + t.tool_spans.len() + t.denied_spans.len()) as u64))
+                    " spans in " (thousands(w.turns as u64)) " turns, drawn as one bar per turn or group of turns; open a bar to zoom in." }
+            }
+            div.legend { span.key.model { "model" } span.key.ttft { "first token" } span.key.tool { "tool" } span.key.denied { "denied" } span.key.hung { "hung" } }
+            div #chart data-session=(t.session_id) data-live=(live) data-turn=(match sel { waterfall::Select::Turn(n) => n.to_string(), _ => String::new() }) { (chart) }
+        }))
+    }
+}
+
+async fn stats_page(State(ui): State<Arc<Ui>>) -> Result<Html<String>, UiError> {
+    let home = ui.home.clone();
+    blocking(move || {
+        let report = api::stats(&home)?;
+        let sessions = api::list_sessions(&home, &ListQuery::default())?;
+        Ok(page_html(stats_markup(&report, &sessions)))
+    })
+    .await
+}
+
+/// Horizontal bars: label, SVG bar (width a share of the largest), value text.
+fn bars(rows: &[(String, f64, String)]) -> Markup {
+    let max = rows.iter().map(|r| r.1).fold(0.0_f64, f64::max).max(1.0);
+    html! {
+        div.bars {
+            @for (label, v, text) in rows {
+                div.bar-row data-value=(v) {
+                    span.bar-label { (label) }
+                    svg.bar-track xmlns="http://www.w3.org/2000/svg" {
+                        rect.bar x="0" y="2" height="14" width=(format!("{:.4}%", v / max * 100.0)) { title { (label) ": " (text) } }
+                    }
+                    span.bar-value { (text) }
+                }
+            }
+            @if rows.is_empty() { p.empty { "Nothing recorded." } }
+        }
+    }
+}
+
+fn stats_markup(r: &StatsReport, sessions: &[SessionMeta]) -> Markup {
+    let s = &r.stats;
+    let tools_time: Vec<(String, f64, String)> = s
+        .tools
+        .iter()
+        .map(|t| {
+            (
+                t.tool.clone(),
+                t.total_ms as f64,
+                format!(
+                    "{} in {} (p95 {})",
+                    format_duration(t.total_ms as f64),
+                    crate::render::plural(t.calls, "call", "calls"),
+                    format_duration(t.p95_ms as f64)
+                ),
+            )
+        })
+        .collect();
+    // Tokens by model and by day, from the sessions' metas (`aggregatedTokenCount`).
+    let mut by_model: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    let mut by_day: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for m in sessions {
+        let tokens = m.aggregated_token_count.unwrap_or(0);
+        let model = format!("{} / {}", m.provider, m.model.as_deref().unwrap_or("-"));
+        let e = by_model.entry(model).or_default();
+        e.0 += tokens;
+        e.1 += m.turn_count;
+        let day: String = local_time(m.last_turn_at).chars().take(10).collect();
+        let e = by_day.entry(day).or_default();
+        e.0 += tokens;
+        e.1 += m.turn_count;
+    }
+    let fmt = |m: std::collections::BTreeMap<String, (u64, u64)>| -> Vec<(String, f64, String)> {
+        m.into_iter()
+            .map(|(k, (tok, turns))| {
+                (
+                    k,
+                    tok as f64,
+                    format!(
+                        "{} tokens, {}",
+                        thousands(tok),
+                        crate::render::plural(turns, "turn", "turns")
+                    ),
+                )
+            })
+            .collect()
+    };
+    let mut models = fmt(by_model);
+    models.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let days = fmt(by_day);
+    layout(
+        "Stats",
+        Assets::Linked,
+        html! {
+            h1 { "Stats" }
+            p.count {
+                (thousands(s.sessions)) " sessions · " (thousands(s.turns)) " user turns · " (thousands(s.messages)) " messages · "
+                (thousands(s.model_calls)) " model calls (" (format_duration(s.model_ms as f64)) ", " (thousands(s.model_errors)) " failed)"
+            }
+            p.count { "tokens in " (thousands(s.input_tokens.max(0) as u64)) " · out " (thousands(s.output_tokens.max(0) as u64))
+                " · cache read " (thousands(s.cache_read_tokens.max(0) as u64)) " · cache write " (thousands(s.cache_write_tokens.max(0) as u64)) }
+            h2 { "Time by tool" } (bars(&tools_time))
+            h2 { "Tokens by model" } (bars(&models))
+            h2 { "Tokens by day of last activity" } (bars(&days))
+            @if !r.problems.is_empty() {
+                h2 { "Left out" }
+                ul { @for p in &r.problems { li { (p.path.display().to_string()) ": " (p.reason) } } }
+            }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use freecode_core::message::{Part, Role};
+
+    #[test]
+    fn session_text_is_escaped_everywhere() {
+        let evil = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+        let mut m = StoredMessage::new(
+            "m\"1".to_owned(),
+            Role::User,
+            vec![
+                Part::text(format!("{evil}\n```js\n{evil}\n```")),
+                Part::tool(evil, serde_json::json!({ "a": evil }), evil),
+            ],
+            1,
+        );
+        m.parts.push(Part::image(
+            "PHN2Zz4=",
+            "image/svg+xml",
+            Some(evil.to_owned()),
+        ));
+        let html = transcript(&[m], 0).into_string();
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(!html.contains("<img src=x"), "{html}");
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+        assert!(
+            !html.contains("data:image/svg"),
+            "svg is never inlined: {html}"
+        );
+    }
+
+    #[test]
+    fn the_assets_can_be_inlined_in_an_offline_page() {
+        // Inside <script> and <style>, "</" could end the element early.
+        assert!(!JS.contains("</") && !CSS.contains("</"));
+        let page = layout("t", Assets::Inline, html! { p { "x" } }).into_string();
+        assert_eq!(page.matches("<script>").count(), 1);
+        assert!(!page.contains("src=\"/assets") && !page.contains("href=\"/assets"));
+    }
+
+    #[test]
+    fn images_only_from_image_types_and_base64() {
+        assert_eq!(
+            image_src(Some("image/png"), Some("iVBORw0KGgo=")).as_deref(),
+            Some("data:image/png;base64,iVBORw0KGgo=")
+        );
+        assert_eq!(image_src(Some("text/html"), Some("AA==")), None);
+        assert_eq!(
+            image_src(Some("image/png"), Some("AA==\" onload=\"x")),
+            None
+        );
+        assert_eq!(image_src(None, Some("AA==")), None);
+    }
+}

@@ -1,0 +1,748 @@
+//! `freecode ui` in a real browser: Debian's Chromium, headless, driven over WebDriver
+//! (chromedriver on a free loopback port, `fantoccini`) through the real `freecode ui --no-open`
+//! on a fixture home. The list, the search and its marks, a transcript and a tool call opened,
+//! the waterfall (one bar per span, widths proportional to durations, read from the DOM), the
+//! hung request, a live update over server-sent events, and the `--html` files opened offline.
+//!
+//! Without `chromium` and `chromedriver` (scripts/test-deps installs them) the tests print a
+//! notice and pass, except under `CI=true`, where they fail saying what is missing.
+//! `FREECODE_UI_SCREENSHOTS=DIR` saves PNGs of the list, a session and a waterfall into DIR.
+//! The ignored `perf_…` test measures first paint of a 100,000-message session and the
+//! waterfall of a 1,000,000-event log in the browser (figures on stderr, no timed assertion).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod ui_home;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use ui_home::{EVIL, HUNG_AT, MODEL, OTHER, Server, TRACED, WORD, fixture, freecode};
+
+fn find_tool(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    names.iter().find_map(|n| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(n))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Chromium's executable and chromedriver, or `None` after the notice (a failure under CI).
+fn browser_tools() -> Option<(PathBuf, PathBuf)> {
+    // Debian's /usr/bin/chromium is a wrapper script; the driver wants the program itself.
+    let chromium = ["/usr/lib/chromium/chromium"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .or_else(|| find_tool(&["chromium", "chromium-browser", "google-chrome"]));
+    let driver = find_tool(&["chromedriver"]);
+    match (chromium, driver) {
+        (Some(c), Some(d)) => Some((c, d)),
+        _ => {
+            let msg = "the browser tests need Debian's `chromium` and `chromium-driver` \
+                       (run scripts/test-deps)";
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{msg}: not found on PATH");
+            }
+            eprintln!("skipping: {msg}");
+            None
+        }
+    }
+}
+
+/// chromedriver on a free loopback port and a headless Chromium session through it; both
+/// ended on drop.
+struct Browser {
+    driver: Child,
+    client: Option<Client>,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    async fn start(chromium: &Path, chromedriver: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let caps = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--disable-dev-shm-usage", "--window-size=1280,900",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            },
+        });
+        let Value::Object(caps) = caps else {
+            unreachable!()
+        };
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .expect("a Chromium session over WebDriver");
+        Self {
+            driver,
+            client: Some(client),
+            _profile: profile,
+        }
+    }
+
+    fn c(&self) -> &Client {
+        self.client.as_ref().unwrap()
+    }
+
+    async fn finish(mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = c.close().await;
+        }
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.c().execute(script, vec![]).await.unwrap()
+    }
+
+    async fn count(&self, css: &str) -> usize {
+        self.c().find_all(Locator::Css(css)).await.unwrap().len()
+    }
+
+    /// Saves a screenshot as DIR/name.png when FREECODE_UI_SCREENSHOTS=DIR.
+    async fn screenshot(&self, name: &str) {
+        let Some(dir) = std::env::var_os("FREECODE_UI_SCREENSHOTS") else {
+            return;
+        };
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let png = self.c().screenshot().await.unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// Each row of the waterfall on the page: kind, class, duration, and the widths of its bar,
+/// its TTFT bar and its track, as laid out.
+const ROWS_JS: &str = r#"
+  const w = document.querySelector('.waterfall');
+  return {
+    span: Number(w.dataset.span),
+    rows: Array.from(document.querySelectorAll('.wf-row')).map(r => {
+      const bar = r.querySelector('rect.wf-bar').getBoundingClientRect();
+      const ttft = r.querySelector('rect.wf-ttft');
+      const t = ttft ? ttft.getBoundingClientRect() : null;
+      return {
+        kind: r.dataset.kind, cls: r.className, dur: Number(r.dataset.dur),
+        w: bar.width, left: bar.left,
+        track: r.querySelector('svg.wf-track').getBoundingClientRect().width,
+        ttftW: t ? t.width : null, ttftLeft: t ? t.left : null,
+        flag: r.querySelector('.wf-flag').textContent,
+      };
+    }),
+  };
+"#;
+
+fn kinds(rows: &[Value]) -> Vec<&str> {
+    rows.iter().map(|r| r["kind"].as_str().unwrap()).collect()
+}
+
+/// Every bar's width over its track is its duration over the axis (within layout rounding).
+fn assert_proportional(layout: &Value) {
+    let span = layout["span"].as_f64().unwrap();
+    for r in layout["rows"].as_array().unwrap() {
+        let (dur, w, track) = (
+            r["dur"].as_f64().unwrap(),
+            r["w"].as_f64().unwrap(),
+            r["track"].as_f64().unwrap(),
+        );
+        let want = dur / span * track;
+        assert!(
+            (w - want).abs() <= 0.5 + want * 0.01,
+            "bar of {dur} ms on a {span} ms axis is {w}px of {track}px, want {want}px: {r}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_pages_in_a_real_browser() {
+    let Some((chromium, driver)) = browser_tools() else {
+        return;
+    };
+    let f = fixture();
+    let server = Server::start(&f.home);
+    let b = Browser::start(&chromium, &driver).await;
+    let c = b.c();
+
+    // The list: the URL's token becomes the cookie; both sessions, newest activity first.
+    c.goto(&server.url).await.unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("table.sessions"))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.current_url().await.unwrap().as_str(),
+        format!("{}/", server.base())
+    );
+    let titles: Vec<String> = {
+        let mut v = Vec::new();
+        for e in c
+            .find_all(Locator::Css("table.sessions td.title"))
+            .await
+            .unwrap()
+        {
+            v.push(e.text().await.unwrap());
+        }
+        v
+    };
+    assert_eq!(titles, ["Fix the flaky parser", "Aquarium inventory"]);
+    b.screenshot("list").await;
+    c.goto(&format!("{}/?status=interrupted", server.base()))
+        .await
+        .unwrap();
+    assert_eq!(b.count("table.sessions tbody tr").await, 1);
+
+    // The search box: the word is found and marked.
+    c.find(Locator::Css("header form.search input[name=q]"))
+        .await
+        .unwrap()
+        .send_keys(WORD)
+        .await
+        .unwrap();
+    c.find(Locator::Css("header form.search button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let mark = c
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("ol.hits mark"))
+        .await
+        .unwrap();
+    assert_eq!(mark.text().await.unwrap().to_lowercase(), WORD);
+    let hit = c
+        .find(Locator::Css("ol.hits li.hit"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        hit.contains("Aquarium inventory") && hit.contains("tank three"),
+        "{hit}"
+    );
+    assert_eq!(b.count("ol.hits li.hit").await, 1);
+
+    // A transcript: its messages, a tool call folded then opened, markup shown as text, the
+    // image drawn from its data: URL, code highlighted.
+    c.goto(&format!("{}/session/{TRACED}", server.base()))
+        .await
+        .unwrap();
+    assert_eq!(b.count("ol.transcript li.msg").await, 5);
+    let tool = c.find(Locator::Css("details.tool")).await.unwrap();
+    assert_eq!(tool.attr("open").await.unwrap(), None);
+    let result = c
+        .find(Locator::XPath(
+            "//details[contains(@class,'tool')]//code[contains(., 'TOOL-RESULT-MARKER')]",
+        ))
+        .await
+        .unwrap();
+    assert!(!result.is_displayed().await.unwrap(), "folded at first");
+    c.find(Locator::Css("details.tool summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(tool.attr("open").await.unwrap().is_some());
+    assert!(result.is_displayed().await.unwrap(), "shown once opened");
+    let evil = c
+        .find(Locator::Css("li#m-m4"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(evil.contains(EVIL), "{evil}");
+    assert_eq!(
+        b.js("return document.title").await,
+        "Fix the flaky parser — freecode"
+    );
+    assert_eq!(
+        b.js("return document.querySelectorAll('main script, main img[src=x]').length")
+            .await,
+        0
+    );
+    assert_eq!(
+        b.js("return document.querySelector('img.image').naturalWidth")
+            .await,
+        1
+    );
+    assert!(b.count("pre.code span.hl-kw").await >= 1);
+    b.screenshot("session").await;
+
+    // The waterfall: one bar per span (2 answered calls and the hung one, 2 tools, 1 refusal).
+    c.goto(&format!("{}/trace/{TRACED}", server.base()))
+        .await
+        .unwrap();
+    let layout = b.js(ROWS_JS).await;
+    let rows = layout["rows"].as_array().unwrap();
+    assert_eq!(
+        kinds(rows),
+        ["model", "tool", "model", "tool", "denied", "model"]
+    );
+    let hung: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["cls"].as_str().unwrap().contains("hung"))
+        .collect();
+    assert_eq!(hung.len(), 1, "{rows:?}");
+    assert_eq!(hung[0]["flag"], "hung");
+    assert_eq!(
+        c.find(Locator::Css(".wf-row.hung .wf-flag"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "HUNG"
+    );
+    assert_proportional(&layout);
+    b.screenshot("waterfall-hung").await;
+    // A row opens its details (the script runs under the CSP).
+    let details = c
+        .find(Locator::Css(".wf-row.model .wf-details"))
+        .await
+        .unwrap();
+    assert!(!details.is_displayed().await.unwrap());
+    c.find(Locator::Css(".wf-row.model .wf-label"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(details.is_displayed().await.unwrap());
+    let text = details.text().await.unwrap();
+    assert!(
+        text.contains("in 1500, out 60") && text.contains("first token"),
+        "{text}"
+    );
+
+    // Zoomed into the first turn: the bars are wide enough to measure, TTFT inside its bar.
+    c.goto(&format!("{}/trace/{TRACED}?turn=1", server.base()))
+        .await
+        .unwrap();
+    let layout = b.js(ROWS_JS).await;
+    let rows = layout["rows"].as_array().unwrap();
+    assert_eq!(kinds(rows), ["model", "tool", "model", "tool", "denied"]);
+    assert_proportional(&layout);
+    let span = layout["span"].as_f64().unwrap();
+    // From the first call to the refusal at 7.7 s, the turn's last span.
+    assert_eq!(span as i64, 7_700 - MODEL[0].0);
+    for (r, (_, dur, ttft)) in rows.iter().filter(|r| r["kind"] == "model").zip(MODEL) {
+        let (w, tw) = (r["w"].as_f64().unwrap(), r["ttftW"].as_f64().unwrap());
+        assert!((tw / w - ttft as f64 / dur as f64).abs() < 0.02, "{r}");
+        assert!((r["ttftLeft"].as_f64().unwrap() - r["left"].as_f64().unwrap()).abs() < 0.5);
+    }
+    // A tool's details: its arguments and the start of its output (as text).
+    c.find(Locator::Css(".wf-row.tool .wf-label"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let tool = c
+        .find(Locator::Css(".wf-row.tool .wf-details"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        tool.contains("src/parser.rs") && tool.contains("read_file said <b>hello</b>"),
+        "{tool}"
+    );
+    c.find(Locator::Css(".wf-row.tool .wf-label"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.find(Locator::Css(".wf-row.model .wf-label"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.screenshot("waterfall").await;
+
+    // Live: the hung request is answered; the open page redraws without a reload.
+    c.goto(&format!("{}/trace/{TRACED}", server.base()))
+        .await
+        .unwrap();
+    assert_eq!(b.count(".wf-row.hung").await, 1);
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#chart[data-stream=open]"))
+        .await
+        .unwrap();
+    b.js("window.__same_page = true; return 1").await;
+    let answer = ui_home::event(
+        99,
+        TRACED,
+        f.base + HUNG_AT + 4_000,
+        "model.response",
+        json!({
+            "turnId": "turn-1", "provider": "openai", "model": "gpt-test", "duration_ms": 4_000,
+            "inputTokens": 10, "outputTokens": 5, "toolCalls": [], "textChars": 3, "thinkingChars": 0,
+        }),
+    );
+    let log = f
+        .home
+        .join("rollout/sessions")
+        .join(TRACED)
+        .join("events.jsonl");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut file, answer.as_bytes()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while b.count(".wf-row.hung").await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the page never showed the answered request"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        b.js("return window.__same_page === true").await,
+        true,
+        "no reload"
+    );
+    assert_eq!(b.count(".wf-row.model").await, 3);
+    let summary = c
+        .find(Locator::Css("#summary"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        summary.contains("live") && !summary.contains("hung"),
+        "{summary}"
+    );
+
+    // Stats: time by tool as bars, the longest the full width, the others in proportion.
+    c.goto(&format!("{}/stats", server.base())).await.unwrap();
+    let bars = b
+        .js(r#"return Array.from(document.querySelectorAll('.bars')[0].querySelectorAll('.bar-row')).map(r => ({
+            label: r.querySelector('.bar-label').textContent, value: Number(r.dataset.value),
+            w: r.querySelector('rect.bar').getBoundingClientRect().width,
+            track: r.querySelector('svg.bar-track').getBoundingClientRect().width }))"#)
+        .await;
+    let bars = bars.as_array().unwrap();
+    let labels: Vec<&str> = bars.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["bash", "read_file"], "{bars:?}");
+    let max = bars[0]["value"].as_f64().unwrap();
+    for r in bars {
+        let want = r["value"].as_f64().unwrap() / max * r["track"].as_f64().unwrap();
+        assert!((r["w"].as_f64().unwrap() - want).abs() < 1.0, "{r}");
+    }
+    b.screenshot("stats").await;
+
+    // The --html files, opened from disk with nothing fetched.
+    let trace_file = f.tmp.path().join("trace.html");
+    let session_file = f.tmp.path().join("session.html");
+    for (args, file) in [
+        (vec!["trace", TRACED, "--html"], &trace_file),
+        (vec!["session", "show", OTHER, "--html"], &session_file),
+    ] {
+        let out = freecode(&f.home).args(&args).arg(file).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    c.goto(&format!("file://{}", trace_file.display()))
+        .await
+        .unwrap();
+    assert_eq!(b.count(".wf-row").await, 6);
+    assert_eq!(
+        b.js("return performance.getEntriesByType('resource').length")
+            .await,
+        0
+    );
+    assert_eq!(
+        b.js("return getComputedStyle(document.querySelector('rect.wf-bar')).fill")
+            .await,
+        "rgb(79, 127, 232)",
+        "the stylesheet inside the file applies"
+    );
+    c.find(Locator::Css(".wf-row.tool .wf-label"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(
+        c.find(Locator::Css(".wf-row.tool .wf-details"))
+            .await
+            .unwrap()
+            .is_displayed()
+            .await
+            .unwrap()
+    );
+    let offline = c
+        .find(Locator::Css(".wf-row.tool .wf-details"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(offline.contains("read_file said <b>hello</b>"), "{offline}");
+    c.goto(&format!("file://{}", session_file.display()))
+        .await
+        .unwrap();
+    assert_eq!(b.count("ol.transcript li.msg").await, 2);
+    assert!(
+        c.find(Locator::Css("main"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+            .contains("tank three")
+    );
+    assert_eq!(
+        b.js("return performance.getEntriesByType('resource').length")
+            .await,
+        0
+    );
+
+    // Started the way `freecode ui` opens a browser: the private launch page, from disk.
+    let bin = f.tmp.path().join("bin");
+    let opening = Server::start_opening(&f.home, &bin);
+    let page = Server::opened(&bin).remove(0);
+    c.goto(&format!("file://{page}")).await.unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("table.sessions td.title"))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.current_url().await.unwrap().as_str(),
+        format!("{}/", opening.base())
+    );
+    b.finish().await;
+}
+
+/// Writes a session of `n` messages (a tool call every tenth) straight to its files.
+fn big_session(home: &Path, id: &str, n: usize) {
+    use std::io::Write;
+    let meta = json!({
+        "id": id, "title": "A long session", "projectPath": "/work/big", "provider": "openai",
+        "model": "gpt-test", "status": "active", "createdAt": 1, "updatedAt": 2,
+        "lastTurnAt": 2, "turnCount": n / 2,
+    });
+    ui_home::write_session(home, &meta, &[]);
+    let path = home
+        .join("sessions")
+        .join(freecode_core::project_key::project_key("/work/big").dir_name())
+        .join(id)
+        .join("messages.jsonl");
+    let mut w =
+        std::io::BufWriter::new(std::fs::OpenOptions::new().append(true).open(path).unwrap());
+    for i in 0..n {
+        let m = if i % 10 == 9 {
+            json!({"id": format!("m{i}"), "role": "assistant", "parts": [{"type": "tool", "tool": {"name": "grep", "args": {"pattern": format!("p{i}")}}, "result": "src/a.rs:1: x\nsrc/b.rs:2: y"}], "timestamp": i})
+        } else {
+            json!({"id": format!("m{i}"), "role": if i % 2 == 0 { "user" } else { "assistant" }, "parts": [{"type": "text", "content": format!("message {i}: the quick brown fox jumps over the lazy dog, and then reads ```rust\nfn f() -> u32 {{ {i} }}\n``` once more")}], "timestamp": i})
+        };
+        writeln!(w, "{m}").unwrap();
+    }
+    w.flush().unwrap();
+}
+
+/// Writes a rollout log of `n` events: turns of 10 model calls, each followed by a tool call.
+fn big_log(home: &Path, id: &str, n: u64) {
+    use std::io::Write;
+    let dir = home.join("rollout/sessions").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(dir.join("events.jsonl")).unwrap());
+    let (mut seq, mut t, mut turn) = (0u64, 1_700_000_000_000i64, 0u64);
+    let line =
+        |w: &mut std::io::BufWriter<std::fs::File>, seq: &mut u64, t: i64, kind: &str, f: Value| {
+            *seq += 1;
+            w.write_all(ui_home::event(*seq, id, t, kind, f).as_bytes())
+                .unwrap();
+        };
+    while seq < n {
+        let tid = format!("turn-{turn}");
+        line(&mut w, &mut seq, t, "turn.started", json!({"turnId": tid}));
+        for _ in 0..10 {
+            line(
+                &mut w,
+                &mut seq,
+                t,
+                "model.request",
+                json!({"turnId": tid, "provider": "openai", "model": "gpt-test", "messageCount": 3, "toolCount": 2, "promptChars": 100, "streamed": true}),
+            );
+            line(
+                &mut w,
+                &mut seq,
+                t + 100,
+                "model.first_token",
+                json!({"turnId": tid, "ttft_ms": 100}),
+            );
+            line(
+                &mut w,
+                &mut seq,
+                t + 400,
+                "model.response",
+                json!({"turnId": tid, "provider": "openai", "model": "gpt-test", "duration_ms": 400, "ttft_ms": 100, "inputTokens": 100, "outputTokens": 10, "toolCalls": ["bash"], "textChars": 1, "thinkingChars": 0}),
+            );
+            line(
+                &mut w,
+                &mut seq,
+                t + 400,
+                "function.call",
+                json!({"turnId": tid, "tool": "bash", "args": {"command": "ls"}}),
+            );
+            line(
+                &mut w,
+                &mut seq,
+                t + 450,
+                "function.output",
+                json!({"turnId": tid, "tool": "bash", "output": "ok", "duration_ms": 50}),
+            );
+            t += 500;
+        }
+        turn += 1;
+    }
+    w.flush().unwrap();
+}
+
+/// Timings of the page now loaded, ms from navigation start: the response's end, first
+/// contentful paint (the browser's paint entry, when it reports one), and "painted": two
+/// animation frames after the load event, a frame drawn with the whole document laid out.
+const TIMING_JS: &str = r#"
+  const done = arguments[arguments.length - 1];
+  const nav = performance.getEntriesByType('navigation')[0];
+  const report = (fcp) => requestAnimationFrame(() => requestAnimationFrame(() => done({
+    response: nav.responseEnd, domContentLoaded: nav.domContentLoadedEventEnd,
+    load: nav.loadEventEnd, firstContentfulPaint: fcp, painted: performance.now(),
+    nodes: document.getElementsByTagName('*').length,
+  })));
+  const seen = performance.getEntriesByName('first-contentful-paint')[0];
+  if (seen) { report(seen.startTime); return; }
+  try {
+    new PerformanceObserver((list) => {
+      const e = list.getEntriesByName('first-contentful-paint')[0];
+      if (e) report(e.startTime);
+    }).observe({ type: 'paint', buffered: true });
+  } catch (e) {}
+  setTimeout(() => report(null), 2000);
+"#;
+
+#[tokio::test]
+#[ignore = "performance figures: cargo test --release -p freecode-cli --test ui_browser -- --ignored --nocapture"]
+async fn perf_first_paint_and_waterfall() {
+    let Some((chromium, driver)) = browser_tools() else {
+        return;
+    };
+    let f = fixture();
+    big_session(&f.home, "big-session", 100_000);
+    big_log(&f.home, "big-session", 1_000_000);
+    // What the fold alone costs: `trace --json` of the same log, to /dev/null.
+    let mut cli = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let status = freecode(&f.home)
+            .args(["trace", "big-session", "--json"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        cli.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    cli.sort_by(f64::total_cmp);
+    eprintln!(
+        "trace --json of 1,000,000 events: {:.0} ms (median of 3)",
+        cli[1]
+    );
+    let server = Server::start(&f.home);
+    let b = Browser::start(&chromium, &driver).await;
+    let c = b.c();
+    c.goto(&server.url).await.unwrap();
+    for (what, path) in [
+        (
+            "session of 100,000 messages, page 1",
+            "/session/big-session",
+        ),
+        (
+            "session of 100,000 messages, page 250",
+            "/session/big-session?page=250",
+        ),
+        ("waterfall of 1,000,000 events", "/trace/big-session"),
+        (
+            "waterfall of 1,000,000 events, a group of turns",
+            "/trace/big-session?turns=1-66",
+        ),
+        (
+            "waterfall of 1,000,000 events, one turn",
+            "/trace/big-session?turn=500",
+        ),
+    ] {
+        let mut runs = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            c.goto(&format!("{}{path}", server.base())).await.unwrap();
+            let wall = started.elapsed().as_secs_f64() * 1000.0;
+            let t = c.execute_async(TIMING_JS, vec![]).await.unwrap();
+            runs.push((wall, t));
+        }
+        let ms = |t: &Value, k: &str| t[k].as_f64().unwrap_or(f64::NAN);
+        // The first view of a trace folds the log; later ones of an unchanged log do not.
+        eprintln!(
+            "{what}, first view: painted {:.0} ms, response end {:.0} ms",
+            ms(&runs[0].1, "painted"),
+            ms(&runs[0].1, "response")
+        );
+        runs.sort_by(|a, b| ms(&a.1, "painted").total_cmp(&ms(&b.1, "painted")));
+        let (wall, t) = &runs[2];
+        eprintln!(
+            "{what}: painted {:.0} ms, first contentful paint {:.0} ms, response end {:.0} ms, \
+             load {:.0} ms, goto {wall:.0} ms, {} elements (median of 5 by painted)",
+            ms(t, "painted"),
+            ms(t, "firstContentfulPaint"),
+            ms(t, "response"),
+            ms(t, "load"),
+            t["nodes"]
+        );
+    }
+    b.finish().await;
+}

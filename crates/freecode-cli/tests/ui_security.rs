@@ -1,0 +1,303 @@
+//! `freecode ui` as a stranger meets it: the real process on a fixture home, spoken to over
+//! loopback with plain HTTP/1.1. Without the token, with a wrong one, through another Host
+//! name (DNS rebinding) or from another origin: 403. A message holding `<script>` arrives as
+//! text; the listener is on 127.0.0.1 only; the JSON endpoints answer what `--json` prints.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod ui_home;
+
+use serde_json::Value;
+use ui_home::{EVIL, OTHER, Server, TRACED, fixture, freecode, http};
+
+#[test]
+fn without_the_right_token_everything_is_refused() {
+    let f = fixture();
+    let s = Server::start(&f.home);
+    let host = [("Host", s.authority.as_str())];
+    for path in [
+        "/",
+        "/session/ui-traced-0001",
+        "/api/sessions",
+        "/assets/app.js",
+    ] {
+        let r = http(&s.authority, path, &host);
+        assert_eq!(r.status, 403, "{path} without a token: {r:?}");
+        assert!(!r.body.contains("Fix the flaky parser"), "{path}");
+    }
+    let wrong = format!("/?token={}", "0".repeat(32));
+    assert_eq!(http(&s.authority, &wrong, &host).status, 403);
+    let short = format!("/?token={}", &s.token[..16]);
+    assert_eq!(http(&s.authority, &short, &host).status, 403);
+    let bad_cookie = format!("freecode_ui={}", "f".repeat(32));
+    let r = http(
+        &s.authority,
+        "/api/sessions",
+        &[("Host", &s.authority), ("Cookie", &bad_cookie)],
+    );
+    assert_eq!(r.status, 403);
+
+    // The token from the URL becomes a cookie the page's script cannot read, sent only to us,
+    // and the page reloads without it.
+    let r = http(
+        &s.authority,
+        &format!("/session/{TRACED}?page=1&token={}", s.token),
+        &host,
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.body
+            .contains(&format!(r#"content="0;url=/session/{TRACED}?page=1""#)),
+        "{}",
+        r.body
+    );
+    assert!(!r.body.contains(&s.token));
+    assert!(
+        !r.body.contains("Fix the flaky parser"),
+        "no data on the handshake page"
+    );
+    let r = http(
+        &s.authority,
+        &format!("//evil.example/?token={}", s.token),
+        &host,
+    );
+    assert!(r.body.contains(r#"content="0;url=/""#), "{}", r.body);
+    let r = http(&s.authority, &format!("/?token={}", s.token), &host);
+    let cookie = r.header("set-cookie").unwrap();
+    assert!(
+        cookie.starts_with(&format!("freecode_ui={};", s.token)),
+        "{cookie}"
+    );
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let ok = s.get("/");
+    assert_eq!(ok.status, 200);
+    assert!(ok.body.contains("Fix the flaky parser"));
+}
+
+#[test]
+fn foreign_hosts_and_other_origins_are_refused() {
+    let f = fixture();
+    let s = Server::start(&f.home);
+    let cookie = format!("freecode_ui={}", s.token);
+    let localhost = format!("localhost:{}", s.port());
+    let req = |extra: &[(&str, &str)]| {
+        let mut h = vec![("Cookie", cookie.as_str())];
+        h.extend_from_slice(extra);
+        http(&s.authority, "/api/sessions", &h).status
+    };
+    // DNS rebinding: a page of evil.example resolving to 127.0.0.1.
+    assert_eq!(req(&[("Host", &format!("evil.example:{}", s.port()))]), 403);
+    assert_eq!(req(&[("Host", "127.0.0.1")]), 403);
+    assert_eq!(
+        req(&[("Host", &format!("127.0.0.1:{}", s.port() ^ 1))]),
+        403
+    );
+    assert_eq!(req(&[]), 403, "no Host at all");
+    assert_eq!(req(&[("Host", &localhost)]), 200);
+    // Requests another origin's page makes.
+    let host = ("Host", s.authority.as_str());
+    assert_eq!(req(&[host, ("Origin", "http://evil.example")]), 403);
+    assert_eq!(req(&[host, ("Origin", "null")]), 403);
+    let other_port = format!("http://127.0.0.1:{}", s.port() ^ 1);
+    assert_eq!(req(&[host, ("Origin", &other_port)]), 403);
+    assert_eq!(req(&[host, ("Sec-Fetch-Site", "cross-site")]), 403);
+    assert_eq!(req(&[host, ("Sec-Fetch-Site", "same-site")]), 403);
+    let ours = format!("http://{}", s.authority);
+    assert_eq!(
+        req(&[host, ("Origin", &ours), ("Sec-Fetch-Site", "same-origin")]),
+        200
+    );
+    assert_eq!(req(&[host, ("Sec-Fetch-Site", "none")]), 200);
+}
+
+#[test]
+fn pages_carry_the_policy_and_session_text_is_escaped() {
+    let f = fixture();
+    let s = Server::start(&f.home);
+    let r = s.get(&format!("/session/{TRACED}"));
+    assert_eq!(r.status, 200);
+    let csp = r.header("content-security-policy").unwrap();
+    for want in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+    ] {
+        assert!(csp.contains(want), "{csp}");
+    }
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(r.header("referrer-policy"), Some("no-referrer"));
+    // The one script is ours, from a file; the message's markup is text.
+    assert_eq!(r.body.matches("<script").count(), 1, "{}", r.body);
+    assert!(
+        r.body
+            .contains(r#"<script src="/assets/app.js" defer></script>"#)
+    );
+    assert!(!r.body.contains(EVIL));
+    assert!(!r.body.contains("<img src=x"));
+    assert!(
+        r.body.contains("&lt;script&gt;document.title="),
+        "{}",
+        r.body
+    );
+    // The image is shown from a data: URL.
+    assert!(r.body.contains(r#"src="data:image/png;base64,iVBOR"#));
+    let js = s.get("/assets/app.js");
+    assert_eq!(js.status, 200);
+    assert!(
+        js.header("content-type")
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+}
+
+#[test]
+fn the_listener_is_on_loopback_only() {
+    let f = fixture();
+    let s = Server::start(&f.home);
+    assert!(s.authority.starts_with("127.0.0.1:"), "{}", s.url);
+    // The kernel's table of listening sockets: ours is bound to 127.0.0.1, not 0.0.0.0.
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let port = format!("{:04X}", s.port());
+    let ours: Vec<&str> = table
+        .lines()
+        .filter(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.get(1)
+                .is_some_and(|a| a.ends_with(&format!(":{port}")))
+                && cols.get(3) == Some(&"0A")
+        })
+        .collect();
+    assert_eq!(ours.len(), 1, "{table}");
+    assert!(
+        ours[0]
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .starts_with("0100007F:"),
+        "{}",
+        ours[0]
+    );
+    // Another address is refused before anything listens.
+    for bad in ["0.0.0.0:0", "[::]:0", "192.0.2.1:8080"] {
+        let out = freecode(&f.home)
+            .args(["ui", "--no-open", "--listen", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("loopback only"), "{bad}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn the_json_endpoints_answer_what_json_prints() {
+    let f = fixture();
+    let s = Server::start(&f.home);
+    let json = |path: &str| -> Value {
+        let r = s.get(path);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        serde_json::from_str(&r.body).unwrap()
+    };
+    let cli = |args: &[&str]| -> Value {
+        let out = freecode(&f.home).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(json("/api/sessions"), cli(&["session", "list", "--json"]));
+    assert_eq!(
+        json("/api/sessions?status=interrupted"),
+        cli(&["session", "list", "--status", "interrupted", "--json"])
+    );
+    assert_eq!(
+        json(&format!("/api/sessions/{OTHER}")),
+        cli(&["session", "show", OTHER, "--json"])
+    );
+    assert_eq!(
+        json("/api/search?q=zebrafish"),
+        cli(&["search", "zebrafish", "--json"])
+    );
+    assert_eq!(json("/api/stats"), cli(&["stats", "--json"]));
+    // The hung request is aged against the clock: everything but its age is the CLI's.
+    let mut ui = json(&format!("/api/trace/{TRACED}"));
+    let mut want = cli(&["trace", TRACED, "--json"]);
+    for t in [&mut ui, &mut want] {
+        t["wallMs"] = Value::Null;
+        t["endedAt"] = Value::Null;
+        t["modelMs"] = Value::Null;
+        t["modelSpans"][2]["durationMs"] = Value::Null;
+    }
+    assert_eq!(ui, want);
+    assert_eq!(ui["modelSpans"][2]["status"], "hung");
+    let missing = s.get("/api/sessions/no-such-session");
+    assert_eq!(missing.status, 404);
+    let err: Value = serde_json::from_str(&missing.body).unwrap();
+    assert_eq!(err["status"], 404);
+    assert!(
+        err["error"].as_str().unwrap().contains("no-such-session"),
+        "{err}"
+    );
+    assert_eq!(s.get("/api/trace/..%2Fetc").status, 400);
+}
+
+#[test]
+fn the_browser_is_opened_without_the_token_on_a_command_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let bin = f.tmp.path().join("bin");
+    let s = Server::start_opening(&f.home, &bin);
+    let args = Server::opened(&bin);
+    // One argument: a private page in the home's state directory, not the URL.
+    assert_eq!(args.len(), 1, "{args:?}");
+    let page = std::path::PathBuf::from(&args[0]);
+    assert_eq!(
+        page,
+        f.home.join("state").join(format!("ui-{}.html", s.port()))
+    );
+    let cmdline = std::fs::read(bin.join("cmdline")).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&cmdline).contains(&s.token),
+        "the token is in argv"
+    );
+    assert_eq!(
+        std::fs::metadata(&page).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains(&format!(r#"content="0;url={}""#, s.url)),
+        "{html}"
+    );
+    // Ctrl+C stops the server, even with a live stream open, and removes the page.
+    let mut stream = std::net::TcpStream::connect(&s.authority).unwrap();
+    let req = format!(
+        "GET /api/events/{TRACED} HTTP/1.1\r\nHost: {}\r\nCookie: freecode_ui={}\r\n\r\n",
+        s.authority, s.token
+    );
+    std::io::Write::write_all(&mut stream, req.as_bytes()).unwrap();
+    let mut head = [0u8; 64];
+    let n = std::io::Read::read(&mut stream, &mut head).unwrap();
+    assert!(
+        String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"),
+        "{:?}",
+        &head[..n]
+    );
+    let started = std::time::Instant::now();
+    let status = s.interrupt();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(status.success(), "{status:?}");
+    assert!(!page.exists(), "the launch page outlived the server");
+}
