@@ -12,9 +12,12 @@
 //! directory name.
 
 pub mod claude_code;
+pub mod importer;
 pub mod lines;
 pub mod model;
 pub mod source;
+pub mod state;
+pub mod write;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

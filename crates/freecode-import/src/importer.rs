@@ -1,0 +1,618 @@
+//! `freecode import`: units found, read, planned ([`crate::write::plan`]) and written into a
+//! home through the store, incrementally and idempotently.
+//!
+//! Per unit: when every file stats as the watermark says ([`crate::state`]), it is skipped
+//! without being opened. Otherwise it is read and each of its sessions is written by its
+//! derived id: created when new (all or nothing: a hidden staging directory renamed into
+//! place, [`SessionStore::put_populated`]); grown when the messages already written are a
+//! prefix of the new ones and the rollout log's events a prefix of the new events (only the
+//! rest appended, under the session's writer lock); left alone when nothing changed; replaced
+//! all or nothing otherwise. A session continued here since its import (a turn ended after
+//! `importedAt`) is never replaced. Source files are only read. `--dry-run` plans the same and
+//! writes nothing, counting what the export redactor would redact.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use freecode_core::meta::IMPORTED_FROM;
+use freecode_core::{SessionId, SessionStatus, StoredMessage};
+use freecode_store::session::NewSession;
+use freecode_store::{SessionStore, StoreError, fsutil};
+use serde_json::Value;
+
+use crate::source::{Agent, SourceIssue, SourceUnit};
+use crate::state::{FileMark, ImportState, SessionMark, UnitMark};
+use crate::write::{Planned, plan};
+
+/// What to import.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Only sessions whose last activity is at or after this time, ms.
+    pub since: Option<i64>,
+    /// Plan and report, write nothing.
+    pub dry_run: bool,
+    /// The import time, ms.
+    pub now: i64,
+}
+
+/// What happened to one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Written for the first time.
+    Imported,
+    /// New messages appended.
+    Updated,
+    /// Written again whole (the source changed in a way appending cannot follow).
+    Replaced,
+    /// Nothing new.
+    Unchanged,
+    /// Left out (older than `--since`, continued here since its import, no project).
+    Skipped,
+}
+
+impl Action {
+    /// The word in the human output and in `--json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Imported => "imported",
+            Action::Updated => "updated",
+            Action::Replaced => "replaced",
+            Action::Unchanged => "unchanged",
+            Action::Skipped => "skipped",
+        }
+    }
+}
+
+/// One session's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionOutcome {
+    /// Our id.
+    pub id: String,
+    /// The source's id.
+    pub source_id: String,
+    /// The file it came from.
+    pub path: PathBuf,
+    /// What was done (or, with `--dry-run`, would be).
+    pub action: Action,
+    /// Its title (empty when unknown: an unchanged unit is not read).
+    pub title: String,
+    /// The parent's id (subagent or fork).
+    pub parent_id: Option<String>,
+    /// Messages it has.
+    pub messages: usize,
+    /// Messages this import wrote (all of them for a new or replaced session).
+    pub added_messages: usize,
+    /// Rollout events it has.
+    pub events: usize,
+    /// Secrets the export redactor finds in its messages (counted on `--dry-run` only).
+    pub redactions: usize,
+    /// Last activity, ms (0 when unknown).
+    pub last_activity: i64,
+    /// Why it was skipped.
+    pub reason: Option<String>,
+}
+
+/// What an import run did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Every session, in unit order.
+    pub sessions: Vec<SessionOutcome>,
+    /// Bad input, with file and line.
+    pub issues: Vec<SourceIssue>,
+    /// Units found.
+    pub units: usize,
+    /// Units skipped on their stat alone.
+    pub unchanged_units: usize,
+    /// Bytes of the units read.
+    pub bytes_read: u64,
+}
+
+/// Why an import could not run at all (a bad line or one bad session is an issue instead).
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The agent has no reader in this build.
+    #[error(transparent)]
+    NotSupported(#[from] crate::NotSupported),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Imports the sessions of `agent` under `roots` into `store`'s home.
+pub fn run(
+    store: &SessionStore,
+    agent: Agent,
+    roots: &[PathBuf],
+    opts: &Options,
+) -> Result<Report, ImportError> {
+    let mut report = Report::default();
+    let mut units = Vec::new();
+    for root in roots {
+        units.extend(crate::discover(agent, root, &mut report.issues)?);
+    }
+    units.sort_by(|a, b| a.path.cmp(&b.path));
+    units.dedup_by(|a, b| a.path == b.path);
+    report.units = units.len();
+    let mut state = ImportState::load(store.home());
+    let mut changed = false;
+    for unit in &units {
+        let key = ImportState::key(&unit.path);
+        let marks: Option<Vec<FileMark>> = unit.files().map(FileMark::stat).collect();
+        let Some(marks) = marks else {
+            report.issues.push(SourceIssue::in_file(
+                &unit.path,
+                "a file of this session cannot be read (or is not a regular file), skipped",
+            ));
+            continue;
+        };
+        if let Some(old) = state.units.get(&key)
+            && old.files.len() == marks.len()
+            && old.files.iter().zip(&marks).all(|(a, b)| a.same(b))
+        {
+            report.unchanged_units += 1;
+            for (id, mark) in &old.sessions {
+                report.sessions.push(SessionOutcome {
+                    id: id.clone(),
+                    source_id: String::new(),
+                    path: unit.path.clone(),
+                    action: Action::Unchanged,
+                    title: String::new(),
+                    parent_id: None,
+                    messages: mark.messages,
+                    added_messages: 0,
+                    events: mark.events,
+                    redactions: 0,
+                    last_activity: 0,
+                    reason: None,
+                });
+            }
+            continue;
+        }
+        report.bytes_read += marks.iter().map(|m| m.len).sum::<u64>();
+        let read = match crate::read(unit) {
+            Ok(r) => r,
+            Err(e) => {
+                report
+                    .issues
+                    .push(SourceIssue::in_file(&unit.path, e.to_string()));
+                continue;
+            }
+        };
+        report.issues.extend(read.issues);
+        let mut sessions = BTreeMap::new();
+        let mut all_written = true;
+        for s in &read.sessions {
+            let planned = match plan(s, opts.now) {
+                Ok(p) => p,
+                Err(e) => {
+                    report
+                        .issues
+                        .push(SourceIssue::in_file(&s.source_path, e.to_string()));
+                    continue;
+                }
+            };
+            let mut outcome = SessionOutcome {
+                id: planned.id.to_string(),
+                source_id: s.source_id.clone(),
+                path: s.source_path.clone(),
+                action: Action::Skipped,
+                title: planned.title.clone(),
+                parent_id: planned.parent_id.as_ref().map(ToString::to_string),
+                messages: planned.messages.len(),
+                added_messages: 0,
+                events: planned.events.len(),
+                redactions: 0,
+                last_activity: planned.last_activity,
+                reason: None,
+            };
+            if opts
+                .since
+                .is_some_and(|since| planned.last_activity < since)
+            {
+                outcome.reason = Some("last activity before --since".into());
+                report.sessions.push(outcome);
+                continue;
+            }
+            if opts.dry_run {
+                outcome.redactions = count_redactions(&planned.messages);
+            }
+            let prior = state
+                .units
+                .get(&key)
+                .and_then(|u| u.sessions.get(planned.id.as_str()))
+                .cloned();
+            match apply(store, &planned, prior.as_ref(), opts.dry_run) {
+                Ok((action, added)) => {
+                    outcome.action = action;
+                    outcome.added_messages = added;
+                    if action == Action::Skipped {
+                        outcome.reason = Some(
+                            "continued here since its import: not replaced (fork it to keep \
+                             both)"
+                                .into(),
+                        );
+                    }
+                }
+                Err(e) => {
+                    all_written = false;
+                    outcome.reason = Some(e.to_string());
+                    report
+                        .issues
+                        .push(SourceIssue::in_file(&s.source_path, e.to_string()));
+                }
+            }
+            sessions.insert(
+                planned.id.to_string(),
+                SessionMark {
+                    messages: planned.messages.len(),
+                    events: planned.events.len(),
+                },
+            );
+            report.sessions.push(outcome);
+        }
+        // A unit whose sessions were not all written is read again next time. With --since,
+        // skipped sessions leave the unit unmarked too: a later run without it imports them.
+        let complete = all_written
+            && report
+                .sessions
+                .iter()
+                .rev()
+                .take(read.sessions.len())
+                .all(|o| o.reason.is_none());
+        if !opts.dry_run && complete {
+            let files = marks.into_iter().map(FileMark::with_extent).collect();
+            state.units.insert(key, UnitMark { files, sessions });
+            changed = true;
+        }
+    }
+    if changed {
+        state.save(store.home())?;
+    }
+    Ok(report)
+}
+
+/// Writes one planned session; returns what was done and how many messages were written.
+fn apply(
+    store: &SessionStore,
+    p: &Planned,
+    prior: Option<&SessionMark>,
+    dry_run: bool,
+) -> Result<(Action, usize), StoreError> {
+    let existing = match store.meta(&p.id) {
+        Ok(meta) => Some(meta),
+        Err(StoreError::NotFound { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let Some(meta) = existing else {
+        if !dry_run {
+            put(store, p, None)?;
+        }
+        return Ok((Action::Imported, p.messages.len()));
+    };
+    if !meta.is_untouched_import() {
+        return Ok((Action::Skipped, 0));
+    }
+    let old = store.messages(&p.id)?.messages;
+    let old_events = prior
+        .map(|m| m.events)
+        .map_or_else(|| count_events(store, &p.id), Ok)?;
+    let prefix = old.len() <= p.messages.len()
+        && old.iter().zip(&p.messages).all(|(a, b)| a == b)
+        && old_events <= p.events.len();
+    if !prefix {
+        if !dry_run {
+            put(store, p, Some(&meta))?;
+        }
+        return Ok((Action::Replaced, p.messages.len()));
+    }
+    let new_messages = &p.messages[old.len()..];
+    let new_events = &p.events[old_events..];
+    if new_messages.is_empty() && new_events.is_empty() && same_meta(&meta, p) {
+        return Ok((Action::Unchanged, 0));
+    }
+    if !dry_run {
+        let mut writer = store.writer(&p.id)?;
+        for m in new_messages {
+            writer.append(m)?;
+        }
+        if !new_events.is_empty() {
+            let path = freecode_store::rollout::events_path(store.home(), &p.id);
+            if let Some(dir) = path.parent() {
+                fsutil::create_dir_private(dir)?;
+            }
+            let mut bytes = Vec::new();
+            for e in new_events {
+                bytes.extend_from_slice(&e.to_line());
+            }
+            let mut file = fsutil::open_append(&path)?;
+            fsutil::append_bytes(&mut file, &path, &bytes).map_err(|e| StoreError::Io {
+                op: "append",
+                path: path.clone(),
+                source: e,
+            })?;
+        }
+        writer.sync()?;
+        writer.update_meta(|m| edit_meta(m, p, Some(&meta)))?;
+    }
+    let action = if new_messages.is_empty() && new_events.is_empty() {
+        Action::Unchanged
+    } else {
+        Action::Updated
+    };
+    Ok((action, new_messages.len()))
+}
+
+/// Events in the session's rollout log now (complete lines).
+fn count_events(store: &SessionStore, id: &SessionId) -> Result<usize, StoreError> {
+    let path = freecode_store::rollout::events_path(store.home(), id);
+    let mut n = 0;
+    freecode_store::rollout::read_events(&path, |_| n += 1)?;
+    Ok(n)
+}
+
+fn put(
+    store: &SessionStore,
+    p: &Planned,
+    old: Option<&freecode_core::SessionMeta>,
+) -> Result<(), StoreError> {
+    let new = NewSession {
+        title: p.title.clone(),
+        project_path: p.project_path.clone(),
+        provider: p.provider.clone(),
+        model: p.model.clone(),
+    };
+    let events = |id: &SessionId| {
+        let mut log = Vec::new();
+        for e in &p.events {
+            log.extend_from_slice(&e.to_line());
+        }
+        vec![(freecode_store::rollout::events_path(store.home(), id), log)]
+    };
+    store.put_populated(&p.id, new, &p.messages, &events, |m| edit_meta(m, p, old))
+}
+
+/// The meta fields an import sets (on create, replace and growth alike). The first import's
+/// `importedAt` is kept.
+fn edit_meta(
+    m: &mut freecode_core::SessionMeta,
+    p: &Planned,
+    old: Option<&freecode_core::SessionMeta>,
+) {
+    m.title = p.title.clone();
+    m.project_path = p.project_path.clone();
+    m.provider = p.provider.clone();
+    m.model = p.model.clone();
+    m.status = SessionStatus::Active;
+    m.created_at = p.created_at;
+    m.updated_at = p.last_activity;
+    m.last_turn_at = p.last_activity;
+    m.turn_count = p.turn_count;
+    m.parent_id = p.parent_id.as_ref().map(ToString::to_string);
+    m.aggregated_token_count = p.tokens;
+    let mut from = p.imported_from.clone();
+    let first = old
+        .and_then(|o| o.imported_from())
+        .and_then(|f| f.get("importedAt"))
+        .cloned();
+    if let (Some(at), Some(obj)) = (first, from.as_object_mut()) {
+        obj.insert("importedAt".into(), at);
+    }
+    m.extra.insert(IMPORTED_FROM.to_owned(), from);
+}
+
+/// Whether the meta already says what the plan says.
+fn same_meta(meta: &freecode_core::SessionMeta, p: &Planned) -> bool {
+    let mut want = meta.clone();
+    edit_meta(&mut want, p, Some(meta));
+    want == *meta
+}
+
+/// Secrets the export redactor finds in the messages' strings.
+pub fn count_redactions(messages: &[StoredMessage]) -> usize {
+    fn walk(v: &Value) -> usize {
+        match v {
+            Value::String(s) => freecode_core::redact::redact(s).1.len(),
+            Value::Array(items) => items.iter().map(walk).sum(),
+            Value::Object(map) => map.values().map(walk).sum(),
+            _ => 0,
+        }
+    }
+    messages
+        .iter()
+        .filter_map(|m| serde_json::to_value(m).ok())
+        .map(|v| walk(&v))
+        .sum()
+}
+
+/// Where `agent` keeps its sessions on this machine, and what an import would bring.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Detected {
+    /// The agent.
+    pub agent: Agent,
+    /// Whether this build reads it.
+    pub supported: bool,
+    /// Its default locations that exist.
+    pub roots: Vec<PathBuf>,
+    /// Sessions an import would bring (children included).
+    pub sessions: usize,
+    /// Their messages.
+    pub messages: usize,
+    /// Bytes of source files.
+    pub bytes: u64,
+}
+
+/// [`Detected`] for every agent, its variables read through `var`.
+pub fn detect(
+    var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    issues: &mut Vec<SourceIssue>,
+) -> Vec<Detected> {
+    Agent::ALL
+        .into_iter()
+        .map(|agent| {
+            let mut d = Detected {
+                agent,
+                supported: false,
+                roots: Vec::new(),
+                sessions: 0,
+                messages: 0,
+                bytes: 0,
+            };
+            let Ok(roots) = crate::default_roots(agent, var) else {
+                return d;
+            };
+            d.supported = true;
+            d.roots = roots.into_iter().filter(|r| exists(r)).collect();
+            for root in &d.roots {
+                let Ok(units) = crate::discover(agent, root, issues) else {
+                    continue;
+                };
+                for unit in units {
+                    d.bytes += unit_bytes(&unit);
+                    if let Ok(read) = crate::read(&unit) {
+                        d.sessions += read.sessions.len();
+                        d.messages += read
+                            .sessions
+                            .iter()
+                            .map(|s| s.message_count())
+                            .sum::<usize>();
+                    }
+                }
+            }
+            d
+        })
+        .collect()
+}
+
+fn exists(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
+fn unit_bytes(unit: &SourceUnit) -> u64 {
+    unit.files()
+        .filter_map(|f| std::fs::symlink_metadata(f).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use freecode_store::Home;
+
+    fn store(dir: &Path) -> SessionStore {
+        SessionStore::open(Home::new(dir.join("home"))).unwrap()
+    }
+
+    fn opts() -> Options {
+        Options {
+            now: 1_900_000_000_000,
+            ..Options::default()
+        }
+    }
+
+    fn actions(r: &Report) -> Vec<&'static str> {
+        r.sessions.iter().map(|s| s.action.name()).collect()
+    }
+
+    #[test]
+    fn import_reimport_grow_and_replace() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let fixture = freecode_testkit::external_fixtures()
+            .join("claude-code/schema/claudecodelog-dag_compact_after_rewind.jsonl");
+        let text = std::fs::read_to_string(&fixture).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let file = src.join("s1.jsonl");
+        // The first 8 lines (the second branch up to b2a2) and a torn ninth.
+        let head = format!("{}\n{}", lines[..8].join("\n"), &lines[8][..40]);
+        std::fs::write(&file, &head).unwrap();
+        let store = store(dir.path());
+        let roots = vec![src.clone()];
+        let r = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(actions(&r), ["imported", "imported"], "{:?}", r.issues);
+        assert!(
+            r.issues
+                .iter()
+                .any(|i| i.message.contains("incomplete last line"))
+        );
+        let main = SessionId::new(r.sessions[0].id.clone()).unwrap();
+        let fork = SessionId::new(r.sessions[1].id.clone()).unwrap();
+        assert_eq!(store.messages(&main).unwrap().messages.len(), 6);
+        let fork_meta = store.meta(&fork).unwrap();
+        assert_eq!(fork_meta.parent_id.as_deref(), Some(main.as_str()));
+        let meta = store.meta(&main).unwrap();
+        assert_eq!(meta.agent(), "claude-code");
+        assert_eq!(meta.project_path, "/tmp");
+        assert!(meta.is_untouched_import());
+        let from = meta.imported_from().unwrap();
+        assert_eq!(from["sourceId"], "s1");
+        assert_eq!(from["version"], "2.1.0");
+
+        // Unchanged: skipped on the stat.
+        let again = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(again.unchanged_units, 1);
+        assert_eq!(actions(&again), ["unchanged", "unchanged"]);
+
+        // The rest written: the main session grows by what follows (compaction, p1u, p1a).
+        std::fs::write(&file, format!("{text}")).unwrap();
+        let grown = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(
+            actions(&grown),
+            ["updated", "unchanged"],
+            "{:?}",
+            grown.issues
+        );
+        assert_eq!(grown.sessions[0].added_messages, 2);
+        let msgs = store.messages(&main).unwrap().messages;
+        assert_eq!(msgs.len(), 8);
+        let events = count_events(&store, &main).unwrap();
+        assert_eq!(events, grown.sessions[0].events);
+        // The grown log is the log a fresh import writes.
+        let fresh_dir = tempfile::tempdir().unwrap();
+        let fresh = self::store(fresh_dir.path());
+        run(&fresh, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        let log = |s: &SessionStore| {
+            std::fs::read(freecode_store::rollout::events_path(s.home(), &main)).unwrap()
+        };
+        assert_eq!(log(&store), log(&fresh));
+        assert_eq!(
+            std::fs::read(store.locate(&main).unwrap().messages()).unwrap(),
+            std::fs::read(fresh.locate(&main).unwrap().messages()).unwrap()
+        );
+
+        // An earlier message changed: the session is replaced whole.
+        std::fs::write(&file, text.replace("Second attempt", "Second try")).unwrap();
+        let replaced = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(replaced.sessions[0].action, Action::Replaced);
+        let msgs = store.messages(&main).unwrap().messages;
+        assert_eq!(msgs.len(), 8);
+        assert!(serde_json::to_string(&msgs).unwrap().contains("Second try"));
+    }
+
+    #[test]
+    fn dry_run_writes_nothing_and_counts_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let line = serde_json::json!({"type":"user","uuid":"u1","parentUuid":null,
+            "timestamp":"2026-01-01T00:00:00Z","cwd":"/p","sessionId":"s",
+            "message":{"role":"user","content":"token ghp_R8mZ2kQ7vLx9Tn4Wp1Yc6Hd3Jf5Gs0Bq8Ua2 here"}});
+        std::fs::write(src.join("s.jsonl"), format!("{line}\n")).unwrap();
+        let store = store(dir.path());
+        let r = run(
+            &store,
+            Agent::ClaudeCode,
+            &[src],
+            &Options {
+                dry_run: true,
+                ..opts()
+            },
+        )
+        .unwrap();
+        assert_eq!(actions(&r), ["imported"]);
+        assert_eq!(r.sessions[0].redactions, 1);
+        assert!(!store.home().root().exists(), "nothing written");
+    }
+}
