@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use freecode_core::meta::IMPORTED_FROM;
 use freecode_core::{SessionId, SessionStatus, StoredMessage};
-use freecode_store::session::NewSession;
+use freecode_store::session::{Durability, NewSession, StoreConfig};
 use freecode_store::{SessionStore, StoreError, fsutil};
 use serde_json::Value;
 
@@ -125,6 +125,16 @@ pub fn run(
     roots: &[PathBuf],
     opts: &Options,
 ) -> Result<Report, ImportError> {
+    // Written without an fsync per file: the file system is synced once at the end, before
+    // the watermarks are (so a power cut loses at most this run, which the next one redoes).
+    let bulk = SessionStore::with_config(
+        store.home().clone(),
+        StoreConfig {
+            durability: Durability::Never,
+            ..*store.config()
+        },
+    )?;
+    let store = &bulk;
     let mut report = Report::default();
     let mut units = Vec::new();
     for root in roots {
@@ -266,9 +276,23 @@ pub fn run(
         }
     }
     if changed {
+        fsutil::create_dir_private(&store.home().state_dir())?;
+        sync_home(store.home())?;
         state.save(store.home())?;
     }
     Ok(report)
+}
+
+/// Flushes everything written below the home to the disk (`syncfs`).
+fn sync_home(home: &freecode_store::Home) -> Result<(), StoreError> {
+    let root = home.root();
+    let io = |e: std::io::Error| StoreError::Io {
+        op: "sync",
+        path: root.to_owned(),
+        source: e,
+    };
+    let dir = std::fs::File::open(root).map_err(io)?;
+    rustix::fs::syncfs(&dir).map_err(|e| io(e.into()))
 }
 
 /// Writes one planned session; returns what was done and how many messages were written.
@@ -281,6 +305,11 @@ fn apply(
     let existing = match store.meta(&p.id) {
         Ok(meta) => Some(meta),
         Err(StoreError::NotFound { .. }) => None,
+        // A session of ours a power cut (or anything else) damaged: written again whole.
+        Err(_) if !dry_run => {
+            put(store, p, None)?;
+            return Ok((Action::Replaced, p.messages.len()));
+        }
         Err(e) => return Err(e),
     };
     let Some(meta) = existing else {
@@ -556,7 +585,7 @@ mod tests {
         assert_eq!(actions(&again), ["unchanged", "unchanged"]);
 
         // The rest written: the main session grows by what follows (compaction, p1u, p1a).
-        std::fs::write(&file, format!("{text}")).unwrap();
+        std::fs::write(&file, &text).unwrap();
         let grown = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
         assert_eq!(
             actions(&grown),

@@ -677,7 +677,9 @@ impl SessionStore {
     /// directory renamed into place, and the old one removed. `extra_files` (paths in the
     /// home, e.g. the rollout log) are written atomically after the session is in place; a
     /// crash in between leaves the session with its previous extras, which the next import
-    /// rewrites. On an error before the rename nothing changes.
+    /// rewrites. On an error before the rename nothing changes. Files and directories are
+    /// fsynced unless the store's durability is [`Durability::Never`] (a bulk import syncs the
+    /// file system once at its end instead).
     pub fn put_populated(
         &self,
         id: &SessionId,
@@ -686,6 +688,7 @@ impl SessionStore {
         extra_files: &ExtraFiles<'_>,
         edit: impl FnOnce(&mut SessionMeta),
     ) -> Result<()> {
+        let sync = self.sync_rewrites();
         let existing = match self.writer(id) {
             Ok(w) => Some(w),
             Err(StoreError::NotFound { .. }) => None,
@@ -705,7 +708,7 @@ impl SessionStore {
             for m in messages {
                 log.extend_from_slice(&m.to_line());
             }
-            write_atomic(&staged.messages(), &log, true)?;
+            write_atomic(&staged.messages(), &log, sync)?;
             let mut meta = SessionMeta::new(
                 id,
                 new.title,
@@ -716,7 +719,7 @@ impl SessionStore {
             );
             edit(&mut meta);
             meta.id = id.as_str().to_owned();
-            write_atomic(&staged.meta(), &meta.to_pretty_json(), true)
+            write_atomic(&staged.meta(), &meta.to_pretty_json(), sync)
         })();
         if let Err(e) = staged_ok {
             let _ = fsutil::remove_tree(&staging);
@@ -729,11 +732,15 @@ impl SessionStore {
                 let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
                 let out = parent.join(format!(".purge-{id}-{}", new_uuid()));
                 fsutil::rename(&dir, &out)?;
-                fsutil::sync_dir(&parent)?;
+                if sync {
+                    fsutil::sync_dir(&parent)?;
+                }
                 doomed = Some(out);
             }
             fsutil::rename(&staging, &target)?;
-            fsutil::sync_dir(&project_dir)?;
+            if sync {
+                fsutil::sync_dir(&project_dir)?;
+            }
             Ok::<_, StoreError>(doomed)
         })();
         drop(making);
@@ -752,7 +759,7 @@ impl SessionStore {
             if let Some(dir) = path.parent() {
                 fsutil::create_dir_private(dir)?;
             }
-            write_atomic(&path, &bytes, true)?;
+            write_atomic(&path, &bytes, sync)?;
         }
         Ok(())
     }
