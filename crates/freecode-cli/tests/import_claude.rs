@@ -548,6 +548,30 @@ fn a_grown_session_gets_only_the_new_messages_and_its_trace_grows() {
     assert_eq!(found[0]["sessionId"], id.as_str());
     let stats = json(&ctx.home, &["stats", "--json"]);
     assert!(stats["turns"].as_u64().unwrap() >= 2, "{stats:#}");
+    let replay = json(&ctx.home, &["replay", &id, "--json"]);
+    assert_eq!(replay["turns"].as_array().unwrap().len(), 2, "{replay:#}");
+
+    // --since: a session last active before it is left out.
+    let out = import(&["--since", "2026-03-02", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["sessions"][0]["action"], "unchanged",
+        "stat-skipped: {v:#}"
+    );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap()
+        .write_all(b"not json\n")
+        .unwrap();
+    let out = import(&["--since", "2026-03-02"]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.starts_with(&format!("skipped   {id}")), "{stdout}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(&format!("{}:5: not JSON, skipped", file.display())),
+        "{stderr}"
+    );
 }
 
 #[test]
