@@ -731,14 +731,6 @@ impl Parsed {
                 .filter(|(_, n)| {
                     n.sidechain == sidechain
                         && n.uuid.as_deref().is_some_and(|u| !pointed.contains(u))
-                        && !matches!(
-                            n.kind,
-                            NodeKind::User {
-                                parts: None,
-                                compact_summary: None,
-                                ..
-                            }
-                        )
                 })
                 .map(|(i, _)| i)
                 .collect()

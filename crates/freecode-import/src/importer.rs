@@ -105,6 +105,8 @@ pub struct Report {
     pub unchanged_units: usize,
     /// Bytes of the units read.
     pub bytes_read: u64,
+    /// Time the final file-system sync took, ms.
+    pub sync_ms: u64,
 }
 
 /// Why an import could not run at all (a bad line or one bad session is an issue instead).
@@ -277,7 +279,9 @@ pub fn run(
     }
     if changed {
         fsutil::create_dir_private(&store.home().state_dir())?;
+        let started = std::time::Instant::now();
         sync_home(store.home())?;
+        report.sync_ms = started.elapsed().as_millis() as u64;
         state.save(store.home())?;
     }
     Ok(report)

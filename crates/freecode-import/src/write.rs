@@ -272,7 +272,8 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
                                                 tool: t.name.clone(),
                                                 output: cut_bytes(&result, EVENT_OUTPUT_BYTES),
                                                 duration_ms: f - started,
-                                                failed: Some(*outcome == ToolOutcome::Error),
+                                                failed: (*outcome == ToolOutcome::Error)
+                                                    .then_some(true),
                                                 call_id: Some(t.call_id.clone()),
                                             },
                                         ));

@@ -368,3 +368,65 @@ fn bad_lines_torn_tails_and_a_50_mb_line() {
     let lines: Vec<Option<u64>> = r.issues.iter().map(|i| i.line).collect();
     assert_eq!(lines, vec![Some(1), Some(2), Some(4)], "{:?}", r.issues);
 }
+
+#[test]
+fn spilled_tool_outputs_are_read_from_tool_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().join("s").join("tool-results");
+    std::fs::create_dir_all(&spill).unwrap();
+    std::fs::write(spill.join("toolu_big.txt"), "the whole output").unwrap();
+    write(
+        dir.path(),
+        "s.jsonl",
+        &[
+            user("u1", None, "2026-01-01T00:00:00Z", Value::from("go")),
+            asst(
+                "a1",
+                "u1",
+                "2026-01-01T00:00:01Z",
+                "m1",
+                serde_json::json!({"type":"tool_use","id":"t1","name":"Bash","input":{}}),
+            ),
+            serde_json::json!({"type":"user","uuid":"r1","parentUuid":"a1",
+                "timestamp":"2026-01-01T00:00:02Z",
+                "toolUseResult":{"persistedOutputPath":"/elsewhere/s/tool-results/toolu_big.txt"},
+                "message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1",
+                "content":"Output too large, saved to a file"}]}}),
+        ],
+    );
+    let mut issues = Vec::new();
+    let units = discover(dir.path(), &mut issues);
+    assert_eq!(units.len(), 1);
+    assert_eq!(units[0].side_files, vec![spill.join("toolu_big.txt")]);
+    let r = read(&units[0]).unwrap();
+    let calls = tools(&r.sessions[0]);
+    assert_eq!(calls[0].result.as_deref(), Some("the whole output"));
+}
+
+#[test]
+fn pre_2_1_2_subagent_files_beside_the_session_are_children_not_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "p1.jsonl",
+        &[user("u1", None, "2026-01-01T00:00:00Z", Value::from("go"))],
+    );
+    let mut child = user("c1", None, "2026-01-01T00:00:01Z", Value::from("sub task"));
+    child["sessionId"] = Value::from("p1");
+    child["isSidechain"] = Value::from(true);
+    write(dir.path(), "agent-abc.jsonl", &[child]);
+    let mut issues = Vec::new();
+    let units = discover(dir.path(), &mut issues);
+    assert_eq!(units.len(), 1, "{units:?}");
+    assert_eq!(
+        units[0].side_files,
+        vec![dir.path().join("agent-abc.jsonl")]
+    );
+    let r = read(&units[0]).unwrap();
+    assert_eq!(r.sessions.len(), 2);
+    assert_eq!(r.sessions[1].source_id, "p1/agent-abc");
+    assert_eq!(
+        r.sessions[1].parent.as_ref().unwrap().kind,
+        ParentKind::Subagent
+    );
+}
