@@ -9,7 +9,8 @@
 //! rest appended, under the session's writer lock); left alone when nothing changed; replaced
 //! all or nothing otherwise. A session continued here since its import (a turn ended after
 //! `importedAt`) is never replaced. Source files are only read. `--dry-run` plans the same and
-//! writes nothing, counting what the export redactor would redact.
+//! writes nothing, counting what the export redactor would redact. Units are independent and
+//! go through up to four threads; the report and the watermarks are folded in unit order.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -147,133 +148,21 @@ pub fn run(
     report.units = units.len();
     let mut state = ImportState::load(store.home());
     let mut changed = false;
-    for unit in &units {
+    // Units are independent (each session belongs to one): read, planned and written on a
+    // few threads, folded into the report in unit order.
+    let results = for_each_unit(&units, |unit| {
         let key = ImportState::key(&unit.path);
-        let marks: Option<Vec<FileMark>> = unit.files().map(FileMark::stat).collect();
-        let Some(marks) = marks else {
-            report.issues.push(SourceIssue::in_file(
-                &unit.path,
-                "a file of this session cannot be read (or is not a regular file), skipped",
-            ));
-            continue;
-        };
-        if let Some(old) = state.units.get(&key)
-            && old.files.len() == marks.len()
-            && old.files.iter().zip(&marks).all(|(a, b)| a.same(b))
-        {
+        unit_pass(store, unit, state.units.get(&key), opts)
+    });
+    for (unit, result) in units.iter().zip(results) {
+        report.issues.extend(result.issues);
+        report.sessions.extend(result.sessions);
+        report.bytes_read += result.bytes_read;
+        if result.unchanged {
             report.unchanged_units += 1;
-            for (id, mark) in &old.sessions {
-                report.sessions.push(SessionOutcome {
-                    id: id.clone(),
-                    source_id: String::new(),
-                    path: unit.path.clone(),
-                    action: Action::Unchanged,
-                    title: String::new(),
-                    parent_id: None,
-                    messages: mark.messages,
-                    added_messages: 0,
-                    events: mark.events,
-                    redactions: 0,
-                    last_activity: 0,
-                    reason: None,
-                });
-            }
-            continue;
         }
-        report.bytes_read += marks.iter().map(|m| m.len).sum::<u64>();
-        let read = match crate::read(unit) {
-            Ok(r) => r,
-            Err(e) => {
-                report
-                    .issues
-                    .push(SourceIssue::in_file(&unit.path, e.to_string()));
-                continue;
-            }
-        };
-        report.issues.extend(read.issues);
-        let mut sessions = BTreeMap::new();
-        let mut all_written = true;
-        for s in &read.sessions {
-            let planned = match plan(s, opts.now) {
-                Ok(p) => p,
-                Err(e) => {
-                    report
-                        .issues
-                        .push(SourceIssue::in_file(&s.source_path, e.to_string()));
-                    continue;
-                }
-            };
-            let mut outcome = SessionOutcome {
-                id: planned.id.to_string(),
-                source_id: s.source_id.clone(),
-                path: s.source_path.clone(),
-                action: Action::Skipped,
-                title: planned.title.clone(),
-                parent_id: planned.parent_id.as_ref().map(ToString::to_string),
-                messages: planned.messages.len(),
-                added_messages: 0,
-                events: planned.events.len(),
-                redactions: 0,
-                last_activity: planned.last_activity,
-                reason: None,
-            };
-            if opts
-                .since
-                .is_some_and(|since| planned.last_activity < since)
-            {
-                outcome.reason = Some("last activity before --since".into());
-                report.sessions.push(outcome);
-                continue;
-            }
-            if opts.dry_run {
-                outcome.redactions = count_redactions(&planned.messages);
-            }
-            let prior = state
-                .units
-                .get(&key)
-                .and_then(|u| u.sessions.get(planned.id.as_str()))
-                .cloned();
-            match apply(store, &planned, prior.as_ref(), opts.dry_run) {
-                Ok((action, added)) => {
-                    outcome.action = action;
-                    outcome.added_messages = added;
-                    if action == Action::Skipped {
-                        outcome.reason = Some(
-                            "continued here since its import: not replaced (fork it to keep \
-                             both)"
-                                .into(),
-                        );
-                    }
-                }
-                Err(e) => {
-                    all_written = false;
-                    outcome.reason = Some(e.to_string());
-                    report
-                        .issues
-                        .push(SourceIssue::in_file(&s.source_path, e.to_string()));
-                }
-            }
-            sessions.insert(
-                planned.id.to_string(),
-                SessionMark {
-                    messages: planned.messages.len(),
-                    events: planned.events.len(),
-                },
-            );
-            report.sessions.push(outcome);
-        }
-        // A unit whose sessions were not all written is read again next time. With --since,
-        // skipped sessions leave the unit unmarked too: a later run without it imports them.
-        let complete = all_written
-            && report
-                .sessions
-                .iter()
-                .rev()
-                .take(read.sessions.len())
-                .all(|o| o.reason.is_none());
-        if !opts.dry_run && complete {
-            let files = marks.into_iter().map(FileMark::with_extent).collect();
-            state.units.insert(key, UnitMark { files, sessions });
+        if let Some(mark) = result.mark {
+            state.units.insert(ImportState::key(&unit.path), mark);
             changed = true;
         }
     }
@@ -285,6 +174,180 @@ pub fn run(
         state.save(store.home())?;
     }
     Ok(report)
+}
+
+/// What one unit gave.
+#[derive(Default)]
+struct UnitResult {
+    sessions: Vec<SessionOutcome>,
+    issues: Vec<SourceIssue>,
+    bytes_read: u64,
+    unchanged: bool,
+    /// The new watermark, when every session of the unit was written.
+    mark: Option<UnitMark>,
+}
+
+/// Runs `each` over the units on up to four threads; the results in unit order.
+fn for_each_unit<F>(units: &[SourceUnit], each: F) -> Vec<UnitResult>
+where
+    F: Fn(&SourceUnit) -> UnitResult + Sync,
+{
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(4)
+        .min(units.len());
+    if threads <= 1 {
+        return units.iter().map(&each).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, UnitResult)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(unit) = units.get(i) else { break };
+                        out.push((i, each(unit)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| match w.join() {
+                Ok(out) => out,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// One unit: skipped on its stat, or read, and each session planned and written.
+fn unit_pass(
+    store: &SessionStore,
+    unit: &SourceUnit,
+    old: Option<&UnitMark>,
+    opts: &Options,
+) -> UnitResult {
+    let mut out = UnitResult::default();
+    let marks: Option<Vec<FileMark>> = unit.files().map(FileMark::stat).collect();
+    let Some(marks) = marks else {
+        out.issues.push(SourceIssue::in_file(
+            &unit.path,
+            "a file of this session cannot be read (or is not a regular file), skipped",
+        ));
+        return out;
+    };
+    if let Some(old) = old
+        && old.files.len() == marks.len()
+        && old.files.iter().zip(&marks).all(|(a, b)| a.same(b))
+    {
+        out.unchanged = true;
+        for (id, mark) in &old.sessions {
+            out.sessions.push(SessionOutcome {
+                id: id.clone(),
+                source_id: String::new(),
+                path: unit.path.clone(),
+                action: Action::Unchanged,
+                title: String::new(),
+                parent_id: None,
+                messages: mark.messages,
+                added_messages: 0,
+                events: mark.events,
+                redactions: 0,
+                last_activity: 0,
+                reason: None,
+            });
+        }
+        return out;
+    }
+    out.bytes_read = marks.iter().map(|m| m.len).sum::<u64>();
+    let read = match crate::read(unit) {
+        Ok(r) => r,
+        Err(e) => {
+            out.issues
+                .push(SourceIssue::in_file(&unit.path, e.to_string()));
+            return out;
+        }
+    };
+    out.issues.extend(read.issues);
+    let mut sessions = BTreeMap::new();
+    // A unit with a session not written (an error, --since, one continued here) is read
+    // again next time: a later run may write it.
+    let mut complete = true;
+    for s in &read.sessions {
+        let planned = match plan(s, opts.now) {
+            Ok(p) => p,
+            Err(e) => {
+                out.issues
+                    .push(SourceIssue::in_file(&s.source_path, e.to_string()));
+                continue;
+            }
+        };
+        let mut outcome = SessionOutcome {
+            id: planned.id.to_string(),
+            source_id: s.source_id.clone(),
+            path: s.source_path.clone(),
+            action: Action::Skipped,
+            title: planned.title.clone(),
+            parent_id: planned.parent_id.as_ref().map(ToString::to_string),
+            messages: planned.messages.len(),
+            added_messages: 0,
+            events: planned.events.len(),
+            redactions: 0,
+            last_activity: planned.last_activity,
+            reason: None,
+        };
+        if opts
+            .since
+            .is_some_and(|since| planned.last_activity < since)
+        {
+            complete = false;
+            outcome.reason = Some("last activity before --since".into());
+            out.sessions.push(outcome);
+            continue;
+        }
+        if opts.dry_run {
+            outcome.redactions = count_redactions(&planned.messages);
+        }
+        let prior = old.and_then(|u| u.sessions.get(planned.id.as_str()));
+        match apply(store, &planned, prior, opts.dry_run) {
+            Ok((action, added)) => {
+                outcome.action = action;
+                outcome.added_messages = added;
+                if action == Action::Skipped {
+                    complete = false;
+                    outcome.reason = Some(
+                        "continued here since its import: not replaced (fork it to keep both)"
+                            .into(),
+                    );
+                }
+            }
+            Err(e) => {
+                complete = false;
+                outcome.reason = Some(e.to_string());
+                out.issues
+                    .push(SourceIssue::in_file(&s.source_path, e.to_string()));
+            }
+        }
+        sessions.insert(
+            planned.id.to_string(),
+            SessionMark {
+                messages: planned.messages.len(),
+                events: planned.events.len(),
+            },
+        );
+        out.sessions.push(outcome);
+    }
+    if !opts.dry_run && complete {
+        let files = marks.into_iter().map(FileMark::with_extent).collect();
+        out.mark = Some(UnitMark { files, sessions });
+    }
+    out
 }
 
 /// Flushes everything written below the home to the disk (`syncfs`).
