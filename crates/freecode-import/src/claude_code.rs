@@ -862,6 +862,17 @@ impl Parsed {
                 })),
             }
         }
+        if s.title.is_none() {
+            s.title = s
+                .items
+                .iter()
+                .find_map(|i| match i {
+                    Item::User(u) => Some(u.parts.iter().find_map(Part::text_content)),
+                    _ => None,
+                })
+                .flatten()
+                .and_then(command_title);
+        }
         s
     }
 
@@ -1093,6 +1104,23 @@ fn error_text(rec: &Rec) -> String {
             _ => "API error".to_owned(),
         },
     }
+}
+
+/// The title of a session opened by a slash command: `/init` (and its arguments) out of
+/// `<command-name>/init</command-name>…<command-args>…</command-args>`; `None` for a prompt.
+fn command_title(text: &str) -> Option<String> {
+    let between = |open: &str, close: &str| {
+        let start = text.find(open)? + open.len();
+        let len = text[start..].find(close)?;
+        Some(text[start..start + len].trim().to_owned())
+    };
+    let name = between("<command-name>", "</command-name>")?;
+    let args = between("<command-args>", "</command-args>").unwrap_or_default();
+    Some(if args.is_empty() {
+        name
+    } else {
+        format!("{name} {args}")
+    })
 }
 
 /// `agentId: a0ad4f44…` in a Task result's text.

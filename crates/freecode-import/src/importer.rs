@@ -21,9 +21,10 @@ use freecode_store::session::{Durability, NewSession, StoreConfig};
 use freecode_store::{SessionStore, StoreError, fsutil};
 use serde_json::Value;
 
+use crate::model::ParentKind;
 use crate::source::{Agent, SourceIssue, SourceUnit};
 use crate::state::{FileMark, ImportState, SessionMark, UnitMark};
-use crate::write::{Planned, plan};
+use crate::write::{Planned, keep_own_events, plan};
 
 /// What to import.
 #[derive(Debug, Clone, Default)]
@@ -279,9 +280,21 @@ fn unit_pass(
     // A unit with a session not written (an error, --since, one continued here) is read
     // again next time: a later run may write it.
     let mut complete = true;
+    let mut planned_here: Vec<Planned> = Vec::new();
     for s in &read.sessions {
         let planned = match plan(s, opts.now) {
-            Ok(p) => p,
+            Ok(mut p) => {
+                if s.parent
+                    .as_ref()
+                    .is_some_and(|l| l.kind == ParentKind::Fork)
+                    && let Some(parent) = planned_here
+                        .iter()
+                        .find(|q| p.parent_id.as_ref() == Some(&q.id))
+                {
+                    keep_own_events(&mut p, parent);
+                }
+                p
+            }
             Err(e) => {
                 out.issues
                     .push(SourceIssue::in_file(&s.source_path, e.to_string()));
@@ -309,6 +322,7 @@ fn unit_pass(
             complete = false;
             outcome.reason = Some("last activity before --since".into());
             out.sessions.push(outcome);
+            planned_here.push(planned);
             continue;
         }
         if opts.dry_run {
@@ -342,6 +356,7 @@ fn unit_pass(
             },
         );
         out.sessions.push(outcome);
+        planned_here.push(planned);
     }
     if !opts.dry_run && complete {
         let files = marks.into_iter().map(FileMark::with_extent).collect();
@@ -638,6 +653,20 @@ mod tests {
         assert_eq!(store.messages(&main).unwrap().messages.len(), 6);
         let fork_meta = store.meta(&fork).unwrap();
         assert_eq!(fork_meta.parent_id.as_deref(), Some(main.as_str()));
+        // The fork's log holds its own branch only: from its first prompt ("First attempt",
+        // 10:02), seq from 1.
+        let mut fork_events = Vec::new();
+        freecode_store::rollout::read_events(
+            &freecode_store::rollout::events_path(store.home(), &fork),
+            |e| fork_events.push(e),
+        )
+        .unwrap();
+        assert_eq!(fork_events[0].seq, 1);
+        assert_eq!(
+            Some(fork_events[0].timestamp),
+            crate::model::parse_iso_ms("2025-07-01T10:02:00Z")
+        );
+        assert_eq!(fork_events[0].kind.type_name(), "turn.started");
         let meta = store.meta(&main).unwrap();
         assert_eq!(meta.agent(), "claude-code");
         assert_eq!(meta.project_path, "/tmp");

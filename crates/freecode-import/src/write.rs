@@ -457,6 +457,27 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
     })
 }
 
+/// Leaves out of a fork's rollout log what it shares with its parent (those events are the
+/// parent's, as a native fork starts with its own log): only the events from the first message
+/// it does not share on, renumbered.
+pub fn keep_own_events(fork: &mut Planned, parent: &Planned) {
+    let shared = fork
+        .messages
+        .iter()
+        .zip(&parent.messages)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let from = fork.messages.get(shared).map_or(i64::MAX, |m| m.timestamp);
+    fork.events.retain(|e| e.timestamp >= from);
+    for (i, e) in fork.events.iter_mut().enumerate() {
+        e.seq = i as u64 + 1;
+        e.id = ulid::encode(
+            u64::try_from(e.timestamp).unwrap_or(0),
+            event_random(&fork.id, e.seq),
+        );
+    }
+}
+
 fn item_time(item: &Item) -> Option<i64> {
     match item {
         Item::User(u) => u.at_ms,

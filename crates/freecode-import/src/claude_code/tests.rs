@@ -105,8 +105,9 @@ fn ccviewer_merges_split_lines_and_pairs_parallel_calls() {
     assert_eq!(s.project_path.as_deref(), Some("/path/to/Demo"));
     assert_eq!(s.source_id, "ccviewer-1af7fc5e-8455-4414-9ccd-011d40f70b2a");
     assert_eq!(
-        s.title, None,
-        "no title record: the writer uses the first prompt"
+        s.title.as_deref(),
+        Some("/init"),
+        "no title record: the command"
     );
     // Five parallel calls in one response (lines 6-10), each with its result.
     let rs = responses(s);
