@@ -389,14 +389,14 @@ fn apply(
         Err(StoreError::NotFound { .. }) => None,
         // A session of ours a power cut (or anything else) damaged: written again whole.
         Err(_) if !dry_run => {
-            put(store, p, None)?;
+            put(store, p)?;
             return Ok((Action::Replaced, p.messages.len()));
         }
         Err(e) => return Err(e),
     };
     let Some(meta) = existing else {
         if !dry_run {
-            put(store, p, None)?;
+            put(store, p)?;
         }
         return Ok((Action::Imported, p.messages.len()));
     };
@@ -412,7 +412,7 @@ fn apply(
         && old_events <= p.events.len();
     if !prefix {
         if !dry_run {
-            put(store, p, Some(&meta))?;
+            put(store, p)?;
         }
         return Ok((Action::Replaced, p.messages.len()));
     }
@@ -443,7 +443,7 @@ fn apply(
             })?;
         }
         writer.sync()?;
-        writer.update_meta(|m| edit_meta(m, p, Some(&meta)))?;
+        writer.update_meta(|m| edit_meta(m, p, None))?;
     }
     let action = if new_messages.is_empty() && new_events.is_empty() {
         Action::Unchanged
@@ -461,11 +461,7 @@ fn count_events(store: &SessionStore, id: &SessionId) -> Result<usize, StoreErro
     Ok(n)
 }
 
-fn put(
-    store: &SessionStore,
-    p: &Planned,
-    old: Option<&freecode_core::SessionMeta>,
-) -> Result<(), StoreError> {
+fn put(store: &SessionStore, p: &Planned) -> Result<(), StoreError> {
     let new = NewSession {
         title: p.title.clone(),
         project_path: p.project_path.clone(),
@@ -479,11 +475,12 @@ fn put(
         }
         vec![(freecode_store::rollout::events_path(store.home(), id), log)]
     };
-    store.put_populated(&p.id, new, &p.messages, &events, |m| edit_meta(m, p, old))
+    store.put_populated(&p.id, new, &p.messages, &events, |m| edit_meta(m, p, None))
 }
 
-/// The meta fields an import sets (on create, replace and growth alike). The first import's
-/// `importedAt` is kept.
+/// The meta fields an import sets (on create, replace and growth alike). `importedAt` is this
+/// import's time (so `lastTurnAt`, never later than it, still marks an untouched import),
+/// or `old`'s when given (to compare).
 fn edit_meta(
     m: &mut freecode_core::SessionMeta,
     p: &Planned,
@@ -680,9 +677,17 @@ mod tests {
         assert_eq!(again.unchanged_units, 1);
         assert_eq!(actions(&again), ["unchanged", "unchanged"]);
 
+        // A later import: `importedAt` follows it, so the session still counts as untouched.
+        let later = Options {
+            now: opts().now + 1,
+            ..opts()
+        };
         // The rest written: the main session grows by what follows (compaction, p1u, p1a).
         std::fs::write(&file, &text).unwrap();
-        let grown = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        let grown = run(&store, Agent::ClaudeCode, &roots, &later).unwrap();
+        let meta = store.meta(&main).unwrap();
+        assert_eq!(meta.imported_from().unwrap()["importedAt"], later.now);
+        assert!(meta.is_untouched_import());
         assert_eq!(
             actions(&grown),
             ["updated", "unchanged"],
