@@ -1058,7 +1058,10 @@ fn usage_of(u: &Value) -> Option<Usage> {
     let read = n("cache_read_input_tokens");
     let write = n("cache_creation_input_tokens");
     let mut usage = Usage::new(
-        input.unwrap_or(0) + read.unwrap_or(0) + write.unwrap_or(0),
+        input
+            .unwrap_or(0)
+            .saturating_add(read.unwrap_or(0))
+            .saturating_add(write.unwrap_or(0)),
         output.unwrap_or(0),
     );
     usage.cache_read_input_tokens = read;

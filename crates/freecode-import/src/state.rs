@@ -84,7 +84,10 @@ impl FileMark {
             path: path.to_owned(),
             ino: m.ino(),
             len: m.len(),
-            mtime_ns: m.mtime().saturating_mul(1_000_000_000) + m.mtime_nsec(),
+            mtime_ns: m
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(m.mtime_nsec()),
             complete: 0,
         })
     }
