@@ -188,13 +188,15 @@ struct UnitResult {
     mark: Option<UnitMark>,
 }
 
-/// Runs `each` over the units on up to four threads; the results in unit order.
+/// Runs `each` over the units on up to four threads (two per core: much of a unit's time is
+/// the kernel creating its files, so threads also overlap those waits); the results in unit
+/// order.
 fn for_each_unit<F>(units: &[SourceUnit], each: F) -> Vec<UnitResult>
 where
     F: Fn(&SourceUnit) -> UnitResult + Sync,
 {
     let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
+        .map_or(1, |n| n.get() * 2)
         .min(4)
         .min(units.len());
     if threads <= 1 {
