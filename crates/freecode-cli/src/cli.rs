@@ -75,6 +75,8 @@ pub enum Command {
     /// The settings of config.json: list, get, set, path (the known keys and their defaults).
     #[command(subcommand)]
     Config(commands::config::ConfigCommand),
+    /// Import other agents' sessions (Claude Code, …): `import AGENT [PATH …]`, `import --detect`.
+    Import(commands::import::ImportArgs),
     /// Report leftovers, damage, links and loose modes in the home; `--fix` repairs them.
     Doctor(commands::doctor::DoctorArgs),
     /// Everything offline in one go, in a fresh home: a scripted agent run, the session list,
@@ -116,6 +118,7 @@ impl Cli {
                 | Command::Config(_)
                 | Command::Demo(_)
                 | Command::Session(commands::session::SessionCommand::Import(_))
+                | Command::Import(_)
         )
     }
 
@@ -173,6 +176,7 @@ impl Cli {
             Command::Sync(cmd) => cmd.run(&home),
             Command::Config(cmd) => cmd.run(&home),
             Command::Doctor(args) => args.run(&home),
+            Command::Import(args) => args.run(&home),
             Command::Demo(args) => args.run(explicit_home),
             Command::Ui(args) => args.run(&home),
             // Answered above, before any home is resolved.

@@ -368,6 +368,115 @@ pub struct ConfigPath {
     pub path: std::path::PathBuf,
 }
 
+/// What `freecode import AGENT --json` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportReport {
+    /// The agent imported from (`claude-code`, `codex`, …).
+    pub agent: String,
+    /// Whether nothing was written (`--dry-run`).
+    pub dry_run: bool,
+    /// Every session found, in source order.
+    pub sessions: Vec<ImportedItem>,
+    /// The counts.
+    pub summary: ImportSummary,
+    /// Bad input skipped, with file and line.
+    pub issues: Vec<ImportIssue>,
+}
+
+/// One session of [`ImportReport`].
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportedItem {
+    /// Our session id (derived from the agent and the source's id: the same on every import).
+    pub session_id: String,
+    /// The source's session id (empty for a source file skipped as unchanged).
+    pub source_id: String,
+    /// The source file.
+    pub path: PathBuf,
+    /// `imported`, `updated`, `replaced`, `unchanged` or `skipped` (with `--dry-run`: what
+    /// would be done).
+    pub action: String,
+    /// Its title (empty for a source file skipped as unchanged).
+    pub title: String,
+    /// The parent session (a subagent's or a fork's).
+    pub parent_id: Option<String>,
+    /// Messages it has.
+    pub messages: usize,
+    /// Messages this import wrote.
+    pub added_messages: usize,
+    /// Rollout events it has.
+    pub events: usize,
+    /// Secrets an export would redact from its messages (counted with `--dry-run`).
+    pub redactions: usize,
+    /// Last activity, ms since the epoch (0 when not read).
+    pub last_activity: i64,
+    /// Why it was skipped or failed.
+    pub reason: Option<String>,
+}
+
+/// The counts of [`ImportReport`].
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportSummary {
+    /// Source units (session files, databases) found.
+    pub units: usize,
+    /// Of them, skipped on their stat alone.
+    pub unchanged_units: usize,
+    /// Sessions imported for the first time.
+    pub imported: u64,
+    /// Sessions that got new messages.
+    pub updated: u64,
+    /// Sessions written again whole.
+    pub replaced: u64,
+    /// Sessions with nothing new.
+    pub unchanged: u64,
+    /// Sessions left out.
+    pub skipped: u64,
+    /// Messages written.
+    pub messages: u64,
+    /// Bytes of source read.
+    pub bytes_read: u64,
+    /// Secrets an export would redact (with `--dry-run`).
+    pub redactions: u64,
+}
+
+/// A bad input an import skipped.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportIssue {
+    /// The source file.
+    pub path: PathBuf,
+    /// Its line, when line-based.
+    pub line: Option<u64>,
+    /// What was wrong and what was done.
+    pub message: String,
+}
+
+/// What `freecode import --detect --json` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DetectReport {
+    /// One per agent.
+    pub agents: Vec<DetectedAgent>,
+}
+
+/// One agent of [`DetectReport`].
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DetectedAgent {
+    /// Its name.
+    pub agent: String,
+    /// Its default locations that exist here (its own variables honoured).
+    pub roots: Vec<PathBuf>,
+    /// Sessions an import would bring.
+    pub sessions: usize,
+    /// Their messages.
+    pub messages: usize,
+    /// Bytes of source files.
+    pub bytes: u64,
+}
+
 /// One file of `docs/schemas`: its name, the commands and methods whose output it describes,
 /// and its schema.
 pub struct SchemaFile {
@@ -516,6 +625,16 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         name: "mcp-session.json",
         used_by: "`freecode mcp`: `get_session`",
         generate: root::<mcp::MessagesPage>,
+    },
+    SchemaFile {
+        name: "import-result.json",
+        used_by: "`import AGENT --json`",
+        generate: root::<ImportReport>,
+    },
+    SchemaFile {
+        name: "import-detect.json",
+        used_by: "`import --detect --json`",
+        generate: root::<DetectReport>,
     },
 ];
 

@@ -3,6 +3,7 @@
 pub mod config;
 pub mod demo;
 pub mod doctor;
+pub mod import;
 pub mod index;
 pub mod mcp;
 pub mod run;

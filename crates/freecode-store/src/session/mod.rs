@@ -671,6 +671,103 @@ impl SessionStore {
         result.map(|()| id)
     }
 
+    /// Writes the session `id` whole, holding `messages`: created when it does not exist,
+    /// replaced all or nothing when it does (an import from another agent, whose id is
+    /// derived from the source's, read again after the source changed). The new session is
+    /// built in a hidden staging directory (`.import-<id>-<uuid>`, which listings skip and
+    /// `freecode doctor --fix` clears when nobody holds it): the log written whole, then
+    /// `meta.json` as `edit` shapes it. An existing session is locked (its writer), renamed
+    /// out of sight (`.purge-<id>-<uuid>`, as [`SessionStore::purge`] does), the staging
+    /// directory renamed into place, and the old one removed. `extra_files` (paths in the
+    /// home, e.g. the rollout log) are written atomically after the session is in place; a
+    /// crash in between leaves the session with its previous extras, which the next import
+    /// rewrites. On an error before the rename nothing changes. Files and directories are
+    /// fsynced unless the store's durability is [`Durability::Never`] (a bulk import syncs the
+    /// file system once at its end instead).
+    pub fn put_populated(
+        &self,
+        id: &SessionId,
+        new: NewSession,
+        messages: &[StoredMessage],
+        extra_files: &ExtraFiles<'_>,
+        edit: impl FnOnce(&mut SessionMeta),
+    ) -> Result<()> {
+        let sync = self.sync_rewrites();
+        let existing = match self.writer(id) {
+            Ok(w) => Some(w),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let project_dir = self.project_dir_for(&new.project_path)?;
+        let staging = project_dir.join(format!(".import-{id}-{}", new_uuid()));
+        let target = project_dir.join(id.as_str());
+        let staged = SessionPaths {
+            dir: staging.clone(),
+        };
+        create_dir_exclusive(&staging).ctx("create directory", &staging)?;
+        let making = SessionLock::acquire(&staging, id.as_str(), LockWait::Fail)?;
+        let _busy = fsutil::busy();
+        let staged_ok = (|| {
+            let mut log = Vec::new();
+            for m in messages {
+                log.extend_from_slice(&m.to_line());
+            }
+            write_atomic(&staged.messages(), &log, sync)?;
+            let mut meta = SessionMeta::new(
+                id,
+                new.title,
+                new.project_path,
+                new.provider,
+                new.model,
+                self.now(),
+            );
+            edit(&mut meta);
+            meta.id = id.as_str().to_owned();
+            write_atomic(&staged.meta(), &meta.to_pretty_json(), sync)
+        })();
+        if let Err(e) = staged_ok {
+            let _ = fsutil::remove_tree(&staging);
+            return Err(e);
+        }
+        let swapped = (|| {
+            let mut doomed = None;
+            if let Some(w) = &existing {
+                let dir = w.paths.dir.clone();
+                let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+                let out = parent.join(format!(".purge-{id}-{}", new_uuid()));
+                fsutil::rename(&dir, &out)?;
+                if sync {
+                    fsutil::sync_dir(&parent)?;
+                }
+                doomed = Some(out);
+            }
+            fsutil::rename(&staging, &target)?;
+            if sync {
+                fsutil::sync_dir(&project_dir)?;
+            }
+            Ok::<_, StoreError>(doomed)
+        })();
+        drop(making);
+        let doomed = match swapped {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = fsutil::remove_tree(&staging);
+                return Err(e);
+            }
+        };
+        drop(existing);
+        if let Some(d) = doomed {
+            fsutil::remove_tree(&d)?;
+        }
+        for (path, bytes) in extra_files(id) {
+            if let Some(dir) = path.parent() {
+                fsutil::create_dir_private(dir)?;
+            }
+            write_atomic(&path, &bytes, sync)?;
+        }
+        Ok(())
+    }
+
     /// Creates a session with the given id; fails if any session has it (never overwrites).
     pub fn create_with_id(&self, new: NewSession, id: &SessionId) -> Result<SessionPaths> {
         match self.locate(id) {

@@ -1,0 +1,782 @@
+//! `freecode import`: units found, read, planned ([`crate::write::plan`]) and written into a
+//! home through the store, incrementally and idempotently.
+//!
+//! Per unit: when every file stats as the watermark says ([`crate::state`]), it is skipped
+//! without being opened. Otherwise it is read and each of its sessions is written by its
+//! derived id: created when new (all or nothing: a hidden staging directory renamed into
+//! place, [`SessionStore::put_populated`]); grown when the messages already written are a
+//! prefix of the new ones and the rollout log's events a prefix of the new events (only the
+//! rest appended, under the session's writer lock); left alone when nothing changed; replaced
+//! all or nothing otherwise. A session continued here since its import (a turn ended after
+//! `importedAt`) is never replaced. Source files are only read. `--dry-run` plans the same and
+//! writes nothing, counting what the export redactor would redact. Units are independent and
+//! go through up to four threads; the report and the watermarks are folded in unit order.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use freecode_core::meta::IMPORTED_FROM;
+use freecode_core::{SessionId, SessionStatus, StoredMessage};
+use freecode_store::session::{Durability, NewSession, StoreConfig};
+use freecode_store::{SessionStore, StoreError, fsutil};
+use serde_json::Value;
+
+use crate::model::{ImportedSession, ParentKind};
+use crate::source::{Agent, SourceIssue, SourceUnit};
+use crate::state::{FileMark, ImportState, SessionMark, UnitMark};
+use crate::write::{Planned, keep_own_events, plan};
+
+/// What to import.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Only sessions whose last activity is at or after this time, ms.
+    pub since: Option<i64>,
+    /// Plan and report, write nothing.
+    pub dry_run: bool,
+    /// The import time, ms.
+    pub now: i64,
+    /// The project path of sessions whose source names none (else they are skipped).
+    pub fallback_project: Option<String>,
+}
+
+/// What happened to one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Written for the first time.
+    Imported,
+    /// New messages appended.
+    Updated,
+    /// Written again whole (the source changed in a way appending cannot follow).
+    Replaced,
+    /// Nothing new.
+    Unchanged,
+    /// Left out (older than `--since`, continued here since its import, no project).
+    Skipped,
+}
+
+impl Action {
+    /// The word in the human output and in `--json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Imported => "imported",
+            Action::Updated => "updated",
+            Action::Replaced => "replaced",
+            Action::Unchanged => "unchanged",
+            Action::Skipped => "skipped",
+        }
+    }
+}
+
+/// One session's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionOutcome {
+    /// Our id.
+    pub id: String,
+    /// The source's id.
+    pub source_id: String,
+    /// The file it came from.
+    pub path: PathBuf,
+    /// What was done (or, with `--dry-run`, would be).
+    pub action: Action,
+    /// Its title (empty when unknown: an unchanged unit is not read).
+    pub title: String,
+    /// The parent's id (subagent or fork).
+    pub parent_id: Option<String>,
+    /// Messages it has.
+    pub messages: usize,
+    /// Messages this import wrote (all of them for a new or replaced session).
+    pub added_messages: usize,
+    /// Rollout events it has.
+    pub events: usize,
+    /// Secrets the export redactor finds in its messages (counted on `--dry-run` only).
+    pub redactions: usize,
+    /// Last activity, ms (0 when unknown).
+    pub last_activity: i64,
+    /// Why it was skipped.
+    pub reason: Option<String>,
+}
+
+/// What an import run did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Every session, in unit order.
+    pub sessions: Vec<SessionOutcome>,
+    /// Bad input, with file and line.
+    pub issues: Vec<SourceIssue>,
+    /// Units found.
+    pub units: usize,
+    /// Units skipped on their stat alone.
+    pub unchanged_units: usize,
+    /// Bytes of the units read.
+    pub bytes_read: u64,
+    /// Time the final file-system sync took, ms.
+    pub sync_ms: u64,
+}
+
+/// Why an import could not run at all (a bad line or one bad session is an issue instead).
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Imports the sessions of `agent` under `roots` into `store`'s home.
+pub fn run(
+    store: &SessionStore,
+    agent: Agent,
+    roots: &[PathBuf],
+    opts: &Options,
+) -> Result<Report, ImportError> {
+    // Written without an fsync per file: the file system is synced once at the end, before
+    // the watermarks are (so a power cut loses at most this run, which the next one redoes).
+    let bulk = SessionStore::with_config(
+        store.home().clone(),
+        StoreConfig {
+            durability: Durability::Never,
+            ..*store.config()
+        },
+    )?;
+    let store = &bulk;
+    let mut report = Report::default();
+    let mut units = Vec::new();
+    for root in roots {
+        units.extend(crate::discover(agent, root, &mut report.issues));
+    }
+    units.sort_by(|a, b| a.path.cmp(&b.path));
+    units.dedup_by(|a, b| a.path == b.path);
+    report.units = units.len();
+    let mut state = ImportState::load(store.home());
+    let mut changed = false;
+    // Units are independent (each session belongs to one): read, planned and written on a
+    // few threads, folded into the report in unit order.
+    let locks = SessionLocks::default();
+    let results = for_each_unit(&units, |unit| {
+        let key = ImportState::key(&unit.path);
+        unit_pass(store, unit, state.units.get(&key), opts, &locks)
+    });
+    for (unit, result) in units.iter().zip(results) {
+        report.issues.extend(result.issues);
+        report.sessions.extend(result.sessions);
+        report.bytes_read += result.bytes_read;
+        if result.unchanged {
+            report.unchanged_units += 1;
+        }
+        if let Some(mark) = result.mark {
+            state.units.insert(ImportState::key(&unit.path), mark);
+            changed = true;
+        }
+    }
+    if changed {
+        fsutil::create_dir_private(&store.home().state_dir())?;
+        let started = std::time::Instant::now();
+        sync_home(store.home())?;
+        report.sync_ms = started.elapsed().as_millis() as u64;
+        state.save(store.home())?;
+    }
+    Ok(report)
+}
+
+/// Locks by session id, striped: two units can hold the same session (goose's legacy file
+/// and its database, a Codex rollout in `sessions/` and `archived_sessions/`, an opencode
+/// database given beside its data directory), and their threads must not create it at once:
+/// the second waits, then finds it written and compares.
+struct SessionLocks([std::sync::Mutex<()>; 64]);
+
+impl Default for SessionLocks {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| std::sync::Mutex::new(())))
+    }
+}
+
+impl SessionLocks {
+    fn lock(&self, id: &str) -> std::sync::MutexGuard<'_, ()> {
+        let stripe = id.bytes().fold(0usize, |h, b| {
+            h.wrapping_mul(31).wrapping_add(usize::from(b))
+        }) % self.0.len();
+        // A panicking holder leaves nothing half-done in memory: the lock is only an order.
+        self.0[stripe]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// What one unit gave.
+#[derive(Default)]
+struct UnitResult {
+    sessions: Vec<SessionOutcome>,
+    issues: Vec<SourceIssue>,
+    bytes_read: u64,
+    unchanged: bool,
+    /// The new watermark, when every session of the unit was written.
+    mark: Option<UnitMark>,
+}
+
+/// Runs `each` over the units on up to four threads (two per core: much of a unit's time is
+/// the kernel creating its files, so threads also overlap those waits); the results in unit
+/// order.
+fn for_each_unit<F>(units: &[SourceUnit], each: F) -> Vec<UnitResult>
+where
+    F: Fn(&SourceUnit) -> UnitResult + Sync,
+{
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get() * 2)
+        .min(4)
+        .min(units.len());
+    if threads <= 1 {
+        return units.iter().map(&each).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, UnitResult)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(unit) = units.get(i) else { break };
+                        out.push((i, each(unit)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| match w.join() {
+                Ok(out) => out,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// One unit: skipped on its stat, or read, and each session planned and written.
+fn unit_pass(
+    store: &SessionStore,
+    unit: &SourceUnit,
+    old: Option<&UnitMark>,
+    opts: &Options,
+    locks: &SessionLocks,
+) -> UnitResult {
+    let mut out = UnitResult::default();
+    let marks: Option<Vec<FileMark>> = unit.files().map(FileMark::stat).collect();
+    let Some(marks) = marks else {
+        out.issues.push(SourceIssue::in_file(
+            &unit.path,
+            "a file of this session cannot be read (or is not a regular file), skipped",
+        ));
+        return out;
+    };
+    if let Some(old) = old
+        && old.files.len() == marks.len()
+        && old.files.iter().zip(&marks).all(|(a, b)| a.same(b))
+    {
+        out.unchanged = true;
+        for (id, mark) in &old.sessions {
+            out.sessions.push(SessionOutcome {
+                id: id.clone(),
+                source_id: String::new(),
+                path: unit.path.clone(),
+                action: Action::Unchanged,
+                title: String::new(),
+                parent_id: None,
+                messages: mark.messages,
+                added_messages: 0,
+                events: mark.events,
+                redactions: 0,
+                last_activity: 0,
+                reason: None,
+            });
+        }
+        return out;
+    }
+    out.bytes_read = marks.iter().map(|m| m.len).sum::<u64>();
+    let read = match crate::read(unit) {
+        Ok(r) => r,
+        Err(e) => {
+            out.issues
+                .push(SourceIssue::in_file(&unit.path, e.to_string()));
+            return out;
+        }
+    };
+    out.issues.extend(read.issues);
+    let mut sessions = BTreeMap::new();
+    // A unit with a session not written (an error, --since, one continued here) is read
+    // again next time: a later run may write it.
+    let mut complete = true;
+    let mut planned_here: Vec<Planned> = Vec::new();
+    for s in &read.sessions {
+        let with_project;
+        let s = if s.project_path.as_deref().is_none_or(str::is_empty)
+            && let Some(project) = &opts.fallback_project
+        {
+            with_project = ImportedSession {
+                project_path: Some(project.clone()),
+                ..s.clone()
+            };
+            &with_project
+        } else {
+            s
+        };
+        let planned = match plan(s, opts.now) {
+            Ok(mut p) => {
+                if s.parent
+                    .as_ref()
+                    .is_some_and(|l| l.kind == ParentKind::Fork)
+                    && let Some(parent) = planned_here
+                        .iter()
+                        .find(|q| p.parent_id.as_ref() == Some(&q.id))
+                {
+                    keep_own_events(&mut p, parent);
+                }
+                p
+            }
+            Err(e) => {
+                out.issues
+                    .push(SourceIssue::in_file(&s.source_path, e.to_string()));
+                continue;
+            }
+        };
+        let mut outcome = SessionOutcome {
+            id: planned.id.to_string(),
+            source_id: s.source_id.clone(),
+            path: s.source_path.clone(),
+            action: Action::Skipped,
+            title: planned.title.clone(),
+            parent_id: planned.parent_id.as_ref().map(ToString::to_string),
+            messages: planned.messages.len(),
+            added_messages: 0,
+            events: planned.events.len(),
+            redactions: 0,
+            last_activity: planned.last_activity,
+            reason: None,
+        };
+        if opts
+            .since
+            .is_some_and(|since| planned.last_activity < since)
+        {
+            complete = false;
+            outcome.reason = Some("last activity before --since".into());
+            out.sessions.push(outcome);
+            planned_here.push(planned);
+            continue;
+        }
+        if opts.dry_run {
+            outcome.redactions = count_redactions(&planned.messages);
+        }
+        let prior = old.and_then(|u| u.sessions.get(planned.id.as_str()));
+        let applied = {
+            let _one_writer = locks.lock(planned.id.as_str());
+            apply(store, &planned, prior, opts.dry_run)
+        };
+        match applied {
+            Ok((action, added)) => {
+                outcome.action = action;
+                outcome.added_messages = added;
+                if action == Action::Skipped {
+                    complete = false;
+                    outcome.reason = Some(
+                        "continued here since its import: not replaced (fork it to keep both)"
+                            .into(),
+                    );
+                }
+            }
+            Err(e) => {
+                complete = false;
+                outcome.reason = Some(e.to_string());
+                out.issues
+                    .push(SourceIssue::in_file(&s.source_path, e.to_string()));
+            }
+        }
+        sessions.insert(
+            planned.id.to_string(),
+            SessionMark {
+                messages: planned.messages.len(),
+                events: planned.events.len(),
+            },
+        );
+        out.sessions.push(outcome);
+        planned_here.push(planned);
+    }
+    if !opts.dry_run && complete {
+        let files = marks.into_iter().map(FileMark::with_extent).collect();
+        out.mark = Some(UnitMark { files, sessions });
+    }
+    out
+}
+
+/// Flushes everything written below the home to the disk (`syncfs`).
+fn sync_home(home: &freecode_store::Home) -> Result<(), StoreError> {
+    let root = home.root();
+    let io = |e: std::io::Error| StoreError::Io {
+        op: "sync",
+        path: root.to_owned(),
+        source: e,
+    };
+    let dir = std::fs::File::open(root).map_err(io)?;
+    rustix::fs::syncfs(&dir).map_err(|e| io(e.into()))
+}
+
+/// Writes one planned session; returns what was done and how many messages were written.
+fn apply(
+    store: &SessionStore,
+    p: &Planned,
+    prior: Option<&SessionMark>,
+    dry_run: bool,
+) -> Result<(Action, usize), StoreError> {
+    let existing = match store.meta(&p.id) {
+        Ok(meta) => Some(meta),
+        Err(StoreError::NotFound { .. }) => None,
+        // A session of ours a power cut (or anything else) damaged: written again whole.
+        Err(_) if !dry_run => {
+            put(store, p)?;
+            return Ok((Action::Replaced, p.messages.len()));
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(meta) = existing else {
+        if !dry_run {
+            put(store, p)?;
+        }
+        return Ok((Action::Imported, p.messages.len()));
+    };
+    if !meta.is_untouched_import() {
+        return Ok((Action::Skipped, 0));
+    }
+    let old = store.messages(&p.id)?.messages;
+    let old_events = prior
+        .map(|m| m.events)
+        .map_or_else(|| count_events(store, &p.id), Ok)?;
+    let prefix = old.len() <= p.messages.len()
+        && old.iter().zip(&p.messages).all(|(a, b)| a == b)
+        && old_events <= p.events.len();
+    if !prefix {
+        if !dry_run {
+            put(store, p)?;
+        }
+        return Ok((Action::Replaced, p.messages.len()));
+    }
+    let new_messages = &p.messages[old.len()..];
+    let new_events = &p.events[old_events..];
+    if new_messages.is_empty() && new_events.is_empty() && same_meta(&meta, p) {
+        return Ok((Action::Unchanged, 0));
+    }
+    if !dry_run {
+        let mut writer = store.writer(&p.id)?;
+        for m in new_messages {
+            writer.append(m)?;
+        }
+        if !new_events.is_empty() {
+            let path = freecode_store::rollout::events_path(store.home(), &p.id);
+            if let Some(dir) = path.parent() {
+                fsutil::create_dir_private(dir)?;
+            }
+            let mut bytes = Vec::new();
+            for e in new_events {
+                bytes.extend_from_slice(&e.to_line());
+            }
+            let mut file = fsutil::open_append(&path)?;
+            fsutil::append_bytes(&mut file, &path, &bytes).map_err(|e| StoreError::Io {
+                op: "append",
+                path: path.clone(),
+                source: e,
+            })?;
+        }
+        writer.sync()?;
+        writer.update_meta(|m| edit_meta(m, p, None))?;
+    }
+    let action = if new_messages.is_empty() && new_events.is_empty() {
+        Action::Unchanged
+    } else {
+        Action::Updated
+    };
+    Ok((action, new_messages.len()))
+}
+
+/// Events in the session's rollout log now (complete lines).
+fn count_events(store: &SessionStore, id: &SessionId) -> Result<usize, StoreError> {
+    let path = freecode_store::rollout::events_path(store.home(), id);
+    let mut n = 0;
+    freecode_store::rollout::read_events(&path, |_| n += 1)?;
+    Ok(n)
+}
+
+fn put(store: &SessionStore, p: &Planned) -> Result<(), StoreError> {
+    let new = NewSession {
+        title: p.title.clone(),
+        project_path: p.project_path.clone(),
+        provider: p.provider.clone(),
+        model: p.model.clone(),
+    };
+    let events = |id: &SessionId| {
+        let mut log = Vec::new();
+        for e in &p.events {
+            log.extend_from_slice(&e.to_line());
+        }
+        vec![(freecode_store::rollout::events_path(store.home(), id), log)]
+    };
+    store.put_populated(&p.id, new, &p.messages, &events, |m| edit_meta(m, p, None))
+}
+
+/// The meta fields an import sets (on create, replace and growth alike). `importedAt` is this
+/// import's time (so `lastTurnAt`, never later than it, still marks an untouched import),
+/// or `old`'s when given (to compare).
+fn edit_meta(
+    m: &mut freecode_core::SessionMeta,
+    p: &Planned,
+    old: Option<&freecode_core::SessionMeta>,
+) {
+    m.title = p.title.clone();
+    m.project_path = p.project_path.clone();
+    m.provider = p.provider.clone();
+    m.model = p.model.clone();
+    m.status = SessionStatus::Active;
+    m.created_at = p.created_at;
+    m.updated_at = p.last_activity;
+    m.last_turn_at = p.last_activity;
+    m.turn_count = p.turn_count;
+    m.parent_id = p.parent_id.as_ref().map(ToString::to_string);
+    m.aggregated_token_count = p.tokens;
+    let mut from = p.imported_from.clone();
+    let first = old
+        .and_then(|o| o.imported_from())
+        .and_then(|f| f.get("importedAt"))
+        .cloned();
+    if let (Some(at), Some(obj)) = (first, from.as_object_mut()) {
+        obj.insert("importedAt".into(), at);
+    }
+    m.extra.insert(IMPORTED_FROM.to_owned(), from);
+}
+
+/// Whether the meta already says what the plan says.
+fn same_meta(meta: &freecode_core::SessionMeta, p: &Planned) -> bool {
+    let mut want = meta.clone();
+    edit_meta(&mut want, p, Some(meta));
+    want == *meta
+}
+
+/// Secrets the export redactor finds in the messages' strings.
+pub fn count_redactions(messages: &[StoredMessage]) -> usize {
+    fn walk(v: &Value) -> usize {
+        match v {
+            Value::String(s) => freecode_core::redact::redact(s).1.len(),
+            Value::Array(items) => items.iter().map(walk).sum(),
+            Value::Object(map) => map.values().map(walk).sum(),
+            _ => 0,
+        }
+    }
+    messages
+        .iter()
+        .filter_map(|m| serde_json::to_value(m).ok())
+        .map(|v| walk(&v))
+        .sum()
+}
+
+/// Where `agent` keeps its sessions on this machine, and what an import would bring.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Detected {
+    /// The agent.
+    pub agent: Agent,
+    /// Its default locations that exist.
+    pub roots: Vec<PathBuf>,
+    /// Sessions an import would bring (children included).
+    pub sessions: usize,
+    /// Their messages.
+    pub messages: usize,
+    /// Bytes of source files.
+    pub bytes: u64,
+}
+
+/// [`Detected`] for every agent, its variables read through `var`.
+pub fn detect(
+    var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    issues: &mut Vec<SourceIssue>,
+) -> Vec<Detected> {
+    Agent::ALL
+        .into_iter()
+        .map(|agent| {
+            let mut d = Detected {
+                agent,
+                roots: Vec::new(),
+                sessions: 0,
+                messages: 0,
+                bytes: 0,
+            };
+            let roots = crate::default_roots(agent, var);
+            d.roots = roots.into_iter().filter(|r| exists(r)).collect();
+            for root in &d.roots {
+                for unit in crate::discover(agent, root, issues) {
+                    d.bytes += unit_bytes(&unit);
+                    if let Ok(read) = crate::read(&unit) {
+                        d.sessions += read.sessions.len();
+                        d.messages += read
+                            .sessions
+                            .iter()
+                            .map(|s| s.message_count())
+                            .sum::<usize>();
+                    }
+                }
+            }
+            d
+        })
+        .collect()
+}
+
+fn exists(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
+fn unit_bytes(unit: &SourceUnit) -> u64 {
+    unit.files()
+        .filter_map(|f| std::fs::symlink_metadata(f).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use freecode_store::Home;
+
+    fn store(dir: &Path) -> SessionStore {
+        SessionStore::open(Home::new(dir.join("home"))).unwrap()
+    }
+
+    fn opts() -> Options {
+        Options {
+            now: 1_900_000_000_000,
+            ..Options::default()
+        }
+    }
+
+    fn actions(r: &Report) -> Vec<&'static str> {
+        r.sessions.iter().map(|s| s.action.name()).collect()
+    }
+
+    #[test]
+    fn import_reimport_grow_and_replace() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let fixture = freecode_testkit::external_fixtures()
+            .join("claude-code/schema/claudecodelog-dag_compact_after_rewind.jsonl");
+        let text = std::fs::read_to_string(&fixture).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let file = src.join("s1.jsonl");
+        // The first 8 lines (the second branch up to b2a2) and a torn ninth.
+        let head = format!("{}\n{}", lines[..8].join("\n"), &lines[8][..40]);
+        std::fs::write(&file, &head).unwrap();
+        let store = store(dir.path());
+        let roots = vec![src.clone()];
+        let r = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(actions(&r), ["imported", "imported"], "{:?}", r.issues);
+        assert!(
+            r.issues
+                .iter()
+                .any(|i| i.message.contains("incomplete last line"))
+        );
+        let main = SessionId::new(r.sessions[0].id.clone()).unwrap();
+        let fork = SessionId::new(r.sessions[1].id.clone()).unwrap();
+        assert_eq!(store.messages(&main).unwrap().messages.len(), 6);
+        let fork_meta = store.meta(&fork).unwrap();
+        assert_eq!(fork_meta.parent_id.as_deref(), Some(main.as_str()));
+        // The fork's log holds its own branch only: from its first prompt ("First attempt",
+        // 10:02), seq from 1.
+        let mut fork_events = Vec::new();
+        freecode_store::rollout::read_events(
+            &freecode_store::rollout::events_path(store.home(), &fork),
+            |e| fork_events.push(e),
+        )
+        .unwrap();
+        assert_eq!(fork_events[0].seq, 1);
+        assert_eq!(
+            Some(fork_events[0].timestamp),
+            crate::model::parse_iso_ms("2025-07-01T10:02:00Z")
+        );
+        assert_eq!(fork_events[0].kind.type_name(), "turn.started");
+        let meta = store.meta(&main).unwrap();
+        assert_eq!(meta.agent(), "claude-code");
+        assert_eq!(meta.project_path, "/tmp");
+        assert!(meta.is_untouched_import());
+        let from = meta.imported_from().unwrap();
+        assert_eq!(from["sourceId"], "s1");
+        assert_eq!(from["version"], "2.1.0");
+
+        // Unchanged: skipped on the stat.
+        let again = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(again.unchanged_units, 1);
+        assert_eq!(actions(&again), ["unchanged", "unchanged"]);
+
+        // A later import: `importedAt` follows it, so the session still counts as untouched.
+        let later = Options {
+            now: opts().now + 1,
+            ..opts()
+        };
+        // The rest written: the main session grows by what follows (compaction, p1u, p1a).
+        std::fs::write(&file, &text).unwrap();
+        let grown = run(&store, Agent::ClaudeCode, &roots, &later).unwrap();
+        let meta = store.meta(&main).unwrap();
+        assert_eq!(meta.imported_from().unwrap()["importedAt"], later.now);
+        assert!(meta.is_untouched_import());
+        assert_eq!(
+            actions(&grown),
+            ["updated", "unchanged"],
+            "{:?}",
+            grown.issues
+        );
+        assert_eq!(grown.sessions[0].added_messages, 2);
+        let msgs = store.messages(&main).unwrap().messages;
+        assert_eq!(msgs.len(), 8);
+        let events = count_events(&store, &main).unwrap();
+        assert_eq!(events, grown.sessions[0].events);
+        // The grown log is the log a fresh import writes.
+        let fresh_dir = tempfile::tempdir().unwrap();
+        let fresh = self::store(fresh_dir.path());
+        run(&fresh, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        let log = |s: &SessionStore| {
+            std::fs::read(freecode_store::rollout::events_path(s.home(), &main)).unwrap()
+        };
+        assert_eq!(log(&store), log(&fresh));
+        assert_eq!(
+            std::fs::read(store.locate(&main).unwrap().messages()).unwrap(),
+            std::fs::read(fresh.locate(&main).unwrap().messages()).unwrap()
+        );
+
+        // An earlier message changed: the session is replaced whole.
+        std::fs::write(&file, text.replace("Second attempt", "Second try")).unwrap();
+        let replaced = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(replaced.sessions[0].action, Action::Replaced);
+        let msgs = store.messages(&main).unwrap().messages;
+        assert_eq!(msgs.len(), 8);
+        assert!(serde_json::to_string(&msgs).unwrap().contains("Second try"));
+    }
+
+    #[test]
+    fn dry_run_writes_nothing_and_counts_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let line = serde_json::json!({"type":"user","uuid":"u1","parentUuid":null,
+            "timestamp":"2026-01-01T00:00:00Z","cwd":"/p","sessionId":"s",
+            "message":{"role":"user","content":"token ghp_R8mZ2kQ7vLx9Tn4Wp1Yc6Hd3Jf5Gs0Bq8Ua2 here"}});
+        std::fs::write(src.join("s.jsonl"), format!("{line}\n")).unwrap();
+        let store = store(dir.path());
+        let r = run(
+            &store,
+            Agent::ClaudeCode,
+            &[src],
+            &Options {
+                dry_run: true,
+                ..opts()
+            },
+        )
+        .unwrap();
+        assert_eq!(actions(&r), ["imported"]);
+        assert_eq!(r.sessions[0].redactions, 1);
+        assert!(!store.home().root().exists(), "nothing written");
+    }
+}

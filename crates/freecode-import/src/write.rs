@@ -1,0 +1,642 @@
+//! From an [`ImportedSession`] to what the store writes: our `meta.json` fields, the
+//! `messages.jsonl` lines and a rollout log synthesised from the source's times, so that
+//! `trace`, `replay`, `stats` and `search` work on an imported session as on a native one.
+//!
+//! Everything here is a pure function of the session and the import time ([`plan`]): ids are
+//! derived from (agent, source id) ([`session_id`]), message ids from the source's ids, event
+//! ids from the session id and the event's place, so re-reading an unchanged source plans the
+//! same bytes and a grown one plans the old lines as a prefix.
+//!
+//! The rollout log: `turn.started` per user turn (a turn is opened for a response that comes
+//! before any prompt); per response `model.request` (at `requested_ms`, else the previous
+//! item's time), `model.first_token` when the source says when it came, `model.response` with
+//! the duration from the source's timestamps and the tokens; per tool call `function.call` and
+//! `function.output` (paired by call id, the duration from the call's and the result's
+//! timestamps), `function.denied` for a refusal (no call/output pair); `subagent.start/stop`;
+//! `compact.occurred`; `model.request` + `model.error` for an error; `turn.aborted` for an
+//! aborted turn. Events are ordered by time (stably), their `seq` 1, 2, …
+
+use freecode_core::rollout::event::{DenySource, Event, EventKind, ModelErrorKind};
+use freecode_core::rollout::ulid;
+use freecode_core::{Part, Role, SessionId, StoredMessage, Usage};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::model::{Content, ImportedSession, Item, ParentKind, ToolOutcome};
+use crate::source::Agent;
+
+/// A title longer than this (from the first prompt) is cut.
+const TITLE_CHARS: usize = 80;
+/// A tool output longer than this is cut in the rollout log (the message keeps it whole).
+const EVENT_OUTPUT_BYTES: usize = 16 * 1024;
+
+/// Why a session cannot be written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The source names no project directory: such a session would have no root for the tools.
+    #[error(
+        "{path}: session {source_id} names no project directory (no cwd); skipped: pass \
+         --project DIR to import it into one"
+    )]
+    NoProject {
+        /// The source file.
+        path: String,
+        /// The source's session id.
+        source_id: String,
+    },
+    /// The derived id is not a valid session id (never, for a UUID shape).
+    #[error(transparent)]
+    Id(#[from] freecode_core::IdError),
+}
+
+/// Everything the store writes for one imported session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// Our id, derived from (agent, source id).
+    pub id: SessionId,
+    /// The parent's derived id (subagent or fork).
+    pub parent_id: Option<SessionId>,
+    /// Title (the source's, else the first prompt, cut).
+    pub title: String,
+    /// The project path from the records.
+    pub project_path: String,
+    /// Provider.
+    pub provider: String,
+    /// Last model.
+    pub model: Option<String>,
+    /// Creation time, ms.
+    pub created_at: i64,
+    /// Last activity, ms.
+    pub last_activity: i64,
+    /// User turns.
+    pub turn_count: u64,
+    /// Sum of the responses' tokens.
+    pub tokens: Option<u64>,
+    /// `importedFrom` (its `importedAt` the given import time).
+    pub imported_from: Value,
+    /// The `messages.jsonl` lines.
+    pub messages: Vec<StoredMessage>,
+    /// The synthesised rollout log.
+    pub events: Vec<Event>,
+}
+
+/// Our session id for `source_id` of `agent`: a UUID-shaped hex of SHA-256 (version nibble 8,
+/// RFC 4122 variant), valid per [`SessionId::new`]. The same source always gets the same id.
+pub fn session_id(agent: Agent, source_id: &str) -> Result<SessionId, freecode_core::IdError> {
+    let mut h = Sha256::new();
+    h.update(b"freecode-import\0");
+    h.update(agent.name().as_bytes());
+    h.update(b"\0");
+    h.update(source_id.as_bytes());
+    let d = h.finalize();
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[..16]);
+    b[6] = (b[6] & 0x0f) | 0x80;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let text = format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    );
+    // Hex and dashes, 36 characters: valid (the error is never seen in practice).
+    SessionId::new(text)
+}
+
+/// A 128-bit value from the session id and an event's sequence number: the random part of a
+/// deterministic ULID.
+fn event_random(id: &SessionId, seq: u64) -> u128 {
+    let mut h = Sha256::new();
+    h.update(id.as_str().as_bytes());
+    h.update(seq.to_le_bytes());
+    let d = h.finalize();
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[..16]);
+    // 80 bits are the ULID's random part.
+    u128::from_le_bytes(b) & ((1u128 << 80) - 1)
+}
+
+/// Plans the files of `s`, imported at `now` (ms). Times after `now` are clamped to it.
+pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
+    let project_path = s
+        .project_path
+        .clone()
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| PlanError::NoProject {
+            path: s.source_path.display().to_string(),
+            source_id: s.source_id.clone(),
+        })?;
+    let id = session_id(s.agent, &s.source_id)?;
+    let parent_id = match &s.parent {
+        Some(p) => Some(session_id(s.agent, &p.source_id)?),
+        None => None,
+    };
+    let clamp = |t: i64| t.min(now);
+    let first_time = s.items.iter().find_map(item_time);
+    let created_at = clamp(s.created_ms.or(first_time).unwrap_or(now));
+    let provider = s
+        .provider
+        .clone()
+        .unwrap_or_else(|| s.agent.default_provider().to_owned());
+    let model = s.model.clone();
+
+    let mut messages = Vec::new();
+    let mut kinds: Vec<(i64, EventKind)> = Vec::new();
+    let mut last = created_at;
+    let mut turn: Option<String> = None;
+    let mut turns = 0u64;
+    let mut tokens: Option<u64> = None;
+    let mut first_prompt: Option<String> = None;
+    let open_turn = |kinds: &mut Vec<(i64, EventKind)>, at: i64, turn: &mut Option<String>| {
+        if turn.is_none() {
+            let turn_id = "turn-0".to_owned();
+            kinds.push((
+                at,
+                EventKind::TurnStarted {
+                    turn_id: turn_id.clone(),
+                },
+            ));
+            *turn = Some(turn_id);
+        }
+    };
+    for (index, item) in s.items.iter().enumerate() {
+        match item {
+            Item::User(u) => {
+                let at = clamp(u.at_ms.unwrap_or(last)).max(created_at);
+                turns += 1;
+                let msg_id = u.id.clone().unwrap_or_else(|| format!("user-{index}"));
+                let turn_id = format!("turn-{turns}");
+                kinds.push((
+                    at,
+                    EventKind::TurnStarted {
+                        turn_id: turn_id.clone(),
+                    },
+                ));
+                turn = Some(turn_id);
+                if first_prompt.is_none() {
+                    first_prompt = u.parts.iter().find_map(|p| p.text_content()).map(cut_title);
+                }
+                messages.push(message(msg_id, Role::User, u.parts.clone(), at, None));
+                last = at;
+            }
+            Item::Response(r) => {
+                let requested = clamp(r.requested_ms.unwrap_or(last));
+                open_turn(&mut kinds, requested, &mut turn);
+                let turn_id = turn.clone().unwrap_or_default();
+                let first = r.first_token_ms.map(clamp);
+                let done = clamp(r.completed_ms.or(first).unwrap_or(requested)).max(requested);
+                let model_name = r
+                    .model
+                    .clone()
+                    .or_else(|| model.clone())
+                    .unwrap_or_default();
+                kinds.push((
+                    requested,
+                    EventKind::ModelRequest {
+                        turn_id: turn_id.clone(),
+                        provider: provider.clone(),
+                        model: model_name.clone(),
+                        message_count: messages.len() as u64,
+                        tool_count: 0,
+                        prompt_chars: 0,
+                        streamed: true,
+                    },
+                ));
+                let ttft = first.map(|f| (f - requested).max(0));
+                if let (Some(f), Some(ttft)) = (first, ttft) {
+                    kinds.push((
+                        f.max(requested),
+                        EventKind::ModelFirstToken {
+                            turn_id: turn_id.clone(),
+                            ttft_ms: ttft,
+                        },
+                    ));
+                }
+                let mut parts = Vec::new();
+                let mut tool_names = Vec::new();
+                let mut text_chars = 0u64;
+                let mut tool_events = Vec::new();
+                let mut end = done;
+                for c in &r.content {
+                    match c {
+                        Content::Part(p) => {
+                            text_chars += p.text_content().map_or(0, |t| t.chars().count()) as u64;
+                            parts.push(p.clone());
+                        }
+                        Content::Tool(t) => {
+                            tool_names.push(t.name.clone());
+                            let result = t.result.clone().unwrap_or_default();
+                            parts.push(Part::tool(t.name.clone(), t.args.clone(), result.clone()));
+                            let started = clamp(t.started_ms.unwrap_or(done));
+                            let finished = t.finished_ms.map(clamp).map(|f| f.max(started));
+                            match &t.outcome {
+                                ToolOutcome::Denied(reason) => {
+                                    let source = match reason.as_deref() {
+                                        Some("permission-rule") => DenySource::Rule,
+                                        Some("automode-blocked") => DenySource::Mode,
+                                        _ => DenySource::User,
+                                    };
+                                    tool_events.push((
+                                        finished.unwrap_or(started),
+                                        EventKind::FunctionDenied {
+                                            turn_id: turn_id.clone(),
+                                            tool: t.name.clone(),
+                                            args: t.args.clone(),
+                                            reason: if result.is_empty() {
+                                                reason.clone().unwrap_or_default()
+                                            } else {
+                                                cut_bytes(&result, EVENT_OUTPUT_BYTES)
+                                            },
+                                            source,
+                                        },
+                                    ));
+                                }
+                                outcome => {
+                                    tool_events.push((
+                                        started,
+                                        EventKind::FunctionCall {
+                                            turn_id: turn_id.clone(),
+                                            tool: t.name.clone(),
+                                            args: t.args.clone(),
+                                            call_id: Some(t.call_id.clone()),
+                                            parent_call_id: None,
+                                        },
+                                    ));
+                                    if let Some(f) = finished
+                                        && *outcome != ToolOutcome::Missing
+                                    {
+                                        tool_events.push((
+                                            f,
+                                            EventKind::FunctionOutput {
+                                                turn_id: turn_id.clone(),
+                                                tool: t.name.clone(),
+                                                output: cut_bytes(&result, EVENT_OUTPUT_BYTES),
+                                                duration_ms: f - started,
+                                                failed: (*outcome == ToolOutcome::Error)
+                                                    .then_some(true),
+                                                call_id: Some(t.call_id.clone()),
+                                            },
+                                        ));
+                                        end = end.max(f);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                let usage = r.usage.as_ref().map(Usage::whitelisted);
+                if let Some(u) = &usage {
+                    tokens = Some(tokens.unwrap_or(0).saturating_add(u.total()));
+                }
+                kinds.push((
+                    done,
+                    EventKind::ModelResponse {
+                        turn_id: turn_id.clone(),
+                        provider: provider.clone(),
+                        model: model_name.clone(),
+                        duration_ms: done - requested,
+                        ttft_ms: ttft,
+                        input_tokens: usage.as_ref().and_then(|u| u.input_tokens),
+                        output_tokens: usage.as_ref().and_then(|u| u.output_tokens),
+                        cache_read_tokens: usage.as_ref().and_then(|u| u.cache_read_input_tokens),
+                        cache_write_tokens: usage.as_ref().and_then(|u| {
+                            u.cache_write_input_tokens.or(u.cache_creation_input_tokens)
+                        }),
+                        reasoning_tokens: usage.as_ref().and_then(|u| u.reasoning_tokens),
+                        tool_calls: tool_names,
+                        text_chars,
+                        thinking_chars: 0,
+                        echoed_model: r.model.clone(),
+                    },
+                ));
+                kinds.extend(tool_events);
+                let msg_id = r.id.clone().unwrap_or_else(|| format!("response-{index}"));
+                messages.push(message(msg_id, Role::Assistant, parts, done, usage));
+                last = end;
+            }
+            Item::Compaction(c) => {
+                let at = clamp(c.at_ms.unwrap_or(last)).max(last);
+                kinds.push((
+                    at,
+                    EventKind::CompactOccurred {
+                        before_tokens: c.before_tokens.unwrap_or(0),
+                        after_tokens: c.after_tokens.unwrap_or(0),
+                    },
+                ));
+                last = at;
+            }
+            Item::Error(e) => {
+                let at = clamp(e.at_ms.unwrap_or(last)).max(last);
+                open_turn(&mut kinds, last, &mut turn);
+                let turn_id = turn.clone().unwrap_or_default();
+                let model_name = model.clone().unwrap_or_default();
+                kinds.push((
+                    last,
+                    EventKind::ModelRequest {
+                        turn_id: turn_id.clone(),
+                        provider: provider.clone(),
+                        model: model_name.clone(),
+                        message_count: messages.len() as u64,
+                        tool_count: 0,
+                        prompt_chars: 0,
+                        streamed: true,
+                    },
+                ));
+                kinds.push((
+                    at,
+                    EventKind::ModelError {
+                        turn_id,
+                        provider: provider.clone(),
+                        model: model_name,
+                        duration_ms: at - last,
+                        kind: if e.aborted {
+                            ModelErrorKind::Abort
+                        } else {
+                            ModelErrorKind::Provider
+                        },
+                        error: e.message.clone(),
+                    },
+                ));
+                last = at;
+            }
+            Item::Subagent(run) => {
+                let start = clamp(run.started_ms.unwrap_or(last));
+                kinds.push((
+                    start,
+                    EventKind::SubagentStart {
+                        subagent_id: run.subagent_id.clone(),
+                        task: run.task.clone(),
+                    },
+                ));
+                if let Some(stop) = run.stopped_ms.map(clamp) {
+                    kinds.push((
+                        stop.max(start),
+                        EventKind::SubagentStop {
+                            subagent_id: run.subagent_id.clone(),
+                            result: cut_bytes(
+                                run.result.as_deref().unwrap_or(""),
+                                EVENT_OUTPUT_BYTES,
+                            ),
+                        },
+                    ));
+                }
+            }
+            Item::TurnEnd(end) => {
+                let at = clamp(end.at_ms.unwrap_or(last)).max(last);
+                if let (Some(reason), Some(turn_id)) = (&end.aborted, &turn) {
+                    kinds.push((
+                        at,
+                        EventKind::TurnAborted {
+                            turn_id: turn_id.clone(),
+                            reason: reason.clone(),
+                        },
+                    ));
+                }
+                last = at;
+            }
+        }
+    }
+    // By time; items of one time keep their order.
+    kinds.sort_by_key(|(at, _)| *at);
+    let events = kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, (at, kind))| {
+            let seq = i as u64 + 1;
+            Event {
+                id: ulid::encode(u64::try_from(at).unwrap_or(0), event_random(&id, seq)),
+                seq,
+                aggregate_id: id.as_str().to_owned(),
+                timestamp: at,
+                kind,
+                extra: freecode_core::Extra::new(),
+            }
+        })
+        .collect();
+    let last_activity = clamp(s.updated_ms.unwrap_or(last).max(last)).max(created_at);
+    let title = s
+        .title
+        .as_deref()
+        .map(cut_title)
+        .filter(|t| !t.is_empty())
+        .or(first_prompt)
+        .unwrap_or_default();
+    let mut from = Map::new();
+    from.insert("agent".into(), Value::from(s.agent.name()));
+    from.insert(
+        "path".into(),
+        Value::from(s.source_path.display().to_string()),
+    );
+    from.insert("sourceId".into(), Value::from(s.source_id.clone()));
+    if let Some(v) = &s.version {
+        from.insert("version".into(), Value::from(v.clone()));
+    }
+    from.insert("projectPath".into(), Value::from(project_path.clone()));
+    if let Some(p) = &s.parent {
+        let kind = match p.kind {
+            ParentKind::Subagent => "subagent",
+            ParentKind::Fork => "fork",
+        };
+        from.insert("parentKind".into(), Value::from(kind));
+    }
+    from.insert("importedAt".into(), Value::from(now));
+    Ok(Planned {
+        id,
+        parent_id,
+        title,
+        project_path,
+        provider,
+        model,
+        created_at,
+        last_activity,
+        turn_count: turns,
+        tokens,
+        imported_from: Value::Object(from),
+        messages,
+        events,
+    })
+}
+
+/// Leaves out of a fork's rollout log what it shares with its parent (those events are the
+/// parent's, as a native fork starts with its own log): only the events from the first message
+/// it does not share on, renumbered.
+pub fn keep_own_events(fork: &mut Planned, parent: &Planned) {
+    let shared = fork
+        .messages
+        .iter()
+        .zip(&parent.messages)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let from = fork.messages.get(shared).map_or(i64::MAX, |m| m.timestamp);
+    fork.events.retain(|e| e.timestamp >= from);
+    for (i, e) in fork.events.iter_mut().enumerate() {
+        e.seq = i as u64 + 1;
+        e.id = ulid::encode(
+            u64::try_from(e.timestamp).unwrap_or(0),
+            event_random(&fork.id, e.seq),
+        );
+    }
+}
+
+fn item_time(item: &Item) -> Option<i64> {
+    match item {
+        Item::User(u) => u.at_ms,
+        Item::Response(r) => r.requested_ms.or(r.first_token_ms).or(r.completed_ms),
+        Item::Compaction(c) => c.at_ms,
+        Item::Error(e) => e.at_ms,
+        Item::Subagent(s) => s.started_ms,
+        Item::TurnEnd(t) => t.at_ms,
+    }
+}
+
+fn message(
+    id: String,
+    role: Role,
+    parts: Vec<Part>,
+    timestamp: i64,
+    usage: Option<Usage>,
+) -> StoredMessage {
+    StoredMessage {
+        id,
+        role,
+        parts,
+        timestamp,
+        usage,
+        interrupted: None,
+        extra: freecode_core::Extra::new(),
+    }
+}
+
+/// The first line of a prompt, at most [`TITLE_CHARS`] characters.
+fn cut_title(text: &str) -> String {
+    let line = text.trim().lines().next().unwrap_or("").trim();
+    let mut out: String = line.chars().take(TITLE_CHARS).collect();
+    if line.chars().count() > TITLE_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+fn cut_bytes(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::model::{Response, ToolCall, UserTurn};
+
+    fn session() -> ImportedSession {
+        let mut s = ImportedSession::new(Agent::ClaudeCode, "src-1", "/x/src-1.jsonl");
+        s.project_path = Some("/work/p".into());
+        s.items.push(Item::User(UserTurn {
+            id: Some("u1".into()),
+            at_ms: Some(1_000),
+            parts: vec![Part::text("fix the build\nplease")],
+        }));
+        s.items.push(Item::Response(Response {
+            id: Some("m1".into()),
+            model: Some("claude-x".into()),
+            requested_ms: None,
+            first_token_ms: Some(1_400),
+            completed_ms: Some(2_000),
+            content: vec![
+                Content::Part(Part::text("on it")),
+                Content::Tool(ToolCall {
+                    call_id: "t1".into(),
+                    name: "Bash".into(),
+                    args: serde_json::json!({"command": "make"}),
+                    result: Some("ok".into()),
+                    outcome: ToolOutcome::Ok,
+                    started_ms: Some(2_000),
+                    finished_ms: Some(5_500),
+                }),
+                Content::Tool(ToolCall {
+                    call_id: "t2".into(),
+                    name: "Edit".into(),
+                    args: serde_json::json!({}),
+                    result: Some("no".into()),
+                    outcome: ToolOutcome::Denied(Some("user-rejected".into())),
+                    started_ms: Some(2_000),
+                    finished_ms: Some(6_000),
+                }),
+            ],
+            usage: Some(Usage::new(10, 5)),
+        }));
+        s
+    }
+
+    #[test]
+    fn ids_are_derived_and_stable() {
+        let id = |a, s| session_id(a, s).unwrap();
+        let a = id(Agent::ClaudeCode, "abc");
+        assert_eq!(a, id(Agent::ClaudeCode, "abc"));
+        assert_ne!(a, id(Agent::Codex, "abc"));
+        assert_ne!(a, id(Agent::ClaudeCode, "abd"));
+        assert_eq!(a.as_str().len(), 36);
+        assert_eq!(&a.as_str()[14..15], "8");
+    }
+
+    #[test]
+    fn plan_maps_messages_meta_and_events() {
+        let p = plan(&session(), 10_000).unwrap();
+        assert_eq!(p.title, "fix the build");
+        assert_eq!(p.messages.len(), 2);
+        assert_eq!(p.messages[1].id, "m1");
+        assert_eq!(p.messages[1].parts.len(), 3);
+        assert_eq!(p.messages[1].usage.as_ref().unwrap().total(), 15);
+        assert_eq!(p.tokens, Some(15));
+        assert_eq!(p.turn_count, 1);
+        let types: Vec<&str> = p.events.iter().map(|e| e.kind.type_name()).collect();
+        assert_eq!(
+            types,
+            [
+                "turn.started",
+                "model.request",
+                "model.first_token",
+                "model.response",
+                "function.call",
+                "function.output",
+                "function.denied"
+            ]
+        );
+        let EventKind::ModelResponse {
+            duration_ms,
+            ttft_ms,
+            ..
+        } = &p.events[3].kind
+        else {
+            panic!()
+        };
+        assert_eq!((*duration_ms, *ttft_ms), (1_000, Some(400)));
+        let EventKind::FunctionOutput { duration_ms, .. } = &p.events[5].kind else {
+            panic!()
+        };
+        assert_eq!(*duration_ms, 3_500);
+        assert!(p.events.windows(2).all(|w| w[0].seq < w[1].seq));
+        assert_eq!(p.imported_from["agent"], "claude-code");
+        assert_eq!(p.imported_from["projectPath"], "/work/p");
+        // Deterministic: the same plan again, event ids included.
+        assert_eq!(plan(&session(), 10_000).unwrap().events, p.events);
+    }
+
+    #[test]
+    fn a_session_without_a_project_is_refused_and_times_are_clamped() {
+        let mut s = session();
+        s.project_path = None;
+        assert!(matches!(plan(&s, 0), Err(PlanError::NoProject { .. })));
+        let p = plan(&session(), 1_500).unwrap();
+        assert!(p.events.iter().all(|e| e.timestamp <= 1_500));
+    }
+}
