@@ -14,7 +14,7 @@
 //!   re-read from the start.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -24,7 +24,8 @@ use freecode_core::rollout::replay::{Replay, ReplayBuilder};
 use freecode_core::rollout::trace::{Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::rollout::{
-    EVENTS_FILE, ReadReport, events_path, fold_event_views, read_event_views,
+    EVENTS_FILE, ReadReport, events_path, fold_event_views, fold_trace_streamed, read_event_views,
+    write_trace_json,
 };
 use freecode_store::{Home, IssueKind, LineIssue};
 
@@ -265,6 +266,20 @@ impl TraceArgs {
             );
         }
         let exporting = self.otlp.is_some() || self.otlp_endpoint.is_some();
+        if self.json && !exporting {
+            // Written as folded: spans spooled as they close, the document written once.
+            let Some((builder, report)) = fold_trace_streamed(&path, id.as_str())? else {
+                return Err(no_events(&id));
+            };
+            warn_skipped(&path, &report);
+            let now = builder
+                .has_open()
+                .then(|| now_after(builder.last_timestamp()));
+            let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+            write_trace_json(&mut out, builder, now)?;
+            out.flush()?;
+            return Ok(());
+        }
         let Some((builder, last)) = fold_trace(&path, &id)? else {
             return Err(no_events(&id));
         };

@@ -38,7 +38,10 @@ use crate::jsonl::{self, LineIssue};
 use crate::lock::LockWait;
 use crate::session::Durability;
 
+pub mod spool;
+mod stream;
 mod views;
+pub use stream::{JsonSpans, fold_trace_streamed, write_trace_json};
 pub use views::{
     BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_views_split, read_event_views, read_views_from,
 };

@@ -4,7 +4,9 @@
 
 use freecode_core::rollout::replay::ReplayBuilder;
 use freecode_core::rollout::trace::TraceBuilder;
-use freecode_store::rollout::{ReadReport, fold_views_split, read_events_from, read_views_from};
+use freecode_store::rollout::{
+    JsonSpans, ReadReport, fold_views_split, read_events_from, read_views_from, write_trace_json,
+};
 use proptest::prelude::*;
 
 /// One line of a generated log (without its newline).
@@ -139,7 +141,26 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
     .unwrap();
     let (t, tr, t_at) = fold_views_split(bytes, at, block, TraceBuilder::new("s")).unwrap();
     assert_eq!(tr, want, "trace read split at {at}");
+    let tree = trace.clone().finish(Some(2_000_000));
     assert_eq!(trace_json(t), trace_json(trace), "trace split at {at}");
+    // `trace --json` streamed (spans spooled as they close, read back after the fold) writes
+    // the bytes of the tree-built trace, split or not.
+    let mut want_pretty = serde_json::to_vec_pretty(&tree).unwrap();
+    want_pretty.push(b'\n');
+    let (streamed, _, _) = fold_views_split(
+        bytes,
+        at,
+        block,
+        TraceBuilder::with_sink("s", JsonSpans::new()),
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    write_trace_json(&mut got, streamed, Some(2_000_000)).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want_pretty),
+        "streamed trace --json split at {at}"
+    );
     let (r, rr, r_at) = fold_views_split(bytes, at, block, ReplayBuilder::new("s")).unwrap();
     assert_eq!(rr, want, "replay read split at {at}");
     assert_eq!(
