@@ -31,10 +31,13 @@ use freecode_store::{Home, IssueKind, LineIssue};
 
 use crate::UserError;
 use crate::render::{
-    fit_to_terminal, local_time, plural, print_json, print_line, thousands, truncate,
+    fit_to_terminal, local_time, plural, print_json, print_line, terminal_columns, thousands,
+    truncate,
 };
 use crate::sanitize::clean_line;
-use crate::trace_render::{Palette, RenderOptions, format_duration, render_trace};
+use crate::trace_render::{
+    Palette, RenderOptions, RowSpans, format_duration, render_trace, write_streamed,
+};
 
 /// `freecode trace`.
 #[derive(Debug, Args)]
@@ -280,35 +283,39 @@ impl TraceArgs {
             out.flush()?;
             return Ok(());
         }
+        if !exporting {
+            // Rendered as folded: each row written into a spool as its span closes, the
+            // waterfall written once in start order.
+            let (opts, palette) = (self.render_options(), Palette::stdout());
+            let sink = RowSpans::new(&opts, palette);
+            let Some((builder, report)) =
+                fold_event_views(&path, TraceBuilder::with_sink(id.as_str(), sink))?
+            else {
+                return Err(no_events(&id));
+            };
+            warn_skipped(&path, &report);
+            let now = builder
+                .has_open()
+                .then(|| now_after(builder.last_timestamp()));
+            let (parts, sink) = builder.finish_parts(now);
+            // On a terminal every row fits its width (cut with an ellipsis, never wrapped);
+            // piped, rows are whole.
+            let mut out =
+                BufWriter::with_capacity(64 << 10, crate::pager::Pager::new(!self.no_pager));
+            write_streamed(&mut out, &parts, &sink, terminal_columns())?;
+            out.into_inner().map_err(|e| e.into_error())?.finish()?;
+            return Ok(());
+        }
         let Some((builder, last)) = fold_trace(&path, &id)? else {
             return Err(no_events(&id));
         };
         let trace = post_mortem(builder, last);
-        if exporting {
-            return export(
-                &id,
-                &trace,
-                self.otlp.as_deref(),
-                self.otlp_endpoint.as_deref(),
-            );
-        }
-        if self.json {
-            return print_json(&trace);
-        }
-        let mut out = crate::pager::Pager::new(!self.no_pager);
-        // On a terminal every row fits its width (cut with an ellipsis, never wrapped);
-        // piped, rows are whole.
-        writeln!(
-            out,
-            "{}",
-            fit_to_terminal(&render_trace(
-                &trace,
-                &self.render_options(),
-                Palette::stdout()
-            ))
-        )?;
-        out.finish()?;
-        Ok(())
+        export(
+            &id,
+            &trace,
+            self.otlp.as_deref(),
+            self.otlp_endpoint.as_deref(),
+        )
     }
 }
 

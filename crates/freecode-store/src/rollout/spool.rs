@@ -224,6 +224,24 @@ impl Spool {
         }
     }
 
+    /// The key of the last record written.
+    pub fn last_key(&self) -> Option<i64> {
+        self.last.map(|(k, _)| k)
+    }
+
+    /// The greatest key (the last one when the spool is in key order; else a read of all).
+    pub fn max_key(&self) -> io::Result<Option<i64>> {
+        if self.in_order(Order::Key) {
+            return Ok(self.last_key());
+        }
+        let mut r = self.records(Order::Written)?;
+        let mut max = None;
+        while r.advance()? {
+            max = Some(max.map_or(r.key, |m: i64| m.max(r.key)));
+        }
+        Ok(max)
+    }
+
     /// Whether the records are already in `order` as written.
     pub fn in_order(&self, order: Order) -> bool {
         match order {
