@@ -696,3 +696,30 @@ fn streamed_trace_json_is_the_tree_built_one() {
         "streamed --json differs from the tree-built trace"
     );
 }
+
+/// `replay --json` is written as it is folded (turns spooled as newer ones start): the
+/// tree-built replay, on a log past the split with bad lines and a torn tail.
+#[test]
+fn streamed_replay_json_is_the_tree_built_one() {
+    let ctx = Ctx::fixture_home();
+    std::fs::write(ctx.log(S7), big_odd_log()).unwrap();
+    let out = ctx.ok(&["replay", S7, "--json"]);
+    assert!(out.starts_with("{\n  \"sessionId\": ") && out.ends_with("}\n"));
+    let got: Value = serde_json::from_str(&out).unwrap();
+    let mut b = freecode_core::rollout::replay::ReplayBuilder::new(S7);
+    let report = freecode_store::rollout::read_events(&ctx.log(S7), |e| b.apply(&e))
+        .unwrap()
+        .unwrap();
+    for _ in 0..report.unknown {
+        b.unknown_event();
+    }
+    let mut want = serde_json::to_value(b.finish()).unwrap();
+    let skipped = report.issues.iter().filter(|i| i.kind.skipped()).count();
+    assert_eq!(got["skippedLines"].as_array().unwrap().len(), skipped);
+    want["skippedLines"] = got["skippedLines"].clone();
+    assert_eq!(got["turns"].as_array().unwrap().len(), 24_000);
+    assert!(
+        got == want,
+        "streamed replay --json differs from the tree-built one"
+    );
+}

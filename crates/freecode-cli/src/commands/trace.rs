@@ -20,12 +20,12 @@ use std::time::Duration;
 
 use clap::Args;
 use freecode_core::SessionId;
-use freecode_core::rollout::replay::{Replay, ReplayBuilder};
+use freecode_core::rollout::replay::{Replay, ReplayBuilder, TurnSink};
 use freecode_core::rollout::trace::{Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::rollout::{
-    EVENTS_FILE, ReadReport, events_path, fold_event_views, fold_trace_streamed, read_event_views,
-    write_trace_json,
+    EVENTS_FILE, ReadReport, events_path, fold_event_views, fold_replay_streamed,
+    fold_trace_streamed, read_event_views, write_replay_json, write_trace_json,
 };
 use freecode_store::{Home, IssueKind, LineIssue};
 
@@ -526,26 +526,38 @@ impl ReplayArgs {
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
         let id = crate::commands::session::resolve_recorded_id(home, &self.id)?;
         let path = events_path(home, &id);
+        if self.json {
+            // Written as folded: turns spooled as newer ones start, the document written once.
+            let Some((mut builder, report)) = fold_replay_streamed(&path, id.as_str())? else {
+                return Err(no_events(&id));
+            };
+            with_report(&path, &report, &mut builder);
+            let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+            write_replay_json(&mut out, builder)?;
+            out.flush()?;
+            return Ok(());
+        }
         let Some((mut builder, report)) = fold_event_views(&path, ReplayBuilder::new(id.as_str()))?
         else {
             return Err(no_events(&id));
         };
-        warn_skipped(&path, &report);
-        for _ in 0..report.unknown {
-            builder.unknown_event();
-        }
-        for LineIssue {
-            line, offset, kind, ..
-        } in report.issues.iter().filter(|i| i.kind.skipped())
-        {
-            builder.skipped_line(*line, *offset, issue_reason(kind));
-        }
+        with_report(&path, &report, &mut builder);
         let replay = builder.finish();
-        if self.json {
-            print_json(&replay)
-        } else {
-            print_line(&fit_to_terminal(&render_replay(&replay, Palette::stdout())))
-        }
+        print_line(&fit_to_terminal(&render_replay(&replay, Palette::stdout())))
+    }
+}
+
+/// Reports what the read skipped, and adds it to the replay (unknown events, skipped lines).
+fn with_report<S: TurnSink>(path: &Path, report: &ReadReport, builder: &mut ReplayBuilder<S>) {
+    warn_skipped(path, report);
+    for _ in 0..report.unknown {
+        builder.unknown_event();
+    }
+    for LineIssue {
+        line, offset, kind, ..
+    } in report.issues.iter().filter(|i| i.kind.skipped())
+    {
+        builder.skipped_line(*line, *offset, issue_reason(kind));
     }
 }
 

@@ -1,4 +1,6 @@
-//! `trace --json` written as the log is folded: each span is serialised (pretty, at its depth in
+//! `trace --json` and `replay --json` written as the log is folded (replay: each turn once
+//! [`WINDOW`](freecode_core::rollout::replay::WINDOW) newer ones started, a turn changed after
+//! that read back and written again). The trace: each span is serialised (pretty, at its depth in
 //! the document) the moment it closes into a [`Spool`], and the document is then written in one
 //! pass — the trace's scalars, the spans read back, the totals — so memory holds only what is
 //! open, whatever the log's length.
@@ -12,6 +14,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
+use freecode_core::rollout::replay::{ReplayBuilder, ReplayTurn, TurnSink};
 use freecode_core::rollout::trace::{DeniedSpan, ModelSpan, SpanSink, ToolSpan, TraceBuilder};
 use serde::Serialize;
 
@@ -184,4 +187,88 @@ pub fn fold_trace_streamed(
     session_id: &str,
 ) -> Result<Option<(TraceBuilder<JsonSpans>, ReadReport)>> {
     fold_event_views(path, TraceBuilder::with_sink(session_id, JsonSpans::new()))
+}
+
+/// A [`TurnSink`] that writes each turn's JSON into a spool, for [`write_replay_json`].
+#[derive(Debug, Default)]
+pub struct JsonTurns {
+    spool: Spool,
+    scratch: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl JsonTurns {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl TurnSink for JsonTurns {
+    type Pos = u64;
+
+    fn turn(&mut self, index: u64, turn: ReplayTurn) {
+        element_json(&turn, &mut self.scratch, &mut self.out);
+        self.spool
+            .push(i64::try_from(index).unwrap_or(i64::MAX), index, &self.out);
+    }
+
+    fn pos(&self) -> u64 {
+        self.spool.pos()
+    }
+
+    fn tail(&self) -> Self {
+        Self::default()
+    }
+
+    fn splice(&mut self, tail: Self, from: u64, shift: u64) {
+        self.spool.splice(tail.spool, from, shift);
+    }
+}
+
+/// Writes the replay a [`ReplayBuilder`] with [`JsonTurns`] folded (after its
+/// `unknown_event` and `skipped_line` calls) as `serde_json::to_writer_pretty` writes the
+/// [`Replay`](freecode_core::rollout::replay::Replay) it would build, plus a newline. A turn
+/// that later events changed after it was written out is read back, changed and written again.
+pub fn write_replay_json(
+    out: &mut impl Write,
+    builder: ReplayBuilder<JsonTurns>,
+) -> io::Result<()> {
+    let (replay, patches, sink) = builder.finish_parts();
+    let head = serde_json::to_vec_pretty(&replay)?;
+    let marker: &[u8] = b"\n  \"turns\": []";
+    let Some(at) = memchr::memmem::find(&head, marker) else {
+        return Err(io::Error::other("replay JSON without its turns"));
+    };
+    let key_end = at + marker.len() - 2;
+    out.write_all(&head[..key_end])?;
+    let mut r = sink.spool.records(Order::Index)?;
+    let mut patches = patches.into_iter().peekable();
+    let (mut scratch, mut again) = (Vec::new(), Vec::new());
+    write_array(out, |put| {
+        while r.advance()? {
+            if patches.peek().is_none_or(|(i, _)| *i != r.index) {
+                put(&r.bytes)?;
+                continue;
+            }
+            let mut turn: ReplayTurn = serde_json::from_slice(&r.bytes)?;
+            while let Some((_, p)) = patches.next_if(|(i, _)| *i == r.index) {
+                p.apply(&mut turn);
+            }
+            element_json(&turn, &mut scratch, &mut again);
+            put(&again)?;
+        }
+        Ok(())
+    })?;
+    out.write_all(&head[key_end + 2..])?;
+    out.write_all(b"\n")
+}
+
+/// Folds the log at `path` (both cores past 8 MiB) with turns written out as newer ones
+/// start; `None` when there is no log. Pass the result to [`write_replay_json`].
+pub fn fold_replay_streamed(
+    path: &Path,
+    session_id: &str,
+) -> Result<Option<(ReplayBuilder<JsonTurns>, ReadReport)>> {
+    fold_event_views(path, ReplayBuilder::with_sink(session_id, JsonTurns::new()))
 }

@@ -5,7 +5,8 @@
 use freecode_core::rollout::replay::ReplayBuilder;
 use freecode_core::rollout::trace::TraceBuilder;
 use freecode_store::rollout::{
-    JsonSpans, ReadReport, fold_views_split, read_events_from, read_views_from, write_trace_json,
+    JsonSpans, JsonTurns, ReadReport, fold_views_split, read_events_from, read_views_from,
+    write_replay_json, write_trace_json,
 };
 use proptest::prelude::*;
 
@@ -168,7 +169,41 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
         replay_json(replay, &want),
         "replay split at {at}"
     );
+    // `replay --json` streamed (turns written out once newer ones start, later events for
+    // them kept as patches), whatever the number of turns held: the tree-built bytes.
+    let tree = {
+        let mut b = ReplayBuilder::new("s");
+        read_views_from(bytes, block, |v| b.apply_view(v)).unwrap();
+        with_report(&mut b, &want);
+        let mut v = serde_json::to_vec_pretty(&b.finish()).unwrap();
+        v.push(b'\n');
+        v
+    };
+    for window in [0, 1, 64] {
+        let fold = ReplayBuilder::with_sink("s", JsonTurns::new()).with_window(window);
+        let (mut b, rr, _) = fold_views_split(bytes, at, block, fold).unwrap();
+        with_report(&mut b, &rr);
+        let mut got = Vec::new();
+        write_replay_json(&mut got, b).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&tree),
+            "streamed replay --json split at {at}, {window} turns held"
+        );
+    }
     (t_at.is_some(), r_at.is_some())
+}
+
+fn with_report<S: freecode_core::rollout::replay::TurnSink>(
+    b: &mut ReplayBuilder<S>,
+    r: &ReadReport,
+) {
+    for _ in 0..r.unknown {
+        b.unknown_event();
+    }
+    for i in r.issues.iter().filter(|i| i.kind.skipped()) {
+        b.skipped_line(i.line, i.offset, format!("{:?}", i.kind));
+    }
 }
 
 /// Turns as the agent writes them (unique turn ids, requests answered, calls with outputs),
