@@ -255,7 +255,13 @@ impl Spool {
     /// sorted stably). Fails with the first write error, if any.
     pub fn records(&self, order: Order) -> io::Result<Records<'_>> {
         if let Some(e) = &self.err {
-            return Err(io::Error::new(e.kind(), format!("spool: {e}")));
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "spool (an unlinked temp file in {}): {e}",
+                    std::env::temp_dir().display()
+                ),
+            ));
         }
         let mut r = Records {
             spool: self,
