@@ -18,7 +18,7 @@ pub const LIMIT_ENV: &str = "FREECODE_MAX_BUNDLE_BYTES";
 /// The first four bytes of every zstd frame.
 pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 /// The zstd level bundles are written at.
-const LEVEL: i32 = 3;
+pub const LEVEL: i32 = 3;
 
 /// Why bundle bytes could not be compressed or read back.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

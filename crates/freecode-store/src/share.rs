@@ -149,6 +149,17 @@ pub fn stream_bundle(
     opts: &ExportOptions,
     out: &mut dyn std::io::Write,
 ) -> Result<Bundle, ShareError> {
+    stream_bundle_ended(store, id, opts, out, true)
+}
+
+/// [`stream_bundle`], with the final newline or without it (what a compressed file holds).
+fn stream_bundle_ended(
+    store: &SessionStore,
+    id: &SessionId,
+    opts: &ExportOptions,
+    out: &mut dyn std::io::Write,
+    newline: bool,
+) -> Result<Bundle, ShareError> {
     let meta = store.meta(id)?;
     if meta.is_deleted() {
         return Err(ShareError::Deleted(id.to_string()));
@@ -222,7 +233,9 @@ pub fn stream_bundle(
     if let Some(e) = sink.over() {
         return Err(size_error(&head, e));
     }
-    sink.put(b"\n")?;
+    if newline {
+        sink.put(b"\n")?;
+    }
     Ok(head)
 }
 
@@ -287,17 +300,19 @@ impl<'a> LimitedSink<'a> {
 /// Writes the bundle of `id` to `remote/<id>.json` (or the user's `path`) as
 /// [`save_to_remote`] of [`export_bundle`] would, the same bytes, but streamed
 /// ([`stream_bundle`]) into the temp of an atomic replace: the session is never held in memory
-/// whole. A bundle past the limit leaves nothing behind. Only for a regular file (`path` is
-/// `None`, or [`fsutil::user_target`] says [`fsutil::UserTarget::File`]) not ending in `.zst`;
-/// returns `None`, having done nothing, for any other output (the caller builds the bundle).
+/// whole. A bundle past the limit leaves nothing behind. A name ending in `.zst` gets one zstd
+/// frame of the same JSON (without the newline), compressed as it is written. Only for a
+/// regular file (`path` is `None`, or [`fsutil::user_target`] says
+/// [`fsutil::UserTarget::File`]); returns `None`, having done nothing, for any other output
+/// (the caller builds the bundle).
 pub fn save_to_remote_streamed(
     store: &SessionStore,
     id: &SessionId,
     opts: &ExportOptions,
     path: Option<&Path>,
 ) -> Result<Option<(PathBuf, Bundle)>, ShareError> {
+    let zst = path.is_some_and(|p| p.extension().is_some_and(|x| x == "zst"));
     let (replace, shown) = match path {
-        Some(p) if p.extension().is_some_and(|x| x == "zst") => return Ok(None),
         Some(p) => match fsutil::user_target(p)? {
             fsutil::UserTarget::File { replace, shown } => (replace, shown),
             _ => return Ok(None),
@@ -311,7 +326,19 @@ pub fn save_to_remote_streamed(
     };
     let mut head = None;
     fsutil::write_atomic_with(&replace, true, |out| {
-        head = Some(stream_bundle(store, id, opts, out)?);
+        if zst {
+            // One zstd frame, compressed as it is written: the JSON without its newline, as
+            // `save_to_remote` compresses it.
+            let io = |e: std::io::Error| {
+                ShareError::Codec(crate::codec::CodecError::Compress(e.to_string()))
+            };
+            let mut enc =
+                zstd::stream::write::Encoder::new(out, crate::codec::LEVEL).map_err(io)?;
+            head = Some(stream_bundle_ended(store, id, opts, &mut enc, false)?);
+            enc.finish().map_err(io)?;
+        } else {
+            head = Some(stream_bundle(store, id, opts, out)?);
+        }
         Ok::<(), ShareError>(())
     })?;
     let head = head.ok_or_else(|| ShareError::Redaction("nothing was written".into()))?;

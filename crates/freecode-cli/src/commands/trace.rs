@@ -14,26 +14,30 @@
 //!   re-read from the start.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
 use freecode_core::SessionId;
-use freecode_core::rollout::replay::{Replay, ReplayBuilder};
+use freecode_core::rollout::replay::{Replay, ReplayBuilder, TurnSink};
 use freecode_core::rollout::trace::{Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::rollout::{
-    EVENTS_FILE, ReadReport, events_path, fold_event_views, read_event_views,
+    EVENTS_FILE, ReadReport, events_path, fold_event_views, fold_replay_streamed,
+    fold_trace_streamed, read_event_views, write_replay_json, write_trace_json,
 };
 use freecode_store::{Home, IssueKind, LineIssue};
 
 use crate::UserError;
 use crate::render::{
-    fit_to_terminal, local_time, plural, print_json, print_line, thousands, truncate,
+    fit_to_terminal, local_time, plural, print_json, print_line, terminal_columns, thousands,
+    truncate,
 };
 use crate::sanitize::clean_line;
-use crate::trace_render::{Palette, RenderOptions, format_duration, render_trace};
+use crate::trace_render::{
+    Palette, RenderOptions, RowSpans, format_duration, render_trace, write_streamed,
+};
 
 /// `freecode trace`.
 #[derive(Debug, Args)]
@@ -267,7 +271,45 @@ impl TraceArgs {
                 self.follow_iterations,
             );
         }
-        let exporting = self.otlp.is_some() || self.otlp_endpoint.is_some();
+        // OTLP exports and `--html` pages need the whole trace; the rest is written as folded.
+        let exporting = self.otlp.is_some() || self.otlp_endpoint.is_some() || self.html.is_some();
+        if self.json && !exporting {
+            // Written as folded: spans spooled as they close, the document written once.
+            let Some((builder, report)) = fold_trace_streamed(&path, id.as_str())? else {
+                return Err(no_events(&id));
+            };
+            warn_skipped(&path, &report);
+            let now = builder
+                .has_open()
+                .then(|| now_after(builder.last_timestamp()));
+            let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+            write_trace_json(&mut out, builder, now)?;
+            out.flush()?;
+            return Ok(());
+        }
+        if !exporting {
+            // Rendered as folded: each row written into a spool as its span closes, the
+            // waterfall written once in start order.
+            let (opts, palette) = (self.render_options(), Palette::stdout());
+            let sink = RowSpans::new(&opts, palette);
+            let Some((builder, report)) =
+                fold_event_views(&path, TraceBuilder::with_sink(id.as_str(), sink))?
+            else {
+                return Err(no_events(&id));
+            };
+            warn_skipped(&path, &report);
+            let now = builder
+                .has_open()
+                .then(|| now_after(builder.last_timestamp()));
+            let (parts, sink) = builder.finish_parts(now);
+            // On a terminal every row fits its width (cut with an ellipsis, never wrapped);
+            // piped, rows are whole.
+            let mut out =
+                BufWriter::with_capacity(64 << 10, crate::pager::Pager::new(!self.no_pager));
+            write_streamed(&mut out, &parts, &sink, terminal_columns())?;
+            out.into_inner().map_err(|e| e.into_error())?.finish()?;
+            return Ok(());
+        }
         let Some((builder, last)) = fold_trace(&path, &id)? else {
             return Err(no_events(&id));
         };
@@ -277,31 +319,12 @@ impl TraceArgs {
             let page = crate::ui::export::trace_page(&trace, replay.as_ref());
             return crate::ui::export::write(file, &page);
         }
-        if exporting {
-            return export(
-                &id,
-                &trace,
-                self.otlp.as_deref(),
-                self.otlp_endpoint.as_deref(),
-            );
-        }
-        if self.json {
-            return print_json(&trace);
-        }
-        let mut out = crate::pager::Pager::new(!self.no_pager);
-        // On a terminal every row fits its width (cut with an ellipsis, never wrapped);
-        // piped, rows are whole.
-        writeln!(
-            out,
-            "{}",
-            fit_to_terminal(&render_trace(
-                &trace,
-                &self.render_options(),
-                Palette::stdout()
-            ))
-        )?;
-        out.finish()?;
-        Ok(())
+        export(
+            &id,
+            &trace,
+            self.otlp.as_deref(),
+            self.otlp_endpoint.as_deref(),
+        )
     }
 }
 
@@ -512,26 +535,38 @@ impl ReplayArgs {
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
         let id = crate::commands::session::resolve_recorded_id(home, &self.id)?;
         let path = events_path(home, &id);
+        if self.json {
+            // Written as folded: turns spooled as newer ones start, the document written once.
+            let Some((mut builder, report)) = fold_replay_streamed(&path, id.as_str())? else {
+                return Err(no_events(&id));
+            };
+            with_report(&path, &report, &mut builder);
+            let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+            write_replay_json(&mut out, builder)?;
+            out.flush()?;
+            return Ok(());
+        }
         let Some((mut builder, report)) = fold_event_views(&path, ReplayBuilder::new(id.as_str()))?
         else {
             return Err(no_events(&id));
         };
-        warn_skipped(&path, &report);
-        for _ in 0..report.unknown {
-            builder.unknown_event();
-        }
-        for LineIssue {
-            line, offset, kind, ..
-        } in report.issues.iter().filter(|i| i.kind.skipped())
-        {
-            builder.skipped_line(*line, *offset, issue_reason(kind));
-        }
+        with_report(&path, &report, &mut builder);
         let replay = builder.finish();
-        if self.json {
-            print_json(&replay)
-        } else {
-            print_line(&fit_to_terminal(&render_replay(&replay, Palette::stdout())))
-        }
+        print_line(&fit_to_terminal(&render_replay(&replay, Palette::stdout())))
+    }
+}
+
+/// Reports what the read skipped, and adds it to the replay (unknown events, skipped lines).
+fn with_report<S: TurnSink>(path: &Path, report: &ReadReport, builder: &mut ReplayBuilder<S>) {
+    warn_skipped(path, report);
+    for _ in 0..report.unknown {
+        builder.unknown_event();
+    }
+    for LineIssue {
+        line, offset, kind, ..
+    } in report.issues.iter().filter(|i| i.kind.skipped())
+    {
+        builder.skipped_line(*line, *offset, issue_reason(kind));
     }
 }
 

@@ -1,14 +1,18 @@
 //! The replay fold (SPEC §13.1): turns with their tool calls, outputs and durations, compaction
 //! totals, denied calls, redirects and parse errors.
 //!
-//! Pure and streaming. Fixes over the original: a repeated turn id (the original restarts at
+//! Pure and streaming: the fold holds the latest [`WINDOW`] turns and hands older ones to a
+//! [`TurnSink`] (in memory: [`Turns`]; `replay --json` writes them out), keeping a later event
+//! for a turn handed out as a [`TurnPatch`] applied when the turns are written. Fixes over the original: a repeated turn id (the original restarts at
 //! `turn-0` for every loop) starts a new turn instead of replacing the earlier one and listing the
 //! later twice (SPEC §19.29); outputs pair with calls on `callId` when present (§19.33); denied
 //! calls are listed per turn, never as calls.
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::event::{DenySource, Event};
@@ -16,7 +20,7 @@ use super::split::{MAX_MARKS, SplitFold, find_mark};
 use super::view::{EventType, EventView};
 
 /// One tool call in a turn.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct ReplayCall {
@@ -33,7 +37,7 @@ pub struct ReplayCall {
 }
 
 /// A refused call.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[allow(missing_docs)]
 pub struct ReplayDenied {
     pub tool: String,
@@ -43,7 +47,7 @@ pub struct ReplayDenied {
 }
 
 /// One turn.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct ReplayTurn {
@@ -86,21 +90,129 @@ pub struct Replay {
     pub skipped_lines: Vec<SkippedLine>,
 }
 
-/// Folds events into a [`Replay`].
+/// What an event does to a turn: applied at once to a turn the fold still holds, or kept and
+/// applied when the turns are written (to a turn already handed to the sink).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnPatch {
+    /// A call made.
+    Call(ReplayCall),
+    /// An output for the first call without one that matches (`callId`, else the tool).
+    Output {
+        /// The output's `callId`.
+        call_id: Option<String>,
+        /// The output's tool.
+        tool: String,
+        /// The output.
+        output: String,
+        /// Its duration.
+        duration_ms: i64,
+        /// Whether it failed.
+        failed: Option<bool>,
+    },
+    /// A call refused.
+    Denied(ReplayDenied),
+}
+
+impl TurnPatch {
+    /// Applies the change to `t`.
+    pub fn apply(self, t: &mut ReplayTurn) {
+        match self {
+            TurnPatch::Call(c) => t.calls.push(c),
+            TurnPatch::Output {
+                call_id,
+                tool,
+                output,
+                duration_ms,
+                failed,
+            } => {
+                let call = t.calls.iter_mut().find(|c| {
+                    c.output.is_none()
+                        && match &call_id {
+                            Some(id) => c.call_id.as_deref() == Some(id),
+                            None => c.tool == tool,
+                        }
+                });
+                if let Some(c) = call {
+                    c.output = Some(output);
+                    c.duration_ms = Some(duration_ms);
+                    c.failed = failed;
+                }
+            }
+            TurnPatch::Denied(d) => t.denied.push(d),
+        }
+    }
+}
+
+/// Where a replay fold puts turns it no longer holds: once [`WINDOW`] newer turns have
+/// started (a later event for one becomes a [`TurnPatch`]), and all of them at the end, in
+/// index order.
+pub trait TurnSink: Sized {
+    /// A position in what the sink has taken in (a split fold's mark).
+    type Pos: Copy + std::fmt::Debug;
+    /// The turn at `index` (indices come in order, without gaps).
+    fn turn(&mut self, index: u64, turn: ReplayTurn);
+    /// Where the sink stands.
+    fn pos(&self) -> Self::Pos;
+    /// An empty sink of the same kind (for a split fold's tail).
+    fn tail(&self) -> Self;
+    /// Appends what `tail` took in after `from`, its indices plus `shift` (wrapping).
+    fn splice(&mut self, tail: Self, from: Self::Pos, shift: u64);
+}
+
+/// Turns kept in memory (the default sink; index = position).
+#[derive(Debug, Clone, Default)]
+pub struct Turns(pub Vec<ReplayTurn>);
+
+impl TurnSink for Turns {
+    type Pos = usize;
+
+    fn turn(&mut self, _index: u64, turn: ReplayTurn) {
+        self.0.push(turn);
+    }
+
+    fn pos(&self) -> usize {
+        self.0.len()
+    }
+
+    fn tail(&self) -> Self {
+        Self::default()
+    }
+
+    fn splice(&mut self, tail: Self, from: usize, _shift: u64) {
+        self.0.extend(tail.0.into_iter().skip(from));
+    }
+}
+
+/// Turns a fold holds (the latest ones): a later event for an older turn is kept as a patch.
+pub const WINDOW: usize = 64;
+
+/// Folds events into a [`Replay`], handing turns to a [`TurnSink`] as newer ones start.
 #[derive(Debug, Clone)]
-pub struct ReplayBuilder {
+pub struct ReplayBuilder<S: TurnSink = Turns> {
+    /// Everything but the turns (`r.turns` stays empty).
     r: Replay,
-    latest: HashMap<String, usize>,
+    /// The turns held, from index `first` on.
+    window: VecDeque<ReplayTurn>,
+    first: u64,
+    /// The index the next turn gets.
+    next: u64,
+    /// Changes to turns already handed out, in fold order.
+    patches: Vec<(u64, TurnPatch)>,
+    sink: S,
+    latest: HashMap<String, u64>,
     /// A tail fold's marks (`turn.started` lines no later event looks behind), by offset.
-    marks: Option<Vec<(u64, ReplayMark)>>,
+    marks: Option<Vec<(u64, ReplayMark<S>)>>,
     /// A tail fold: the offset of the line being folded.
     line: u64,
+    /// How many turns are held ([`WINDOW`]).
+    window_len: usize,
 }
 
 /// What a tail replay fold had produced at a mark.
-#[derive(Debug, Clone, Copy)]
-struct ReplayMark {
-    turns: usize,
+#[derive(Debug)]
+struct ReplayMark<S: TurnSink> {
+    turns: u64,
+    sink: S::Pos,
     total_turns: u64,
     total_calls: u64,
     total_tokens_before: u64,
@@ -112,9 +224,36 @@ struct ReplayMark {
     redirects_skipped: u64,
 }
 
+impl<S: TurnSink> Clone for ReplayMark<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S: TurnSink> Copy for ReplayMark<S> {}
+
 impl ReplayBuilder {
-    /// A fold for the log of `session_id`.
+    /// A fold for the log of `session_id`, turns kept in memory.
     pub fn new(session_id: impl Into<String>) -> Self {
+        Self::with_sink(session_id, Turns::default())
+    }
+
+    /// The result.
+    pub fn finish(self) -> Replay {
+        let (mut r, patches, Turns(mut turns)) = self.finish_parts();
+        for (i, p) in patches {
+            if let Some(t) = usize::try_from(i).ok().and_then(|i| turns.get_mut(i)) {
+                p.apply(t);
+            }
+        }
+        r.turns = turns;
+        r
+    }
+}
+
+impl<S: TurnSink> ReplayBuilder<S> {
+    /// A fold for the log of `session_id` that hands turns to `sink`.
+    pub fn with_sink(session_id: impl Into<String>, sink: S) -> Self {
         Self {
             r: Replay {
                 session_id: session_id.into(),
@@ -131,13 +270,27 @@ impl ReplayBuilder {
                 unknown_events: 0,
                 skipped_lines: Vec::new(),
             },
+            window: VecDeque::new(),
+            first: 0,
+            next: 0,
+            patches: Vec::new(),
+            sink,
             latest: HashMap::new(),
             marks: None,
             line: 0,
+            window_len: WINDOW,
         }
     }
 
-    fn turn(&mut self, turn_id: &str) -> Option<&mut ReplayTurn> {
+    /// Holds `n` turns instead of [`WINDOW`] (0: every turn handed out as it starts, each
+    /// later event a patch): the answer is the same, only memory and work differ.
+    pub fn with_window(mut self, n: usize) -> Self {
+        self.window_len = n;
+        self
+    }
+
+    /// The index of the turn an event of `turn_id` refers to.
+    fn turn(&mut self, turn_id: &str) -> Option<u64> {
         let i = self.latest.get(turn_id).copied();
         if let Some(marks) = &mut self.marks {
             // A mark after the turn this event refers to (or all, for none) is not one.
@@ -148,13 +301,34 @@ impl ReplayBuilder {
                 marks.pop();
             }
         }
-        self.r.turns.get_mut(i?)
+        i
     }
 
-    fn mark(&self) -> ReplayMark {
+    /// Applies `p` to turn `i` (held), or keeps it (handed out).
+    fn patch(&mut self, i: u64, p: TurnPatch) {
+        match i
+            .checked_sub(self.first)
+            .and_then(|k| usize::try_from(k).ok())
+            .and_then(|k| self.window.get_mut(k))
+        {
+            Some(t) => p.apply(t),
+            None => self.patches.push((i, p)),
+        }
+    }
+
+    /// Hands every turn held to the sink.
+    fn flush(&mut self) {
+        while let Some(t) = self.window.pop_front() {
+            self.sink.turn(self.first, t);
+            self.first += 1;
+        }
+    }
+
+    fn mark(&self) -> ReplayMark<S> {
         let r = &self.r;
         ReplayMark {
-            turns: r.turns.len(),
+            turns: self.next,
+            sink: self.sink.pos(),
             total_turns: r.total_turns,
             total_calls: r.total_calls,
             total_tokens_before: r.total_tokens_before,
@@ -177,61 +351,77 @@ impl ReplayBuilder {
         let args = || ev.args.map_or(Value::Null, |a| a.to_value());
         match ev.ty {
             EventType::TurnStarted => {
-                let (line, mark) = (self.line, self.mark());
-                if let Some(marks) = &mut self.marks
-                    && marks.len() < MAX_MARKS
-                    && marks.last().is_none_or(|(o, _)| *o < line)
+                let line = self.line;
+                if self
+                    .marks
+                    .as_ref()
+                    .is_some_and(|m| m.len() < MAX_MARKS && m.last().is_none_or(|(o, _)| *o < line))
                 {
-                    marks.push((line, mark));
+                    // A mark's sink position is the boundary: every turn before it handed out.
+                    self.flush();
+                    let mark = self.mark();
+                    if let Some(marks) = &mut self.marks {
+                        marks.push((line, mark));
+                    }
                 }
-                self.latest
-                    .insert(ev.turn_id.to_owned(), self.r.turns.len());
-                self.r.turns.push(ReplayTurn {
+                self.latest.insert(ev.turn_id.to_owned(), self.next);
+                self.window.push_back(ReplayTurn {
                     turn_id: ev.turn_id.to_owned(),
                     started_at: ev.timestamp,
                     calls: Vec::new(),
                     denied: Vec::new(),
                 });
+                self.next += 1;
                 self.r.total_turns += 1;
+                while self.window.len() > self.window_len {
+                    if let Some(t) = self.window.pop_front() {
+                        self.sink.turn(self.first, t);
+                        self.first += 1;
+                    }
+                }
             }
             EventType::FunctionCall => {
-                if let Some(t) = self.turn(ev.turn_id) {
-                    t.calls.push(ReplayCall {
-                        tool: ev.tool.to_owned(),
-                        args: args(),
-                        output: None,
-                        duration_ms: None,
-                        failed: None,
-                        call_id: ev.call_id.map(str::to_owned),
-                    });
+                if let Some(i) = self.turn(ev.turn_id) {
+                    self.patch(
+                        i,
+                        TurnPatch::Call(ReplayCall {
+                            tool: ev.tool.to_owned(),
+                            args: args(),
+                            output: None,
+                            duration_ms: None,
+                            failed: None,
+                            call_id: ev.call_id.map(str::to_owned),
+                        }),
+                    );
                     self.r.total_calls += 1;
                 }
             }
             EventType::FunctionOutput => {
-                if let Some(t) = self.turn(ev.turn_id) {
-                    let call = t.calls.iter_mut().find(|c| {
-                        c.output.is_none()
-                            && match ev.call_id {
-                                Some(id) => c.call_id.as_deref() == Some(id),
-                                None => c.tool == ev.tool,
-                            }
-                    });
-                    if let Some(c) = call {
-                        c.output = Some(ev.output.map(|o| o.to_owned_string()).unwrap_or_default());
-                        c.duration_ms = Some(ev.duration_ms);
-                        c.failed = ev.failed;
-                    }
+                if let Some(i) = self.turn(ev.turn_id) {
+                    self.patch(
+                        i,
+                        TurnPatch::Output {
+                            call_id: ev.call_id.map(str::to_owned),
+                            tool: ev.tool.to_owned(),
+                            output: ev.output.map(|o| o.to_owned_string()).unwrap_or_default(),
+                            duration_ms: ev.duration_ms,
+                            failed: ev.failed,
+                        },
+                    );
                 }
             }
             EventType::FunctionDenied => {
                 self.r.total_denied += 1;
-                if let Some(t) = self.turn(ev.turn_id) {
-                    t.denied.push(ReplayDenied {
-                        tool: ev.tool.to_owned(),
-                        args: args(),
-                        source: ev.deny_source(),
-                        reason: ev.reason.to_owned(),
-                    });
+                if let Some(i) = self.turn(ev.turn_id) {
+                    self.patch(
+                        i,
+                        TurnPatch::Denied(ReplayDenied {
+                            tool: ev.tool.to_owned(),
+                            args: args(),
+                            source: ev.deny_source(),
+                            reason: ev.reason.to_owned(),
+                        }),
+                    );
                 }
             }
             EventType::CompactOccurred => {
@@ -270,16 +460,21 @@ impl ReplayBuilder {
         });
     }
 
-    /// The result.
-    pub fn finish(self) -> Replay {
-        self.r
+    /// Ends the fold: the replay without its turns, the patches for turns handed out (by
+    /// index, in fold order within one), and the sink, which now holds every turn.
+    pub fn finish_parts(mut self) -> (Replay, Vec<(u64, TurnPatch)>, S) {
+        self.flush();
+        let mut patches = self.patches;
+        patches.sort_by_key(|(i, _)| *i);
+        (self.r, patches, self.sink)
     }
 }
 
-impl SplitFold for ReplayBuilder {
+impl<S: TurnSink> SplitFold for ReplayBuilder<S> {
     fn tail(&self) -> Self {
-        let mut t = Self::new(self.r.session_id.clone());
+        let mut t = Self::with_sink(self.r.session_id.clone(), self.sink.tail());
         t.marks = Some(Vec::new());
+        t.window_len = self.window_len;
         t
     }
 
@@ -307,14 +502,25 @@ impl SplitFold for ReplayBuilder {
         else {
             return;
         };
-        let base = self.r.turns.len();
+        self.flush();
+        let base = self.next;
+        let shift = base.wrapping_sub(m.turns);
         for (id, i) in tail.latest {
             if i >= m.turns {
-                self.latest.insert(id, i - m.turns + base);
+                self.latest.insert(id, i.wrapping_add(shift));
             }
         }
+        self.sink.splice(tail.sink, m.sink, shift);
+        self.window = tail.window;
+        self.first = tail.first.wrapping_add(shift);
+        self.next = tail.next.wrapping_add(shift);
+        self.patches.extend(
+            tail.patches
+                .into_iter()
+                .filter(|(i, _)| *i >= m.turns)
+                .map(|(i, p)| (i.wrapping_add(shift), p)),
+        );
         let (r, t) = (&mut self.r, tail.r);
-        r.turns.extend(t.turns.into_iter().skip(m.turns));
         r.errors.extend(t.errors.into_iter().skip(m.errors));
         r.total_turns += t.total_turns.saturating_sub(m.total_turns);
         r.total_calls += t.total_calls.saturating_sub(m.total_calls);

@@ -1,9 +1,11 @@
 //! The trace fold (SPEC §13.2): model spans, tool spans and denied spans, with the time
 //! attribution and hang detection `freecode trace` renders.
 //!
-//! Pure and streaming: [`TraceBuilder::apply`] takes events one at a time (memory grows with the
-//! number of spans, never with the log), and [`TraceBuilder::snapshot`] ages open requests
-//! against any `now` without re-reading anything — what `--follow` needs.
+//! Pure and streaming: [`TraceBuilder::apply`] takes events one at a time and hands each span
+//! to a [`SpanSink`] as it closes, keeping only open requests and pending tool calls (with the
+//! default [`Spans`] sink memory grows with the number of spans; a sink that writes spans out
+//! keeps it flat), and [`TraceBuilder::snapshot`] ages open requests against any `now` without
+//! re-reading anything — what `--follow` needs.
 //!
 //! Differences from the original, all deliberate: tool calls pair on `callId` when the log has
 //! it (parallel calls of one tool no longer overwrite each other, SPEC §19.33); spans carry
@@ -125,36 +127,177 @@ pub struct Trace {
     pub redirects_skipped: u64,
 }
 
-/// Folds events into a [`Trace`].
+/// Where a trace fold puts spans as they close (a model span when its response or error
+/// arrives, a tool span at its output, a denial at once), so a fold keeps only what is open.
+///
+/// [`Spans`] keeps them in memory (what [`TraceBuilder::finish`] returns as a [`Trace`]); a
+/// streaming consumer writes each one out (`trace --json`, the rendered waterfall) and holds
+/// nothing that grows with the log. A model span's `index` is its place in
+/// [`Trace::model_spans`] (spans close out of order when requests overlap).
+pub trait SpanSink: Sized {
+    /// A position in what the sink has taken in (a split fold's mark).
+    type Pos: Copy + std::fmt::Debug;
+    /// A model span, closed (status `ok` or `error`: its row and JSON are final).
+    fn model(&mut self, index: u64, span: ModelSpan);
+    /// A tool span.
+    fn tool(&mut self, span: ToolSpan);
+    /// A denied span.
+    fn denied(&mut self, span: DeniedSpan);
+    /// Where the sink stands.
+    fn pos(&self) -> Self::Pos;
+    /// An empty sink of the same kind (for a split fold's tail).
+    fn tail(&self) -> Self;
+    /// Appends what `tail` took in after `from`; its model indices `i >= first` become
+    /// `base + (i - first)`.
+    fn splice(&mut self, tail: Self, from: Self::Pos, first: u64, base: u64);
+}
+
+/// Spans kept in memory: the default sink, what [`Trace`] is built from.
 #[derive(Debug, Clone, Default)]
-pub struct TraceBuilder {
+pub struct Spans {
+    /// Closed model spans with their indices, in the order they closed.
+    model: Vec<(u64, ModelSpan)>,
+    tool: Vec<ToolSpan>,
+    denied: Vec<DeniedSpan>,
+}
+
+impl SpanSink for Spans {
+    type Pos = (usize, usize, usize);
+
+    fn model(&mut self, index: u64, span: ModelSpan) {
+        self.model.push((index, span));
+    }
+
+    fn tool(&mut self, span: ToolSpan) {
+        self.tool.push(span);
+    }
+
+    fn denied(&mut self, span: DeniedSpan) {
+        self.denied.push(span);
+    }
+
+    fn pos(&self) -> Self::Pos {
+        (self.model.len(), self.tool.len(), self.denied.len())
+    }
+
+    fn tail(&self) -> Self {
+        Self::default()
+    }
+
+    fn splice(&mut self, tail: Self, from: Self::Pos, first: u64, base: u64) {
+        self.model.extend(
+            tail.model
+                .into_iter()
+                .skip(from.0)
+                .map(|(i, s)| (base + i.saturating_sub(first), s)),
+        );
+        self.tool.extend(tail.tool.into_iter().skip(from.1));
+        self.denied.extend(tail.denied.into_iter().skip(from.2));
+    }
+}
+
+/// What closed spans add up to (kept by the fold, so no sink has to).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Totals {
+    model_ms: i64,
+    tool_ms: i64,
+    input_tokens: u64,
+    output_tokens: u64,
+    cache_read_tokens: u64,
+    tool_spans: u64,
+    denied_spans: u64,
+    failed: u64,
+}
+
+impl Totals {
+    /// `self + (tail - mark)`: what a tail added after its mark, on top of this.
+    fn plus_since(self, tail: Totals, mark: Totals) -> Totals {
+        let d = |a: u64, b: u64, c: u64| a.wrapping_add(b.wrapping_sub(c));
+        Totals {
+            model_ms: self
+                .model_ms
+                .wrapping_add(tail.model_ms.wrapping_sub(mark.model_ms)),
+            tool_ms: self
+                .tool_ms
+                .wrapping_add(tail.tool_ms.wrapping_sub(mark.tool_ms)),
+            input_tokens: d(self.input_tokens, tail.input_tokens, mark.input_tokens),
+            output_tokens: d(self.output_tokens, tail.output_tokens, mark.output_tokens),
+            cache_read_tokens: d(
+                self.cache_read_tokens,
+                tail.cache_read_tokens,
+                mark.cache_read_tokens,
+            ),
+            tool_spans: d(self.tool_spans, tail.tool_spans, mark.tool_spans),
+            denied_spans: d(self.denied_spans, tail.denied_spans, mark.denied_spans),
+            failed: d(self.failed, tail.failed, mark.failed),
+        }
+    }
+}
+
+/// Folds events into a [`Trace`], handing each span to a [`SpanSink`] as it closes.
+#[derive(Debug, Clone)]
+pub struct TraceBuilder<S: SpanSink = Spans> {
     session_id: String,
     first_ts: Option<i64>,
     last_ts: Option<i64>,
-    model_spans: Vec<ModelSpan>,
-    /// Indices into `model_spans` of unterminated requests, oldest first.
-    open: Vec<usize>,
+    /// The index the next model span gets.
+    next_model: u64,
+    /// Unterminated requests with their indices, oldest first.
+    open: Vec<(u64, ModelSpan)>,
     /// Pending tool calls by call id (or by tool name when the log has no call ids).
     pending: HashMap<String, (i64, Value)>,
-    tool_spans: Vec<ToolSpan>,
-    denied_spans: Vec<DeniedSpan>,
+    sink: S,
+    totals: Totals,
+    /// Provider and model of the first model span (the waterfall's header).
+    first_model: Option<(String, String)>,
     redirects: u64,
     redirects_skipped: u64,
     /// Events folded.
     seen: u64,
     /// A tail fold's marks (line starts with nothing open or pending), by offset.
-    marks: Option<Vec<(u64, TraceMark)>>,
+    marks: Option<Vec<(u64, TraceMark<S>)>>,
+    /// A tail fold: provider and model of the first span opened after a mark, by its index.
+    firsts: Vec<(u64, String, String)>,
 }
 
 /// What a tail trace fold had produced at a mark.
-#[derive(Debug, Clone, Copy)]
-struct TraceMark {
-    model_spans: usize,
-    tool_spans: usize,
-    denied_spans: usize,
+#[derive(Debug)]
+struct TraceMark<S: SpanSink> {
+    next_model: u64,
+    sink: S::Pos,
+    totals: Totals,
     redirects: u64,
     redirects_skipped: u64,
     seen: u64,
+}
+
+impl<S: SpanSink> Clone for TraceMark<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S: SpanSink> Copy for TraceMark<S> {}
+
+/// A finished fold without its closed spans (those are in the sink): the [`Trace`] with empty
+/// span lists, and what is needed to write the spans and the waterfall's summary.
+#[derive(Debug, Clone)]
+pub struct TraceParts {
+    /// Every scalar of the trace; `model_spans`, `tool_spans` and `denied_spans` are empty.
+    pub trace: Trace,
+    /// The spans still open at the end (aged: `hung` or `in_flight`), with their indices in
+    /// index order.
+    pub open: Vec<(u64, ModelSpan)>,
+    /// How many model, tool and denied spans the trace has.
+    pub model_spans: u64,
+    /// See `model_spans`.
+    pub tool_spans: u64,
+    /// See `model_spans`.
+    pub denied_spans: u64,
+    /// Model spans with status `error`.
+    pub failed: u64,
+    /// Provider and model of the first model span.
+    pub first_model: Option<(String, String)>,
 }
 
 fn pending_key(call_id: Option<&str>, tool: &str) -> String {
@@ -165,26 +308,77 @@ fn pending_key(call_id: Option<&str>, tool: &str) -> String {
 }
 
 impl TraceBuilder {
-    /// A fold for the log of `session_id`.
+    /// A fold for the log of `session_id`, spans kept in memory.
     pub fn new(session_id: impl Into<String>) -> Self {
+        Self::with_sink(session_id, Spans::default())
+    }
+
+    /// The trace as of `now` (ms); `None` ages open requests against the last event, as the
+    /// original does. Open requests are `hung` once open for [`HANG_THRESHOLD_MS`].
+    pub fn snapshot(&self, now: Option<i64>) -> Trace {
+        self.clone().finish(now)
+    }
+
+    /// Consumes the fold (no copy of the spans); see [`TraceBuilder::snapshot`].
+    pub fn finish(self, now: Option<i64>) -> Trace {
+        let (parts, spans) = self.finish_parts(now);
+        let mut trace = parts.trace;
+        let mut model = spans.model;
+        model.extend(parts.open);
+        if !model.is_sorted_by_key(|(i, _)| *i) {
+            model.sort_by_key(|(i, _)| *i);
+        }
+        trace.model_spans = model.into_iter().map(|(_, s)| s).collect();
+        trace.tool_spans = spans.tool;
+        trace.denied_spans = spans.denied;
+        trace
+    }
+}
+
+impl<S: SpanSink> TraceBuilder<S> {
+    /// A fold for the log of `session_id` that hands closed spans to `sink`.
+    pub fn with_sink(session_id: impl Into<String>, sink: S) -> Self {
         Self {
             session_id: session_id.into(),
-            ..Self::default()
+            first_ts: None,
+            last_ts: None,
+            next_model: 0,
+            open: Vec::new(),
+            pending: HashMap::new(),
+            sink,
+            totals: Totals::default(),
+            first_model: None,
+            redirects: 0,
+            redirects_skipped: 0,
+            seen: 0,
+            marks: None,
+            firsts: Vec::new(),
         }
     }
 
     /// The open span a terminating event belongs to: same turn id first, else the oldest.
-    fn take_open(&mut self, turn_id: &str, remove: bool) -> Option<usize> {
-        let pos = self
-            .open
+    fn take_open(&mut self, turn_id: &str) -> Option<usize> {
+        self.open
             .iter()
-            .position(|&i| self.model_spans[i].turn_id == turn_id)
-            .or(if self.open.is_empty() { None } else { Some(0) })?;
-        Some(if remove {
-            self.open.remove(pos)
-        } else {
-            self.open[pos]
-        })
+            .position(|(_, s)| s.turn_id == turn_id)
+            .or(if self.open.is_empty() { None } else { Some(0) })
+    }
+
+    /// Closes the open span at `pos` into the sink.
+    fn close(&mut self, pos: usize, update: impl FnOnce(&mut ModelSpan)) {
+        let (index, mut s) = self.open.remove(pos);
+        update(&mut s);
+        let t = &mut self.totals;
+        t.model_ms = t.model_ms.wrapping_add(s.duration_ms);
+        t.input_tokens = t.input_tokens.wrapping_add(s.input_tokens.unwrap_or(0));
+        t.output_tokens = t.output_tokens.wrapping_add(s.output_tokens.unwrap_or(0));
+        t.cache_read_tokens = t
+            .cache_read_tokens
+            .wrapping_add(s.cache_read_tokens.unwrap_or(0));
+        if s.status == SpanStatus::Error {
+            t.failed += 1;
+        }
+        self.sink.model(index, s);
     }
 
     /// Folds one event.
@@ -199,52 +393,68 @@ impl TraceBuilder {
         self.last_ts = Some(ev.timestamp);
         match ev.ty {
             EventType::ModelRequest => {
-                self.open.push(self.model_spans.len());
-                self.model_spans.push(ModelSpan {
-                    turn_id: ev.turn_id.to_owned(),
-                    provider: ev.provider.to_owned(),
-                    model: ev.model.to_owned(),
-                    started_at: ev.timestamp,
-                    status: SpanStatus::InFlight,
-                    duration_ms: 0,
-                    message_count: ev.message_count,
-                    tool_count: ev.tool_count,
-                    prompt_chars: ev.prompt_chars,
-                    tool_calls: Vec::new(),
-                    ttft_ms: None,
-                    input_tokens: None,
-                    output_tokens: None,
-                    cache_read_tokens: None,
-                    cache_write_tokens: None,
-                    error_kind: None,
-                    error: None,
-                });
+                let index = self.next_model;
+                self.next_model += 1;
+                if index == 0 {
+                    self.first_model = Some((ev.provider.to_owned(), ev.model.to_owned()));
+                }
+                if let Some(marks) = &self.marks
+                    && marks.last().is_some_and(|(_, m)| m.next_model == index)
+                    && self.firsts.last().is_none_or(|f| f.0 < index)
+                {
+                    self.firsts
+                        .push((index, ev.provider.to_owned(), ev.model.to_owned()));
+                }
+                self.open.push((
+                    index,
+                    ModelSpan {
+                        turn_id: ev.turn_id.to_owned(),
+                        provider: ev.provider.to_owned(),
+                        model: ev.model.to_owned(),
+                        started_at: ev.timestamp,
+                        status: SpanStatus::InFlight,
+                        duration_ms: 0,
+                        message_count: ev.message_count,
+                        tool_count: ev.tool_count,
+                        prompt_chars: ev.prompt_chars,
+                        tool_calls: Vec::new(),
+                        ttft_ms: None,
+                        input_tokens: None,
+                        output_tokens: None,
+                        cache_read_tokens: None,
+                        cache_write_tokens: None,
+                        error_kind: None,
+                        error: None,
+                    },
+                ));
             }
             EventType::ModelFirstToken => {
-                if let Some(i) = self.take_open(ev.turn_id, false) {
-                    self.model_spans[i].ttft_ms = Some(ev.ttft_ms.unwrap_or(0));
+                if let Some(pos) = self.take_open(ev.turn_id) {
+                    self.open[pos].1.ttft_ms = Some(ev.ttft_ms.unwrap_or(0));
                 }
             }
             EventType::ModelResponse => {
-                if let Some(i) = self.take_open(ev.turn_id, true) {
-                    let s = &mut self.model_spans[i];
-                    s.status = SpanStatus::Ok;
-                    s.duration_ms = ev.duration_ms;
-                    s.ttft_ms = ev.ttft_ms.or(s.ttft_ms);
-                    s.input_tokens = ev.input_tokens;
-                    s.output_tokens = ev.output_tokens;
-                    s.cache_read_tokens = ev.cache_read_tokens;
-                    s.cache_write_tokens = ev.cache_write_tokens;
-                    s.tool_calls = ev.tool_calls.to_vec();
+                if let Some(pos) = self.take_open(ev.turn_id) {
+                    self.close(pos, |s| {
+                        s.status = SpanStatus::Ok;
+                        s.duration_ms = ev.duration_ms;
+                        s.ttft_ms = ev.ttft_ms.or(s.ttft_ms);
+                        s.input_tokens = ev.input_tokens;
+                        s.output_tokens = ev.output_tokens;
+                        s.cache_read_tokens = ev.cache_read_tokens;
+                        s.cache_write_tokens = ev.cache_write_tokens;
+                        s.tool_calls = ev.tool_calls.to_vec();
+                    });
                 }
             }
             EventType::ModelError => {
-                if let Some(i) = self.take_open(ev.turn_id, true) {
-                    let s = &mut self.model_spans[i];
-                    s.status = SpanStatus::Error;
-                    s.duration_ms = ev.duration_ms;
-                    s.error_kind = Some(ev.model_error_kind().as_str().to_owned());
-                    s.error = Some(ev.error.to_owned());
+                if let Some(pos) = self.take_open(ev.turn_id) {
+                    self.close(pos, |s| {
+                        s.status = SpanStatus::Error;
+                        s.duration_ms = ev.duration_ms;
+                        s.error_kind = Some(ev.model_error_kind().as_str().to_owned());
+                        s.error = Some(ev.error.to_owned());
+                    });
                 }
             }
             EventType::FunctionCall => {
@@ -254,7 +464,9 @@ impl TraceBuilder {
             }
             EventType::FunctionOutput => {
                 let pending = self.pending.remove(&pending_key(ev.call_id, ev.tool));
-                self.tool_spans.push(ToolSpan {
+                self.totals.tool_ms = self.totals.tool_ms.wrapping_add(ev.duration_ms);
+                self.totals.tool_spans += 1;
+                self.sink.tool(ToolSpan {
                     tool: ev.tool.to_owned(),
                     started_at: pending.as_ref().map_or(ev.timestamp, |p| p.0),
                     duration_ms: ev.duration_ms,
@@ -262,13 +474,16 @@ impl TraceBuilder {
                     failed: ev.failed,
                 });
             }
-            EventType::FunctionDenied => self.denied_spans.push(DeniedSpan {
-                tool: ev.tool.to_owned(),
-                at: ev.timestamp,
-                args: Some(ev.args.map_or(Value::Null, |a| a.to_value())),
-                source: ev.deny_source(),
-                reason: ev.reason.to_owned(),
-            }),
+            EventType::FunctionDenied => {
+                self.totals.denied_spans += 1;
+                self.sink.denied(DeniedSpan {
+                    tool: ev.tool.to_owned(),
+                    at: ev.timestamp,
+                    args: Some(ev.args.map_or(Value::Null, |a| a.to_value())),
+                    source: ev.deny_source(),
+                    reason: ev.reason.to_owned(),
+                });
+            }
             EventType::RedirectTriggered => self.redirects += 1,
             EventType::RedirectSkipped => self.redirects_skipped += 1,
             EventType::TurnStarted
@@ -299,14 +514,9 @@ impl TraceBuilder {
         !self.open.is_empty()
     }
 
-    /// The trace as of `now` (ms); `None` ages open requests against the last event, as the
-    /// original does. Open requests are `hung` once open for [`HANG_THRESHOLD_MS`].
-    pub fn snapshot(&self, now: Option<i64>) -> Trace {
-        self.clone().finish(now)
-    }
-
-    /// Consumes the fold (no copy of the spans); see [`TraceBuilder::snapshot`].
-    pub fn finish(self, now: Option<i64>) -> Trace {
+    /// Ends the fold as of `now` (see [`TraceBuilder::snapshot`]): the trace without its
+    /// closed spans, and the sink that holds them.
+    pub fn finish_parts(self, now: Option<i64>) -> (TraceParts, S) {
         let started_at = self.first_ts.unwrap_or(0);
         let ended_at = self.last_ts.unwrap_or(started_at);
         let abandoned = !self.open.is_empty()
@@ -316,11 +526,12 @@ impl TraceBuilder {
         } else {
             now.unwrap_or(ended_at)
         };
-        let mut spans = self.model_spans;
+        let mut open = self.open;
         let (mut hung, mut in_flight) = (false, false);
-        for &i in &self.open {
-            let s = &mut spans[i];
+        let mut model_ms = self.totals.model_ms;
+        for (_, s) in &mut open {
             s.duration_ms = (as_of - s.started_at).max(0);
+            model_ms = model_ms.wrapping_add(s.duration_ms);
             if abandoned || s.duration_ms >= HANG_THRESHOLD_MS {
                 s.status = SpanStatus::Hung;
                 hung = true;
@@ -329,37 +540,45 @@ impl TraceBuilder {
                 in_flight = true;
             }
         }
-        let sum =
-            |f: fn(&ModelSpan) -> Option<u64>| spans.iter().map(|s| f(s).unwrap_or(0)).sum::<u64>();
-        Trace {
+        open.sort_by_key(|(i, _)| *i);
+        let t = self.totals;
+        let trace = Trace {
             session_id: self.session_id,
             started_at,
             ended_at,
             wall_ms: (as_of - started_at).max(0),
-            model_ms: spans.iter().map(|s| s.duration_ms).sum(),
-            tool_ms: self.tool_spans.iter().map(|s| s.duration_ms).sum(),
-            input_tokens: sum(|s| s.input_tokens),
-            output_tokens: sum(|s| s.output_tokens),
-            cache_read_tokens: sum(|s| s.cache_read_tokens),
-            model_spans: spans,
-            tool_spans: self.tool_spans,
-            denied_spans: self.denied_spans,
+            model_ms,
+            tool_ms: t.tool_ms,
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            cache_read_tokens: t.cache_read_tokens,
+            model_spans: Vec::new(),
+            tool_spans: Vec::new(),
+            denied_spans: Vec::new(),
             hung,
             in_flight,
             abandoned,
             redirects: self.redirects,
             redirects_skipped: self.redirects_skipped,
-        }
+        };
+        let parts = TraceParts {
+            trace,
+            open,
+            model_spans: self.next_model,
+            tool_spans: t.tool_spans,
+            denied_spans: t.denied_spans,
+            failed: t.failed,
+            first_model: self.first_model,
+        };
+        (parts, self.sink)
     }
 }
 
-impl SplitFold for TraceBuilder {
+impl<S: SpanSink> SplitFold for TraceBuilder<S> {
     fn tail(&self) -> Self {
-        Self {
-            session_id: self.session_id.clone(),
-            marks: Some(Vec::new()),
-            ..Self::default()
-        }
+        let mut t = Self::with_sink(self.session_id.clone(), self.sink.tail());
+        t.marks = Some(Vec::new());
+        t
     }
 
     fn apply_view(&mut self, ev: &EventView<'_>) {
@@ -368,10 +587,10 @@ impl SplitFold for TraceBuilder {
 
     fn boundary(&mut self, offset: u64) {
         let clean = self.is_clean();
-        let mark = TraceMark {
-            model_spans: self.model_spans.len(),
-            tool_spans: self.tool_spans.len(),
-            denied_spans: self.denied_spans.len(),
+        let mark = TraceMark::<S> {
+            next_model: self.next_model,
+            sink: self.sink.pos(),
+            totals: self.totals,
             redirects: self.redirects,
             redirects_skipped: self.redirects_skipped,
             seen: self.seen,
@@ -404,23 +623,26 @@ impl SplitFold for TraceBuilder {
         else {
             return;
         };
-        let base = self.model_spans.len();
+        let base = self.next_model;
         if tail.seen > m.seen {
             self.last_ts = tail.last_ts;
         }
         self.seen += tail.seen.saturating_sub(m.seen);
-        self.model_spans
-            .extend(tail.model_spans.into_iter().skip(m.model_spans));
+        if self.first_model.is_none()
+            && let Ok(i) = tail.firsts.binary_search_by_key(&m.next_model, |f| f.0)
+            && let Some((_, provider, model)) = tail.firsts.get(i)
+        {
+            self.first_model = Some((provider.clone(), model.clone()));
+        }
+        self.next_model = base + tail.next_model.saturating_sub(m.next_model);
         self.open.extend(
             tail.open
-                .iter()
-                .map(|&i| i.saturating_sub(m.model_spans) + base),
+                .into_iter()
+                .map(|(i, s)| (base + i.saturating_sub(m.next_model), s)),
         );
         self.pending.extend(tail.pending);
-        self.tool_spans
-            .extend(tail.tool_spans.into_iter().skip(m.tool_spans));
-        self.denied_spans
-            .extend(tail.denied_spans.into_iter().skip(m.denied_spans));
+        self.totals = self.totals.plus_since(tail.totals, m.totals);
+        self.sink.splice(tail.sink, m.sink, m.next_model, base);
         self.redirects += tail.redirects.saturating_sub(m.redirects);
         self.redirects_skipped += tail.redirects_skipped.saturating_sub(m.redirects_skipped);
     }

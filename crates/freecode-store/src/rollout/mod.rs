@@ -38,7 +38,13 @@ use crate::jsonl::{self, LineIssue};
 use crate::lock::LockWait;
 use crate::session::Durability;
 
+pub mod spool;
+mod stream;
 mod views;
+pub use stream::{
+    JsonSpans, JsonTurns, fold_replay_streamed, fold_trace_streamed, write_replay_json,
+    write_trace_json,
+};
 pub use views::{
     BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_views_split, read_event_views, read_views_from,
 };

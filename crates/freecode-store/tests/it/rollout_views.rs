@@ -4,7 +4,10 @@
 
 use freecode_core::rollout::replay::ReplayBuilder;
 use freecode_core::rollout::trace::TraceBuilder;
-use freecode_store::rollout::{ReadReport, fold_views_split, read_events_from, read_views_from};
+use freecode_store::rollout::{
+    JsonSpans, JsonTurns, ReadReport, fold_views_split, read_events_from, read_views_from,
+    write_replay_json, write_trace_json,
+};
 use proptest::prelude::*;
 
 /// One line of a generated log (without its newline).
@@ -139,7 +142,26 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
     .unwrap();
     let (t, tr, t_at) = fold_views_split(bytes, at, block, TraceBuilder::new("s")).unwrap();
     assert_eq!(tr, want, "trace read split at {at}");
+    let tree = trace.clone().finish(Some(2_000_000));
     assert_eq!(trace_json(t), trace_json(trace), "trace split at {at}");
+    // `trace --json` streamed (spans spooled as they close, read back after the fold) writes
+    // the bytes of the tree-built trace, split or not.
+    let mut want_pretty = serde_json::to_vec_pretty(&tree).unwrap();
+    want_pretty.push(b'\n');
+    let (streamed, _, _) = fold_views_split(
+        bytes,
+        at,
+        block,
+        TraceBuilder::with_sink("s", JsonSpans::new()),
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    write_trace_json(&mut got, streamed, Some(2_000_000)).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want_pretty),
+        "streamed trace --json split at {at}"
+    );
     let (r, rr, r_at) = fold_views_split(bytes, at, block, ReplayBuilder::new("s")).unwrap();
     assert_eq!(rr, want, "replay read split at {at}");
     assert_eq!(
@@ -147,7 +169,41 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
         replay_json(replay, &want),
         "replay split at {at}"
     );
+    // `replay --json` streamed (turns written out once newer ones start, later events for
+    // them kept as patches), whatever the number of turns held: the tree-built bytes.
+    let tree = {
+        let mut b = ReplayBuilder::new("s");
+        read_views_from(bytes, block, |v| b.apply_view(v)).unwrap();
+        with_report(&mut b, &want);
+        let mut v = serde_json::to_vec_pretty(&b.finish()).unwrap();
+        v.push(b'\n');
+        v
+    };
+    for window in [0, 1, 64] {
+        let fold = ReplayBuilder::with_sink("s", JsonTurns::new()).with_window(window);
+        let (mut b, rr, _) = fold_views_split(bytes, at, block, fold).unwrap();
+        with_report(&mut b, &rr);
+        let mut got = Vec::new();
+        write_replay_json(&mut got, b).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&tree),
+            "streamed replay --json split at {at}, {window} turns held"
+        );
+    }
     (t_at.is_some(), r_at.is_some())
+}
+
+fn with_report<S: freecode_core::rollout::replay::TurnSink>(
+    b: &mut ReplayBuilder<S>,
+    r: &ReadReport,
+) {
+    for _ in 0..r.unknown {
+        b.unknown_event();
+    }
+    for i in r.issues.iter().filter(|i| i.kind.skipped()) {
+        b.skipped_line(i.line, i.offset, format!("{:?}", i.kind));
+    }
 }
 
 /// Turns as the agent writes them (unique turn ids, requests answered, calls with outputs),

@@ -257,5 +257,21 @@ fn a_streamed_export_is_the_tree_built_bundle_byte_for_byte() {
             format!("{}0{}", &s[..i], &s[j..])
         };
         assert!(t(&got) == t(&want), "bytes differ");
+
+        // To a `.zst` file: one zstd frame of the same JSON (no newline), compressed as it is
+        // written, never the bundle in memory; import's reader takes it.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.json.zst");
+        let (shown, head) =
+            freecode_store::share::save_to_remote_streamed(&h.store, &id, &opts, Some(&path))
+                .unwrap()
+                .expect("a regular .zst file is streamed");
+        assert_eq!(shown, path);
+        assert_eq!(head.redactions, tree.redactions);
+        let raw = std::fs::read(&path).unwrap();
+        assert!(freecode_store::codec::is_compressed(&raw));
+        let json = freecode_store::codec::decompress(&raw, u64::MAX).unwrap();
+        want.pop();
+        assert!(t(&json) == t(&want), "zst contents differ");
     }
 }

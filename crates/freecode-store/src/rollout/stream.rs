@@ -1,0 +1,274 @@
+//! `trace --json` and `replay --json` written as the log is folded (replay: each turn once
+//! [`WINDOW`](freecode_core::rollout::replay::WINDOW) newer ones started, a turn changed after
+//! that read back and written again). The trace: each span is serialised (pretty, at its depth in
+//! the document) the moment it closes into a [`Spool`], and the document is then written in one
+//! pass — the trace's scalars, the spans read back, the totals — so memory holds only what is
+//! open, whatever the log's length.
+//!
+//! The bytes are those of `serde_json::to_writer_pretty(&trace)` on the tree-built [`Trace`]:
+//! the scalars come from serialising the trace with empty span lists, into which the spooled
+//! arrays are spliced (`"modelSpans": []` and its siblings can only occur as those keys: no
+//! string in the document holds a raw newline, and session ids hold no quotes). Model spans are
+//! read back by index, the open ones merged in at theirs.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use freecode_core::rollout::replay::{ReplayBuilder, ReplayTurn, TurnSink};
+use freecode_core::rollout::trace::{DeniedSpan, ModelSpan, SpanSink, ToolSpan, TraceBuilder};
+use serde::Serialize;
+
+use super::ReadReport;
+use super::spool::{Order, Spool};
+use super::views::fold_event_views;
+use crate::error::Result;
+
+/// A [`SpanSink`] that writes each span's JSON into a spool (see the module docs).
+#[derive(Debug, Default)]
+pub struct JsonSpans {
+    model: Spool,
+    tool: Spool,
+    denied: Spool,
+    tools: u64,
+    denials: u64,
+    scratch: Vec<u8>,
+    out: Vec<u8>,
+}
+
+/// Serialises `value` pretty as an element of an array one level down in the document: every
+/// line after the first indented by 4 more spaces.
+fn element_json(value: &impl Serialize, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
+    scratch.clear();
+    out.clear();
+    if serde_json::to_writer_pretty(&mut *scratch, value).is_err() {
+        // A span is plain data: serialising it into memory cannot fail.
+        return;
+    }
+    let mut rest = &scratch[..];
+    while let Some(nl) = memchr::memchr(b'\n', rest) {
+        out.extend_from_slice(&rest[..=nl]);
+        out.extend_from_slice(b"    ");
+        rest = &rest[nl + 1..];
+    }
+    out.extend_from_slice(rest);
+}
+
+impl JsonSpans {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl SpanSink for JsonSpans {
+    type Pos = (u64, u64, u64);
+
+    fn model(&mut self, index: u64, span: ModelSpan) {
+        element_json(&span, &mut self.scratch, &mut self.out);
+        self.model
+            .push(i64::try_from(index).unwrap_or(i64::MAX), index, &self.out);
+    }
+
+    fn tool(&mut self, span: ToolSpan) {
+        element_json(&span, &mut self.scratch, &mut self.out);
+        self.tool.push(span.started_at, self.tools, &self.out);
+        self.tools += 1;
+    }
+
+    fn denied(&mut self, span: DeniedSpan) {
+        element_json(&span, &mut self.scratch, &mut self.out);
+        self.denied.push(span.at, self.denials, &self.out);
+        self.denials += 1;
+    }
+
+    fn pos(&self) -> Self::Pos {
+        (self.model.pos(), self.tool.pos(), self.denied.pos())
+    }
+
+    fn tail(&self) -> Self {
+        Self::default()
+    }
+
+    fn splice(&mut self, tail: Self, from: Self::Pos, first: u64, base: u64) {
+        self.model
+            .splice(tail.model, from.0, base.wrapping_sub(first));
+        // Tool and denial spans are read back as written.
+        self.tool.splice(tail.tool, from.1, 0);
+        self.denied.splice(tail.denied, from.2, 0);
+    }
+}
+
+/// Writes an array's elements: `[]` when empty, else each on its own line at depth 2.
+fn write_array(
+    out: &mut impl Write,
+    mut next: impl FnMut(&mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut first = true;
+    let mut put = |bytes: &[u8]| -> io::Result<()> {
+        out.write_all(if first { b"[\n    " } else { b",\n    " })?;
+        first = false;
+        out.write_all(bytes)
+    };
+    next(&mut put)?;
+    out.write_all(if first { b"[]" } else { b"\n  ]" })
+}
+
+/// Writes the trace a [`TraceBuilder`] with [`JsonSpans`] folded, as of `now` (see
+/// [`TraceBuilder::snapshot`]), as `serde_json::to_writer_pretty` writes the [`Trace`] it
+/// would build, plus a newline.
+///
+/// [`Trace`]: freecode_core::rollout::trace::Trace
+pub fn write_trace_json(
+    out: &mut impl Write,
+    builder: TraceBuilder<JsonSpans>,
+    now: Option<i64>,
+) -> io::Result<()> {
+    let (parts, spans) = builder.finish_parts(now);
+    let head = serde_json::to_vec_pretty(&parts.trace)?;
+    let markers: [&[u8]; 3] = [
+        b"\n  \"modelSpans\": []",
+        b"\n  \"toolSpans\": []",
+        b"\n  \"deniedSpans\": []",
+    ];
+    let mut rest = &head[..];
+    let mut scratch = (Vec::new(), Vec::new());
+    for (n, marker) in markers.iter().enumerate() {
+        let Some(at) = memchr::memmem::find(rest, marker) else {
+            return Err(io::Error::other("trace JSON without its span lists"));
+        };
+        let key_end = at + marker.len() - 2;
+        out.write_all(&rest[..key_end])?;
+        rest = &rest[key_end + 2..];
+        match n {
+            0 => {
+                let mut closed = spans.model.records(Order::Index)?;
+                let mut open = parts.open.iter().peekable();
+                let mut have = closed.advance()?;
+                write_array(out, |put| {
+                    loop {
+                        let take_open = match (open.peek(), have) {
+                            (Some((i, _)), true) => *i < closed.index,
+                            (Some(_), false) => true,
+                            (None, true) => false,
+                            (None, false) => return Ok(()),
+                        };
+                        if take_open {
+                            if let Some((_, s)) = open.next() {
+                                element_json(s, &mut scratch.0, &mut scratch.1);
+                                put(&scratch.1)?;
+                            }
+                        } else {
+                            put(&closed.bytes)?;
+                            have = closed.advance()?;
+                        }
+                    }
+                })?;
+            }
+            _ => {
+                let spool = if n == 1 { &spans.tool } else { &spans.denied };
+                let mut r = spool.records(Order::Written)?;
+                write_array(out, |put| {
+                    while r.advance()? {
+                        put(&r.bytes)?;
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+    }
+    out.write_all(rest)?;
+    out.write_all(b"\n")
+}
+
+/// Folds the log at `path` (both cores past 8 MiB) with spans written out as they close; `None`
+/// when there is no log. Pass the result to [`write_trace_json`].
+pub fn fold_trace_streamed(
+    path: &Path,
+    session_id: &str,
+) -> Result<Option<(TraceBuilder<JsonSpans>, ReadReport)>> {
+    fold_event_views(path, TraceBuilder::with_sink(session_id, JsonSpans::new()))
+}
+
+/// A [`TurnSink`] that writes each turn's JSON into a spool, for [`write_replay_json`].
+#[derive(Debug, Default)]
+pub struct JsonTurns {
+    spool: Spool,
+    scratch: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl JsonTurns {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl TurnSink for JsonTurns {
+    type Pos = u64;
+
+    fn turn(&mut self, index: u64, turn: ReplayTurn) {
+        element_json(&turn, &mut self.scratch, &mut self.out);
+        self.spool
+            .push(i64::try_from(index).unwrap_or(i64::MAX), index, &self.out);
+    }
+
+    fn pos(&self) -> u64 {
+        self.spool.pos()
+    }
+
+    fn tail(&self) -> Self {
+        Self::default()
+    }
+
+    fn splice(&mut self, tail: Self, from: u64, shift: u64) {
+        self.spool.splice(tail.spool, from, shift);
+    }
+}
+
+/// Writes the replay a [`ReplayBuilder`] with [`JsonTurns`] folded (after its
+/// `unknown_event` and `skipped_line` calls) as `serde_json::to_writer_pretty` writes the
+/// [`Replay`](freecode_core::rollout::replay::Replay) it would build, plus a newline. A turn
+/// that later events changed after it was written out is read back, changed and written again.
+pub fn write_replay_json(
+    out: &mut impl Write,
+    builder: ReplayBuilder<JsonTurns>,
+) -> io::Result<()> {
+    let (replay, patches, sink) = builder.finish_parts();
+    let head = serde_json::to_vec_pretty(&replay)?;
+    let marker: &[u8] = b"\n  \"turns\": []";
+    let Some(at) = memchr::memmem::find(&head, marker) else {
+        return Err(io::Error::other("replay JSON without its turns"));
+    };
+    let key_end = at + marker.len() - 2;
+    out.write_all(&head[..key_end])?;
+    let mut r = sink.spool.records(Order::Index)?;
+    let mut patches = patches.into_iter().peekable();
+    let (mut scratch, mut again) = (Vec::new(), Vec::new());
+    write_array(out, |put| {
+        while r.advance()? {
+            if patches.peek().is_none_or(|(i, _)| *i != r.index) {
+                put(&r.bytes)?;
+                continue;
+            }
+            let mut turn: ReplayTurn = serde_json::from_slice(&r.bytes)?;
+            while let Some((_, p)) = patches.next_if(|(i, _)| *i == r.index) {
+                p.apply(&mut turn);
+            }
+            element_json(&turn, &mut scratch, &mut again);
+            put(&again)?;
+        }
+        Ok(())
+    })?;
+    out.write_all(&head[key_end + 2..])?;
+    out.write_all(b"\n")
+}
+
+/// Folds the log at `path` (both cores past 8 MiB) with turns written out as newer ones
+/// start; `None` when there is no log. Pass the result to [`write_replay_json`].
+pub fn fold_replay_streamed(
+    path: &Path,
+    session_id: &str,
+) -> Result<Option<(ReplayBuilder<JsonTurns>, ReadReport)>> {
+    fold_event_views(path, ReplayBuilder::with_sink(session_id, JsonTurns::new()))
+}
