@@ -258,6 +258,46 @@ async fn the_pages_in_a_real_browser() {
         "{hit}"
     );
     assert_eq!(b.count("ol.hits li.hit").await, 1);
+    // The search page's filters: another agent, or another project, finds nothing; ours does.
+    for (agent, project, hits) in [
+        ("codex", "", 0),
+        ("freecode", "/work/parser", 0),
+        ("freecode", "/work/aquarium", 1),
+    ] {
+        c.find(Locator::Css("form.search-big select[name=agent]"))
+            .await
+            .unwrap()
+            .select_by_value(agent)
+            .await
+            .unwrap();
+        let input = c
+            .find(Locator::Css("form.search-big input[name=project]"))
+            .await
+            .unwrap();
+        input.clear().await.unwrap();
+        input.send_keys(project).await.unwrap();
+        c.find(Locator::Css("form.search-big button"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let want = format!("agent={agent}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !c.current_url().await.unwrap().as_str().contains(&want)
+            || b.js("return document.readyState").await != "complete"
+        {
+            assert!(Instant::now() < deadline, "the search never ran: {want}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(b.count("ol.hits li.hit").await, hits, "{agent} {project}");
+        assert_eq!(
+            b.js("return document.querySelector('form.search-big select[name=agent]').value")
+                .await,
+            agent,
+            "the filter is kept"
+        );
+    }
 
     // A transcript: its messages, a tool call folded then opened, markup shown as text, the
     // image drawn from its data: URL, code highlighted.

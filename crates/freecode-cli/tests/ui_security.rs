@@ -6,7 +6,7 @@
 
 mod ui_home;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use ui_home::{EVIL, OTHER, Server, TRACED, fixture, freecode, http};
 
 #[test]
@@ -225,6 +225,30 @@ fn the_json_endpoints_answer_what_json_prints() {
     assert_eq!(
         json("/api/search?q=zebrafish"),
         cli(&["search", "zebrafish", "--json"])
+    );
+    // Search's filters, as `search --agent` and `--project` take them.
+    assert_eq!(
+        json("/api/search?q=zebrafish&agent=freecode&project=/work/aquarium"),
+        cli(&[
+            "search",
+            "zebrafish",
+            "--agent",
+            "freecode",
+            "--project",
+            "/work/aquarium",
+            "--json"
+        ])
+    );
+    assert_eq!(
+        json("/api/search?q=zebrafish&project=/work/aquarium")
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(json("/api/search?q=zebrafish&agent=codex"), json!([]));
+    assert_eq!(
+        json("/api/search?q=zebrafish&project=/work/parser"),
+        json!([])
     );
     assert_eq!(json("/api/stats"), cli(&["stats", "--json"]));
     // The hung request is aged against the clock: everything but its age is the CLI's.

@@ -85,16 +85,38 @@ pub fn list_sessions(home: &Home, q: &ListQuery) -> anyhow::Result<Vec<SessionMe
         .collect())
 }
 
-/// `search --json`'s answer for `text` (at most `limit` hits; archived and deleted too with
-/// `all`).
-pub fn search(home: &Home, text: &str, limit: usize) -> anyhow::Result<Vec<SearchHit>> {
+/// What a search asks, as `search` takes it: the words, and the `--project` and `--agent`
+/// filters (empty strings are no filter).
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct SearchParams {
+    /// The words.
+    #[serde(default)]
+    pub q: String,
+    /// `--project`: this directory or one below it.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// `--agent`: only sessions this agent wrote.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// `--limit`.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `search --json`'s answer for `p` (at most `limit` hits).
+pub fn search(home: &Home, p: &SearchParams, limit: usize) -> anyhow::Result<Vec<SearchHit>> {
     let q = SearchQuery {
-        text: text.to_owned(),
-        project: None,
+        text: p.q.clone(),
+        project: p
+            .project
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(project_scope)
+            .transpose()?,
         since: None,
         limit,
         all: false,
-        agent: None,
+        agent: p.agent.clone().filter(|a| !a.is_empty()),
     };
     let (hits, problems) = indexed_or_scanned(
         home,
@@ -294,15 +316,7 @@ async fn api_trace(
     .map_err(ApiError)
 }
 
-/// `/api/search?q=…&limit=N`.
-#[derive(Debug, Deserialize)]
-struct SearchParams {
-    #[serde(default)]
-    q: String,
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
+/// `/api/search?q=…&project=…&agent=…&limit=N`.
 async fn api_search(
     State(ui): State<Arc<Ui>>,
     Query(p): Query<SearchParams>,
@@ -311,7 +325,8 @@ async fn api_search(
         return Err(UiError::bad_request("give words to search for: ?q=…").into());
     }
     let home = ui.home.clone();
-    blocking(move || Ok(Json(search(&home, &p.q, p.limit.unwrap_or(20).min(500))?)))
+    let limit = p.limit.unwrap_or(20).min(500);
+    blocking(move || Ok(Json(search(&home, &p, limit)?)))
         .await
         .map_err(ApiError)
 }

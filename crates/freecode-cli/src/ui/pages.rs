@@ -307,25 +307,18 @@ fn pager(page: usize, more: bool, href: &dyn Fn(usize) -> String, pages: Option<
     }
 }
 
-/// `/search?q=…`.
-#[derive(Debug, Deserialize)]
-struct SearchParams {
-    #[serde(default)]
-    q: String,
-}
-
 async fn search_page(
     State(ui): State<Arc<Ui>>,
-    Query(p): Query<SearchParams>,
+    Query(p): Query<api::SearchParams>,
 ) -> Result<Html<String>, UiError> {
     let home = ui.home.clone();
     blocking(move || {
         let hits = if p.q.trim().is_empty() {
             Vec::new()
         } else {
-            api::search(&home, &p.q, 100)?
+            api::search(&home, &p, 100)?
         };
-        Ok(page_html(search_markup(&p.q, &hits)))
+        Ok(page_html(search_markup(&p, &hits)))
     })
     .await
 }
@@ -355,7 +348,10 @@ fn snippet(hit: &SearchHit) -> Markup {
     }
 }
 
-fn search_markup(q: &str, hits: &[SearchHit]) -> Markup {
+fn search_markup(p: &api::SearchParams, hits: &[SearchHit]) -> Markup {
+    let q = p.q.as_str();
+    let project = p.project.as_deref().unwrap_or("");
+    let agent = p.agent.as_deref().unwrap_or("");
     layout(
         "Search",
         Assets::Linked,
@@ -363,6 +359,19 @@ fn search_markup(q: &str, hits: &[SearchHit]) -> Markup {
             h1 { "Search" }
             form.search-big method="get" action="/search" {
                 input type="search" name="q" value=(q) aria-label="Search" autofocus;
+                label { "Project " input type="text" name="project" value=(project) placeholder="/path/to/project"; }
+                label { "Agent "
+                    select name="agent" {
+                        option value="" selected[agent.is_empty()] { "any" }
+                        @for a in AGENTS {
+                            option value=(a) selected[*a == agent] { (a) }
+                        }
+                        // A name typed into the address: kept, so the page says what it searched.
+                        @if !agent.is_empty() && !AGENTS.contains(&agent) {
+                            option value=(agent) selected { (agent) }
+                        }
+                    }
+                }
                 button type="submit" { "Search" }
             }
             @if !q.trim().is_empty() {
