@@ -495,21 +495,78 @@ async fn the_pages_in_a_real_browser() {
         "{summary}"
     );
 
-    // Stats: time by tool as bars, the longest the full width, the others in proportion.
+    // Stats: time and tokens by tool, model and day as bars, each chart holding the figures
+    // `stats --json` prints, the largest the full width, the others in proportion.
+    let out = freecode(&f.home)
+        .args(["stats", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let num = |v: &Value, k: &str| v[k].as_f64().unwrap();
+    let rows_of = |list: &str, label: &str, value: &dyn Fn(&Value) -> f64| -> Vec<(String, f64)> {
+        stats[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| (v[label].as_str().unwrap().to_owned(), value(v)))
+            .collect()
+    };
+    let mut model_tokens = rows_of("models", "model", &|v| {
+        num(v, "inputTokens") + num(v, "outputTokens")
+    });
+    model_tokens.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let charts = [
+        (
+            "tool-time",
+            rows_of("tools", "tool", &|v| num(v, "totalMs")),
+        ),
+        (
+            "model-time",
+            rows_of("models", "model", &|v| num(v, "totalMs")),
+        ),
+        ("model-tokens", model_tokens),
+        (
+            "day-tokens",
+            rows_of("days", "day", &|v| {
+                num(v, "inputTokens") + num(v, "outputTokens")
+            }),
+        ),
+        (
+            "day-time",
+            rows_of("days", "day", &|v| num(v, "modelMs") + num(v, "toolMs")),
+        ),
+    ];
+    // The fixture's figures: two tools, one model, one day; the answered hung call included.
+    assert_eq!(charts[0].1.len(), 2, "{stats}");
+    assert_eq!(charts[1].1, [("gpt-test".to_owned(), 7_000.0)], "{stats}");
+    assert_eq!(
+        charts[3].1,
+        [(
+            ui_home::local_day(f.base + MODEL[0].0),
+            1_500.0 * 2.0 + 60.0 * 2.0 + 15.0
+        )],
+        "{stats}"
+    );
     c.goto(&format!("{}/stats", server.base())).await.unwrap();
-    let bars = b
-        .js(r#"return Array.from(document.querySelectorAll('.bars')[0].querySelectorAll('.bar-row')).map(r => ({
-            label: r.querySelector('.bar-label').textContent, value: Number(r.dataset.value),
-            w: r.querySelector('rect.bar').getBoundingClientRect().width,
-            track: r.querySelector('svg.bar-track').getBoundingClientRect().width }))"#)
-        .await;
-    let bars = bars.as_array().unwrap();
-    let labels: Vec<&str> = bars.iter().map(|r| r["label"].as_str().unwrap()).collect();
-    assert_eq!(labels, ["bash", "read_file"], "{bars:?}");
-    let max = bars[0]["value"].as_f64().unwrap();
-    for r in bars {
-        let want = r["value"].as_f64().unwrap() / max * r["track"].as_f64().unwrap();
-        assert!((r["w"].as_f64().unwrap() - want).abs() < 1.0, "{r}");
+    for (chart, want) in &charts {
+        let bars = b
+            .js(&format!(r#"return Array.from(document.querySelectorAll('.bars[data-chart="{chart}"] .bar-row')).map(r => ({{
+                label: r.querySelector('.bar-label').textContent, value: Number(r.dataset.value),
+                w: r.querySelector('rect.bar').getBoundingClientRect().width,
+                track: r.querySelector('svg.bar-track').getBoundingClientRect().width }}))"#))
+            .await;
+        let bars = bars.as_array().unwrap();
+        let got: Vec<(String, f64)> = bars
+            .iter()
+            .map(|r| (r["label"].as_str().unwrap().to_owned(), num(r, "value")))
+            .collect();
+        assert_eq!(&got, want, "{chart}");
+        let max = want.iter().map(|r| r.1).fold(0.0, f64::max);
+        for r in bars {
+            let want = num(r, "value") / max * num(r, "track");
+            assert!((num(r, "w") - want).abs() < 1.0, "{chart}: {r}");
+        }
     }
     b.screenshot("stats").await;
 
