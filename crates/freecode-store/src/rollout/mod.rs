@@ -40,7 +40,8 @@ use crate::session::Durability;
 
 mod views;
 pub use views::{
-    BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_views_split, read_event_views, read_views_from,
+    BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_file_views, fold_views_split,
+    read_event_views, read_views_from,
 };
 
 /// `events.jsonl`.
