@@ -492,7 +492,13 @@ fn text_block(text: &str) -> Markup {
 /// Messages `first..` of a transcript.
 pub fn transcript(messages: &[StoredMessage], first: usize) -> Markup {
     html! {
-        ol.transcript start=(first + 1) {
+        ol.transcript start=(first + 1) { (transcript_items(messages)) }
+    }
+}
+
+/// The items of a transcript's list (`<li>` each): a page, or a block of a streamed file.
+pub fn transcript_items(messages: &[StoredMessage]) -> Markup {
+    html! {
             @for m in messages {
                 li class=(format!("msg role-{}", m.role.as_str().chars().filter(char::is_ascii_alphanumeric).collect::<String>()))
                     id=(format!("m-{}", m.id)) {
@@ -533,7 +539,6 @@ pub fn transcript(messages: &[StoredMessage], first: usize) -> Markup {
                     }
                 }
             }
-        }
     }
 }
 
