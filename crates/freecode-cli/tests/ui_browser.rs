@@ -258,6 +258,47 @@ async fn the_pages_in_a_real_browser() {
         "{hit}"
     );
     assert_eq!(b.count("ol.hits li.hit").await, 1);
+    // The search page's filters: another agent, or another project, finds nothing; ours does.
+    for (agent, project, hits) in [
+        ("codex", "", 0),
+        ("freecode", "/work/parser", 0),
+        ("freecode", "/work/aquarium", 1),
+    ] {
+        c.find(Locator::Css("form.search-big select[name=agent]"))
+            .await
+            .unwrap()
+            .select_by_value(agent)
+            .await
+            .unwrap();
+        let input = c
+            .find(Locator::Css("form.search-big input[name=project]"))
+            .await
+            .unwrap();
+        input.clear().await.unwrap();
+        input.send_keys(project).await.unwrap();
+        c.find(Locator::Css("form.search-big button"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        // The form's query, different at each step: the new page, not the last one.
+        let want = format!("project={}&agent={agent}", project.replace('/', "%2F"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !c.current_url().await.unwrap().as_str().contains(&want)
+            || b.js("return document.readyState").await != "complete"
+        {
+            assert!(Instant::now() < deadline, "the search never ran: {want}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(b.count("ol.hits li.hit").await, hits, "{agent} {project}");
+        assert_eq!(
+            b.js("return document.querySelector('form.search-big select[name=agent]').value")
+                .await,
+            agent,
+            "the filter is kept"
+        );
+    }
 
     // A transcript: its messages, a tool call folded then opened, markup shown as text, the
     // image drawn from its data: URL, code highlighted.
@@ -454,22 +495,162 @@ async fn the_pages_in_a_real_browser() {
         summary.contains("live") && !summary.contains("hung"),
         "{summary}"
     );
+    // The session goes on: a new turn's request, then a tool call, each appended while the
+    // page is open, each shown as a new bar without a reload (the server tails the log).
+    let tools_before = b.count(".wf-row.tool").await;
+    let more = [
+        ui_home::event(
+            100,
+            TRACED,
+            f.base + 13_000,
+            "turn.started",
+            json!({"turnId": "turn-2"}),
+        ),
+        ui_home::event(
+            101,
+            TRACED,
+            f.base + 13_100,
+            "model.request",
+            json!({"turnId": "turn-2", "provider": "openai", "model": "gpt-test", "messageCount": 7, "toolCount": 3, "promptChars": 2100, "streamed": true}),
+        ),
+    ];
+    for line in &more {
+        std::io::Write::write_all(&mut file, line.as_bytes()).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while b.count(".wf-row.model").await < 4 {
+        assert!(Instant::now() < deadline, "the new request never showed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Open for an hour by the fixture's clock: hung.
+    assert_eq!(b.count(".wf-row.hung").await, 1, "the new request is open");
+    let answered = [
+        ui_home::event(
+            102,
+            TRACED,
+            f.base + 13_600,
+            "model.response",
+            json!({"turnId": "turn-2", "provider": "openai", "model": "gpt-test", "duration_ms": 500,
+                "inputTokens": 20, "outputTokens": 4, "toolCalls": ["grep"], "textChars": 0, "thinkingChars": 0}),
+        ),
+        ui_home::event(
+            103,
+            TRACED,
+            f.base + 13_650,
+            "function.call",
+            json!({"turnId": "turn-2", "tool": "grep", "args": {"pattern": "LIVE-TOOL"}}),
+        ),
+        ui_home::event(
+            104,
+            TRACED,
+            f.base + 14_650,
+            "function.output",
+            json!({"turnId": "turn-2", "tool": "grep", "output": "found", "duration_ms": 1_000}),
+        ),
+    ];
+    // Written in two pieces, the cut inside a line: the half line waits for its newline.
+    let text: String = answered.concat();
+    let (a, rest) = text.split_at(text.len() - 20);
+    std::io::Write::write_all(&mut file, a.as_bytes()).unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    std::io::Write::write_all(&mut file, rest.as_bytes()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while b.count(".wf-row.tool").await <= tools_before {
+        assert!(Instant::now() < deadline, "the new tool span never showed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(b.count(".wf-row.tool").await, tools_before + 1);
+    assert_eq!(b.count(".wf-row.hung").await, 0);
+    assert_eq!(
+        b.js("return window.__same_page === true").await,
+        true,
+        "no reload"
+    );
+    let summary = c
+        .find(Locator::Css("#summary"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(summary.contains("4 model calls, 3 tools"), "{summary}");
 
-    // Stats: time by tool as bars, the longest the full width, the others in proportion.
+    // Stats: time and tokens by tool, model and day as bars, each chart holding the figures
+    // `stats --json` prints, the largest the full width, the others in proportion.
+    let out = freecode(&f.home)
+        .args(["stats", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let num = |v: &Value, k: &str| v[k].as_f64().unwrap();
+    let rows_of = |list: &str, label: &str, value: &dyn Fn(&Value) -> f64| -> Vec<(String, f64)> {
+        stats[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| (v[label].as_str().unwrap().to_owned(), value(v)))
+            .collect()
+    };
+    let mut model_tokens = rows_of("models", "model", &|v| {
+        num(v, "inputTokens") + num(v, "outputTokens")
+    });
+    model_tokens.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let charts = [
+        (
+            "tool-time",
+            rows_of("tools", "tool", &|v| num(v, "totalMs")),
+        ),
+        (
+            "model-time",
+            rows_of("models", "model", &|v| num(v, "totalMs")),
+        ),
+        ("model-tokens", model_tokens),
+        (
+            "day-tokens",
+            rows_of("days", "day", &|v| {
+                num(v, "inputTokens") + num(v, "outputTokens")
+            }),
+        ),
+        (
+            "day-time",
+            rows_of("days", "day", &|v| num(v, "modelMs") + num(v, "toolMs")),
+        ),
+    ];
+    // The fixture's figures with the live appends: three tools, one model, one day.
+    assert_eq!(charts[0].1.len(), 3, "{stats}");
+    assert_eq!(
+        charts[1].1,
+        [("gpt-test".to_owned(), 1_000.0 + 2_000.0 + 4_000.0 + 500.0)],
+        "{stats}"
+    );
+    assert_eq!(
+        charts[3].1,
+        [(
+            ui_home::local_day(f.base + MODEL[0].0),
+            1_500.0 * 2.0 + 60.0 * 2.0 + 15.0 + 24.0
+        )],
+        "{stats}"
+    );
     c.goto(&format!("{}/stats", server.base())).await.unwrap();
-    let bars = b
-        .js(r#"return Array.from(document.querySelectorAll('.bars')[0].querySelectorAll('.bar-row')).map(r => ({
-            label: r.querySelector('.bar-label').textContent, value: Number(r.dataset.value),
-            w: r.querySelector('rect.bar').getBoundingClientRect().width,
-            track: r.querySelector('svg.bar-track').getBoundingClientRect().width }))"#)
-        .await;
-    let bars = bars.as_array().unwrap();
-    let labels: Vec<&str> = bars.iter().map(|r| r["label"].as_str().unwrap()).collect();
-    assert_eq!(labels, ["bash", "read_file"], "{bars:?}");
-    let max = bars[0]["value"].as_f64().unwrap();
-    for r in bars {
-        let want = r["value"].as_f64().unwrap() / max * r["track"].as_f64().unwrap();
-        assert!((r["w"].as_f64().unwrap() - want).abs() < 1.0, "{r}");
+    for (chart, want) in &charts {
+        let bars = b
+            .js(&format!(r#"return Array.from(document.querySelectorAll('.bars[data-chart="{chart}"] .bar-row')).map(r => ({{
+                label: r.querySelector('.bar-label').textContent, value: Number(r.dataset.value),
+                w: r.querySelector('rect.bar').getBoundingClientRect().width,
+                track: r.querySelector('svg.bar-track').getBoundingClientRect().width }}))"#))
+            .await;
+        let bars = bars.as_array().unwrap();
+        let got: Vec<(String, f64)> = bars
+            .iter()
+            .map(|r| (r["label"].as_str().unwrap().to_owned(), num(r, "value")))
+            .collect();
+        assert_eq!(&got, want, "{chart}");
+        let max = want.iter().map(|r| r.1).fold(0.0, f64::max);
+        for r in bars {
+            let want = num(r, "value") / max * num(r, "track");
+            assert!((num(r, "w") - want).abs() < 1.0, "{chart}: {r}");
+        }
     }
     b.screenshot("stats").await;
 
@@ -490,7 +671,11 @@ async fn the_pages_in_a_real_browser() {
     c.goto(&format!("file://{}", trace_file.display()))
         .await
         .unwrap();
-    assert_eq!(b.count(".wf-row").await, 6);
+    assert_eq!(
+        b.count(".wf-row").await,
+        8,
+        "4 model calls, 3 tools, 1 refusal"
+    );
     assert_eq!(
         b.js("return performance.getEntriesByType('resource').length")
             .await,

@@ -6,7 +6,7 @@
 
 mod ui_home;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use ui_home::{EVIL, OTHER, Server, TRACED, fixture, freecode, http};
 
 #[test]
@@ -226,6 +226,30 @@ fn the_json_endpoints_answer_what_json_prints() {
         json("/api/search?q=zebrafish"),
         cli(&["search", "zebrafish", "--json"])
     );
+    // Search's filters, as `search --agent` and `--project` take them.
+    assert_eq!(
+        json("/api/search?q=zebrafish&agent=freecode&project=/work/aquarium"),
+        cli(&[
+            "search",
+            "zebrafish",
+            "--agent",
+            "freecode",
+            "--project",
+            "/work/aquarium",
+            "--json"
+        ])
+    );
+    assert_eq!(
+        json("/api/search?q=zebrafish&project=/work/aquarium")
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(json("/api/search?q=zebrafish&agent=codex"), json!([]));
+    assert_eq!(
+        json("/api/search?q=zebrafish&project=/work/parser"),
+        json!([])
+    );
     assert_eq!(json("/api/stats"), cli(&["stats", "--json"]));
     // The hung request is aged against the clock: everything but its age is the CLI's.
     let mut ui = json(&format!("/api/trace/{TRACED}"));
@@ -300,4 +324,57 @@ fn the_browser_is_opened_without_the_token_on_a_command_line() {
     );
     assert!(status.success(), "{status:?}");
     assert!(!page.exists(), "the launch page outlived the server");
+}
+
+#[test]
+fn session_show_html_is_written_as_the_messages_are_read() {
+    let f = fixture();
+    // Several of the reader's 2 MiB blocks: every message once, in order, in one page.
+    let n = 40_000usize;
+    let id = "ui-long-0003";
+    let messages: Vec<Value> = (0..n)
+        .map(|i| {
+            let text = if i == n / 2 { EVIL.to_owned() } else { format!("message {i} of a long session, with some words to fill the line up") };
+            json!({"id": format!("m{i}"), "role": if i % 2 == 0 { "user" } else { "assistant" },
+                "parts": [{"type": "text", "content": text}], "timestamp": 1_700_000_000_000i64 + i as i64})
+        })
+        .collect();
+    ui_home::write_session(
+        &f.home,
+        &json!({"id": id, "title": "Long <b>one</b>", "projectPath": "/work/long", "provider": "openai",
+            "model": "gpt-test", "status": "active", "createdAt": 1, "updatedAt": 2, "lastTurnAt": 2, "turnCount": n / 2}),
+        &messages,
+    );
+    let file = f.tmp.path().join("long.html");
+    let out = freecode(&f.home)
+        .args(["session", "show", id, "--html"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&file).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..100]);
+    assert!(page.trim_end().ends_with("</html>"));
+    assert_eq!(page.matches("<li class=\"msg ").count(), n);
+    let mut at = 0;
+    for i in [0, 1, n / 3, n / 2, n - 1] {
+        let pos = page.find(&format!("id=\"m-m{i}\"")).unwrap();
+        assert!(pos > at, "message {i} out of order");
+        at = pos;
+    }
+    assert!(page.contains("40,000 messages"));
+    assert!(!page.contains("<script>document") && page.contains("&lt;script&gt;"));
+    assert!(page.contains("Long &lt;b&gt;one&lt;/b&gt;"));
+    assert!(!page.contains("<!--freecode:messages-->"));
+    // `-` writes the same page to standard output.
+    let out = freecode(&f.home)
+        .args(["session", "show", id, "--html", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), page);
 }

@@ -456,11 +456,10 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
     if a.json {
         return show_json(store, &id, &meta);
     }
-    let log = store.messages(&id)?;
     if let Some(file) = &a.html {
-        let page = crate::ui::export::session_page(&meta, &log.messages);
-        return crate::ui::export::write(file, &page);
+        return crate::ui::export::session_file(store, &id, &meta, file);
     }
+    let log = store.messages(&id)?;
     // Each issue was reported by the store's reader, with the file's path.
     let st = Style::stdout();
     let mut out = crate::pager::Pager::new(!a.no_pager);

@@ -17,6 +17,7 @@ use freecode_store::index::{SearchHit, SearchQuery, StatsScope, search_scan, sta
 use freecode_store::{Home, ListFilter, SessionStore};
 use serde::Deserialize;
 
+use super::live::LiveTrace;
 use super::{ApiError, Ui, UiError, blocking};
 use crate::commands::index::{indexed_or_scanned, project_scope, warn_problems};
 use crate::ops::{Problem, SessionDetail, StatsReport};
@@ -85,16 +86,38 @@ pub fn list_sessions(home: &Home, q: &ListQuery) -> anyhow::Result<Vec<SessionMe
         .collect())
 }
 
-/// `search --json`'s answer for `text` (at most `limit` hits; archived and deleted too with
-/// `all`).
-pub fn search(home: &Home, text: &str, limit: usize) -> anyhow::Result<Vec<SearchHit>> {
+/// What a search asks, as `search` takes it: the words, and the `--project` and `--agent`
+/// filters (empty strings are no filter).
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct SearchParams {
+    /// The words.
+    #[serde(default)]
+    pub q: String,
+    /// `--project`: this directory or one below it.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// `--agent`: only sessions this agent wrote.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// `--limit`.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `search --json`'s answer for `p` (at most `limit` hits).
+pub fn search(home: &Home, p: &SearchParams, limit: usize) -> anyhow::Result<Vec<SearchHit>> {
     let q = SearchQuery {
-        text: text.to_owned(),
-        project: None,
+        text: p.q.clone(),
+        project: p
+            .project
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(project_scope)
+            .transpose()?,
         since: None,
         limit,
         all: false,
-        agent: None,
+        agent: p.agent.clone().filter(|a| !a.is_empty()),
     };
     let (hits, problems) = indexed_or_scanned(
         home,
@@ -195,11 +218,22 @@ fn stamp(path: &std::path::Path) -> Option<Stamp> {
 #[derive(Default)]
 pub struct TraceCache(std::sync::Mutex<Option<(SessionId, Stamp, Arc<Trace>)>>);
 
-/// `trace --json`'s answer for `id`; `None` when it has no rollout log.
+/// The traces of live sessions (something open: in flight or hung), kept with their logs'
+/// ends so that each look folds only what was appended ([`LiveTrace`]); the last few looked at.
+#[derive(Default)]
+pub struct LiveTraces(std::sync::Mutex<Vec<LiveTrace>>);
+
+/// Live sessions kept at once.
+const LIVE_KEPT: usize = 4;
+
+/// `trace --json`'s answer for `id`; `None` when it has no rollout log. A session with an
+/// open request is tailed from then on ([`LiveTraces`]); one with nothing open is folded whole
+/// and kept in the [`TraceCache`] while its log is unchanged.
 pub fn trace(ui: &Ui, id: &str) -> anyhow::Result<(SessionId, Option<Arc<Trace>>)> {
     let home = &ui.home;
     let id = crate::commands::session::resolve_recorded_id(home, id)?;
-    let before = stamp(&freecode_store::rollout::events_path(home, &id));
+    let path = freecode_store::rollout::events_path(home, &id);
+    let before = stamp(&path);
     if let (Some(st), Ok(cache)) = (before, ui.traces.0.lock())
         && let Some((cid, cst, t)) = cache.as_ref()
         && *cid == id
@@ -207,15 +241,38 @@ pub fn trace(ui: &Ui, id: &str) -> anyhow::Result<(SessionId, Option<Arc<Trace>>
     {
         return Ok((id, Some(t.clone())));
     }
-    let trace = crate::commands::trace::trace_of(home, &id)?.map(Arc::new);
-    let after = stamp(&freecode_store::rollout::events_path(home, &id));
-    if let (Some(t), Some(st), Ok(mut cache)) = (&trace, after, ui.traces.0.lock())
-        && before == after
-        && !(t.hung || t.in_flight)
-    {
-        *cache = Some((id.clone(), st, t.clone()));
+    let mut live = ui
+        .live
+        .0
+        .lock()
+        .map_err(|_| anyhow::anyhow!("ui: the live traces' lock is poisoned"))?;
+    let kept = live.iter().position(|l| *l.id() == id);
+    let mut tail = match kept {
+        Some(i) => live.remove(i),
+        None => match LiveTrace::open(&id, &path)? {
+            Some(t) => t,
+            None => return Ok((id, None)),
+        },
+    };
+    tail.advance()?;
+    if tail.has_open() || kept.is_some() {
+        // Live: kept (newest last) for the next look, which reads only what was appended.
+        let trace = Arc::new(tail.trace());
+        live.push(tail);
+        if live.len() > LIVE_KEPT {
+            live.remove(0);
+        }
+        return Ok((id, Some(trace)));
     }
-    Ok((id, trace))
+    drop(live);
+    let trace = Arc::new(tail.into_trace());
+    let after = stamp(&path);
+    if let (Some(st), Ok(mut cache)) = (after, ui.traces.0.lock())
+        && before == after
+    {
+        *cache = Some((id.clone(), st, trace.clone()));
+    }
+    Ok((id, Some(trace)))
 }
 
 /// The last replay folded (tool outputs for the waterfall), kept while its log is unchanged:
@@ -294,15 +351,7 @@ async fn api_trace(
     .map_err(ApiError)
 }
 
-/// `/api/search?q=…&limit=N`.
-#[derive(Debug, Deserialize)]
-struct SearchParams {
-    #[serde(default)]
-    q: String,
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
+/// `/api/search?q=…&project=…&agent=…&limit=N`.
 async fn api_search(
     State(ui): State<Arc<Ui>>,
     Query(p): Query<SearchParams>,
@@ -311,7 +360,8 @@ async fn api_search(
         return Err(UiError::bad_request("give words to search for: ?q=…").into());
     }
     let home = ui.home.clone();
-    blocking(move || Ok(Json(search(&home, &p.q, p.limit.unwrap_or(20).min(500))?)))
+    let limit = p.limit.unwrap_or(20).min(500);
+    blocking(move || Ok(Json(search(&home, &p, limit)?)))
         .await
         .map_err(ApiError)
 }
@@ -323,48 +373,42 @@ async fn api_stats(State(ui): State<Arc<Ui>>) -> Result<Json<StatsReport>, ApiEr
         .map_err(ApiError)
 }
 
-/// The log's size and modification time: what tells a grown log.
-fn log_stamp(path: &std::path::Path) -> Option<(u64, std::time::SystemTime)> {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.len(), m.modified().ok()?))
-}
-
 /// Server-sent events for session `id`: a `trace` event (the `trace --json` object) each time
 /// its log changes (looked at every second; the page was drawn from the log as it was when the
 /// stream opened), aged against the clock as `trace --follow` does; comments keep the
-/// connection alive.
+/// connection alive. The trace comes from [`trace`], which tails a live session's log: a change
+/// costs the appended bytes, not a fold of the whole log.
 async fn api_events(
     State(ui): State<Arc<Ui>>,
     Path(id): Path<String>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>>, UiError>
 {
-    let home = ui.home.clone();
     let resolved = {
-        let home = home.clone();
+        let home = ui.home.clone();
         blocking(move || Ok(crate::commands::session::resolve_recorded_id(&home, &id)?)).await?
     };
-    let path = freecode_store::rollout::events_path(&home, &resolved);
-    let last = log_stamp(&path);
+    let path = freecode_store::rollout::events_path(&ui.home, &resolved);
+    let last = stamp(&path);
     let stream = futures_util::stream::unfold(
-        (home, resolved, path, last),
-        |(home, id, path, mut last)| async move {
+        (ui, resolved, path, last),
+        |(ui, id, path, mut last)| async move {
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                let stamp = log_stamp(&path);
-                if stamp.is_none() || stamp == last {
+                let now = stamp(&path);
+                if now.is_none() || now == last {
                     continue;
                 }
-                last = stamp;
-                let (h, i) = (home.clone(), id.clone());
-                let trace =
-                    tokio::task::spawn_blocking(move || crate::commands::trace::trace_of(&h, &i))
-                        .await;
-                let Ok(Ok(Some(trace))) = trace else { continue };
-                let Ok(json) = serde_json::to_string(&trace) else {
+                last = now;
+                let (u, i) = (ui.clone(), id.to_string());
+                let traced = tokio::task::spawn_blocking(move || trace(&u, &i)).await;
+                let Ok(Ok((_, Some(trace)))) = traced else {
+                    continue;
+                };
+                let Ok(json) = serde_json::to_string(&*trace) else {
                     continue;
                 };
                 let event = Event::default().event("trace").data(json);
-                return Some((Ok(event), (home, id, path, last)));
+                return Some((Ok(event), (ui, id, path, last)));
             }
         },
     );

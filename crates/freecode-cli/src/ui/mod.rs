@@ -14,6 +14,7 @@
 mod api;
 pub mod export;
 mod highlight;
+mod live;
 mod pages;
 mod waterfall;
 
@@ -62,6 +63,8 @@ pub(crate) struct Ui {
     pub(crate) traces: api::TraceCache,
     /// The last replay folded ([`api::ReplayCache`]).
     pub(crate) replays: api::ReplayCache,
+    /// Live sessions' traces, tailed ([`api::LiveTraces`]).
+    pub(crate) live: api::LiveTraces,
 }
 
 /// The address `--listen` names, refused unless it is IPv4 loopback.
@@ -124,6 +127,7 @@ impl UiArgs {
                 addr,
                 traces: api::TraceCache::default(),
                 replays: api::ReplayCache::default(),
+                live: api::LiveTraces::default(),
             });
             // Ctrl+C: stop accepting, let requests in progress finish, but not a live stream
             // (server-sent events never end by themselves): they are cut after a grace period.

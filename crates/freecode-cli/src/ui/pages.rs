@@ -307,25 +307,18 @@ fn pager(page: usize, more: bool, href: &dyn Fn(usize) -> String, pages: Option<
     }
 }
 
-/// `/search?q=…`.
-#[derive(Debug, Deserialize)]
-struct SearchParams {
-    #[serde(default)]
-    q: String,
-}
-
 async fn search_page(
     State(ui): State<Arc<Ui>>,
-    Query(p): Query<SearchParams>,
+    Query(p): Query<api::SearchParams>,
 ) -> Result<Html<String>, UiError> {
     let home = ui.home.clone();
     blocking(move || {
         let hits = if p.q.trim().is_empty() {
             Vec::new()
         } else {
-            api::search(&home, &p.q, 100)?
+            api::search(&home, &p, 100)?
         };
-        Ok(page_html(search_markup(&p.q, &hits)))
+        Ok(page_html(search_markup(&p, &hits)))
     })
     .await
 }
@@ -355,7 +348,10 @@ fn snippet(hit: &SearchHit) -> Markup {
     }
 }
 
-fn search_markup(q: &str, hits: &[SearchHit]) -> Markup {
+fn search_markup(p: &api::SearchParams, hits: &[SearchHit]) -> Markup {
+    let q = p.q.as_str();
+    let project = p.project.as_deref().unwrap_or("");
+    let agent = p.agent.as_deref().unwrap_or("");
     layout(
         "Search",
         Assets::Linked,
@@ -363,6 +359,19 @@ fn search_markup(q: &str, hits: &[SearchHit]) -> Markup {
             h1 { "Search" }
             form.search-big method="get" action="/search" {
                 input type="search" name="q" value=(q) aria-label="Search" autofocus;
+                label { "Project " input type="text" name="project" value=(project) placeholder="/path/to/project"; }
+                label { "Agent "
+                    select name="agent" {
+                        option value="" selected[agent.is_empty()] { "any" }
+                        @for a in AGENTS {
+                            option value=(a) selected[*a == agent] { (a) }
+                        }
+                        // A name typed into the address: kept, so the page says what it searched.
+                        @if !agent.is_empty() && !AGENTS.contains(&agent) {
+                            option value=(agent) selected { (agent) }
+                        }
+                    }
+                }
                 button type="submit" { "Search" }
             }
             @if !q.trim().is_empty() {
@@ -483,7 +492,13 @@ fn text_block(text: &str) -> Markup {
 /// Messages `first..` of a transcript.
 pub fn transcript(messages: &[StoredMessage], first: usize) -> Markup {
     html! {
-        ol.transcript start=(first + 1) {
+        ol.transcript start=(first + 1) { (transcript_items(messages)) }
+    }
+}
+
+/// The items of a transcript's list (`<li>` each): a page, or a block of a streamed file.
+pub fn transcript_items(messages: &[StoredMessage]) -> Markup {
+    html! {
             @for m in messages {
                 li class=(format!("msg role-{}", m.role.as_str().chars().filter(char::is_ascii_alphanumeric).collect::<String>()))
                     id=(format!("m-{}", m.id)) {
@@ -524,7 +539,6 @@ pub fn transcript(messages: &[StoredMessage], first: usize) -> Markup {
                     }
                 }
             }
-        }
     }
 }
 
@@ -652,17 +666,17 @@ async fn stats_page(State(ui): State<Arc<Ui>>) -> Result<Html<String>, UiError> 
     let home = ui.home.clone();
     blocking(move || {
         let report = api::stats(&home)?;
-        let sessions = api::list_sessions(&home, &ListQuery::default())?;
-        Ok(page_html(stats_markup(&report, &sessions)))
+        Ok(page_html(stats_markup(&report)))
     })
     .await
 }
 
-/// Horizontal bars: label, SVG bar (width a share of the largest), value text.
-fn bars(rows: &[(String, f64, String)]) -> Markup {
+/// Horizontal bars, one chart: label, SVG bar (width a share of the largest), value text.
+/// `chart` names it (`data-chart`).
+fn bars(chart: &str, rows: &[(String, f64, String)]) -> Markup {
     let max = rows.iter().map(|r| r.1).fold(0.0_f64, f64::max).max(1.0);
     html! {
-        div.bars {
+        div.bars data-chart=(chart) {
             @for (label, v, text) in rows {
                 div.bar-row data-value=(v) {
                     span.bar-label { (label) }
@@ -677,8 +691,19 @@ fn bars(rows: &[(String, f64, String)]) -> Markup {
     }
 }
 
-fn stats_markup(r: &StatsReport, sessions: &[SessionMeta]) -> Markup {
+/// A bar's text for tokens in and out.
+fn tokens_text(input: i64, output: i64) -> String {
+    format!(
+        "{} tokens ({} in, {} out)",
+        thousands((input.max(0) + output.max(0)) as u64),
+        thousands(input.max(0) as u64),
+        thousands(output.max(0) as u64)
+    )
+}
+
+fn stats_markup(r: &StatsReport) -> Markup {
     let s = &r.stats;
+    let calls = |n: u64| crate::render::plural(n, "call", "calls");
     let tools_time: Vec<(String, f64, String)> = s
         .tools
         .iter()
@@ -689,44 +714,69 @@ fn stats_markup(r: &StatsReport, sessions: &[SessionMeta]) -> Markup {
                 format!(
                     "{} in {} (p95 {})",
                     format_duration(t.total_ms as f64),
-                    crate::render::plural(t.calls, "call", "calls"),
+                    calls(t.calls),
                     format_duration(t.p95_ms as f64)
                 ),
             )
         })
         .collect();
-    // Tokens by model and by day, from the sessions' metas (`aggregatedTokenCount`).
-    let mut by_model: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
-    let mut by_day: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
-    for m in sessions {
-        let tokens = m.aggregated_token_count.unwrap_or(0);
-        let model = format!("{} / {}", m.provider, m.model.as_deref().unwrap_or("-"));
-        let e = by_model.entry(model).or_default();
-        e.0 += tokens;
-        e.1 += m.turn_count;
-        let day: String = local_time(m.last_turn_at).chars().take(10).collect();
-        let e = by_day.entry(day).or_default();
-        e.0 += tokens;
-        e.1 += m.turn_count;
-    }
-    let fmt = |m: std::collections::BTreeMap<String, (u64, u64)>| -> Vec<(String, f64, String)> {
-        m.into_iter()
-            .map(|(k, (tok, turns))| {
-                (
-                    k,
-                    tok as f64,
-                    format!(
-                        "{} tokens, {}",
-                        thousands(tok),
-                        crate::render::plural(turns, "turn", "turns")
-                    ),
-                )
-            })
-            .collect()
-    };
-    let mut models = fmt(by_model);
-    models.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let days = fmt(by_day);
+    // By model and by day: the rollout logs' calls, as `stats --json` gives them.
+    let models_time: Vec<(String, f64, String)> = s
+        .models
+        .iter()
+        .map(|m| {
+            (
+                m.model.clone(),
+                m.total_ms as f64,
+                format!(
+                    "{} in {}",
+                    format_duration(m.total_ms as f64),
+                    calls(m.calls)
+                ),
+            )
+        })
+        .collect();
+    let mut models_tokens: Vec<(String, f64, String)> = s
+        .models
+        .iter()
+        .map(|m| {
+            (
+                m.model.clone(),
+                (m.input_tokens.max(0) + m.output_tokens.max(0)) as f64,
+                tokens_text(m.input_tokens, m.output_tokens),
+            )
+        })
+        .collect();
+    models_tokens.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let days_tokens: Vec<(String, f64, String)> = s
+        .days
+        .iter()
+        .map(|d| {
+            (
+                d.day.clone(),
+                (d.input_tokens.max(0) + d.output_tokens.max(0)) as f64,
+                tokens_text(d.input_tokens, d.output_tokens),
+            )
+        })
+        .collect();
+    let days_time: Vec<(String, f64, String)> = s
+        .days
+        .iter()
+        .map(|d| {
+            (
+                d.day.clone(),
+                (d.model_ms + d.tool_ms) as f64,
+                format!(
+                    "{} (model {} in {}, tools {} in {})",
+                    format_duration((d.model_ms + d.tool_ms) as f64),
+                    format_duration(d.model_ms as f64),
+                    calls(d.model_calls),
+                    format_duration(d.tool_ms as f64),
+                    calls(d.tool_calls)
+                ),
+            )
+        })
+        .collect();
     layout(
         "Stats",
         Assets::Linked,
@@ -738,9 +788,12 @@ fn stats_markup(r: &StatsReport, sessions: &[SessionMeta]) -> Markup {
             }
             p.count { "tokens in " (thousands(s.input_tokens.max(0) as u64)) " · out " (thousands(s.output_tokens.max(0) as u64))
                 " · cache read " (thousands(s.cache_read_tokens.max(0) as u64)) " · cache write " (thousands(s.cache_write_tokens.max(0) as u64)) }
-            h2 { "Time by tool" } (bars(&tools_time))
-            h2 { "Tokens by model" } (bars(&models))
-            h2 { "Tokens by day of last activity" } (bars(&days))
+            h2 { "Time by tool" } (bars("tool-time", &tools_time))
+            h2 { "Time by model" } (bars("model-time", &models_time))
+            h2 { "Tokens by model" } (bars("model-tokens", &models_tokens))
+            h2 { "Tokens by day" } (bars("day-tokens", &days_tokens))
+            h2 { "Time by day (model and tools)" } (bars("day-time", &days_time))
+            p.note { "From the rollout logs; days are local, by when each call ended." }
             @if !r.problems.is_empty() {
                 h2 { "Left out" }
                 ul { @for p in &r.problems { li { (p.path.display().to_string()) ": " (p.reason) } } }

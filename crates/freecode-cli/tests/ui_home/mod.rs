@@ -106,6 +106,14 @@ pub struct Fixture {
     pub base: i64,
 }
 
+/// The calendar day of `ms` in UTC (the tests' `TZ`), `YYYY-MM-DD`.
+pub fn local_day(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .unwrap()
+        .strftime("%Y-%m-%d")
+        .to_string()
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -238,11 +238,12 @@ fn index_event(tx: &Connection, id: &str, e: &Event) -> rusqlite::Result<()> {
             failed,
             ..
         } => {
-            tx.prepare_cached("INSERT INTO idx_tool_spans (sessionId, tool, durationMs, failed) VALUES (?1, ?2, ?3, ?4)")?.execute(
-                params![id, tool, duration_ms, failed.unwrap_or(false)],
+            tx.prepare_cached("INSERT INTO idx_tool_spans (sessionId, tool, durationMs, failed, at) VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(
+                params![id, tool, duration_ms, failed.unwrap_or(false), e.timestamp],
             )?;
         }
         EventKind::ModelResponse {
+            model,
             duration_ms,
             input_tokens,
             output_tokens,
@@ -250,23 +251,27 @@ fn index_event(tx: &Connection, id: &str, e: &Event) -> rusqlite::Result<()> {
             cache_write_tokens,
             ..
         } => {
-            tx.prepare_cached("INSERT INTO idx_model_spans (sessionId, durationMs, ok, inputTokens, outputTokens, cacheRead, cacheWrite)
-                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6)")?.execute(
+            tx.prepare_cached("INSERT INTO idx_model_spans (sessionId, durationMs, ok, inputTokens, outputTokens, cacheRead, cacheWrite, model, at)
+                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(
                 params![
                     id,
                     duration_ms,
                     to_i64(*input_tokens),
                     to_i64(*output_tokens),
                     to_i64(*cache_read_tokens),
-                    to_i64(*cache_write_tokens)
+                    to_i64(*cache_write_tokens),
+                    model,
+                    e.timestamp
                 ],
             )?;
         }
-        EventKind::ModelError { duration_ms, .. } => {
+        EventKind::ModelError {
+            model, duration_ms, ..
+        } => {
             tx.prepare_cached(
-                "INSERT INTO idx_model_spans (sessionId, durationMs, ok) VALUES (?1, ?2, 0)",
+                "INSERT INTO idx_model_spans (sessionId, durationMs, ok, model, at) VALUES (?1, ?2, 0, ?3, ?4)",
             )?
-            .execute(params![id, duration_ms])?;
+            .execute(params![id, duration_ms, model, e.timestamp])?;
         }
         EventKind::TurnStarted { .. }
         | EventKind::TurnAborted { .. }

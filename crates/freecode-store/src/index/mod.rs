@@ -36,8 +36,8 @@ use freecode_core::{SessionId, SessionMeta};
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
 pub use query::{
-    MatchSpan, RANK_LIMIT, SearchHit, SearchQuery, Stats, StatsScope, ToolStats, match_spans,
-    search_scan, stats_scan, words,
+    DayStats, MatchSpan, ModelStats, RANK_LIMIT, SearchHit, SearchQuery, Stats, StatsScope,
+    ToolStats, match_spans, search_scan, stats_scan, words,
 };
 
 use crate::error::{IoContext, Result, StoreError};
@@ -58,6 +58,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 20261201130000,
         name: "session_agent",
         sql: include_str!("../../migrations/20261201130000_session_agent.sql"),
+    },
+    Migration {
+        version: 20261201150000,
+        name: "span_model_day",
+        sql: include_str!("../../migrations/20261201150000_span_model_day.sql"),
     },
 ];
 

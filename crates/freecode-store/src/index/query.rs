@@ -264,21 +264,25 @@ impl SessionIndex {
             ..StatsAcc::default()
         };
         {
-            let sql = "SELECT t.tool, t.durationMs FROM idx_tool_spans t JOIN idx_sessions s ON s.id = t.sessionId WHERE {scope}"
+            let sql = "SELECT t.tool, t.durationMs, t.at FROM idx_tool_spans t JOIN idx_sessions s ON s.id = t.sessionId WHERE {scope}"
                 .replace("{scope}", clause);
             let mut stmt = self.conn.prepare(&sql).map_err(db_err(&path))?;
             let rows = stmt
                 .query_map([&arg], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                    ))
                 })
                 .map_err(db_err(&path))?;
             for row in rows {
-                let (tool, d) = row.map_err(db_err(&path))?;
-                acc.tools.entry(tool).or_default().push(d);
+                let (tool, d, at) = row.map_err(db_err(&path))?;
+                acc.tool(tool, d, at);
             }
         }
         {
-            let sql = "SELECT m.durationMs, m.ok, m.inputTokens, m.outputTokens, m.cacheRead, m.cacheWrite
+            let sql = "SELECT m.durationMs, m.ok, m.inputTokens, m.outputTokens, m.cacheRead, m.cacheWrite, m.model, m.at
                        FROM idx_model_spans m JOIN idx_sessions s ON s.id = m.sessionId WHERE {scope}"
                 .replace("{scope}", clause);
             let mut stmt = self.conn.prepare(&sql).map_err(db_err(&path))?;
@@ -288,6 +292,8 @@ impl SessionIndex {
                         duration_ms: r.get(0)?,
                         ok: r.get(1)?,
                         tokens: [r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?],
+                        model: r.get(6)?,
+                        at: r.get(7)?,
                     })
                 })
                 .map_err(db_err(&path))?;
@@ -337,6 +343,42 @@ pub struct ToolStats {
     pub p95_ms: i64,
 }
 
+/// Model calls of one model, from the rollout logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelStats {
+    /// The model the calls named (`model.response`/`model.error`'s `model`).
+    pub model: String,
+    /// Calls answered or failed.
+    pub calls: u64,
+    /// Time in these calls, ms (request to response or error).
+    pub total_ms: i64,
+    /// Input tokens (inclusive of cache reads).
+    pub input_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+}
+
+/// One local calendar day's model calls and tool calls, from the rollout logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DayStats {
+    /// The day, `YYYY-MM-DD`, in the local time zone, of each call's end.
+    pub day: String,
+    /// Model calls that ended that day.
+    pub model_calls: u64,
+    /// Their time, ms.
+    pub model_ms: i64,
+    /// Tool calls that ended that day.
+    pub tool_calls: u64,
+    /// Their time, ms.
+    pub tool_ms: i64,
+    /// Input tokens of the model calls (inclusive of cache reads).
+    pub input_tokens: i64,
+    /// Output tokens of the model calls.
+    pub output_tokens: i64,
+}
+
 /// Turns, tool calls, model time and tokens.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -363,12 +405,27 @@ pub struct Stats {
     pub cache_read_tokens: i64,
     /// Cache-write input tokens.
     pub cache_write_tokens: i64,
+    /// Model calls by model (most time first), from the rollout logs.
+    pub models: Vec<ModelStats>,
+    /// Model and tool calls by local day (oldest first), from the rollout logs.
+    pub days: Vec<DayStats>,
 }
 
 struct ModelRow {
     duration_ms: i64,
     ok: bool,
     tokens: [i64; 4],
+    model: String,
+    /// When the call ended (the event's timestamp), ms.
+    at: i64,
+}
+
+/// The local calendar day of `ms` in `tz`, `YYYY-MM-DD`.
+fn local_day(tz: &jiff::tz::TimeZone, ms: i64) -> String {
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(ts) => ts.to_zoned(tz.clone()).date().to_string(),
+        Err(_) => "unknown".to_owned(),
+    }
 }
 
 #[derive(Default)]
@@ -382,9 +439,29 @@ struct StatsAcc {
     model_ms: i64,
     /// From model spans, or (no rollout) from message usage.
     usage: [i64; 4],
+    models: BTreeMap<String, ModelStats>,
+    days: BTreeMap<String, DayStats>,
+    /// The time zone the days are counted in (the system's, once).
+    tz: Option<jiff::tz::TimeZone>,
 }
 
 impl StatsAcc {
+    fn day(&mut self, at: i64) -> &mut DayStats {
+        let tz = self.tz.get_or_insert_with(jiff::tz::TimeZone::system);
+        let day = local_day(tz, at);
+        self.days.entry(day.clone()).or_insert_with(|| DayStats {
+            day,
+            ..DayStats::default()
+        })
+    }
+
+    fn tool(&mut self, tool: String, duration_ms: i64, at: i64) {
+        self.tools.entry(tool).or_default().push(duration_ms);
+        let d = self.day(at);
+        d.tool_calls += 1;
+        d.tool_ms += duration_ms;
+    }
+
     fn model(&mut self, r: ModelRow) {
         self.model_calls += 1;
         self.model_errors += u64::from(!r.ok);
@@ -392,6 +469,22 @@ impl StatsAcc {
         for (a, b) in self.usage.iter_mut().zip(r.tokens) {
             *a += b;
         }
+        let m = self
+            .models
+            .entry(r.model.clone())
+            .or_insert_with(|| ModelStats {
+                model: r.model,
+                ..ModelStats::default()
+            });
+        m.calls += 1;
+        m.total_ms += r.duration_ms;
+        m.input_tokens += r.tokens[0];
+        m.output_tokens += r.tokens[1];
+        let d = self.day(r.at);
+        d.model_calls += 1;
+        d.model_ms += r.duration_ms;
+        d.input_tokens += r.tokens[0];
+        d.output_tokens += r.tokens[1];
     }
 
     fn finish(self) -> Stats {
@@ -410,6 +503,8 @@ impl StatsAcc {
             })
             .collect();
         tools.sort_by(|a, b| b.total_ms.cmp(&a.total_ms).then(a.tool.cmp(&b.tool)));
+        let mut models: Vec<ModelStats> = self.models.into_values().collect();
+        models.sort_by(|a, b| b.total_ms.cmp(&a.total_ms).then(a.model.cmp(&b.model)));
         Stats {
             sessions: self.sessions,
             turns: self.turns,
@@ -422,6 +517,8 @@ impl StatsAcc {
             output_tokens: self.usage[1],
             cache_read_tokens: self.usage[2],
             cache_write_tokens: self.usage[3],
+            models,
+            days: self.days.into_values().collect(),
         }
     }
 }
@@ -678,8 +775,9 @@ pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<(Stats, Ve
         let read = read_events(&ev_path, |e| match e.kind {
             EventKind::FunctionOutput {
                 tool, duration_ms, ..
-            } => acc.tools.entry(tool).or_default().push(duration_ms),
+            } => acc.tool(tool, duration_ms, e.timestamp),
             EventKind::ModelResponse {
+                model,
                 duration_ms,
                 input_tokens,
                 output_tokens,
@@ -695,11 +793,17 @@ pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<(Stats, Ve
                     tok(cache_read_tokens),
                     tok(cache_write_tokens),
                 ],
+                model,
+                at: e.timestamp,
             }),
-            EventKind::ModelError { duration_ms, .. } => acc.model(ModelRow {
+            EventKind::ModelError {
+                model, duration_ms, ..
+            } => acc.model(ModelRow {
                 duration_ms,
                 ok: false,
                 tokens: [0; 4],
+                model,
+                at: e.timestamp,
             }),
             _ => {}
         });

@@ -46,7 +46,8 @@ pub use stream::{
     write_trace_json,
 };
 pub use views::{
-    BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_views_split, read_event_views, read_views_from,
+    BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_file_views, fold_views_split,
+    read_event_views, read_views_from,
 };
 
 /// `events.jsonl`.

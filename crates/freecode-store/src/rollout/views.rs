@@ -88,6 +88,22 @@ pub fn fold_event_views<F: SplitFold + Send>(
         .map(|(fold, report, _)| Some((fold, report)))
 }
 
+/// [`fold_event_views`] over the first `end` bytes of an open log `file` (a tailer folds up to
+/// the last complete line it saw, then reads on from there): as two halves on two threads
+/// from [`SPLIT_BYTES`] on, the same fold and report as one sequential read of those bytes.
+pub fn fold_file_views<F: SplitFold + Send>(
+    file: &std::fs::File,
+    end: u64,
+    mut fold: F,
+) -> std::io::Result<(F, ReadReport)> {
+    if end < SPLIT_BYTES {
+        let range = FileRange { file, pos: 0, end };
+        let report = read_views_from(range, BLOCK_BYTES, |v| fold.apply_view(v))?;
+        return Ok((fold, report));
+    }
+    fold_split(&FileSource(file), end, end / 2, BLOCK_BYTES, fold).map(|(f, r, _)| (f, r))
+}
+
 /// [`fold_event_views`] over bytes, split at the first line start at or past `at` (tests
 /// split everywhere), reading `block` bytes at a time. Also returns the offset where the
 /// tail's results were taken (`None`: the head read to the end).

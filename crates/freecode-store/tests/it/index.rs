@@ -252,6 +252,58 @@ fn stats_match_the_scan() {
     assert_eq!(s.tools.iter().map(|t| t.calls).sum::<u64>(), 4);
     let agent = s.tools.iter().find(|t| t.tool == "agent").unwrap();
     assert_eq!(agent.p95_ms, agent.total_ms, "one call: p95 is that call");
+    // By model and by day: every call counted once, its time and tokens with it.
+    let all = ix.stats(&StatsScope::All).unwrap();
+    assert!(!all.models.is_empty() && !all.days.is_empty());
+    assert_eq!(
+        all.models.iter().map(|m| m.calls).sum::<u64>(),
+        all.model_calls
+    );
+    assert_eq!(
+        all.models.iter().map(|m| m.total_ms).sum::<i64>(),
+        all.model_ms
+    );
+    assert_eq!(
+        all.models.iter().map(|m| m.input_tokens).sum::<i64>(),
+        all.input_tokens
+    );
+    assert_eq!(
+        all.days.iter().map(|d| d.model_calls).sum::<u64>(),
+        all.model_calls
+    );
+    assert_eq!(
+        all.days.iter().map(|d| d.output_tokens).sum::<i64>(),
+        all.output_tokens
+    );
+    assert_eq!(
+        all.days.iter().map(|d| d.tool_ms).sum::<i64>(),
+        all.tools.iter().map(|t| t.total_ms).sum::<i64>()
+    );
+    assert!(all.models.iter().all(|m| !m.model.is_empty()), "{all:?}");
+    assert!(all.days.windows(2).all(|w| w[0].day < w[1].day));
+}
+
+#[test]
+fn an_index_from_before_span_models_reads_its_rollout_logs_again() {
+    let (_tmp, store) = fixture_home();
+    let want = stats_scan(&store, &StatsScope::All).unwrap().0;
+    let db = {
+        let mut ix = SessionIndex::open(store.home()).unwrap();
+        ix.refresh(|_, _| {}).unwrap();
+        ix.path().to_owned()
+    };
+    // The index as the release before the migration left it: no model or time per span.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "ALTER TABLE idx_model_spans DROP COLUMN model;
+         ALTER TABLE idx_model_spans DROP COLUMN at;
+         ALTER TABLE idx_tool_spans DROP COLUMN at;
+         DELETE FROM schema_migrations WHERE version = 20261201150000;",
+    )
+    .unwrap();
+    drop(conn);
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    assert_eq!(ix.stats(&StatsScope::All).unwrap(), want);
 }
 
 #[test]
