@@ -6,7 +6,7 @@
 //! parallel `function_call`s and their `function_call_output`s, `token_count` snapshots,
 //! `agent_message` copies, `task_complete`) in a temp directory, imports each into a fresh home,
 //! and prints MB/s of source; then imports each unchanged tree again (every unit skipped on its
-//! stat) and prints that time.
+//! stat) and prints that time, and the time `import --detect` takes to count the tree.
 //!
 //! `cargo run --release -p freecode-import --example import_bench` (`IMPORT_BENCH_AGENTS`:
 //! `claude-code`, `codex` or both, the default, comma-separated; `IMPORT_BENCH_SESSIONS`,
@@ -333,6 +333,26 @@ fn bench(agent: Agent, dir: &Path, sessions: usize, turns: usize) {
     println!(
         "{agent} unchanged re-import: {} files, {} skipped on their stat, in {:.3} s",
         again.units, again.unchanged_units, secs
+    );
+    // `freecode import --detect` with the agent's home variable naming the tree.
+    let tree = roots[0].clone();
+    let var = |name: &str| {
+        let wanted = match agent {
+            Agent::Codex => "CODEX_HOME",
+            _ => "CLAUDE_CONFIG_DIR",
+        };
+        (name == wanted).then(|| tree.clone().into_os_string())
+    };
+    let started = Instant::now();
+    let mut issues = Vec::new();
+    let found = importer::detect(&var, &mut issues);
+    let secs = started.elapsed().as_secs_f64();
+    let d = found.iter().find(|d| d.agent == agent).unwrap();
+    println!(
+        "{agent} detect: {} sessions, {} messages, {:.0} MB in {secs:.2} s",
+        d.sessions,
+        d.messages,
+        d.bytes as f64 / 1e6
     );
 }
 

@@ -591,6 +591,14 @@ pub struct Detected {
 }
 
 /// [`Detected`] for every agent, its variables read through `var`.
+///
+/// Every unit is read whole: the counts are those an import would write (sessions after forks
+/// and subagents are split off, messages after Claude Code's split lines are merged by
+/// `message.id` and only the live branch kept, Codex's output items grouped per model call,
+/// Gemini's records de-duplicated by id, goose's tool-response-only messages dropped), and no
+/// cheaper count (lines, file sizes, `COUNT(*)` of a table's rows) gives those numbers: a line
+/// count overstates Claude Code's messages several times over. Reading without writing runs at
+/// several times an import's speed (`examples/import_bench.rs` prints it).
 pub fn detect(
     var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
     issues: &mut Vec<SourceIssue>,
