@@ -1212,6 +1212,36 @@ fn dry_run_and_detect_write_nothing() {
 }
 
 #[test]
+fn a_directory_without_the_agents_file_names_says_what_it_looks_for() {
+    // A Codex rollout saved under another name: found when given as a file, and the
+    // directory holding it says why nothing was found there.
+    let ctx = common::Ctx::missing();
+    let src = ctx.tmp.path().join("src");
+    let row = &CODEX[2];
+    let file = copy_fixture(row, &src);
+    let v = json(
+        &ctx.home,
+        &["import", "codex", src.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(v["summary"]["units"], 0, "{v:#}");
+    let issue = &v["issues"][0];
+    assert_eq!(issue["path"], src.to_str().unwrap(), "{v:#}");
+    assert!(
+        issue["message"]
+            .as_str()
+            .unwrap()
+            .contains("rollout-*.jsonl"),
+        "{v:#}"
+    );
+    let v = json(
+        &ctx.home,
+        &["import", "codex", file.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(v["summary"]["imported"], 1, "{v:#}");
+    assert!(v["issues"].as_array().unwrap().is_empty(), "{v:#}");
+}
+
+#[test]
 fn unknown_agents_and_missing_paths_are_user_errors() {
     let ctx = common::Ctx::missing();
     let out = ctx.cmd(&[]).args(["import", "vim"]).output().unwrap();

@@ -141,7 +141,18 @@ pub fn run(
     let mut report = Report::default();
     let mut units = Vec::new();
     for root in roots {
-        units.extend(crate::discover(agent, root, &mut report.issues));
+        let found = crate::discover(agent, root, &mut report.issues);
+        if found.is_empty() && std::fs::metadata(root).is_ok_and(|m| m.is_dir()) {
+            report.issues.push(SourceIssue::in_file(
+                root,
+                format!(
+                    "no {agent} sessions below it (it looks for {}); a file named otherwise \
+                     can be given as a PATH itself",
+                    looks_for(agent)
+                ),
+            ));
+        }
+        units.extend(found);
     }
     units.sort_by(|a, b| a.path.cmp(&b.path));
     units.dedup_by(|a, b| a.path == b.path);
@@ -406,6 +417,17 @@ fn unit_pass(
         out.mark = Some(UnitMark { files, sessions });
     }
     out
+}
+
+/// What discovery looks for in a directory, for the message when it finds nothing.
+fn looks_for(agent: Agent) -> &'static str {
+    match agent {
+        Agent::ClaudeCode => "`*.jsonl` transcripts",
+        Agent::Codex => "`rollout-*.jsonl` and `rollout-*.jsonl.zst` files",
+        Agent::GeminiCli => "`session-*.json` and `session-*.jsonl` chats",
+        Agent::Opencode => "`opencode*.db` databases and a `storage/` tree",
+        Agent::Goose => "`sessions.db` and `*.jsonl` sessions",
+    }
 }
 
 /// Flushes everything written below the home to the disk (`syncfs`).
