@@ -250,7 +250,7 @@ pub fn read(unit: &SourceUnit) -> Result<Read, ReadError> {
             .and_then(|s| s.strip_prefix("agent-"))
             .unwrap_or_default()
             .to_owned();
-        let child_id = format!("{source_id}/agent-{agent_id}");
+        let child_id = subagent_source_id(&source_id, &agent_id);
         let link = ParentLink {
             source_id: source_id.clone(),
             kind: ParentKind::Subagent,
@@ -262,6 +262,16 @@ pub fn read(unit: &SourceUnit) -> Result<Read, ReadError> {
     }
     out.sessions = sessions;
     Ok(out)
+}
+
+/// The source id of the child session made of subagent `agent_id`'s transcript
+/// (`subagents/agent-<agent_id>.jsonl`) beside the session `session_source_id` (the file's
+/// session, or one of its forks: `<file's>@<uuid>`).
+pub(crate) fn subagent_source_id(session_source_id: &str, agent_id: &str) -> String {
+    let file = session_source_id
+        .split_once('@')
+        .map_or(session_source_id, |(file, _)| file);
+    format!("{file}/agent-{agent_id}")
 }
 
 /// Accepts any JSON where a value of type `T` is expected: anything else reads as `None`.

@@ -141,7 +141,18 @@ pub fn run(
     let mut report = Report::default();
     let mut units = Vec::new();
     for root in roots {
-        units.extend(crate::discover(agent, root, &mut report.issues));
+        let found = crate::discover(agent, root, &mut report.issues);
+        if found.is_empty() && std::fs::metadata(root).is_ok_and(|m| m.is_dir()) {
+            report.issues.push(SourceIssue::in_file(
+                root,
+                format!(
+                    "no {agent} sessions below it (it looks for {}); a file named otherwise \
+                     can be given as a PATH itself",
+                    looks_for(agent)
+                ),
+            ));
+        }
+        units.extend(found);
     }
     units.sort_by(|a, b| a.path.cmp(&b.path));
     units.dedup_by(|a, b| a.path == b.path);
@@ -408,6 +419,17 @@ fn unit_pass(
     out
 }
 
+/// What discovery looks for in a directory, for the message when it finds nothing.
+fn looks_for(agent: Agent) -> &'static str {
+    match agent {
+        Agent::ClaudeCode => "`*.jsonl` transcripts",
+        Agent::Codex => "`rollout-*.jsonl` and `rollout-*.jsonl.zst` files",
+        Agent::GeminiCli => "`session-*.json` and `session-*.jsonl` chats",
+        Agent::Opencode => "`opencode*.db` databases and a `storage/` tree",
+        Agent::Goose => "`sessions.db` and `*.jsonl` sessions",
+    }
+}
+
 /// Flushes everything written below the home to the disk (`syncfs`).
 fn sync_home(home: &freecode_store::Home) -> Result<(), StoreError> {
     let root = home.root();
@@ -591,6 +613,14 @@ pub struct Detected {
 }
 
 /// [`Detected`] for every agent, its variables read through `var`.
+///
+/// Every unit is read whole: the counts are those an import would write (sessions after forks
+/// and subagents are split off, messages after Claude Code's split lines are merged by
+/// `message.id` and only the live branch kept, Codex's output items grouped per model call,
+/// Gemini's records de-duplicated by id, goose's tool-response-only messages dropped), and no
+/// cheaper count (lines, file sizes, `COUNT(*)` of a table's rows) gives those numbers: a line
+/// count overstates Claude Code's messages several times over. Reading without writing runs at
+/// several times an import's speed (`examples/import_bench.rs` prints it).
 pub fn detect(
     var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
     issues: &mut Vec<SourceIssue>,
@@ -778,5 +808,90 @@ mod tests {
         assert_eq!(actions(&r), ["imported"]);
         assert_eq!(r.sessions[0].redactions, 1);
         assert!(!store.home().root().exists(), "nothing written");
+    }
+
+    /// The `subagent.start/stop` events of `id`'s log: (event type, subagent id).
+    fn subagent_events(store: &SessionStore, id: &str) -> Vec<(String, String)> {
+        let id = SessionId::new(id.to_owned()).unwrap();
+        let mut out = Vec::new();
+        freecode_store::rollout::read_events(
+            &freecode_store::rollout::events_path(store.home(), &id),
+            |e| match &e.kind {
+                freecode_core::rollout::event::EventKind::SubagentStart { subagent_id, .. }
+                | freecode_core::rollout::event::EventKind::SubagentStop { subagent_id, .. } => {
+                    out.push((e.kind.type_name().to_owned(), subagent_id.clone()))
+                }
+                _ => {}
+            },
+        )
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn subagent_events_name_the_child_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let kids = src.join("s1").join("subagents");
+        std::fs::create_dir_all(&kids).unwrap();
+        let rec = |v: serde_json::Value| format!("{v}\n");
+        let base = serde_json::json!({"cwd": "/p", "sessionId": "s1", "version": "2.1.0"});
+        let with = |extra: serde_json::Value| {
+            let mut v = base.clone();
+            v.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            rec(v)
+        };
+        let parent = [
+            with(
+                serde_json::json!({"type": "user", "uuid": "u1", "parentUuid": null,
+                "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"role": "user", "content": "look around"}}),
+            ),
+            with(
+                serde_json::json!({"type": "assistant", "uuid": "a1", "parentUuid": "u1",
+                "timestamp": "2026-01-01T00:00:01Z",
+                "message": {"id": "m1", "role": "assistant", "model": "claude-test",
+                    "content": [{"type": "tool_use", "id": "toolu_1", "name": "Task",
+                                 "input": {"description": "explore", "prompt": "find it"}}]}}),
+            ),
+            with(
+                serde_json::json!({"type": "user", "uuid": "r1", "parentUuid": "a1",
+                "timestamp": "2026-01-01T00:00:09Z",
+                "toolUseResult": {"agentId": "abc123", "status": "completed"},
+                "message": {"role": "user", "content": [{"type": "tool_result",
+                    "tool_use_id": "toolu_1", "content": "found it"}]}}),
+            ),
+        ]
+        .concat();
+        std::fs::write(src.join("s1.jsonl"), parent).unwrap();
+        let child = [
+            with(
+                serde_json::json!({"type": "user", "uuid": "c1", "parentUuid": null,
+                "isSidechain": true, "agentId": "abc123", "timestamp": "2026-01-01T00:00:02Z",
+                "message": {"role": "user", "content": "find it"}}),
+            ),
+            with(
+                serde_json::json!({"type": "assistant", "uuid": "c2", "parentUuid": "c1",
+                "isSidechain": true, "agentId": "abc123", "timestamp": "2026-01-01T00:00:08Z",
+                "message": {"id": "m2", "role": "assistant", "model": "claude-test",
+                    "content": [{"type": "text", "text": "found it"}]}}),
+            ),
+        ]
+        .concat();
+        std::fs::write(kids.join("agent-abc123.jsonl"), child).unwrap();
+        let store = store(dir.path());
+        let r = run(&store, Agent::ClaudeCode, &[src], &opts()).unwrap();
+        assert_eq!(actions(&r), ["imported", "imported"], "{:?}", r.issues);
+        let (main, kid) = (&r.sessions[0], &r.sessions[1]);
+        assert_eq!(kid.parent_id.as_deref(), Some(main.id.as_str()));
+        assert_eq!(
+            subagent_events(&store, &main.id),
+            [
+                ("subagent.start".to_owned(), kid.id.clone()),
+                ("subagent.stop".to_owned(), kid.id.clone())
+            ]
+        );
     }
 }

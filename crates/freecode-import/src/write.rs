@@ -12,7 +12,8 @@
 //! item's time), `model.first_token` when the source says when it came, `model.response` with
 //! the duration from the source's timestamps and the tokens; per tool call `function.call` and
 //! `function.output` (paired by call id, the duration from the call's and the result's
-//! timestamps), `function.denied` for a refusal (no call/output pair); `subagent.start/stop`;
+//! timestamps), `function.denied` for a refusal (no call/output pair); `subagent.start/stop`
+//! naming the child session by its derived id (`subagent_session_id`);
 //! `compact.occurred`; `model.request` + `model.error` for an error; `turn.aborted` for an
 //! aborted turn. Events are ordered by time (stably), their `seq` 1, 2, …
 
@@ -22,7 +23,7 @@ use freecode_core::{Part, Role, SessionId, StoredMessage, Usage};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::model::{Content, ImportedSession, Item, ParentKind, ToolOutcome};
+use crate::model::{Content, ImportedSession, Item, ParentKind, SubagentRun, ToolOutcome};
 use crate::source::Agent;
 
 /// A title longer than this (from the first prompt) is cut.
@@ -117,6 +118,19 @@ fn event_random(id: &SessionId, seq: u64) -> u128 {
     b.copy_from_slice(&d[..16]);
     // 80 bits are the ULID's random part.
     u128::from_le_bytes(b) & ((1u128 << 80) - 1)
+}
+
+/// The id of the child session a subagent run's transcript becomes: [`session_id`] of the
+/// child's source id (Claude Code: `<session>/agent-<agentId>`; Codex: the spawned thread's id;
+/// opencode: the child session's id), so `subagent.start/stop` name a session of this home. A
+/// run without a transcript names the session it would have had.
+fn subagent_session_id(s: &ImportedSession, run: &SubagentRun) -> String {
+    let source = match s.agent {
+        Agent::ClaudeCode => crate::claude_code::subagent_source_id(&s.source_id, &run.subagent_id),
+        _ => run.subagent_id.clone(),
+    };
+    session_id(s.agent, &source)
+        .map_or_else(|_| run.subagent_id.clone(), |id| id.as_str().to_owned())
 }
 
 /// Plans the files of `s`, imported at `now` (ms). Times after `now` are clamped to it.
@@ -367,7 +381,7 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
                 kinds.push((
                     start,
                     EventKind::SubagentStart {
-                        subagent_id: run.subagent_id.clone(),
+                        subagent_id: subagent_session_id(s, run),
                         task: run.task.clone(),
                     },
                 ));
@@ -375,7 +389,7 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
                     kinds.push((
                         stop.max(start),
                         EventKind::SubagentStop {
-                            subagent_id: run.subagent_id.clone(),
+                            subagent_id: subagent_session_id(s, run),
                             result: cut_bytes(
                                 run.result.as_deref().unwrap_or(""),
                                 EVENT_OUTPUT_BYTES,
