@@ -66,7 +66,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -213,12 +213,22 @@ pub fn read(unit: &SourceUnit) -> Result<Read, ReadError> {
     if is_zst(path) {
         let file = File::open(path).map_err(|e| ReadError::io(path, e))?;
         let decoder = zstd::stream::read::Decoder::new(file).map_err(|e| ReadError::io(path, e))?;
-        decoded_lines(
+        // A stream that fails mid-way (a torn `.zst`) keeps what came before.
+        if let Err(e) = lines::for_each_line_in(
             path,
             BufReader::with_capacity(256 * 1024, decoder),
             &mut issues,
             |line| state.line(line),
-        );
+        ) {
+            issues.push(SourceIssue::at_line(
+                path,
+                e.line + 1,
+                format!(
+                    "compressed stream unreadable from here ({}): the rest is skipped",
+                    e.source
+                ),
+            ));
+        }
     } else {
         lines::for_each_line(path, &mut issues, |line| state.line(line))?;
     }
@@ -232,74 +242,6 @@ pub fn read(unit: &SourceUnit) -> Result<Read, ReadError> {
         sessions: session.into_iter().collect(),
         issues,
     })
-}
-
-/// [`lines::for_each_line`]'s rules over a decompressed stream: BOM, CRLF, blank and NUL lines,
-/// a torn tail left unread; a stream that fails mid-way (a torn `.zst`) keeps what came before.
-fn decoded_lines(
-    path: &Path,
-    mut reader: impl BufRead,
-    issues: &mut Vec<SourceIssue>,
-    mut each: impl FnMut(Line<'_>),
-) {
-    let mut buf = Vec::new();
-    let mut number = 0u64;
-    let mut offset = 0u64;
-    loop {
-        buf.clear();
-        let n = match reader.read_until(b'\n', &mut buf) {
-            Ok(n) => n,
-            Err(e) => {
-                issues.push(SourceIssue::at_line(
-                    path,
-                    number + 1,
-                    format!("compressed stream unreadable from here ({e}): the rest is skipped"),
-                ));
-                break;
-            }
-        };
-        if n == 0 {
-            break;
-        }
-        number += 1;
-        if buf.last() != Some(&b'\n') {
-            if !buf.iter().all(|b| b.is_ascii_whitespace() || *b == 0) {
-                issues.push(SourceIssue::at_line(
-                    path,
-                    number,
-                    format!("incomplete last line ({n} bytes without a newline): skipped"),
-                ));
-            }
-            break;
-        }
-        let start = offset;
-        offset += n as u64;
-        let mut bytes = &buf[..n - 1];
-        if let Some(rest) = bytes.strip_suffix(b"\r") {
-            bytes = rest;
-        }
-        if number == 1
-            && let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF")
-        {
-            issues.push(SourceIssue::at_line(path, 1, "byte-order mark skipped"));
-            bytes = rest;
-        }
-        if bytes.iter().all(|b| b.is_ascii_whitespace() || *b == 0) {
-            if bytes.contains(&0) {
-                issues.push(SourceIssue::at_line(
-                    path,
-                    number,
-                    "NUL-filled line skipped",
-                ));
-            }
-            continue;
-        }
-        each(Line {
-            number,
-            offset: start,
-            bytes,
-        });
-    }
 }
 
 type Names = HashMap<String, String>;

@@ -39,10 +39,30 @@ pub struct Extent {
 pub fn for_each_line(
     path: &Path,
     issues: &mut Vec<SourceIssue>,
-    mut each: impl FnMut(Line<'_>),
+    each: impl FnMut(Line<'_>),
 ) -> Result<Extent, ReadError> {
     let file = File::open(path).map_err(|e| ReadError::io(path, e))?;
-    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let reader = BufReader::with_capacity(256 * 1024, file);
+    for_each_line_in(path, reader, issues, each).map_err(|e| ReadError::io(path, e.source))
+}
+
+/// A read that failed part-way through a stream, after `line` lines.
+#[derive(Debug)]
+pub struct StreamError {
+    /// Lines read (complete or skipped) before the failure.
+    pub line: u64,
+    /// What the reader said.
+    pub source: std::io::Error,
+}
+
+/// [`for_each_line`]'s rules over any stream (a decompressed `.jsonl.zst`, say); `path` names
+/// it in issues. On a failed read, the lines before it have been delivered.
+pub fn for_each_line_in(
+    path: &Path,
+    mut reader: impl BufRead,
+    issues: &mut Vec<SourceIssue>,
+    mut each: impl FnMut(Line<'_>),
+) -> Result<Extent, StreamError> {
     let mut buf = Vec::new();
     let mut extent = Extent::default();
     let mut number = 0u64;
@@ -50,7 +70,10 @@ pub fn for_each_line(
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
-            .map_err(|e| ReadError::io(path, e))?;
+            .map_err(|source| StreamError {
+                line: number,
+                source,
+            })?;
         if n == 0 {
             break;
         }
