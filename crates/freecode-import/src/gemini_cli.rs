@@ -631,7 +631,7 @@ impl Chat {
             issues.push(SourceIssue::in_file(
                 path,
                 format!(
-                    "project path unresolved (projectHash {}, {}): imported without one",
+                    "project path unresolved (projectHash {}, {}): its project is the one `--project` names (without it, skipped)",
                     hash.unwrap_or("absent"),
                     if projects.is_some() {
                         "not in projects.json"
