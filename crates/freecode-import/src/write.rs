@@ -504,7 +504,7 @@ fn message(
         role,
         parts,
         timestamp,
-        usage,
+        usage: usage.map(Box::new),
         interrupted: None,
         extra: freecode_core::Extra::new(),
     }
