@@ -814,3 +814,65 @@ fn start_and_resume_take_the_configured_provider_and_model() {
     assert!(msg.contains("config.json"), "{msg}");
     assert!(rpc.finish().success());
 }
+
+/// A `session.get` on its own is written as the session is read (a block of messages at a
+/// time, through a spool); a batch still builds its answers as values. Both must be the same
+/// bytes, over a log of several blocks with escapes, non-ASCII text, floats, unknown keys and
+/// a bad line, for a number id and a string id that needs escaping.
+#[test]
+fn a_session_get_alone_is_streamed_and_is_the_batch_answer_byte_for_byte() {
+    let ctx = Ctx::fixture();
+    let log = ctx
+        .home
+        .join("sessions/home__dev__projects__my_h_app")
+        .join(S1)
+        .join("messages.jsonl");
+    let mut lines = String::new();
+    for i in 0..9_000u32 {
+        if i == 4_321 {
+            lines.push_str("not json\n");
+        }
+        lines.push_str(&format!(
+            r#"{{"id":"g{i}","role":"assistant","parts":[{{"type":"text","content":"tab\t\"q\" é 😀 {}"}},{{"type":"tool","tool":{{"name":"sh","args":{{"n":0.1,"big":9007199254740993,"neg":-{i}}}}},"result":"{}"}}],"timestamp":{i},"usage":{{"inputTokens":{i},"outputTokens":2}},"later":[1.5e300,null]}}"#,
+            "word ".repeat(60),
+            "out\\n".repeat(40)
+        ));
+        lines.push('\n');
+    }
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    f.write_all(lines.as_bytes()).unwrap();
+    drop(f);
+    assert!(std::fs::metadata(&log).unwrap().len() > 5 << 20);
+
+    let mut rpc = Rpc::start(&ctx.home, false);
+    let read_line = |rpc: &mut Rpc| {
+        let mut line = String::new();
+        rpc.stdout.read_line(&mut line).unwrap();
+        line
+    };
+    for id in [json!(7), json!("a \"quoted\" id é")] {
+        let req = json!({"jsonrpc": "2.0", "id": id, "method": "session.get", "params": {"sessionId": S1}})
+            .to_string();
+        rpc.send_line(&req);
+        let alone = read_line(&mut rpc);
+        rpc.send_line(&format!("[{req}]"));
+        let batch = read_line(&mut rpc);
+        let v: Value = serde_json::from_str(&alone).unwrap();
+        assert_eq!(v["id"], id);
+        assert!(v["result"]["messages"].as_array().unwrap().len() > 9_000);
+        let inner = batch
+            .strip_prefix('[')
+            .and_then(|b| b.strip_suffix("]\n"))
+            .unwrap();
+        assert!(
+            alone.strip_suffix('\n') == Some(inner),
+            "{} vs {} bytes",
+            alone.len(),
+            inner.len()
+        );
+    }
+    // An error is an answer, and the server goes on.
+    let (code, _) = rpc.err("session.get", json!({"sessionId": "no-such-session"}));
+    assert_eq!(code, -32001);
+    rpc.ok("session.get", json!({"sessionId": S1}));
+}

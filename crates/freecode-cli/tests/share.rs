@@ -1701,3 +1701,54 @@ fn a_session_past_the_servers_limit_is_refused_before_its_bundle_is_built() {
     assert!(out.status.success(), "{}", stderr(&out));
     drop((server, small));
 }
+
+/// `bytes` with the value of `exportedAt` (the one thing two exports of a session differ in)
+/// replaced by 0.
+fn without_exported_at(bytes: &[u8]) -> String {
+    let s = String::from_utf8(bytes.to_vec()).unwrap();
+    let i = s.find("\"exportedAt\":").unwrap() + 13;
+    let j = i + s[i..].find(|c: char| !c.is_ascii_digit()).unwrap();
+    format!("{}0{}", &s[..i], &s[j..])
+}
+
+#[test]
+fn an_export_to_stdout_is_the_file_bundle_byte_for_byte_and_refused_whole_past_the_limit() {
+    let ctx = Ctx::fixture();
+    let file = ctx.tmp.path().join("s1.json");
+    ctx.ok(&["session", "export", S1, "--file", file.to_str().unwrap()]);
+    let want = std::fs::read(&file).unwrap();
+    for extra in [&[][..], &["--include-rollout"][..]] {
+        let mut args = vec!["session", "export", S1, "--file", "-"];
+        args.extend_from_slice(extra);
+        let out = ctx.run(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(out.stdout.ends_with(b"}\n"));
+        if extra.is_empty() {
+            assert_eq!(without_exported_at(&out.stdout), without_exported_at(&want));
+        } else {
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(v["rollout"].is_object() || v["rollout"].is_array(), "{v}");
+        }
+    }
+    // Past the limit nothing reaches stdout: the bundle is checked whole before it is copied.
+    let size = want.len() as u64 - 1;
+    let out = limited(
+        &ctx.home,
+        size - 1,
+        &["session", "export", S1, "--file", "-"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr(&out).contains(&format!("more than the {}-byte limit", size - 1)),
+        "{}",
+        stderr(&out)
+    );
+    let out = limited(&ctx.home, size, &["session", "export", S1, "--file", "-"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(without_exported_at(&out.stdout), without_exported_at(&want));
+}

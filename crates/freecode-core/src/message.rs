@@ -194,7 +194,8 @@ json_record! {
         /// When the message was persisted, ms.
         "timestamp" => pub timestamp: i64,
         /// Token counts of the response that produced it, on at most one line per response.
-        "usage" => pub usage: Option<Usage>,
+        /// Boxed: most lines have none, and inline it would be half of every message's size.
+        "usage" => pub usage: Option<Box<Usage>>,
         /// Set (to `true`) on the message that was being written when the user hit Ctrl+C.
         "interrupted" => pub interrupted: Option<bool>,
     }

@@ -518,7 +518,7 @@ fn message(
         role,
         parts,
         timestamp,
-        usage,
+        usage: usage.map(Box::new),
         interrupted: None,
         extra: freecode_core::Extra::new(),
     }

@@ -248,7 +248,7 @@ impl Corpus {
                 let mut m = StoredMessage::new(id, Role::Assistant, vec![Part::text(t)], ts);
                 let mut u = Usage::new(self.rng.range(8_000, 40_000), self.rng.range(50, 900));
                 u.cache_read_input_tokens = Some(self.rng.range(0, 8_000));
-                m.usage = Some(u);
+                m.usage = Some(Box::new(u));
                 m
             }
             2 => {
@@ -270,10 +270,10 @@ impl Corpus {
                 r.push_str(&extra);
                 let part = Part::tool("grep", json!({ "pattern": pattern, "path": "src" }), r);
                 let mut m = StoredMessage::new(id, Role::Assistant, vec![part], ts);
-                m.usage = Some(Usage::new(
+                m.usage = Some(Box::new(Usage::new(
                     self.rng.range(8_000, 40_000),
                     self.rng.range(20, 200),
-                ));
+                )));
                 m
             }
             _ => {

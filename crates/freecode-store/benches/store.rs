@@ -150,7 +150,7 @@ impl MsgFactory {
         );
         let mut usage = Usage::new(18_234, 412);
         usage.cache_read_input_tokens = Some(16_002);
-        assistant.usage = Some(usage);
+        assistant.usage = Some(Box::new(usage));
         let mut grep = StoredMessage::new(
             String::new(),
             Role::Assistant,
@@ -161,7 +161,7 @@ impl MsgFactory {
             )],
             0,
         );
-        grep.usage = Some(Usage::new(19_876, 96));
+        grep.usage = Some(Box::new(Usage::new(19_876, 96)));
         Self {
             templates: [
                 StoredMessage::new(

@@ -234,7 +234,8 @@ fn stream_bundle_ended(
         return Err(size_error(&head, e));
     }
     if newline {
-        sink.put(b"\n")?;
+        // Not part of the JSON the limit is on: a bundle of exactly the limit keeps it.
+        sink.write_uncounted(b"\n")?;
     }
     Ok(head)
 }
@@ -278,6 +279,15 @@ impl<'a> LimitedSink<'a> {
         Ok(())
     }
 
+    fn write_uncounted(&mut self, bytes: &[u8]) -> Result<(), ShareError> {
+        self.out.write_all(bytes).map_err(|e| StoreError::Io {
+            op: "write",
+            path: PathBuf::from("the bundle"),
+            source: e,
+        })?;
+        Ok(())
+    }
+
     fn over(&self) -> Option<freecode_core::bundle::BundleError> {
         use freecode_core::bundle::{BundleError, MAX_JSON_VALUES};
         if self.size > self.limit {
@@ -301,10 +311,13 @@ impl<'a> LimitedSink<'a> {
 /// [`save_to_remote`] of [`export_bundle`] would, the same bytes, but streamed
 /// ([`stream_bundle`]) into the temp of an atomic replace: the session is never held in memory
 /// whole. A bundle past the limit leaves nothing behind. A name ending in `.zst` gets one zstd
-/// frame of the same JSON (without the newline), compressed as it is written. Only for a
-/// regular file (`path` is `None`, or [`fsutil::user_target`] says
-/// [`fsutil::UserTarget::File`]); returns `None`, having done nothing, for any other output
-/// (the caller builds the bundle).
+/// frame of the same JSON (without the newline), compressed as it is written.
+///
+/// Standard output (`-`), a FIFO, a terminal or a device cannot take bytes back, so the bundle
+/// is streamed into an anonymous temp file first (unlinked at creation, never a path in the
+/// home) and copied to the output only once it is whole and within the limit: nothing is
+/// written there for a bundle past it. The path returned is `-` for standard output. Returns
+/// `None` only when the output cannot be classified as one of these (never today).
 pub fn save_to_remote_streamed(
     store: &SessionStore,
     id: &SessionId,
@@ -315,7 +328,14 @@ pub fn save_to_remote_streamed(
     let (replace, shown) = match path {
         Some(p) => match fsutil::user_target(p)? {
             fsutil::UserTarget::File { replace, shown } => (replace, shown),
-            _ => return Ok(None),
+            fsutil::UserTarget::Stdout => {
+                let head = spool_then_copy(store, id, opts, zst, None)?;
+                return Ok(Some((PathBuf::from("-"), head)));
+            }
+            fsutil::UserTarget::Stream(p) => {
+                let head = spool_then_copy(store, id, opts, zst, Some(&p))?;
+                return Ok(Some((p, head)));
+            }
         },
         None => {
             let home = store.home();
@@ -326,23 +346,79 @@ pub fn save_to_remote_streamed(
     };
     let mut head = None;
     fsutil::write_atomic_with(&replace, true, |out| {
-        if zst {
-            // One zstd frame, compressed as it is written: the JSON without its newline, as
-            // `save_to_remote` compresses it.
-            let io = |e: std::io::Error| {
-                ShareError::Codec(crate::codec::CodecError::Compress(e.to_string()))
-            };
-            let mut enc =
-                zstd::stream::write::Encoder::new(out, crate::codec::LEVEL).map_err(io)?;
-            head = Some(stream_bundle_ended(store, id, opts, &mut enc, false)?);
-            enc.finish().map_err(io)?;
-        } else {
-            head = Some(stream_bundle(store, id, opts, out)?);
-        }
+        // `.zst`: one zstd frame, compressed as it is written: the JSON without its newline,
+        // as `save_to_remote` compresses it.
+        head = Some(stream_encoded(store, id, opts, zst, out)?);
         Ok::<(), ShareError>(())
     })?;
     let head = head.ok_or_else(|| ShareError::Redaction("nothing was written".into()))?;
     Ok(Some((shown, head)))
+}
+
+/// Writes the bundle (zstd-compressed when `zst`) into `out`, as [`save_to_remote_streamed`]
+/// writes it into a file.
+fn stream_encoded(
+    store: &SessionStore,
+    id: &SessionId,
+    opts: &ExportOptions,
+    zst: bool,
+    out: &mut dyn std::io::Write,
+) -> Result<Bundle, ShareError> {
+    if !zst {
+        return stream_bundle(store, id, opts, out);
+    }
+    let io =
+        |e: std::io::Error| ShareError::Codec(crate::codec::CodecError::Compress(e.to_string()));
+    let mut enc = zstd::stream::write::Encoder::new(out, crate::codec::LEVEL).map_err(io)?;
+    let head = stream_bundle_ended(store, id, opts, &mut enc, false)?;
+    enc.finish().map_err(io)?;
+    Ok(head)
+}
+
+/// The bundle streamed into an anonymous temp file, then — whole and within the limit —
+/// copied to standard output (`to` is `None`) or into the stream `to` (a FIFO, terminal or
+/// device: opened for writing without creating or truncating, as [`fsutil::write_user_file`]
+/// opens it).
+fn spool_then_copy(
+    store: &SessionStore,
+    id: &SessionId,
+    opts: &ExportOptions,
+    zst: bool,
+    to: Option<&Path>,
+) -> Result<Bundle, ShareError> {
+    use std::io::{Seek, Write};
+    let shown = to.map_or_else(|| PathBuf::from("standard output"), Path::to_path_buf);
+    let temp_err = |op: &'static str| {
+        move |e: std::io::Error| StoreError::Io {
+            op,
+            path: PathBuf::from("the export's temp file"),
+            source: e,
+        }
+    };
+    let mut temp = tempfile::tempfile().map_err(temp_err("create"))?;
+    let head = {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, &mut temp);
+        let head = stream_encoded(store, id, opts, zst, &mut w)?;
+        w.flush().map_err(temp_err("write"))?;
+        head
+    };
+    temp.rewind().map_err(temp_err("seek"))?;
+    fn copy(from: &mut std::fs::File, out: &mut dyn Write) -> std::io::Result<()> {
+        std::io::copy(from, out).and_then(|_| out.flush())
+    }
+    match to {
+        None => copy(&mut temp, &mut std::io::stdout().lock()),
+        Some(p) => std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .and_then(|mut f| copy(&mut temp, &mut f)),
+    }
+    .map_err(|e| StoreError::Io {
+        op: "write",
+        path: shown,
+        source: e,
+    })?;
+    Ok(head)
 }
 
 /// Replaces every known-format secret in every string of the bundle — known fields and the

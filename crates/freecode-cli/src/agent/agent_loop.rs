@@ -795,7 +795,7 @@ impl AgentLoop {
                 vec![Part::text(completion.text.clone())],
                 freecode_store::now_ms(),
             );
-            msg.usage = usage_slot.take();
+            msg.usage = usage_slot.take().map(Box::new);
             self.append(msg)?;
         }
         if calls.is_empty() {
@@ -828,7 +828,7 @@ impl AgentLoop {
                     vec![Part::tool(c.name.clone(), args.clone(), result)],
                     freecode_store::now_ms(),
                 );
-                m.usage = usage_slot.take();
+                m.usage = usage_slot.take().map(Box::new);
                 m
             };
             if let Decision::Deny { source, reason } = self.tools.check(&c.name, &args) {

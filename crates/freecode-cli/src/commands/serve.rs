@@ -24,6 +24,12 @@
 //! idle marks nothing; a second Ctrl+C within a second exits with status 1, after any write in
 //! progress has finished.
 //!
+//! `session.get` (not in a batch) is written as it is read: the reply line is serialised into a
+//! spooled temp (memory up to 1 MiB, then an anonymous temp file) a block of messages at a time
+//! and copied to stdout once whole, so a large session never becomes a JSON tree and a read
+//! error is an error answer, never half a line; the bytes are those of the tree-built answer
+//! (which a batch still gets).
+//!
 //! `session.import {url, projectPath?}` writes the session under `projectPath` (an existing
 //! directory, made canonical; default: the server's working directory), never under the path
 //! the bundle names.
@@ -151,6 +157,9 @@ fn write_reply(out: &Mutex<std::io::Stdout>, reply: &Value) -> std::io::Result<(
     out.flush()
 }
 
+/// Bytes of a streamed answer held in memory before its spool moves to an anonymous temp file.
+const SPOOL_IN_MEMORY: usize = 1 << 20;
+
 /// What a turn in flight needs from the server: the flag `session.stop` raises.
 type Turns = Arc<Mutex<HashMap<String, InterruptFlag>>>;
 
@@ -182,15 +191,19 @@ impl Server {
                 "Invalid Request: empty batch",
             )),
             Value::Array(items) => {
-                let replies: Vec<Value> =
-                    items.into_iter().filter_map(|r| self.handle(r)).collect();
+                let replies: Vec<Value> = items
+                    .into_iter()
+                    .filter_map(|r| self.handle(r, false))
+                    .collect();
                 (!replies.is_empty()).then_some(Value::Array(replies))
             }
-            other => self.handle(other),
+            other => self.handle(other, true),
         }
     }
 
-    fn handle(&self, req: Value) -> Option<Value> {
+    /// The answer to one request; `alone` when it is not in a batch (its answer may then be
+    /// written by the method itself: `session.get`).
+    fn handle(&self, req: Value, alone: bool) -> Option<Value> {
         let Value::Object(mut req) = req else {
             return Some(error_reply(
                 Value::Null,
@@ -240,6 +253,12 @@ impl Server {
                 Ok(()) => return None,
                 Err(e) => Err(e),
             }
+        } else if method == "session.get" && alone && id.is_some() {
+            match self.get_streamed(&Params(params), &reply_id) {
+                // Answered on stdout already.
+                Ok(()) => return None,
+                Err(e) => Err(e),
+            }
         } else {
             self.dispatch(&method, &Params(params))
         };
@@ -252,6 +271,45 @@ impl Server {
             Ok(v) => json!({"jsonrpc": "2.0", "id": reply_id, "result": v}),
             Err(e) => error_reply(reply_id, e.code, &e.message),
         })
+    }
+
+    /// `session.get` answered as it is read (see the module docs): the line
+    /// `{"jsonrpc":"2.0","id":…,"result":…}` serialised into a spooled temp with the messages
+    /// pulled a block at a time ([`ops::SessionDetailStream`]), then copied to stdout under the
+    /// answer lock. Any error before the copy is returned, nothing written.
+    fn get_streamed(&self, p: &Params, reply_id: &Value) -> Result<(), RpcError> {
+        use std::io::Seek;
+        let id = p.session_id()?;
+        let meta = self.store.meta(&id)?;
+        let mut blocks = self.store.message_blocks(&id)?;
+        let internal = |e: std::io::Error| RpcError::new(-32603, e.to_string());
+        let mut spool = std::io::BufWriter::with_capacity(
+            64 << 10,
+            tempfile::SpooledTempFile::new(SPOOL_IN_MEMORY),
+        );
+        let detail = ops::SessionDetailStream {
+            meta: &meta,
+            messages: ops::MessageSeq::new(move || Ok(blocks.next_block()?.map(|b| b.items))),
+        };
+        spool
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":")
+            .map_err(internal)?;
+        serde_json::to_writer(&mut spool, reply_id).map_err(|e| internal(e.into()))?;
+        spool.write_all(b",\"result\":").map_err(internal)?;
+        if let Err(e) = serde_json::to_writer(&mut spool, &detail) {
+            return Err(match detail.messages.take_error() {
+                Some(e) => RpcError::new(-32603, format!("{e:#}")),
+                None => internal(e.into()),
+            });
+        }
+        spool.write_all(b"}\n").map_err(internal)?;
+        let mut spool = spool.into_inner().map_err(|e| internal(e.into_error()))?;
+        spool.rewind().map_err(internal)?;
+        let mut out = lock(&self.out);
+        std::io::copy(&mut spool, &mut *out)
+            .and_then(|_| out.flush())
+            .map_err(internal)?;
+        Ok(())
     }
 
     fn dispatch(&self, method: &str, p: &Params) -> RpcResult {

@@ -266,8 +266,8 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
             .then(|| expires_at(freecode_store::now_ms(), config.lifetime(a.expires))),
     };
     if !a.dry_run {
-        // A regular file (the usual case) is written as the session is read and redacted,
-        // never holding it whole; any other output gets the bundle built in memory below.
+        // Written as the session is read and redacted, never holding it whole: into the temp
+        // of a regular file, or (stdout, a FIFO) into a temp copied out once it is whole.
         let file = a.file.clone().flatten();
         let steps = crate::progress::Steps::new("exporting", 1);
         steps.step("reading, redacting and writing the session");
@@ -275,6 +275,10 @@ fn export_locally(store: &SessionStore, id: &SessionId, a: ExportArgs) -> anyhow
         steps.finish();
         if let Some((path, head)) = streamed? {
             note_redactions(&head);
+            if path.as_os_str() == "-" {
+                // The bundle itself went to stdout: nothing else goes there.
+                return Ok(());
+            }
             if a.json {
                 return print_json(&crate::ops::ExportedFile {
                     file: path,

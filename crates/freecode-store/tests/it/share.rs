@@ -273,5 +273,32 @@ fn a_streamed_export_is_the_tree_built_bundle_byte_for_byte() {
         let json = freecode_store::codec::decompress(&raw, u64::MAX).unwrap();
         want.pop();
         assert!(t(&json) == t(&want), "zst contents differ");
+        want.push(b'\n');
+
+        // Into a FIFO: streamed through a temp, then the same bytes as the tree-built bundle,
+        // newline included; the FIFO stays a FIFO.
+        let fifo = dir.path().join("pipe");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        let (shown, head) =
+            freecode_store::share::save_to_remote_streamed(&h.store, &id, &opts, Some(&fifo))
+                .unwrap()
+                .expect("a FIFO is streamed");
+        let got = reader.join().unwrap();
+        assert_eq!(shown, fifo);
+        assert_eq!(head.redactions, tree.redactions);
+        assert_eq!(head.counts, tree.counts);
+        assert!(t(&got) == t(&want), "FIFO bytes differ");
+        use std::os::unix::fs::FileTypeExt as _;
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
     }
 }

@@ -33,7 +33,7 @@ fn end_turn_maintains_the_counters() {
     let mut w = store.writer(&id).unwrap();
     w.append(&text("u1", Role::User, "hi")).unwrap();
     let mut a = text("a1", Role::Assistant, "hello");
-    a.usage = Some(Usage::new(100, 20));
+    a.usage = Some(Box::new(Usage::new(100, 20)));
     w.append(&a).unwrap();
     let m1 = w.end_turn(120).unwrap();
     w.append(&text("u2", Role::User, "more")).unwrap();
@@ -427,7 +427,7 @@ fn arb_message() -> impl Strategy<Value = StoredMessage> {
                 parts,
                 ts,
             );
-            m.usage = usage.map(|(i, o)| Usage::new(u64::from(i), u64::from(o)));
+            m.usage = usage.map(|(i, o)| Box::new(Usage::new(u64::from(i), u64::from(o))));
             m.interrupted = interrupted.then_some(true);
             m
         })
