@@ -60,29 +60,14 @@ pub fn default_roots(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
 /// The units under `root`: `sessions.db` with the legacy files beside it, or each legacy
 /// `.jsonl` alone; a root may be one file. Symlinks below the root are not followed.
 pub fn discover(root: &Path, issues: &mut Vec<SourceIssue>) -> Vec<SourceUnit> {
-    let mut units = Vec::new();
-    match fs::metadata(root) {
-        Ok(meta) if meta.is_file() => {
-            if has_extension(root, "db") {
-                units.push(db_unit(Agent::Goose, root));
-            } else if has_extension(root, "jsonl") {
-                units.push(SourceUnit::file(Agent::Goose, root));
-            } else {
-                issues.push(SourceIssue::in_file(
-                    root,
-                    "not a goose database (.db) or session (.jsonl): skipped",
-                ));
-            }
-        }
-        Ok(meta) if meta.is_dir() => discover_dir(root, 0, &mut units, issues),
-        Ok(_) => issues.push(SourceIssue::in_file(
-            root,
-            "not a file or directory: skipped",
-        )),
-        Err(e) => issues.push(SourceIssue::in_file(root, format!("cannot read: {e}"))),
-    }
-    units.sort_by(|a, b| a.path.cmp(&b.path));
-    units
+    crate::opencode::discover_root(
+        root,
+        issues,
+        Agent::Goose,
+        "jsonl",
+        "not a goose database (.db) or session (.jsonl): skipped",
+        discover_dir,
+    )
 }
 
 fn discover_dir(

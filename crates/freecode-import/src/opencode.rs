@@ -70,21 +70,39 @@ pub(crate) fn xdg_data_home(var: &dyn Fn(&str) -> Option<OsString>) -> Option<Pa
 /// `.db` file or an export `.json` file; a directory that is none of these is searched a few
 /// levels down. Symlinks below the root are not followed.
 pub fn discover(root: &Path, issues: &mut Vec<SourceIssue>) -> Vec<SourceUnit> {
+    discover_root(
+        root,
+        issues,
+        Agent::Opencode,
+        "json",
+        "not an opencode database (.db) or export (.json): skipped",
+        discover_dir,
+    )
+}
+
+/// The units under `root` for the two database agents (opencode, goose): a `.db` file is one
+/// unit, a file ending in `.ext` (opencode's export, goose's legacy session) another, a
+/// directory is walked by `walk`; anything else is reported with `what`. Sorted by path.
+pub(crate) fn discover_root(
+    root: &Path,
+    issues: &mut Vec<SourceIssue>,
+    agent: Agent,
+    ext: &str,
+    what: &str,
+    walk: fn(&Path, usize, &mut Vec<SourceUnit>, &mut Vec<SourceIssue>),
+) -> Vec<SourceUnit> {
     let mut units = Vec::new();
     match fs::metadata(root) {
         Ok(meta) if meta.is_file() => {
             if has_extension(root, "db") {
-                units.push(db_unit(Agent::Opencode, root));
-            } else if has_extension(root, "json") {
-                units.push(SourceUnit::file(Agent::Opencode, root));
+                units.push(db_unit(agent, root));
+            } else if has_extension(root, ext) {
+                units.push(SourceUnit::file(agent, root));
             } else {
-                issues.push(SourceIssue::in_file(
-                    root,
-                    "not an opencode database (.db) or export (.json): skipped",
-                ));
+                issues.push(SourceIssue::in_file(root, what));
             }
         }
-        Ok(meta) if meta.is_dir() => discover_dir(root, 0, &mut units, issues),
+        Ok(meta) if meta.is_dir() => walk(root, 0, &mut units, issues),
         Ok(_) => issues.push(SourceIssue::in_file(
             root,
             "not a file or directory: skipped",
