@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{Unwritable, snapshot};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write as _;
@@ -347,57 +350,6 @@ fn legacy_files_read_when_the_database_beside_them_cannot() {
     assert!(read.issues[0].path.ends_with("sessions.db"));
     // Alone, the database is an error.
     assert!(goose::read(&units(&tmp.path().join("sessions.db"))[0]).is_err());
-}
-
-/// A directory nobody can write while this lives, root included: mode 0555 and, where the file
-/// system and our capabilities allow, the immutable attribute (`chattr +i`).
-struct Unwritable(PathBuf, bool);
-
-impl Unwritable {
-    fn new(dir: &Path) -> Self {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).unwrap();
-        let frozen = std::process::Command::new("chattr")
-            .arg("+i")
-            .arg(dir)
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success());
-        Self(dir.to_owned(), frozen)
-    }
-
-    /// Whether a file can still be created in it (as root without `chattr`, it can).
-    fn is_writable(&self) -> bool {
-        let probe = self.0.join(".probe");
-        let created = fs::write(&probe, b"").is_ok();
-        let _ = fs::remove_file(&probe);
-        created
-    }
-}
-
-impl Drop for Unwritable {
-    fn drop(&mut self) {
-        if self.1 {
-            let _ = std::process::Command::new("chattr")
-                .arg("-i")
-                .arg(&self.0)
-                .status();
-        }
-        let _ = fs::set_permissions(&self.0, fs::Permissions::from_mode(0o700));
-    }
-}
-
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, std::time::SystemTime)> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let path = e.unwrap().path();
-            let meta = fs::metadata(&path).unwrap();
-            (
-                path.clone(),
-                (fs::read(&path).unwrap(), meta.modified().unwrap()),
-            )
-        })
-        .collect()
 }
 
 #[test]
