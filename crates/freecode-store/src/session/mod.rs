@@ -633,22 +633,7 @@ impl SessionStore {
         let extras = extra_files(&id);
         let _busy = fsutil::busy();
         let result = (|| {
-            let mut log = Vec::new();
-            for m in messages {
-                log.extend_from_slice(&m.to_line());
-            }
-            write_atomic(&staged.messages(), &log, true)?;
-            let mut meta = SessionMeta::new(
-                &id,
-                new.title,
-                new.project_path,
-                new.provider,
-                new.model,
-                self.now(),
-            );
-            edit(&mut meta);
-            meta.id = id.as_str().to_owned();
-            write_atomic(&staged.meta(), &meta.to_pretty_json(), true)?;
+            self.stage(&staged, &id, new, messages, edit, true)?;
             for (path, bytes) in &extras {
                 if let Some(dir) = path.parent() {
                     fsutil::create_dir_private(dir)?;
@@ -669,6 +654,36 @@ impl SessionStore {
             }
         }
         result.map(|()| id)
+    }
+
+    /// Writes a staged session's log (`messages`, whole) and its `meta.json` as `edit` shapes
+    /// it (its id kept `id`): the common part of [`SessionStore::create_populated`] and
+    /// [`SessionStore::put_populated`].
+    fn stage(
+        &self,
+        staged: &SessionPaths,
+        id: &SessionId,
+        new: NewSession,
+        messages: &[StoredMessage],
+        edit: impl FnOnce(&mut SessionMeta),
+        sync: bool,
+    ) -> Result<()> {
+        let mut log = Vec::new();
+        for m in messages {
+            log.extend_from_slice(&m.to_line());
+        }
+        write_atomic(&staged.messages(), &log, sync)?;
+        let mut meta = SessionMeta::new(
+            id,
+            new.title,
+            new.project_path,
+            new.provider,
+            new.model,
+            self.now(),
+        );
+        edit(&mut meta);
+        meta.id = id.as_str().to_owned();
+        write_atomic(&staged.meta(), &meta.to_pretty_json(), sync)
     }
 
     /// Writes the session `id` whole, holding `messages`: created when it does not exist,
@@ -707,24 +722,7 @@ impl SessionStore {
         create_dir_exclusive(&staging).ctx("create directory", &staging)?;
         let making = SessionLock::acquire(&staging, id.as_str(), LockWait::Fail)?;
         let _busy = fsutil::busy();
-        let staged_ok = (|| {
-            let mut log = Vec::new();
-            for m in messages {
-                log.extend_from_slice(&m.to_line());
-            }
-            write_atomic(&staged.messages(), &log, sync)?;
-            let mut meta = SessionMeta::new(
-                id,
-                new.title,
-                new.project_path,
-                new.provider,
-                new.model,
-                self.now(),
-            );
-            edit(&mut meta);
-            meta.id = id.as_str().to_owned();
-            write_atomic(&staged.meta(), &meta.to_pretty_json(), sync)
-        })();
+        let staged_ok = self.stage(&staged, id, new, messages, edit, sync);
         if let Err(e) = staged_ok {
             let _ = fsutil::remove_tree(&staging);
             return Err(e);
