@@ -114,36 +114,27 @@ pub fn handshake_page(to: &str) -> Html<String> {
     } else {
         to
     };
-    Html(
-        html! {
-            (DOCTYPE)
-            html lang="en" {
-                head {
-                    meta charset="utf-8";
-                    meta name="referrer" content="no-referrer";
-                    meta http-equiv="refresh" content=(format!("0;url={to}"));
-                    title { "freecode" }
-                }
-                body { p { a href=(to) { "Open freecode ui" } } }
-            }
-        }
-        .into_string(),
-    )
+    Html(forward_page(to, "freecode").into_string())
 }
 
 /// The private file the browser is started on: it forwards to `url` (with the token), so the
 /// token is never on a command line.
 pub fn launch_page(url: &str) -> Markup {
+    forward_page(url, "freecode ui")
+}
+
+/// A page that sends the browser on to `to` at once (and links it, for a browser that waits).
+fn forward_page(to: &str, title: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="referrer" content="no-referrer";
-                meta http-equiv="refresh" content=(format!("0;url={url}"));
-                title { "freecode ui" }
+                meta http-equiv="refresh" content=(format!("0;url={to}"));
+                title { (title) }
             }
-            body { p { a href=(url) { "Open freecode ui" } } }
+            body { p { a href=(to) { "Open freecode ui" } } }
         }
     }
 }
