@@ -41,6 +41,12 @@ use common::{
     run_original, settle, time, time_cli, vm_hwm_kib,
 };
 
+/// The allocator of the `freecode` binary, so that the library rows are what the CLI runs: the
+/// replay fold builds every call's args and output, where glibc's malloc cost about a fifth of
+/// the fold on this machine.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn bench_base() -> Res<std::path::PathBuf> {
     bench_base_in("freecode-rollout-bench")
 }

@@ -1,10 +1,11 @@
 //! A borrowed view of one event line: what the folds read, without building the typed
 //! [`Event`] or any `serde_json::Value` tree.
 //!
-//! [`EventView::parse`] deserializes a line's keys into `&str`s borrowed from the line (owned
-//! only when the JSON string has escapes), numbers and booleans; tool `args` and `output` stay
-//! raw JSON text ([`Json`], [`Text`]) that a fold decodes only if it keeps them; unknown keys are
-//! skipped. It accepts exactly the lines [`RawEvent`](super::RawEvent) accepts when the line is
+//! [`ParsedLine::parse`] reads a line's keys into `&str`s borrowed from the line, numbers and
+//! booleans; tool `args` and `output` stay raw JSON text ([`Json`], [`Text`]) that a fold decodes
+//! only if it keeps them; unknown keys are skipped. A line the recorder wrote is read by the
+//! scanner (`super::scan`) in one pass; any other line by `serde_json` (strings with escapes
+//! owned), with the same view either way (`tests/view_scan.rs`). It accepts exactly the lines [`RawEvent`](super::RawEvent) accepts when the line is
 //! valid UTF-8 without lone surrogate escapes (the reader checks both first, and on any failure
 //! takes the [`RawEvent`](super::RawEvent) path, so errors read as before): the same types per
 //! known key, `null` as absent, the last of duplicate keys winning. [`EventView::of`] views a
@@ -18,6 +19,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::event::{DenySource, Event, EventKind, ModelErrorKind, NotAnEvent};
+use super::scan::Scanner;
 use crate::record::Key;
 
 /// A JSON string, borrowed from the line when it has no escapes.
@@ -49,8 +51,8 @@ impl<'de> Deserialize<'de> for Str<'de> {
 /// Tool arguments: raw JSON text from a line, or a value of a typed event.
 #[derive(Debug, Clone, Copy)]
 pub enum Json<'a> {
-    /// The text as written.
-    Raw(&'a RawValue),
+    /// The JSON text as written (checked to be one value).
+    Raw(&'a str),
     /// A typed event's value.
     Value(&'a Value),
     /// Absent (or `null`) on the line: `{}`, as [`Event::from_raw`] reads it.
@@ -58,11 +60,12 @@ pub enum Json<'a> {
 }
 
 impl Json<'_> {
-    /// The value (`{}` when unparseable, which a line that passed [`EventView::parse`] is not).
+    /// The value (`{}` when unparseable, which a line that passed [`ParsedLine::parse`] is not).
     pub fn to_value(&self) -> Value {
         match self {
-            Self::Raw(r) => serde_json::from_str(r.get())
-                .unwrap_or_else(|_| Value::Object(serde_json::Map::new())),
+            Self::Raw(r) => {
+                serde_json::from_str(r).unwrap_or_else(|_| Value::Object(serde_json::Map::new()))
+            }
             Self::Value(v) => (*v).clone(),
             Self::EmptyObject => Value::Object(serde_json::Map::new()),
         }
@@ -72,8 +75,8 @@ impl Json<'_> {
 /// A string field kept as raw JSON text until a fold needs it (tool output).
 #[derive(Debug, Clone, Copy)]
 pub enum Text<'a> {
-    /// The JSON string literal as written, quotes included.
-    Raw(&'a RawValue),
+    /// The JSON string literal as written, quotes included (checked).
+    Raw(&'a str),
     /// A typed event's string.
     Str(&'a str),
 }
@@ -82,7 +85,11 @@ impl Text<'_> {
     /// The decoded string.
     pub fn to_owned_string(&self) -> String {
         match self {
-            Self::Raw(r) => serde_json::from_str(r.get()).unwrap_or_default(),
+            Self::Raw(r) => match r.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+                // No escape: the text is the string.
+                Some(body) if !body.contains('\\') => body.to_owned(),
+                _ => serde_json::from_str(r).unwrap_or_default(),
+            },
             Self::Str(s) => (*s).to_owned(),
         }
     }
@@ -225,8 +232,150 @@ macro_rules! view_fields {
                 d.deserialize_map(V)
             }
         }
+
+        /// The same keys as the scanner reads them ([`super::scan`]): borrowed text, and `()`
+        /// for the keys only checked.
+        #[derive(Default)]
+        #[allow(dead_code)]
+        struct FastFields<'a> {
+            $( $field: Option<<$ty as Fast<'a>>::Out>, )+
+        }
+
+        /// Scans a line as [`Fields`] would deserialize it, or gives up (`None`).
+        fn scan_fields<'a>(line: &'a str) -> Option<FastFields<'a>> {
+            let mut s = Scanner::new(line);
+            let mut out = FastFields::default();
+            s.eat(b'{')?;
+            // The recorder writes these five keys first, in this order: read them without
+            // looking them up. Any other line reads on from where this stops.
+            let mut after_value = false;
+            'spec: {
+                if !s.lit(b"\"type\":") { break 'spec; }
+                out.kind = <Str<'a> as Fast<'a>>::scan(&mut s)?;
+                after_value = true;
+                if !s.lit(b",\"id\":") { break 'spec; }
+                out.id = <Checked<Str<'a>> as Fast<'a>>::scan(&mut s)?;
+                if !s.lit(b",\"seq\":") { break 'spec; }
+                out.seq = <Checked<u64> as Fast<'a>>::scan(&mut s)?;
+                if !s.lit(b",\"aggregateID\":") { break 'spec; }
+                out.aggregate_id = <Checked<Str<'a>> as Fast<'a>>::scan(&mut s)?;
+                if !s.lit(b",\"timestamp\":") { break 'spec; }
+                out.timestamp = <i64 as Fast<'a>>::scan(&mut s)?;
+            }
+            if !after_value && s.peek()? == b'}' {
+                s.next();
+                return s.at_end().then_some(out);
+            }
+            loop {
+                if after_value {
+                    match s.next()? {
+                        b',' => {}
+                        b'}' => return s.at_end().then_some(out),
+                        _ => return None,
+                    }
+                }
+                after_value = true;
+                s.eat(b'"')?;
+                match s.plain_key()? {
+                    $( $key => {
+                        s.eat(b':')?;
+                        out.$field = <$ty as Fast<'a>>::scan(&mut s)?;
+                    } )+
+                    _ => {
+                        s.eat(b':')?;
+                        s.value()?;
+                    }
+                }
+            }
+        }
     };
 }
+
+/// How the scanner reads a field of [`Fields`]'s type: the same values, or gives up.
+trait Fast<'a>: Sized {
+    /// What the view keeps of it.
+    type Out;
+    /// The value (`Some(None)` for `null`), or `None` to give up.
+    fn scan(s: &mut Scanner<'a>) -> Option<Option<Self::Out>>;
+}
+
+impl<'a> Fast<'a> for Str<'a> {
+    type Out = &'a str;
+    fn scan(s: &mut Scanner<'a>) -> Option<Option<&'a str>> {
+        s.plain_str()
+    }
+}
+
+impl<'a> Fast<'a> for i64 {
+    type Out = i64;
+    fn scan(s: &mut Scanner<'a>) -> Option<Option<i64>> {
+        s.i64()
+    }
+}
+
+impl<'a> Fast<'a> for u64 {
+    type Out = u64;
+    fn scan(s: &mut Scanner<'a>) -> Option<Option<u64>> {
+        s.u64()
+    }
+}
+
+impl<'a> Fast<'a> for bool {
+    type Out = bool;
+    fn scan(s: &mut Scanner<'a>) -> Option<Option<bool>> {
+        s.bool()
+    }
+}
+
+impl<'a> Fast<'a> for &'a RawValue {
+    type Out = &'a str;
+    fn scan(s: &mut Scanner<'a>) -> Option<Option<&'a str>> {
+        // `Option<&RawValue>` reads `null` as absent.
+        let v = s.value()?;
+        Some((v != "null").then_some(v))
+    }
+}
+
+impl<'a> Fast<'a> for RawStr<'a> {
+    type Out = &'a str;
+    fn scan(s: &mut Scanner<'a>) -> Option<Option<&'a str>> {
+        s.raw_str()
+    }
+}
+
+impl<'a> Fast<'a> for Vec<Str<'a>> {
+    type Out = &'a str;
+    fn scan(s: &mut Scanner<'a>) -> Option<Option<&'a str>> {
+        s.plain_str_array()
+    }
+}
+
+impl<'a> Fast<'a> for Checked<Str<'a>> {
+    type Out = ();
+    fn scan(s: &mut Scanner<'a>) -> Option<Option<()>> {
+        s.raw_str().map(|v| v.map(drop))
+    }
+}
+
+impl<'a> Fast<'a> for Checked<Vec<Str<'a>>> {
+    type Out = ();
+    fn scan(s: &mut Scanner<'a>) -> Option<Option<()>> {
+        s.str_array().map(|()| None)
+    }
+}
+
+macro_rules! fast_checked {
+    ($($t:ty),+) => {$(
+        impl<'a> Fast<'a> for Checked<$t> {
+            type Out = ();
+            fn scan(s: &mut Scanner<'a>) -> Option<Option<()>> {
+                <$t as Fast<'a>>::scan(s).map(|v| v.map(drop))
+            }
+        }
+    )+};
+}
+
+fast_checked!(u64, i64, bool);
 
 view_fields! {
     "type" => kind: Str<'a>,
@@ -318,6 +467,9 @@ pub struct EventView<'a> {
 pub enum ToolCalls<'a> {
     /// From a line.
     Parsed(&'a [Str<'a>]),
+    /// From a line read by the scanner: the text between the brackets of an array of strings
+    /// without escapes (`"a","b"`, or empty).
+    Joined(&'a str),
     /// From a typed event.
     Typed(&'a [String]),
 }
@@ -327,67 +479,153 @@ impl ToolCalls<'_> {
     pub fn to_vec(&self) -> Vec<String> {
         match self {
             Self::Parsed(v) => v.iter().map(|s| s.0.as_ref().to_owned()).collect(),
+            Self::Joined("") => Vec::new(),
+            Self::Joined(text) => text
+                .strip_prefix('"')
+                .and_then(|t| t.strip_suffix('"'))
+                .unwrap_or(text)
+                .split("\",\"")
+                .map(str::to_owned)
+                .collect(),
             Self::Typed(v) => v.to_vec(),
         }
     }
 }
 
 /// The parsed keys of one line, which an [`EventView`] borrows from.
-pub struct ParsedLine<'a>(Fields<'a>);
+pub struct ParsedLine<'a>(Parsed<'a>);
+
+enum Parsed<'a> {
+    /// Read by the scanner: every string borrowed.
+    Fast(FastFields<'a>),
+    /// Read by `serde_json` (a line the scanner gave up on).
+    Full(Fields<'a>),
+}
 
 impl<'a> ParsedLine<'a> {
-    /// Parses one line (valid UTF-8 already); `Err` is serde_json's.
+    /// Parses one line (valid UTF-8 already); `Err` is serde_json's. The scanner reads it when
+    /// it can ([`super::scan`]), `serde_json` otherwise: the same view either way.
     pub fn parse(line: &'a str) -> serde_json::Result<Self> {
-        serde_json::from_str(line).map(ParsedLine)
+        if let Some(f) = scan_fields(line) {
+            return Ok(ParsedLine(Parsed::Fast(f)));
+        }
+        Self::parse_full(line)
+    }
+
+    /// Parses one line with `serde_json` alone (what the scanner is checked against).
+    pub fn parse_full(line: &'a str) -> serde_json::Result<Self> {
+        serde_json::from_str(line).map(|f| ParsedLine(Parsed::Full(f)))
+    }
+
+    /// Whether the scanner read the line.
+    pub fn is_fast(&self) -> bool {
+        matches!(self.0, Parsed::Fast(_))
     }
 
     /// The event's view, or why the line is not an event of a known type.
     pub fn view(&self) -> Result<EventView<'_>, NotAnEvent> {
-        let f = &self.0;
-        let Some(kind) = f.kind.as_ref() else {
-            return Err(NotAnEvent::MissingType);
-        };
-        let Some(ty) = EventType::parse(&kind.0) else {
-            return Err(NotAnEvent::UnknownType(kind.0.clone().into_owned()));
-        };
+        match &self.0 {
+            Parsed::Fast(f) => f.view(),
+            Parsed::Full(f) => f.view(),
+        }
+    }
+}
+
+/// The type of a line's `type` (or why it has none it knows).
+fn event_type(kind: Option<&str>) -> Result<EventType, NotAnEvent> {
+    let Some(kind) = kind else {
+        return Err(NotAnEvent::MissingType);
+    };
+    EventType::parse(kind).ok_or_else(|| NotAnEvent::UnknownType(kind.to_owned()))
+}
+
+/// Tool `args` as a view has them: on calls and denials only, `{}` when absent.
+fn view_args(ty: EventType, args: Option<&str>) -> Option<Json<'_>> {
+    match ty {
+        EventType::FunctionCall | EventType::FunctionDenied => {
+            Some(args.map_or(Json::EmptyObject, Json::Raw))
+        }
+        _ => None,
+    }
+}
+
+/// A tool `output` as a view has it: on outputs only, `""` when absent.
+fn view_output(ty: EventType, output: Option<&str>) -> Option<Text<'_>> {
+    (ty == EventType::FunctionOutput).then(|| output.map_or(Text::Str(""), Text::Raw))
+}
+
+impl<'a> FastFields<'a> {
+    fn view(&self) -> Result<EventView<'a>, NotAnEvent> {
+        let ty = event_type(self.kind)?;
+        fn st(v: Option<&str>) -> &str {
+            v.unwrap_or("")
+        }
+        Ok(EventView {
+            ty,
+            timestamp: self.timestamp.unwrap_or(0),
+            turn_id: st(self.turn_id),
+            tool: st(self.tool),
+            args: view_args(ty, self.args),
+            output: view_output(ty, self.output),
+            duration_ms: self.duration_ms.unwrap_or(0),
+            failed: self.failed,
+            call_id: self.call_id,
+            before_tokens: self.before_tokens.unwrap_or(0),
+            after_tokens: self.after_tokens.unwrap_or(0),
+            reason: st(self.reason),
+            source: st(self.source),
+            parser: st(self.parser),
+            error: st(self.error),
+            provider: st(self.provider),
+            model: st(self.model),
+            message_count: self.message_count.unwrap_or(0),
+            tool_count: self.tool_count.unwrap_or(0),
+            prompt_chars: self.prompt_chars.unwrap_or(0),
+            ttft_ms: self.ttft_ms,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cache_read_tokens: self.cache_read_tokens,
+            cache_write_tokens: self.cache_write_tokens,
+            tool_calls: ToolCalls::Joined(self.tool_calls.unwrap_or("")),
+            error_kind: st(self.error_kind),
+        })
+    }
+}
+
+impl Fields<'_> {
+    fn view(&self) -> Result<EventView<'_>, NotAnEvent> {
+        let ty = event_type(self.kind.as_ref().map(|k| k.0.as_ref()))?;
         fn st<'b>(v: &'b Option<Str<'_>>) -> &'b str {
             v.as_ref().map_or("", |s| s.0.as_ref())
         }
-        let args = match ty {
-            EventType::FunctionCall | EventType::FunctionDenied => {
-                Some(f.args.map_or(Json::EmptyObject, Json::Raw))
-            }
-            _ => None,
-        };
         Ok(EventView {
             ty,
-            timestamp: f.timestamp.unwrap_or(0),
-            turn_id: st(&f.turn_id),
-            tool: st(&f.tool),
-            args,
-            output: (ty == EventType::FunctionOutput)
-                .then(|| f.output.as_ref().map_or(Text::Str(""), |r| Text::Raw(r.0))),
-            duration_ms: f.duration_ms.unwrap_or(0),
-            failed: f.failed,
-            call_id: f.call_id.as_ref().map(|s| s.0.as_ref()),
-            before_tokens: f.before_tokens.unwrap_or(0),
-            after_tokens: f.after_tokens.unwrap_or(0),
-            reason: st(&f.reason),
-            source: st(&f.source),
-            parser: st(&f.parser),
-            error: st(&f.error),
-            provider: st(&f.provider),
-            model: st(&f.model),
-            message_count: f.message_count.unwrap_or(0),
-            tool_count: f.tool_count.unwrap_or(0),
-            prompt_chars: f.prompt_chars.unwrap_or(0),
-            ttft_ms: f.ttft_ms,
-            input_tokens: f.input_tokens,
-            output_tokens: f.output_tokens,
-            cache_read_tokens: f.cache_read_tokens,
-            cache_write_tokens: f.cache_write_tokens,
-            tool_calls: ToolCalls::Parsed(f.tool_calls.as_deref().unwrap_or(&[])),
-            error_kind: st(&f.error_kind),
+            timestamp: self.timestamp.unwrap_or(0),
+            turn_id: st(&self.turn_id),
+            tool: st(&self.tool),
+            args: view_args(ty, self.args.map(RawValue::get)),
+            output: view_output(ty, self.output.as_ref().map(|r| r.0.get())),
+            duration_ms: self.duration_ms.unwrap_or(0),
+            failed: self.failed,
+            call_id: self.call_id.as_ref().map(|s| s.0.as_ref()),
+            before_tokens: self.before_tokens.unwrap_or(0),
+            after_tokens: self.after_tokens.unwrap_or(0),
+            reason: st(&self.reason),
+            source: st(&self.source),
+            parser: st(&self.parser),
+            error: st(&self.error),
+            provider: st(&self.provider),
+            model: st(&self.model),
+            message_count: self.message_count.unwrap_or(0),
+            tool_count: self.tool_count.unwrap_or(0),
+            prompt_chars: self.prompt_chars.unwrap_or(0),
+            ttft_ms: self.ttft_ms,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cache_read_tokens: self.cache_read_tokens,
+            cache_write_tokens: self.cache_write_tokens,
+            tool_calls: ToolCalls::Parsed(self.tool_calls.as_deref().unwrap_or(&[])),
+            error_kind: st(&self.error_kind),
         })
     }
 }
