@@ -424,3 +424,24 @@ fn the_generated_lines_exercise_both_paths() {
     }
     assert!(taken > n / 10 && taken < n * 9 / 10, "{taken} of {n} taken");
 }
+
+/// The reader checks for lone surrogates only on lines the scanner gave up on, so the scanner
+/// gives up on every surrogate escape, paired or lone, wherever it is.
+#[test]
+fn the_scanner_gives_up_on_every_surrogate_escape() {
+    for esc in ["\\ud83d", "\\uD83D\\uDE00", "\\udc00", "\\uDFFF"] {
+        for line in [
+            format!(r#"{{"type":"function.output","output":"a{esc}b"}}"#),
+            format!(r#"{{"type":"function.call","args":{{"k":"{esc}"}}}}"#),
+            format!(r#"{{"type":"turn.started","id":"{esc}"}}"#),
+            format!(r#"{{"type":"turn.started","future":["{esc}"]}}"#),
+            format!(r#"{{"type":"turn.started","turnId":"{esc}"}}"#),
+        ] {
+            assert!(ParsedLine::scan(&line).is_none(), "{line}");
+        }
+    }
+    // Escapes of other code points are read.
+    assert!(
+        ParsedLine::scan(r#"{"type":"function.output","output":"\u00e9\ud7ff\ue000"}"#).is_some()
+    );
+}

@@ -117,7 +117,14 @@ impl TurnPatch {
     /// Applies the change to `t`.
     pub fn apply(self, t: &mut ReplayTurn) {
         match self {
-            TurnPatch::Call(c) => t.calls.push(c),
+            TurnPatch::Call(c) => {
+                // Most turns make one call: room for one first, not the four a push allots
+                // (with 100,000 turns that was 38 MB more to fault in and free).
+                if t.calls.capacity() == 0 {
+                    t.calls.reserve_exact(1);
+                }
+                t.calls.push(c);
+            }
             TurnPatch::Output {
                 call_id,
                 tool,

@@ -242,6 +242,7 @@ macro_rules! view_fields {
         }
 
         /// Scans a line as [`Fields`] would deserialize it, or gives up (`None`).
+        #[inline]
         fn scan_fields<'a>(line: &'a str) -> Option<FastFields<'a>> {
             let mut s = Scanner::new(line);
             let mut out = FastFields::default();
@@ -506,10 +507,24 @@ impl<'a> ParsedLine<'a> {
     /// Parses one line (valid UTF-8 already); `Err` is serde_json's. The scanner reads it when
     /// it can ([`super::scan`]), `serde_json` otherwise: the same view either way.
     pub fn parse(line: &'a str) -> serde_json::Result<Self> {
-        if let Some(f) = scan_fields(line) {
-            return Ok(ParsedLine(Parsed::Fast(f)));
+        match Self::scan(line) {
+            Some(p) => Ok(p),
+            None => Self::parse_full(line),
         }
-        Self::parse_full(line)
+    }
+
+    /// The scanner alone: `None` when it gives up. It gives up on any surrogate escape, so a
+    /// line it takes has no lone surrogate (which the reader must check before
+    /// [`ParsedLine::parse_full`]).
+    pub fn scan(line: &'a str) -> Option<Self> {
+        scan_fields(line).map(|f| ParsedLine(Parsed::Fast(f)))
+    }
+
+    /// [`ParsedLine::scan`] straight to the view (what the log reader calls: the scanned
+    /// fields never leave this call).
+    #[inline]
+    pub fn scan_view(line: &'a str) -> Option<Result<EventView<'a>, NotAnEvent>> {
+        scan_fields(line).map(|f| f.view())
     }
 
     /// Parses one line with `serde_json` alone (what the scanner is checked against).
@@ -555,6 +570,7 @@ fn view_output(ty: EventType, output: Option<&str>) -> Option<Text<'_>> {
 }
 
 impl<'a> FastFields<'a> {
+    #[inline]
     fn view(&self) -> Result<EventView<'a>, NotAnEvent> {
         let ty = event_type(self.kind)?;
         fn st(v: Option<&str>) -> &str {

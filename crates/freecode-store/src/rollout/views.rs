@@ -440,32 +440,38 @@ fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 
-/// Whether the fast path may take the line: UTF-8 with no lone surrogate escape.
-fn fast_text(line: &[u8]) -> Option<&str> {
-    let text = std::str::from_utf8(line).ok()?;
+/// Whether the line has no lone surrogate escape (the view path's condition besides UTF-8).
+fn no_lone_surrogates(line: &[u8]) -> bool {
     // One finder for every line: building it per line was 3% of a trace.
     static ESCAPE_U: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
         std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\\u"));
-    if ESCAPE_U.find(line).is_some() && freecode_core::json::replace_lone_surrogates(line).is_some()
-    {
-        return None;
-    }
-    Some(text)
+    ESCAPE_U.find(line).is_none() || freecode_core::json::replace_lone_surrogates(line).is_none()
 }
 
 fn line(report: &mut ReadReport, no: u64, offset: u64, bytes: &[u8], sink: &mut impl Lines) {
     if is_blank(bytes) {
         return;
     }
-    if let Some(parsed) = fast_text(bytes).and_then(|t| ParsedLine::parse(t).ok()) {
-        match parsed.view() {
+    // The scanner first (it gives up on any surrogate escape), then serde_json's view of a
+    // line without lone surrogates, then the typed reader's path.
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        let viewed = |report: &mut ReadReport, v: Result<EventView<'_>, _>, sink: &mut _| match v {
             Ok(v) => {
                 report.events += 1;
-                sink.event(&v);
+                Lines::event(sink, &v);
             }
             Err(_) => report.unknown += 1,
+        };
+        if let Some(v) = ParsedLine::scan_view(text) {
+            viewed(report, v, sink);
+            return;
         }
-        return;
+        if no_lone_surrogates(bytes)
+            && let Ok(parsed) = ParsedLine::parse_full(text)
+        {
+            viewed(report, parsed.view(), sink);
+            return;
+        }
     }
     // Everything else reads exactly as the typed reader reads it.
     let issue = |kind| LineIssue {
