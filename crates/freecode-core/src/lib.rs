@@ -19,6 +19,7 @@ pub mod project_key;
 mod record;
 pub mod redact;
 pub mod rollout;
+mod scan;
 mod string_enum;
 
 pub use ids::{IdError, SessionId};

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::record::{FieldValue, json_record};
+use crate::scan::Scanner;
 use crate::string_enum;
 
 string_enum! {
@@ -240,6 +241,166 @@ impl StoredMessage {
         }
         out
     }
+}
+
+impl StoredMessage {
+    /// Reads one line the way its `Deserialize` does, in one pass ([`crate::scan`]), when the
+    /// line is one the store writes: compact, known keys only. `None` when the scanner gives up
+    /// (an unknown key, whitespace, a surrogate escape, ...): the line is then for `serde_json`,
+    /// which gives the same message for every line this takes (`tests/message_scan.rs`).
+    pub fn scan(line: &str) -> Option<Self> {
+        let mut s = Scanner::new(line);
+        let m = scan_message(&mut s)?;
+        s.at_end().then_some(m)
+    }
+}
+
+/// The members of an object: `member` reads each value (after its key and colon).
+fn scan_object<'a>(
+    s: &mut Scanner<'a>,
+    mut member: impl FnMut(&'a str, &mut Scanner<'a>) -> Option<()>,
+) -> Option<()> {
+    s.eat(b'{')?;
+    if s.peek()? == b'}' {
+        s.next();
+        return Some(());
+    }
+    loop {
+        s.eat(b'"')?;
+        let key = s.plain_key()?;
+        s.eat(b':')?;
+        member(key, s)?;
+        match s.next()? {
+            b',' => {}
+            b'}' => return Some(()),
+            _ => return None,
+        }
+    }
+}
+
+// Each reader below mirrors `json_record!`'s: the last of duplicate keys wins, `null` is absent
+// for an optional field and refused for a required one (given up on, for serde_json to refuse).
+
+fn scan_message(s: &mut Scanner<'_>) -> Option<StoredMessage> {
+    let (mut id, mut role, mut parts, mut timestamp) = (None, None, None, None);
+    let (mut usage, mut interrupted) = (None, None);
+    scan_object(s, |key, s| {
+        match key {
+            "id" => id = Some(s.string()??),
+            "role" => role = Some(Role::parse(&s.string()??)),
+            "parts" => parts = Some(scan_parts(s)?),
+            "timestamp" => timestamp = Some(s.i64()??),
+            "usage" => usage = scan_usage(s)?,
+            "interrupted" => interrupted = s.bool()?,
+            _ => return None,
+        }
+        Some(())
+    })?;
+    Some(StoredMessage {
+        id: id?,
+        role: role?,
+        parts: parts?,
+        timestamp: timestamp?,
+        usage,
+        interrupted,
+        extra: crate::Extra::new(),
+    })
+}
+
+fn scan_parts(s: &mut Scanner<'_>) -> Option<Vec<Part>> {
+    s.eat(b'[')?;
+    let mut parts = Vec::new();
+    if s.peek()? == b']' {
+        s.next();
+        return Some(parts);
+    }
+    loop {
+        parts.push(scan_part(s)?);
+        match s.next()? {
+            b',' => {}
+            b']' => return Some(parts),
+            _ => return None,
+        }
+    }
+}
+
+fn scan_part(s: &mut Scanner<'_>) -> Option<Part> {
+    let mut kind = None;
+    let mut part = Part::empty(PartType::Text);
+    scan_object(s, |key, s| {
+        match key {
+            "type" => kind = Some(PartType::parse(&s.string()??)),
+            "language" => part.language = s.string()?,
+            "content" => part.content = s.string()?,
+            "tool" => part.tool = scan_tool(s)?,
+            "result" => part.result = s.string()?,
+            "data" => part.data = s.string()?,
+            "mediaType" => part.media_type = s.string()?,
+            "altText" => part.alt_text = s.string()?,
+            _ => return None,
+        }
+        Some(())
+    })?;
+    part.kind = kind?;
+    Some(part)
+}
+
+fn scan_tool(s: &mut Scanner<'_>) -> Option<Option<Box<ToolRef>>> {
+    if s.peek()? == b'n' {
+        s.value()?;
+        return Some(None);
+    }
+    let mut tool = ToolRef {
+        name: None,
+        args: None,
+        extra: crate::Extra::new(),
+    };
+    scan_object(s, |key, s| {
+        match key {
+            "name" => tool.name = s.string()?,
+            "args" => {
+                let raw = s.value()?;
+                // Checked by the scanner, so this parse succeeds as the whole line's would.
+                tool.args = match raw {
+                    "null" => None,
+                    _ => Some(serde_json::from_str(raw).ok()?),
+                };
+            }
+            _ => return None,
+        }
+        Some(())
+    })?;
+    Some(Some(Box::new(tool)))
+}
+
+fn scan_usage(s: &mut Scanner<'_>) -> Option<Option<Box<Usage>>> {
+    if s.peek()? == b'n' {
+        s.value()?;
+        return Some(None);
+    }
+    let mut u = Usage {
+        input_tokens: None,
+        output_tokens: None,
+        cache_read_input_tokens: None,
+        cache_creation_input_tokens: None,
+        cache_write_input_tokens: None,
+        reasoning_tokens: None,
+        extra: crate::Extra::new(),
+    };
+    scan_object(s, |key, s| {
+        let field = match key {
+            "inputTokens" => &mut u.input_tokens,
+            "outputTokens" => &mut u.output_tokens,
+            "cacheReadInputTokens" => &mut u.cache_read_input_tokens,
+            "cacheCreationInputTokens" => &mut u.cache_creation_input_tokens,
+            "cacheWriteInputTokens" => &mut u.cache_write_input_tokens,
+            "reasoningTokens" => &mut u.reasoning_tokens,
+            _ => return None,
+        };
+        *field = s.u64()?;
+        Some(())
+    })?;
+    Some(Some(Box::new(u)))
 }
 
 #[cfg(test)]

@@ -79,6 +79,7 @@ fn parse_one<T: DeserializeOwned>(
     no: u64,
     offset: u64,
     line: &[u8],
+    scan: fn(&str) -> Option<T>,
 ) -> (Option<T>, Option<LineIssue>) {
     let issue = |kind| LineIssue {
         line: no,
@@ -88,6 +89,9 @@ fn parse_one<T: DeserializeOwned>(
     };
     if line.len() > MAX_LINE_BYTES {
         return (None, Some(issue(IssueKind::TooLong)));
+    }
+    if let Some(v) = std::str::from_utf8(line).ok().and_then(scan) {
+        return (Some(v), None);
     }
     match freecode_core::json::from_slice_lossy(line) {
         Ok(v) if v.replaced == 0 => (Some(v.value), None),
@@ -108,14 +112,14 @@ fn parse_range<T: DeserializeOwned>(
     first_line: u64,
     base: u64,
     eof: bool,
-    finish: fn(&mut T),
+    decode: Decode<T>,
 ) -> (Vec<T>, Vec<LineIssue>, u64) {
     let mut items = Vec::new();
     let mut issues = Vec::new();
     let mut no = first_line;
     let mut pos = start;
     while pos < end {
-        let nl = buf[pos..end].iter().position(|&b| b == b'\n');
+        let nl = memchr::memchr(b'\n', &buf[pos..end]);
         let (line, next) = match nl {
             Some(i) => (&buf[pos..pos + i], pos + i + 1),
             None => (&buf[pos..end], end),
@@ -132,9 +136,9 @@ fn parse_range<T: DeserializeOwned>(
                 });
             }
         } else if !is_blank(line) {
-            let (item, issue) = parse_one(no, offset, line);
+            let (item, issue) = parse_one(no, offset, line, decode.scan);
             if let Some(mut item) = item {
-                finish(&mut item);
+                (decode.finish)(&mut item);
                 items.push(item);
             }
             issues.extend(issue);
@@ -154,23 +158,49 @@ pub fn parse_block<T: DeserializeOwned + Send>(
     base: u64,
     eof: bool,
 ) -> (Vec<T>, Vec<LineIssue>, u64) {
-    parse_block_with(buf, first_line, base, eof, |_| {})
+    parse_block_with(buf, first_line, base, eof, Decode::PLAIN)
 }
 
-/// [`parse_block`], with `finish` applied to each record on the thread that parsed it (a
-/// `shrink_to_fit` there runs on all cores instead of after the parse, on one).
+/// What a block reader does besides `serde_json`, on the thread that parses each line.
+pub struct Decode<T> {
+    /// Tried first on each line that is UTF-8: the record, or `None` to hand the line to
+    /// `serde_json` (a fast reader that gives the same record, such as
+    /// [`StoredMessage::scan`](freecode_core::StoredMessage::scan)).
+    pub scan: fn(&str) -> Option<T>,
+    /// Applied to each record (a `shrink_to_fit` there runs on all cores instead of after the
+    /// parse, on one).
+    pub finish: fn(&mut T),
+}
+
+impl<T> Clone for Decode<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Decode<T> {}
+
+impl<T> Decode<T> {
+    /// `serde_json` alone, records as parsed.
+    pub const PLAIN: Self = Self {
+        scan: |_| None,
+        finish: |_| {},
+    };
+}
+
+/// [`parse_block`], with `decode`'s reader and finishing step.
 pub fn parse_block_with<T: DeserializeOwned + Send>(
     buf: &[u8],
     first_line: u64,
     base: u64,
     eof: bool,
-    finish: fn(&mut T),
+    decode: Decode<T>,
 ) -> (Vec<T>, Vec<LineIssue>, u64) {
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(8);
     if buf.len() < PARALLEL_THRESHOLD || threads < 2 {
-        return parse_range(buf, (0, buf.len()), first_line, base, eof, finish);
+        return parse_range(buf, (0, buf.len()), first_line, base, eof, decode);
     }
     // Chunk boundaries just after a newline, so every chunk starts at a line start.
     let mut bounds = vec![0];
@@ -187,7 +217,7 @@ pub fn parse_block_with<T: DeserializeOwned + Send>(
             .windows(2)
             .map(|w| {
                 let range = (w[0], w[1]);
-                s.spawn(move || parse_range::<T>(buf, range, 0, base, eof, finish))
+                s.spawn(move || parse_range::<T>(buf, range, 0, base, eof, decode))
             })
             .collect();
         handles
@@ -247,14 +277,13 @@ impl<R: Read> Blocks<R> {
 
     /// The next block, or `None` after the last one.
     pub fn next_block<T: DeserializeOwned + Send>(&mut self) -> std::io::Result<Option<Block<T>>> {
-        self.next_block_with(|_| {})
+        self.next_block_with(Decode::PLAIN)
     }
 
-    /// [`Blocks::next_block`], with `finish` applied to each record where it was parsed
-    /// ([`parse_block_with`]).
+    /// [`Blocks::next_block`], each line read with `decode` ([`parse_block_with`]).
     pub fn next_block_with<T: DeserializeOwned + Send>(
         &mut self,
-        finish: fn(&mut T),
+        decode: Decode<T>,
     ) -> std::io::Result<Option<Block<T>>> {
         if self.done {
             return Ok(None);
@@ -281,7 +310,7 @@ impl<R: Read> Blocks<R> {
                 }
             };
             let (items, issues, lines) =
-                parse_block_with::<T>(&self.buf[..cut], self.line, self.base, eof, finish);
+                parse_block_with::<T>(&self.buf[..cut], self.line, self.base, eof, decode);
             self.line += lines;
             self.base += cut as u64;
             // Only the start of the next block's first line moves.
@@ -408,7 +437,7 @@ pub fn stream<T: DeserializeOwned, R: Read>(
         } else if line.len as usize > MAX_LINE_BYTES {
             on_issue(issue(IssueKind::TooLong));
         } else if !is_blank(&line.bytes) {
-            let (item, issue) = parse_one(line.no, line.offset, &line.bytes);
+            let (item, issue) = parse_one(line.no, line.offset, &line.bytes, Decode::PLAIN.scan);
             if let Some(v) = item {
                 on_item(v);
             }

@@ -4,7 +4,7 @@
 //! [`ParsedLine::parse`] reads a line's keys into `&str`s borrowed from the line, numbers and
 //! booleans; tool `args` and `output` stay raw JSON text ([`Json`], [`Text`]) that a fold decodes
 //! only if it keeps them; unknown keys are skipped. A line the recorder wrote is read by the
-//! scanner (`super::scan`) in one pass; any other line by `serde_json` (strings with escapes
+//! scanner (`crate::scan`) in one pass; any other line by `serde_json` (strings with escapes
 //! owned), with the same view either way (`tests/view_scan.rs`). It accepts exactly the lines [`RawEvent`](super::RawEvent) accepts when the line is
 //! valid UTF-8 without lone surrogate escapes (the reader checks both first, and on any failure
 //! takes the [`RawEvent`](super::RawEvent) path, so errors read as before): the same types per
@@ -19,8 +19,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::event::{DenySource, Event, EventKind, ModelErrorKind, NotAnEvent};
-use super::scan::Scanner;
 use crate::record::Key;
+use crate::scan::Scanner;
 
 /// A JSON string, borrowed from the line when it has no escapes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,7 +233,7 @@ macro_rules! view_fields {
             }
         }
 
-        /// The same keys as the scanner reads them ([`super::scan`]): borrowed text, and `()`
+        /// The same keys as the scanner reads them ([`crate::scan`]): borrowed text, and `()`
         /// for the keys only checked.
         #[derive(Default)]
         #[allow(dead_code)]
@@ -505,7 +505,7 @@ enum Parsed<'a> {
 
 impl<'a> ParsedLine<'a> {
     /// Parses one line (valid UTF-8 already); `Err` is serde_json's. The scanner reads it when
-    /// it can ([`super::scan`]), `serde_json` otherwise: the same view either way.
+    /// it can ([`crate::scan`]), `serde_json` otherwise: the same view either way.
     pub fn parse(line: &'a str) -> serde_json::Result<Self> {
         match Self::scan(line) {
             Some(p) => Ok(p),

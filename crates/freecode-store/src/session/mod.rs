@@ -1151,7 +1151,10 @@ impl MessageBlocks {
             return Ok(None);
         };
         let block = blocks
-            .next_block_with::<StoredMessage>(compact_message)
+            .next_block_with::<StoredMessage>(jsonl::Decode {
+                scan: StoredMessage::scan,
+                finish: compact_message,
+            })
             .ctx("read", &self.path)?;
         if let Some(b) = &block {
             for i in &b.issues {

@@ -1,14 +1,16 @@
-//! A validating scanner for the event lines the recorder writes: compact JSON objects of
-//! plain keys, strings, integers, booleans and small values, read in one pass over the bytes.
+//! A validating scanner for the JSON lines the store writes: compact objects of plain keys,
+//! strings, integers, booleans and small values, read in one pass over the bytes.
 //!
-//! It is the fast path of [`ParsedLine::parse`](super::view::ParsedLine::parse), and it is
-//! conservative: it accepts a line only when every byte is one it checked against the JSON
-//! grammar and every known key's value has the type the typed reader requires, so what it
-//! returns is what `serde_json` would (the same values, the last of duplicate keys winning).
-//! Anything it is not sure of gives up (`None`) and the line takes the `serde_json` path, whose
-//! errors and lossy cases read as they always did: whitespace between tokens, an escape in a
-//! key or in a string the view borrows, a surrogate escape (`\\uD83D`), a number that is not
-//! a short integer, a nesting past [`MAX_DEPTH`]. The recorder writes none of those, so its lines never leave the fast path.
+//! It is the fast path of the two line readers, the rollout log's
+//! ([`ParsedLine::parse`](crate::rollout::view::ParsedLine::parse)) and `messages.jsonl`'s
+//! ([`StoredMessage::scan`](crate::StoredMessage::scan)), and it is conservative: a reader
+//! built on it accepts a line only when every byte is one it checked against the JSON grammar
+//! and every known key's value has the type the typed reader requires, so what it returns is
+//! what `serde_json` would (the same values, the last of duplicate keys winning). Anything it is
+//! not sure of gives up (`None`) and the line takes the `serde_json` path, whose errors and
+//! lossy cases read as they always did: whitespace between tokens, an escape in a key, a
+//! surrogate escape (`\uD83D`), a number that is not a short integer, a nesting past
+//! [`MAX_DEPTH`]. The writers write none of those, so their lines never leave the fast path.
 //!
 //! Why not a JSON library: on the 1,000,000 lines of the benchmark log (247 MiB), `serde_json`'s
 //! borrowed parse into the view's fields took about 370 ms (its key visitor, its typed `Option`
@@ -211,6 +213,56 @@ impl<'a> Scanner<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// After an opening quote: the string decoded, escapes and all, up to its closing quote
+    /// (consumed). Gives up on a control byte, a bad escape and any surrogate escape.
+    pub(crate) fn string_body(&mut self) -> Option<String> {
+        let start = self.p;
+        let end = find_special(self.bytes(), start);
+        if self.bytes().get(end) == Some(&b'"') {
+            self.p = end + 1;
+            return self.src.get(start..end).map(str::to_owned);
+        }
+        // Escapes: find the end first (checking every escape), then decode into a string of
+        // the raw length, which the decoded text never exceeds.
+        self.skip_body()?;
+        let raw = self.src.get(start..self.p - 1)?;
+        let mut out = String::with_capacity(raw.len());
+        let mut rest = raw;
+        while let Some(i) = rest.find('\\') {
+            out.push_str(rest.get(..i)?);
+            let esc = rest.as_bytes().get(i + 1)?;
+            let (ch, len) = match esc {
+                b'"' => ('"', 2),
+                b'\\' => ('\\', 2),
+                b'/' => ('/', 2),
+                b'b' => ('\u{8}', 2),
+                b'f' => ('\u{c}', 2),
+                b'n' => ('\n', 2),
+                b'r' => ('\r', 2),
+                b't' => ('\t', 2),
+                b'u' => {
+                    let code = u32::from_str_radix(rest.get(i + 2..i + 6)?, 16).ok()?;
+                    // Not a surrogate: `skip_body` gave up on those.
+                    (char::from_u32(code)?, 6)
+                }
+                _ => return None,
+            };
+            out.push(ch);
+            rest = rest.get(i + len..)?;
+        }
+        out.push_str(rest);
+        Some(out)
+    }
+
+    /// A string decoded, or `null`.
+    pub(crate) fn string(&mut self) -> Option<Option<String>> {
+        if self.null()? {
+            return Some(None);
+        }
+        self.eat(b'"')?;
+        self.string_body().map(Some)
     }
 
     /// A string without escapes, or `null`.
