@@ -332,21 +332,40 @@ fn a_torn_tail_is_reported_then_cut_and_kept_aside_by_the_next_writer() {
 
 /// A log large enough to be parsed on several threads numbers its lines as a serial read does.
 #[test]
-fn a_large_log_reports_bad_and_torn_lines_at_their_true_position() {
+fn a_large_log_reports_bad_torn_and_repaired_lines_at_their_true_position() {
     let h = TestHome::new();
     let id = h.create("/work/large");
     let mut file = Vec::new();
     let mut want = Vec::new();
+    let mut want_ids = Vec::new();
     let n = 60_000u64;
+    // Bad lines at the start, on both sides of the middle, and near the end (the blocks a load
+    // reads, the halves a parallel read would split); a lone surrogate is kept and reported.
+    let bad = [3, n / 2 - 1, n / 2, n / 2 + 1, n / 2 + 7, n - 2];
     for i in 1..=n {
-        if i == n / 2 + 7 {
+        if bad.contains(&i) {
             want.push((i, file.len() as u64, IssueKind::Malformed(String::new())));
             file.extend_from_slice(b"{\"id\":\n");
             continue;
         }
+        if i == n / 2 + 3 {
+            want.push((i, file.len() as u64, IssueKind::LoneSurrogates(1)));
+            want_ids.push(format!("m{i:06}"));
+            file.extend_from_slice(
+                format!("{{\"id\":\"m{i:06}\",\"role\":\"user\",\"parts\":[{{\"type\":\"text\",\"content\":\"cut \\ud83d\"}}],\"timestamp\":1}}\n")
+                    .as_bytes(),
+            );
+            continue;
+        }
         let role = role_for(i);
+        want_ids.push(format!("m{i:06}"));
         file.extend_from_slice(
-            &text_msg(&format!("m{i:06}"), role, "some text to make it long").to_line(),
+            &text_msg(
+                &format!("m{i:06}"),
+                role,
+                "some text to make it long, é 中文",
+            )
+            .to_line(),
         );
     }
     want.push((n + 1, file.len() as u64, IssueKind::Torn));
@@ -354,26 +373,31 @@ fn a_large_log_reports_bad_and_torn_lines_at_their_true_position() {
     assert!(file.len() > 4 << 20, "above the parallel threshold");
     fs::write(h.log_path(&id), &file).unwrap();
 
-    let summary = |issues: &[LineIssue]| -> Vec<(u64, u64, bool)> {
+    // The kind, without a malformed line's message.
+    let kind = |k: &IssueKind| match k {
+        IssueKind::Malformed(_) => IssueKind::Malformed(String::new()),
+        k => k.clone(),
+    };
+    let summary = |issues: &[LineIssue]| -> Vec<(u64, u64, IssueKind)> {
         issues
             .iter()
-            .map(|i| (i.line, i.offset, i.kind == IssueKind::Torn))
+            .map(|i| (i.line, i.offset, kind(&i.kind)))
             .collect()
     };
-    let want: Vec<(u64, u64, bool)> = want
-        .into_iter()
-        .map(|(l, o, k)| (l, o, k == IssueKind::Torn))
-        .collect();
     let log = h.store.messages(&id).unwrap();
-    assert_eq!(log.messages.len() as u64, n - 1);
+    assert_eq!(ids(&log.messages), want_ids);
     assert_eq!(summary(&log.issues), want);
     let mut issues = Vec::new();
-    let mut count = 0u64;
+    let mut streamed = Vec::new();
     h.store
-        .stream_messages(&id, |_| count += 1, |i| issues.push(i))
+        .stream_messages(&id, |m| streamed.push(m.id), |i| issues.push(i))
         .unwrap();
-    assert_eq!(count, n - 1);
+    assert_eq!(streamed, want_ids);
     assert_eq!(summary(&issues), want);
+    assert_eq!(
+        log.messages[n as usize / 2 - 2].parts[0].content.as_deref(),
+        Some("cut \u{fffd}")
+    );
 }
 
 // ----- meta.json -----------------------------------------------------------------------------
