@@ -298,7 +298,11 @@ impl<S: TurnSink> ReplayBuilder<S> {
 
     /// The index of the turn an event of `turn_id` refers to.
     fn turn(&mut self, turn_id: &str) -> Option<u64> {
-        let i = self.latest.get(turn_id).copied();
+        // Most events are for the newest turn, which is the latest with its id: no hashing.
+        let i = match self.window.back() {
+            Some(t) if t.turn_id == turn_id => Some(self.next - 1),
+            _ => self.latest.get(turn_id).copied(),
+        };
         if let Some(marks) = &mut self.marks {
             // A mark after the turn this event refers to (or all, for none) is not one.
             while marks
