@@ -1162,6 +1162,39 @@ pub fn exit_when_idle(code: i32, max_wait: std::time::Duration) -> ! {
     std::process::exit(code)
 }
 
+/// Reads bytes `pos..end` of an open file at offsets (`pread`), so several threads can read one
+/// descriptor without sharing a position.
+pub struct RangeReader<'a> {
+    file: &'a File,
+    pos: u64,
+    end: u64,
+}
+
+impl<'a> RangeReader<'a> {
+    /// Bytes `from..to` of `file`.
+    pub fn new(file: &'a File, from: u64, to: u64) -> Self {
+        Self {
+            file,
+            pos: from,
+            end: to,
+        }
+    }
+}
+
+impl Read for RangeReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let left = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let want = buf.len().min(left);
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read_at(&mut buf[..want], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

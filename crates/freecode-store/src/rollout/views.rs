@@ -97,7 +97,7 @@ pub fn fold_file_views<F: SplitFold + Send>(
     mut fold: F,
 ) -> std::io::Result<(F, ReadReport)> {
     if end < SPLIT_BYTES {
-        let range = FileRange { file, pos: 0, end };
+        let range = fsutil::RangeReader::new(file, 0, end);
         let report = read_views_from(range, BLOCK_BYTES, |v| fold.apply_view(v))?;
         return Ok((fold, report));
     }
@@ -135,33 +135,9 @@ impl Source for &[u8] {
 /// A file read at offsets (`pread`), so both threads read one descriptor.
 struct FileSource<'a>(&'a std::fs::File);
 
-struct FileRange<'a> {
-    file: &'a std::fs::File,
-    pos: u64,
-    end: u64,
-}
-
-impl Read for FileRange<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        use std::os::unix::fs::FileExt;
-        let left = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
-        let want = buf.len().min(left);
-        if want == 0 {
-            return Ok(0);
-        }
-        let n = self.file.read_at(&mut buf[..want], self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
 impl Source for FileSource<'_> {
     fn range(&self, from: u64, to: u64) -> impl Read + '_ {
-        FileRange {
-            file: self.0,
-            pos: from,
-            end: to,
-        }
+        fsutil::RangeReader::new(self.0, from, to)
     }
 }
 

@@ -1151,19 +1151,10 @@ impl MessageBlocks {
             return Ok(None);
         };
         let block = blocks
-            .next_block_with::<StoredMessage>(jsonl::Decode {
-                scan: StoredMessage::scan,
-                finish: compact_message,
-            })
+            .next_block_with(MESSAGE_DECODE)
             .ctx("read", &self.path)?;
         if let Some(b) = &block {
-            for i in &b.issues {
-                if i.kind.skipped() {
-                    tracing::warn!(path = %self.path.display(), "skipped {i}");
-                } else {
-                    tracing::warn!(path = %self.path.display(), "{i}");
-                }
-            }
+            log_issues(&self.path, &b.issues);
         }
         Ok(block)
     }
@@ -1202,24 +1193,100 @@ fn compact_value(v: &mut serde_json::Value) {
     }
 }
 
+/// How a line of `messages.jsonl` is read: the scanner first, `serde_json` for the rest, each
+/// message shrunk where it was parsed.
+const MESSAGE_DECODE: jsonl::Decode<StoredMessage> = jsonl::Decode {
+    scan: StoredMessage::scan,
+    finish: compact_message,
+};
+
+/// Logs from this size on are loaded as two halves on two threads ([`read_messages_at`]).
+const SPLIT_LOAD_BYTES: u64 = 2 * LOAD_BLOCK as u64;
+
+/// Logs the skipped or repaired lines of a read.
+fn log_issues(path: &Path, issues: &[LineIssue]) {
+    for i in issues {
+        if i.kind.skipped() {
+            tracing::warn!(path = %path.display(), "skipped {i}");
+        } else {
+            tracing::warn!(path = %path.display(), "{i}");
+        }
+    }
+}
+
 /// Reads a whole `messages.jsonl`; a missing file is an empty log. Peak memory is the messages
-/// plus one block of the file.
+/// plus one block of the file per thread. From [`SPLIT_LOAD_BYTES`] on, the file is read as two
+/// halves (cut at the first line start past the middle) on two threads, each a block at a
+/// time: the same messages and issues, with the same line numbers, as one read.
 pub fn read_messages_at(path: &Path) -> Result<MessageLog> {
-    let mut blocks = MessageBlocks::open(path, LOAD_BLOCK)?;
-    let size = blocks.file_size();
+    let file = match fsutil::open_read(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(MessageLog {
+                messages: Vec::new(),
+                issues: Vec::new(),
+            });
+        }
+        Err(e) => return Err(e).ctx("open", path),
+    };
+    let size = file.metadata().ctx("stat", path)?.len();
+    let two = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    let mid = if two && size >= SPLIT_LOAD_BYTES {
+        jsonl::line_start(&file, size / 2, size).ctx("read", path)?
+    } else {
+        size
+    };
+    if mid >= size {
+        let (messages, issues, _) = read_part(&file, (0, u64::MAX), 1, size).ctx("read", path)?;
+        log_issues(path, &issues);
+        return Ok(MessageLog { messages, issues });
+    }
+    let (head, tail) = std::thread::scope(|s| {
+        let tail = s.spawn(|| read_part(&file, (mid, size), 1, size - mid));
+        let head = read_part(&file, (0, mid), 1, size);
+        let tail = tail
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the tail read's thread panicked")));
+        (head, tail)
+    });
+    let (mut messages, mut issues, next_line) = head.ctx("read", path)?;
+    let (mut tail, tail_issues, _) = tail.ctx("read", path)?;
+    messages.append(&mut tail);
+    drop(tail);
+    issues.extend(tail_issues.into_iter().map(|mut i| {
+        i.line += next_line - 1;
+        i
+    }));
+    log_issues(path, &issues);
+    Ok(MessageLog { messages, issues })
+}
+
+/// Reads bytes `from..to` of a log (`to` may be past its end) on this thread, a block at a time,
+/// straight into one vector, numbering lines from `line`. After the first block the vector is
+/// sized from that block's density for `reserve_for` bytes (the whole log's for the part that
+/// the other appends to). Returns the messages, the issues and the next line's number.
+fn read_part(
+    file: &File,
+    (from, to): (u64, u64),
+    line: u64,
+    reserve_for: u64,
+) -> std::io::Result<(Vec<StoredMessage>, Vec<LineIssue>, u64)> {
+    let reader = fsutil::RangeReader::new(file, from, to);
+    let mut blocks = jsonl::Blocks::part(reader, LOAD_BLOCK, line, from);
     let mut messages: Vec<StoredMessage> = Vec::new();
     let mut issues = Vec::new();
-    while let Some(mut b) = blocks.next_block()? {
-        if messages.is_empty() && !b.items.is_empty() {
-            // Size the result once from the first block's density instead of doubling.
-            let per_block = b.items.len() as u64;
-            let n = size.div_ceil(LOAD_BLOCK as u64).max(1);
-            messages.reserve_exact((per_block * n) as usize + per_block as usize / 8);
+    let mut sized = false;
+    while let Some(mut block_issues) = blocks.next_block_into(MESSAGE_DECODE, &mut messages)? {
+        if !sized && !messages.is_empty() {
+            sized = true;
+            // Once, from the first block's density, instead of doubling.
+            let per_byte = messages.len() as f64 / LOAD_BLOCK as f64;
+            let want = (per_byte * reserve_for as f64 * 1.125) as usize + messages.len();
+            messages.reserve_exact(want.saturating_sub(messages.len()));
         }
-        messages.append(&mut b.items);
-        issues.append(&mut b.issues);
+        issues.append(&mut block_issues);
     }
-    Ok(MessageLog { messages, issues })
+    Ok((messages, issues, blocks.next_line()))
 }
 
 /// Copies `src` to a new file `dst` (0600) with the kernel's copy, then cuts any torn tail.
