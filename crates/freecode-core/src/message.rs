@@ -309,7 +309,8 @@ fn scan_message(s: &mut Scanner<'_>) -> Option<StoredMessage> {
 
 fn scan_parts(s: &mut Scanner<'_>) -> Option<Vec<Part>> {
     s.eat(b'[')?;
-    let mut parts = Vec::new();
+    // Most messages have one part: room for one, not the four a first push allots.
+    let mut parts = Vec::with_capacity(1);
     if s.peek()? == b']' {
         s.next();
         return Some(parts);
