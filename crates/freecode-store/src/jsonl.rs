@@ -527,7 +527,12 @@ pub fn line_start(file: &std::fs::File, at: u64, len: u64) -> std::io::Result<u6
     if at == 0 {
         return Ok(0);
     }
-    let mut r = crate::fsutil::RangeReader::new(file, at - 1, len);
+    line_start_in(crate::fsutil::RangeReader::new(file, at - 1, len), at, len)
+}
+
+/// [`line_start`] for `at > 0`, reading from `r`, which starts at byte `at - 1` of a log of
+/// `len` bytes.
+pub(crate) fn line_start_in(mut r: impl Read, at: u64, len: u64) -> std::io::Result<u64> {
     let mut buf = vec![0u8; 64 << 10];
     let mut pos = at - 1;
     loop {

@@ -12,7 +12,6 @@
 //! folded again from the start.
 
 use std::fs::File;
-use std::io::Read;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -23,26 +22,6 @@ use freecode_store::rollout::{BLOCK_BYTES, fold_file_views, read_views_from};
 
 /// How far back a look searches for the last line end at a time.
 const SCAN_BYTES: u64 = 64 << 10;
-
-/// Bytes `pos..end` of a file, read at offsets.
-struct Range<'a> {
-    file: &'a File,
-    pos: u64,
-    end: u64,
-}
-
-impl Read for Range<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
-        let want = buf.len().min(left);
-        if want == 0 {
-            return Ok(0);
-        }
-        let n = self.file.read_at(&mut buf[..want], self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
 
 /// The offset just past the last `\n` in bytes `from..len` of `file`; `from` when there is none
 /// (no complete line yet).
@@ -131,11 +110,7 @@ impl LiveTrace {
             self.builder = builder;
             warn_skipped(&path, report.issues.len() as u64 + report.unknown);
         } else {
-            let range = Range {
-                file: &self.file,
-                pos: self.offset,
-                end,
-            };
+            let range = freecode_store::fsutil::RangeReader::new(&self.file, self.offset, end);
             let builder = &mut self.builder;
             let report = read_views_from(range, BLOCK_BYTES, |v| builder.apply_view(v))
                 .map_err(io_err("read", &path))?;

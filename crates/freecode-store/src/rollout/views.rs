@@ -146,21 +146,7 @@ fn line_start<S: Source>(src: &S, len: u64, at: u64) -> std::io::Result<u64> {
     if at == 0 {
         return Ok(0);
     }
-    let mut r = src.range(at - 1, len);
-    let mut buf = vec![0u8; 64 << 10];
-    let mut pos = at - 1;
-    loop {
-        let n = match r.read(&mut buf) {
-            Ok(0) => return Ok(len),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
-            return Ok(pos + i as u64 + 1);
-        }
-        pos += n as u64;
-    }
+    crate::jsonl::line_start_in(src.range(at - 1, len), at, len)
 }
 
 fn fold_split<S: Source, F: SplitFold + Send>(
