@@ -1163,16 +1163,17 @@ pub fn exit_when_idle(code: i32, max_wait: std::time::Duration) -> ! {
 }
 
 /// Reads bytes `pos..end` of an open file at offsets (`pread`), so several threads can read one
-/// descriptor without sharing a position.
-pub struct RangeReader<'a> {
-    file: &'a File,
+/// descriptor without sharing a position. `F` is `&File` or an owned `File` (a handle of its
+/// own, for a reader that moves to another thread).
+pub struct RangeReader<F = &'static File> {
+    file: F,
     pos: u64,
     end: u64,
 }
 
-impl<'a> RangeReader<'a> {
+impl<F: std::borrow::Borrow<File>> RangeReader<F> {
     /// Bytes `from..to` of `file`.
-    pub fn new(file: &'a File, from: u64, to: u64) -> Self {
+    pub fn new(file: F, from: u64, to: u64) -> Self {
         Self {
             file,
             pos: from,
@@ -1181,7 +1182,7 @@ impl<'a> RangeReader<'a> {
     }
 }
 
-impl Read for RangeReader<'_> {
+impl<F: std::borrow::Borrow<File>> Read for RangeReader<F> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use std::os::unix::fs::FileExt;
         let left = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
@@ -1189,7 +1190,7 @@ impl Read for RangeReader<'_> {
         if want == 0 {
             return Ok(0);
         }
-        let n = self.file.read_at(&mut buf[..want], self.pos)?;
+        let n = self.file.borrow().read_at(&mut buf[..want], self.pos)?;
         self.pos += n as u64;
         Ok(n)
     }

@@ -6,6 +6,7 @@
 //!   atomic rewrites (temp → fsync → rename → fsync dir), single-`write` appends.
 //! - [`lock`] is the one-writer-per-session advisory lock.
 //! - [`jsonl`] reads line logs tolerantly: bad and torn lines are skipped and reported.
+//! - `helper` is the long-lived thread that reads the second half of a split read.
 //! - [`SessionStore`] and [`SessionWriter`] are the session operations of SPEC §8 with the
 //!   §19 bugs fixed.
 //! - [`share`] exports a session as a redacted bundle and imports one as a new session.
@@ -15,6 +16,7 @@ pub mod codec;
 pub mod doctor;
 pub mod error;
 pub mod fsutil;
+mod helper;
 pub mod home;
 pub mod index;
 pub mod iotrace;

@@ -68,7 +68,7 @@ pub const SPLIT_BYTES: u64 = 8 << 20;
 /// its middle and each half is folded on its own thread, then spliced
 /// ([`freecode_core::rollout::split`]): the fold and the report are those of one sequential
 /// read, line for line.
-pub fn fold_event_views<F: SplitFold + Send>(
+pub fn fold_event_views<F: SplitFold + Send + 'static>(
     path: &Path,
     mut fold: F,
 ) -> Result<Option<(F, ReadReport)>> {
@@ -91,7 +91,7 @@ pub fn fold_event_views<F: SplitFold + Send>(
 /// [`fold_event_views`] over the first `end` bytes of an open log `file` (a tailer folds up to
 /// the last complete line it saw, then reads on from there): as two halves on two threads
 /// from [`SPLIT_BYTES`] on, the same fold and report as one sequential read of those bytes.
-pub fn fold_file_views<F: SplitFold + Send>(
+pub fn fold_file_views<F: SplitFold + Send + 'static>(
     file: &std::fs::File,
     end: u64,
     mut fold: F,
@@ -107,7 +107,7 @@ pub fn fold_file_views<F: SplitFold + Send>(
 /// [`fold_event_views`] over bytes, split at the first line start at or past `at` (tests
 /// split everywhere), reading `block` bytes at a time. Also returns the offset where the
 /// tail's results were taken (`None`: the head read to the end).
-pub fn fold_views_split<F: SplitFold + Send>(
+pub fn fold_views_split<F: SplitFold + Send + 'static>(
     bytes: &[u8],
     at: u64,
     block: usize,
@@ -120,6 +120,8 @@ pub fn fold_views_split<F: SplitFold + Send>(
 trait Source: Sync {
     /// A reader of bytes `from..to`.
     fn range(&self, from: u64, to: u64) -> impl Read + '_;
+    /// A reader of bytes `from..to` that owns what it reads (for the helper thread).
+    fn owned_range(&self, from: u64, to: u64) -> std::io::Result<impl Read + Send + 'static>;
 }
 
 impl Source for &[u8] {
@@ -130,6 +132,14 @@ impl Source for &[u8] {
         );
         self.get(from..to).unwrap_or_default()
     }
+
+    fn owned_range(&self, from: u64, to: u64) -> std::io::Result<impl Read + Send + 'static> {
+        // Tests split bytes in memory: a copy of the tail.
+        let mut r = self.range(from, to);
+        let mut copy = Vec::new();
+        r.read_to_end(&mut copy)?;
+        Ok(std::io::Cursor::new(copy))
+    }
 }
 
 /// A file read at offsets (`pread`), so both threads read one descriptor.
@@ -138,6 +148,10 @@ struct FileSource<'a>(&'a std::fs::File);
 impl Source for FileSource<'_> {
     fn range(&self, from: u64, to: u64) -> impl Read + '_ {
         fsutil::RangeReader::new(self.0, from, to)
+    }
+
+    fn owned_range(&self, from: u64, to: u64) -> std::io::Result<impl Read + Send + 'static> {
+        Ok(fsutil::RangeReader::new(self.0.try_clone()?, from, to))
     }
 }
 
@@ -149,7 +163,7 @@ fn line_start<S: Source>(src: &S, len: u64, at: u64) -> std::io::Result<u64> {
     crate::jsonl::line_start_in(src.range(at - 1, len), at, len)
 }
 
-fn fold_split<S: Source, F: SplitFold + Send>(
+fn fold_split<S: Source, F: SplitFold + Send + 'static>(
     src: &S,
     len: u64,
     at: u64,
@@ -168,36 +182,29 @@ fn fold_split<S: Source, F: SplitFold + Send>(
         )?;
         return Ok((fold, report, None));
     }
-    let mut tail = fold.tail();
-    let (head, tail_read) = std::thread::scope(|scope| {
-        let tail_fold = &mut tail;
-        let worker = scope.spawn(move || {
-            let mut report = ReadReport::default();
-            let start = Cursor {
-                line_no: 0,
-                offset: split,
-            };
-            read_lines(
-                src.range(split, len),
-                block,
-                start,
-                &mut report,
-                &mut Tail(tail_fold),
-            )
-            .map(|_| report)
-        });
-        let head = read_lines(
-            src.range(0, split),
-            block,
-            Cursor::default(),
-            &mut report,
-            &mut Events(|v: &EventView<'_>| fold.apply_view(v)),
-        );
-        let tail_read = worker
-            .join()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the tail fold's thread panicked")));
-        (head, tail_read)
+    // The tail on the helper thread (`crate::helper`), through a reader of its own.
+    let tail_reader = src.owned_range(split, len)?;
+    let tail = fold.tail();
+    let pending = crate::helper::run(move || {
+        let mut tail = tail;
+        let mut report = ReadReport::default();
+        let start = Cursor {
+            line_no: 0,
+            offset: split,
+        };
+        let read = read_lines(tail_reader, block, start, &mut report, &mut Tail(&mut tail));
+        (tail, read.map(|_| report))
     });
+    let head = read_lines(
+        src.range(0, split),
+        block,
+        Cursor::default(),
+        &mut report,
+        &mut Events(|v: &EventView<'_>| fold.apply_view(v)),
+    );
+    let (tail, tail_read) = pending
+        .join()
+        .map_err(|_| std::io::Error::other("the tail fold panicked"))?;
     let (at_split, tail_report) = (head?, tail_read?);
     // Read on past the split until the head can take the tail's results.
     let (events, unknown) = (report.events, report.unknown);

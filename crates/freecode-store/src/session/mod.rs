@@ -1241,14 +1241,13 @@ pub fn read_messages_at(path: &Path) -> Result<MessageLog> {
         log_issues(path, &issues);
         return Ok(MessageLog { messages, issues });
     }
-    let (head, tail) = std::thread::scope(|s| {
-        let tail = s.spawn(|| read_part(&file, (mid, size), 1, size - mid));
-        let head = read_part(&file, (0, mid), 1, size);
-        let tail = tail
-            .join()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the tail read's thread panicked")));
-        (head, tail)
-    });
+    // The second half on the helper thread (`crate::helper`), through a handle of its own.
+    let tail_file = file.try_clone().ctx("open", path)?;
+    let tail = crate::helper::run(move || read_part(&tail_file, (mid, size), 1, size - mid));
+    let head = read_part(&file, (0, mid), 1, size);
+    let tail = tail
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the tail read panicked")));
     let (mut messages, mut issues, next_line) = head.ctx("read", path)?;
     let (mut tail, tail_issues, _) = tail.ctx("read", path)?;
     messages.append(&mut tail);
