@@ -14,7 +14,7 @@ use freecode_core::rollout::trace::Trace;
 use freecode_core::{SessionMeta, SessionStatus, StoredMessage};
 use freecode_store::doctor::Finding;
 use freecode_store::index::{SearchHit, Stats};
-use freecode_store::session::CompactionOutcome;
+use freecode_store::session::{CompactionOutcome, MessageBlocks};
 use freecode_sync::client::ShareRecord;
 use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
 use serde::Serialize;
@@ -40,69 +40,175 @@ pub struct SessionDetail {
     pub messages: Vec<StoredMessage>,
 }
 
-/// [`SessionDetail`] written as it is read: the meta's fields, then `messages` pulled one block
-/// at a time from `next` as the serializer reaches them, so a session of any size is printed in
-/// the memory of a block or two. The same bytes as [`SessionDetail`] of the same messages (the
-/// same derive, an array of unknown length prints like a `Vec`'s).
-#[derive(Serialize)]
-#[serde(bound = "F: FnMut() -> anyhow::Result<Option<Vec<StoredMessage>>>")]
-pub struct SessionDetailStream<'a, F> {
-    /// The meta fields, at the top level.
-    #[serde(flatten)]
-    pub meta: &'a SessionMeta,
-    /// Every readable message, block by block.
-    pub messages: MessageSeq<F>,
+/// How [`write_detail`] prints: `--json`'s indented form, or the one line of an RPC answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonStyle {
+    /// `serde_json::to_writer_pretty`'s bytes.
+    Pretty,
+    /// `serde_json::to_writer`'s bytes.
+    Compact,
 }
 
-/// A sequence of messages pulled in blocks from a closure while it is serialized: `Ok(None)` is
-/// the end, an error stops the output (and is kept for the caller: [`MessageSeq::take_error`]).
-pub struct MessageSeq<F> {
-    next: std::cell::RefCell<F>,
-    error: std::cell::RefCell<Option<anyhow::Error>>,
-}
-
-impl<F> MessageSeq<F>
-where
-    F: FnMut() -> anyhow::Result<Option<Vec<StoredMessage>>>,
-{
-    /// Messages pulled from `next`, a block at a time.
-    pub fn new(next: F) -> Self {
-        Self {
-            next: std::cell::RefCell::new(next),
-            error: std::cell::RefCell::new(None),
-        }
-    }
-
-    /// The error that stopped the output, if the source failed.
-    pub fn take_error(&self) -> Option<anyhow::Error> {
-        self.error.borrow_mut().take()
-    }
-}
-
-impl<F> Serialize for MessageSeq<F>
-where
-    F: FnMut() -> anyhow::Result<Option<Vec<StoredMessage>>>,
-{
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{Error as _, SerializeSeq as _};
-        let mut seq = serializer.serialize_seq(None)?;
-        let mut next = self.next.borrow_mut();
-        loop {
-            match (*next)() {
-                Ok(Some(block)) => {
-                    for m in &block {
-                        seq.serialize_element(m)?;
+/// [`SessionDetail`] written as it is read, to `write`: the bytes `serde_json` writes for a
+/// [`SessionDetail`] of the same meta and messages (in `style`), with the messages parsed and
+/// rendered on both cores a block at a time ([`MessageBlocks::render`]), so a session of any
+/// size is printed in the memory of a few blocks. The first error (of the read or of `write`)
+/// ends it; what was written stays written.
+pub fn write_detail(
+    meta: &SessionMeta,
+    blocks: MessageBlocks,
+    style: JsonStyle,
+    mut write: impl FnMut(&[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    // The frame is the detail of no messages: its `messages` is last, so its final `[]`
+    // (followed by the closing brace) is where the messages go.
+    let empty = SessionDetail {
+        meta: meta.clone(),
+        messages: Vec::new(),
+    };
+    let (frame, close) = match style {
+        JsonStyle::Pretty => (serde_json::to_vec_pretty(&empty)?, &b"]\n}"[..]),
+        JsonStyle::Compact => (serde_json::to_vec(&empty)?, &b"]}"[..]),
+    };
+    let Some(open) = frame
+        .strip_suffix(close)
+        .filter(|head| head.ends_with(b"["))
+    else {
+        anyhow::bail!("a session's JSON does not end with its messages");
+    };
+    write(open)?;
+    // Each message is rendered with the separator before it; the very first one's comma goes.
+    let mut first = true;
+    blocks.render(
+        |messages, out| {
+            for m in messages {
+                match style {
+                    JsonStyle::Pretty => {
+                        out.extend_from_slice(b",\n    ");
+                        let mut ser =
+                            serde_json::Serializer::with_formatter(&mut *out, Indented::at(2));
+                        m.serialize(&mut ser)?;
+                    }
+                    JsonStyle::Compact => {
+                        out.push(b',');
+                        serde_json::to_writer(&mut *out, m)?;
                     }
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    let msg = format!("{e:#}");
-                    *self.error.borrow_mut() = Some(e);
-                    return Err(S::Error::custom(msg));
-                }
             }
+            Ok(())
+        },
+        |bytes| match bytes.split_first() {
+            Some((_, rest)) if first => {
+                first = false;
+                write(rest)
+            }
+            _ => write(bytes),
+        },
+    )?;
+    let close: &[u8] = match (style, first) {
+        (JsonStyle::Pretty, false) => b"\n  ]\n}",
+        (JsonStyle::Pretty, true) => b"]\n}",
+        (JsonStyle::Compact, _) => b"]}",
+    };
+    write(close)
+}
+
+/// `serde_json`'s pretty layout (two spaces a level) for a value that sits `depth` levels
+/// deep in a pretty document: its bytes are those of the whole document's pretty form at that
+/// place, so a value can be rendered apart from the document (on another thread).
+pub struct Indented {
+    depth: usize,
+    has_value: bool,
+}
+
+impl Indented {
+    /// For a value at `depth` (an element of a top-level object's array is at 2).
+    pub fn at(depth: usize) -> Self {
+        Self {
+            depth,
+            has_value: false,
         }
-        seq.end()
+    }
+
+    fn newline<W: ?Sized + std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
+        const SPACES: &[u8] = &[b' '; 64];
+        w.write_all(b"\n")?;
+        let mut n = self.depth * 2;
+        while n > 0 {
+            let k = n.min(SPACES.len());
+            w.write_all(&SPACES[..k])?;
+            n -= k;
+        }
+        Ok(())
+    }
+
+    fn open<W: ?Sized + std::io::Write>(&mut self, w: &mut W, c: &[u8]) -> std::io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        w.write_all(c)
+    }
+
+    fn close<W: ?Sized + std::io::Write>(&mut self, w: &mut W, c: &[u8]) -> std::io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            self.newline(w)?;
+        }
+        w.write_all(c)
+    }
+
+    fn item<W: ?Sized + std::io::Write>(&self, w: &mut W, first: bool) -> std::io::Result<()> {
+        if !first {
+            w.write_all(b",")?;
+        }
+        self.newline(w)
+    }
+}
+
+impl serde_json::ser::Formatter for Indented {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open(w, b"[")
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"]")
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.item(w, first)
+    }
+
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open(w, b"{")
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"}")
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.item(w, first)
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
     }
 }
 
@@ -1161,60 +1267,120 @@ mod tests {
             .collect()
     }
 
-    fn streamed(meta: &SessionMeta, msgs: &[StoredMessage], block: usize) -> String {
-        let mut blocks = msgs.chunks(block.max(1)).map(<[StoredMessage]>::to_vec);
-        let detail = SessionDetailStream {
-            meta,
-            messages: MessageSeq::new(move || Ok(blocks.next())),
-        };
-        serde_json::to_string_pretty(&detail).unwrap()
+    /// `msgs` as a `messages.jsonl` (with a blank and a malformed line among them), written by
+    /// [`write_detail`] reading it in blocks of `block` bytes.
+    fn streamed(
+        meta: &SessionMeta,
+        msgs: &[StoredMessage],
+        block: usize,
+        style: JsonStyle,
+    ) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("messages.jsonl");
+        let mut log = Vec::new();
+        for (i, m) in msgs.iter().enumerate() {
+            serde_json::to_writer(&mut log, m).unwrap();
+            log.push(b'\n');
+            if i % 5 == 1 {
+                log.extend_from_slice(b"\n{\"not\": a message}\n");
+            }
+        }
+        std::fs::write(&path, log).unwrap();
+        let blocks = MessageBlocks::open(&path, block).unwrap();
+        let mut out = Vec::new();
+        write_detail(meta, blocks, style, |b| {
+            out.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        out
     }
 
     #[test]
     fn the_streamed_detail_is_the_tree_built_one_byte_for_byte() {
         let meta = meta();
-        for n in [0, 1, 2, 7, 50] {
+        for n in [0, 1, 2, 7, 50, 301] {
             let msgs = messages(n);
-            let want = serde_json::to_string_pretty(&SessionDetail {
+            let detail = SessionDetail {
                 meta: meta.clone(),
                 messages: msgs.clone(),
-            })
-            .unwrap();
-            for block in [1, 3, 64] {
-                assert_eq!(streamed(&meta, &msgs, block), want, "n {n} block {block}");
-            }
-            // Empty blocks in between change nothing.
-            let mut blocks = msgs
-                .iter()
-                .flat_map(|m| [Vec::new(), vec![m.clone()]])
-                .collect::<Vec<_>>()
-                .into_iter();
-            let detail = SessionDetailStream {
-                meta: &meta,
-                messages: MessageSeq::new(move || Ok(blocks.next())),
             };
-            assert_eq!(serde_json::to_string_pretty(&detail).unwrap(), want);
+            let pretty = serde_json::to_vec_pretty(&detail).unwrap();
+            let compact = serde_json::to_vec(&detail).unwrap();
+            // One line a block (both workers, blocks of nothing), a few lines, all in one.
+            for block in [1, 300, 4096, 1 << 20] {
+                let got = streamed(&meta, &msgs, block, JsonStyle::Pretty);
+                assert_eq!(
+                    String::from_utf8_lossy(&got),
+                    String::from_utf8_lossy(&pretty),
+                    "n {n} block {block}"
+                );
+                let got = streamed(&meta, &msgs, block, JsonStyle::Compact);
+                assert_eq!(got, compact, "n {n} block {block}");
+            }
         }
     }
 
     #[test]
-    fn a_failing_source_stops_the_output_and_keeps_its_error() {
+    fn a_missing_log_is_a_detail_of_no_messages() {
         let meta = meta();
-        let mut calls = 0;
-        let detail = SessionDetailStream {
-            meta: &meta,
-            messages: MessageSeq::new(move || {
-                calls += 1;
-                if calls == 1 {
-                    Ok(Some(messages(2)))
-                } else {
-                    Err(anyhow::anyhow!("disk on fire"))
-                }
-            }),
-        };
-        let err = serde_json::to_string_pretty(&detail).unwrap_err();
-        assert!(err.to_string().contains("disk on fire"), "{err}");
-        let kept = detail.messages.take_error().unwrap();
-        assert_eq!(kept.to_string(), "disk on fire");
+        let dir = tempfile::tempdir().unwrap();
+        let blocks = MessageBlocks::open(&dir.path().join("messages.jsonl"), 64).unwrap();
+        let mut out = Vec::new();
+        write_detail(&meta, blocks, JsonStyle::Pretty, |b| {
+            out.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        let want = serde_json::to_vec_pretty(&SessionDetail {
+            meta: meta.clone(),
+            messages: Vec::new(),
+        })
+        .unwrap();
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn a_failing_output_stops_the_read_and_returns_its_error() {
+        let meta = meta();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("messages.jsonl");
+        let mut log = Vec::new();
+        for m in messages(500) {
+            serde_json::to_writer(&mut log, &m).unwrap();
+            log.push(b'\n');
+        }
+        std::fs::write(&path, log).unwrap();
+        // Blocks of one line: the workers have far more to do than the output takes.
+        let blocks = MessageBlocks::open(&path, 1).unwrap();
+        let mut writes = 0;
+        let err = write_detail(&meta, blocks, JsonStyle::Pretty, |_| {
+            writes += 1;
+            if writes == 3 {
+                anyhow::bail!("disk on fire");
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "disk on fire");
+        assert_eq!(writes, 3, "nothing is written after the error");
+    }
+
+    #[test]
+    fn the_indented_layout_is_serde_jsons_at_every_depth() {
+        let v = serde_json::json!({
+            "a": [], "b": {}, "c": [{"d": [1, [2, []], {}], "e": null}], "f": "x\ny", "g": [[]]
+        });
+        for depth in [0, 1, 2, 5] {
+            let mut got = Vec::new();
+            let mut ser = serde_json::Serializer::with_formatter(&mut got, Indented::at(depth));
+            v.serialize(&mut ser).unwrap();
+            // The pretty form with every line after the first indented `depth` levels.
+            let pad = format!("\n{}", "  ".repeat(depth));
+            let want = serde_json::to_string_pretty(&v)
+                .unwrap()
+                .replace('\n', &pad);
+            assert_eq!(String::from_utf8(got).unwrap(), want, "depth {depth}");
+        }
     }
 }

@@ -304,6 +304,11 @@ impl<R: Read> Blocks<R> {
         }
     }
 
+    /// Reads blocks of about `block` bytes from here on.
+    pub fn set_block(&mut self, block: usize) {
+        self.block = block.max(1);
+    }
+
     /// The number of the next line to be read (1 + the lines read so far, from the start).
     pub fn next_line(&self) -> u64 {
         self.line
@@ -391,6 +396,61 @@ impl<R: Read> Blocks<R> {
         };
         self.advance(cut, lines, eof);
         Ok(Some(Block { items, issues }))
+    }
+
+    /// The next block's bytes, unparsed, with where it starts: what a reader that parses blocks
+    /// on other threads uses ([`RawBlock::parse_with`]). `spare` becomes the reader's buffer for
+    /// the blocks after (a buffer handed back by a consumer, so none is allotted afresh).
+    pub fn next_raw(&mut self, spare: Vec<u8>) -> std::io::Result<Option<RawBlock>> {
+        let Some((cut, eof)) = self.fill()? else {
+            return Ok(None);
+        };
+        let mut next = spare;
+        next.clear();
+        // Only the start of the next block's first line moves.
+        next.extend_from_slice(&self.buf[cut..]);
+        let mut bytes = std::mem::replace(&mut self.buf, next);
+        bytes.truncate(cut);
+        let block = RawBlock {
+            line: self.line,
+            base: self.base,
+            eof,
+            bytes,
+        };
+        // Every line but an unterminated last one ends in a newline, and nothing follows that.
+        self.line += memchr::memchr_iter(b'\n', &block.bytes).count() as u64;
+        self.base += cut as u64;
+        self.done = eof;
+        Ok(Some(block))
+    }
+}
+
+/// A block of whole lines read by [`Blocks::next_raw`], to be parsed elsewhere.
+#[derive(Debug)]
+pub struct RawBlock {
+    /// The number of its first line.
+    pub line: u64,
+    /// The file offset of its first byte.
+    pub base: u64,
+    /// Whether it ends the file (so an unterminated last line is torn).
+    pub eof: bool,
+    /// Its bytes: whole lines.
+    pub bytes: Vec<u8>,
+}
+
+impl RawBlock {
+    /// Its records and issues, parsed on this thread as [`Blocks`] parses a block, with
+    /// file-wide line numbers and offsets.
+    pub fn parse_with<T: DeserializeOwned>(&self, decode: Decode<T>) -> Block<T> {
+        let (items, issues, _) = parse_range(
+            &self.bytes,
+            (0, self.bytes.len()),
+            self.line,
+            self.base,
+            self.eof,
+            decode,
+        );
+        Block { items, issues }
     }
 }
 
@@ -598,6 +658,46 @@ mod tests {
         let at: Vec<(u64, u64)> = issues.iter().map(|i| (i.line, i.offset)).collect();
         assert_eq!(at, [(2, 8), (5, 28)]);
         assert_eq!(issues[1].kind, IssueKind::Torn);
+    }
+
+    #[test]
+    fn raw_blocks_parsed_elsewhere_read_as_blocks_do() {
+        // Bad, blank, long and torn lines; blocks smaller than a line, and larger.
+        let mut log = Vec::new();
+        for i in 0..40 {
+            match i % 7 {
+                3 => log.extend_from_slice(b"not json\n"),
+                5 => log.extend_from_slice(b"\n"),
+                _ => log.extend_from_slice(
+                    format!("{{\"a\":{i},\"pad\":\"{}\"}}\n", "x".repeat(i * 3)).as_bytes(),
+                ),
+            }
+        }
+        log.extend_from_slice(b"{\"torn\":");
+        for block in [1, 10, 64, 300, 1 << 20] {
+            let mut whole = Blocks::new(&log[..], block);
+            let (mut want_items, mut want_issues) = (Vec::<Value>::new(), Vec::new());
+            while let Some(b) = whole.next_block().unwrap() {
+                want_items.extend(b.items);
+                want_issues.extend(b.issues);
+            }
+            let mut raw = Blocks::new(&log[..], block);
+            let (mut items, mut issues) = (Vec::<Value>::new(), Vec::new());
+            let mut spare = Vec::new();
+            let mut last_eof = false;
+            while let Some(r) = raw.next_raw(spare).unwrap() {
+                assert!(!last_eof, "nothing after the block that ends the file");
+                last_eof = r.eof;
+                let b = r.parse_with(Decode::PLAIN);
+                items.extend(b.items);
+                issues.extend(b.issues);
+                spare = r.bytes;
+            }
+            assert!(last_eof);
+            assert_eq!(items, want_items, "block {block}");
+            assert_eq!(issues, want_issues, "block {block}");
+            assert_eq!(issues.last().map(|i| &i.kind), Some(&IssueKind::Torn));
+        }
     }
 
     fn both(buf: &[u8]) -> (Vec<Value>, Vec<LineIssue>) {

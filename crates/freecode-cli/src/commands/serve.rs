@@ -275,33 +275,27 @@ impl Server {
 
     /// `session.get` answered as it is read (see the module docs): the line
     /// `{"jsonrpc":"2.0","id":…,"result":…}` serialised into a spooled temp with the messages
-    /// pulled a block at a time ([`ops::SessionDetailStream`]), then copied to stdout under the
-    /// answer lock. Any error before the copy is returned, nothing written.
+    /// rendered a block at a time on both cores ([`ops::write_detail`]), then copied to stdout
+    /// under the answer lock. Any error before the copy is returned, nothing written.
     fn get_streamed(&self, p: &Params, reply_id: &Value) -> Result<(), RpcError> {
         use std::io::Seek;
         let id = p.session_id()?;
         let meta = self.store.meta(&id)?;
-        let mut blocks = self.store.message_blocks(&id)?;
+        let blocks = self.store.message_blocks(&id)?;
         let internal = |e: std::io::Error| RpcError::new(-32603, e.to_string());
         let mut spool = std::io::BufWriter::with_capacity(
             64 << 10,
             tempfile::SpooledTempFile::new(SPOOL_IN_MEMORY),
         );
-        let detail = ops::SessionDetailStream {
-            meta: &meta,
-            messages: ops::MessageSeq::new(move || Ok(blocks.next_block()?.map(|b| b.items))),
-        };
         spool
             .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":")
             .map_err(internal)?;
         serde_json::to_writer(&mut spool, reply_id).map_err(|e| internal(e.into()))?;
         spool.write_all(b",\"result\":").map_err(internal)?;
-        if let Err(e) = serde_json::to_writer(&mut spool, &detail) {
-            return Err(match detail.messages.take_error() {
-                Some(e) => RpcError::new(-32603, format!("{e:#}")),
-                None => internal(e.into()),
-            });
-        }
+        ops::write_detail(&meta, blocks, ops::JsonStyle::Compact, |b| {
+            Ok(spool.write_all(b)?)
+        })
+        .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
         spool.write_all(b"}\n").map_err(internal)?;
         let mut spool = spool.into_inner().map_err(|e| internal(e.into_error()))?;
         spool.rewind().map_err(internal)?;

@@ -506,44 +506,18 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `session show --json`, written as it is read: one thread reads and parses the next block
-/// (itself on all cores when large) while this one prints the last, so the output streams in
-/// the memory of about two blocks. The bytes are those of [`crate::ops::SessionDetail`].
+/// `session show --json`, written as it is read ([`crate::ops::write_detail`]): two threads
+/// parse and render alternate blocks while this one writes, so the output streams on both cores
+/// in the memory of a few blocks. The bytes are those of [`crate::ops::SessionDetail`].
 fn show_json(store: &SessionStore, id: &SessionId, meta: &SessionMeta) -> anyhow::Result<()> {
-    let mut blocks = store.message_blocks(id)?;
-    std::thread::scope(|s| {
-        type Item = Result<Vec<StoredMessage>, freecode_store::StoreError>;
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Item>(1);
-        s.spawn(move || {
-            loop {
-                let item = match blocks.next_block() {
-                    Ok(Some(b)) => Ok(b.items),
-                    Ok(None) => return,
-                    Err(e) => Err(e),
-                };
-                let stop = item.is_err();
-                // A closed channel: the printer stopped (a closed stdout); so do we.
-                if tx.send(item).is_err() || stop {
-                    return;
-                }
-            }
-        });
-        let detail = crate::ops::SessionDetailStream {
-            meta,
-            messages: crate::ops::MessageSeq::new(move || match rx.recv() {
-                Ok(item) => Ok(Some(item?)),
-                Err(_) => Ok(None),
-            }),
-        };
-        let printed = print_json(&detail);
-        let failed = detail.messages.take_error();
-        // Dropping the receiver lets the reader stop before the scope joins it.
-        drop(detail);
-        match (printed, failed) {
-            (Err(_), Some(e)) => Err(e),
-            (printed, _) => printed,
-        }
-    })
+    let blocks = store.message_blocks(id)?;
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+    crate::ops::write_detail(meta, blocks, crate::ops::JsonStyle::Pretty, |b| {
+        Ok(out.write_all(b)?)
+    })?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
 }
 
 /// The lines of a message's text, each made terminal-safe.
