@@ -304,9 +304,9 @@ impl<R: Read> Blocks<R> {
         }
     }
 
-    /// Reads blocks of about `block` bytes from here on.
-    pub fn set_block(&mut self, block: usize) {
-        self.block = block.max(1);
+    /// Reads blocks of at most about `max` bytes from here on.
+    pub fn cap_block(&mut self, max: usize) {
+        self.block = self.block.min(max.max(1));
     }
 
     /// The number of the next line to be read (1 + the lines read so far, from the start).

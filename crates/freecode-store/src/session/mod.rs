@@ -542,10 +542,8 @@ impl SessionStore {
         on_issue: impl FnMut(LineIssue),
     ) -> Result<()> {
         let path = self.locate(id)?.messages();
-        let file = match fsutil::open_read(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e).ctx("open", &path),
+        let Some(file) = open_log(&path)? else {
+            return Ok(());
         };
         jsonl::stream(file, on_message, on_issue).ctx("read", &path)
     }
@@ -1119,18 +1117,12 @@ pub struct MessageBlocks {
     path: PathBuf,
     blocks: Option<jsonl::Blocks<fs::File>>,
     size: u64,
-    /// The block size it was opened with.
-    block: usize,
 }
 
 impl MessageBlocks {
     /// Opens `path` to be read in blocks of about `block` bytes.
     pub fn open(path: &Path, block: usize) -> Result<Self> {
-        let file = match fsutil::open_read(path) {
-            Ok(f) => Some(f),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).ctx("open", path),
-        };
+        let file = open_log(path)?;
         let size = file
             .as_ref()
             .and_then(|f| f.metadata().ok())
@@ -1139,7 +1131,6 @@ impl MessageBlocks {
             path: path.to_owned(),
             blocks: file.map(|f| jsonl::Blocks::new(f, block)),
             size,
-            block,
         })
     }
 
@@ -1187,7 +1178,7 @@ impl MessageBlocks {
         let Some(mut blocks) = self.blocks.take() else {
             return Ok(());
         };
-        blocks.set_block(RENDER_BLOCK.min(self.block));
+        blocks.cap_block(RENDER_BLOCK);
         let path = self.path;
         let render = &render;
         std::thread::scope(|s| {
@@ -1321,6 +1312,15 @@ const RENDER_DECODE: jsonl::Decode<StoredMessage> = jsonl::Decode {
 /// Logs from this size on are loaded as two halves on two threads ([`read_messages_at`]).
 const SPLIT_LOAD_BYTES: u64 = 2 * LOAD_BLOCK as u64;
 
+/// A log opened for reading, `None` when it does not exist (an empty log).
+fn open_log(path: &Path) -> Result<Option<File>> {
+    match fsutil::open_read(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).ctx("open", path),
+    }
+}
+
 /// Logs the skipped or repaired lines of a read.
 fn log_issues(path: &Path, issues: &[LineIssue]) {
     for i in issues {
@@ -1337,15 +1337,11 @@ fn log_issues(path: &Path, issues: &[LineIssue]) {
 /// halves (cut at the first line start past the middle) on two threads, each a block at a
 /// time: the same messages and issues, with the same line numbers, as one read.
 pub fn read_messages_at(path: &Path) -> Result<MessageLog> {
-    let file = match fsutil::open_read(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(MessageLog {
-                messages: Vec::new(),
-                issues: Vec::new(),
-            });
-        }
-        Err(e) => return Err(e).ctx("open", path),
+    let Some(file) = open_log(path)? else {
+        return Ok(MessageLog {
+            messages: Vec::new(),
+            issues: Vec::new(),
+        });
     };
     let size = file.metadata().ctx("stat", path)?.len();
     let two = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
