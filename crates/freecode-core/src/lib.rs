@@ -12,6 +12,7 @@ pub mod history;
 pub mod ids;
 pub mod interrupt;
 pub mod json;
+pub mod jsonw;
 pub mod memory;
 pub mod message;
 pub mod meta;

@@ -29,13 +29,13 @@ pub(crate) struct Scanner<'a> {
 
 /// The bytes that end a run of plain string bytes: a quote, a backslash or a control byte.
 #[inline]
-fn special(b: u8) -> bool {
+pub(crate) fn special(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
 }
 
 /// The index of the first [`special`] byte of `s` at or after `p` (`s.len()` when none).
 #[inline]
-fn find_special(s: &[u8], mut p: usize) -> usize {
+pub(crate) fn find_special(s: &[u8], mut p: usize) -> usize {
     const LANES: usize = 16;
     // Most strings are short: try one word first.
     if let Some(word) = s.get(p..p + 8) {
@@ -81,7 +81,7 @@ fn find_special_short(s: &[u8], mut p: usize) -> usize {
 /// flags the lowest byte that meets it exactly (a borrow can only flag bytes above it), so the
 /// lowest flag of the three is the first special byte.
 #[inline]
-fn first_special_in(x: u64) -> Option<usize> {
+pub(crate) fn first_special_in(x: u64) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;

@@ -9,6 +9,7 @@
 use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
+use crate::jsonw::{Key, Line, MapMembers, Members, Put, key};
 use crate::record::json_record;
 use crate::string_enum;
 
@@ -493,36 +494,8 @@ impl Event {
         })
     }
 
-    /// The compact JSON line, with its newline.
-    pub fn to_line(&self) -> Vec<u8> {
-        let mut line = serde_json::to_vec(self).unwrap_or_default();
-        line.push(b'\n');
-        line
-    }
-}
-
-/// Writes whitelisted strings only when non-empty (the original's truthiness test).
-fn put_str<M: SerializeMap>(m: &mut M, k: &str, v: &str) -> Result<(), M::Error> {
-    if v.is_empty() {
-        Ok(())
-    } else {
-        m.serialize_entry(k, v)
-    }
-}
-
-fn put_opt<M: SerializeMap, T: serde::Serialize>(
-    m: &mut M,
-    k: &str,
-    v: &Option<T>,
-) -> Result<(), M::Error> {
-    match v {
-        Some(v) => m.serialize_entry(k, v),
-        None => Ok(()),
-    }
-}
-
-impl serde::Serialize for Event {
-    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+    /// This event by reference.
+    pub fn as_line(&self) -> EventLine<'_> {
         EventLine {
             id: &self.id,
             seq: self.seq,
@@ -531,7 +504,38 @@ impl serde::Serialize for Event {
             kind: &self.kind,
             extra: &self.extra,
         }
-        .serialize(ser)
+    }
+
+    /// The compact JSON line, with its newline.
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut line = Vec::with_capacity(256);
+        if self.as_line().write_to(&mut line).is_err() {
+            line.clear();
+            line.push(b'\n');
+        }
+        line
+    }
+}
+
+/// Writes whitelisted strings only when non-empty (the original's truthiness test).
+fn put_str<M: Members>(m: &mut M, k: Key, v: &str) -> Result<(), M::Error> {
+    if v.is_empty() { Ok(()) } else { m.member(k, v) }
+}
+
+fn put_opt<M: Members, T: Put + serde::Serialize>(
+    m: &mut M,
+    k: Key,
+    v: &Option<T>,
+) -> Result<(), M::Error> {
+    match v {
+        Some(v) => m.member(k, v),
+        None => Ok(()),
+    }
+}
+
+impl serde::Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        self.as_line().serialize(ser)
     }
 }
 
@@ -558,8 +562,10 @@ impl EventLine<'_> {
     /// it was).
     pub fn write_to(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
         let start = out.len();
-        match serde_json::to_writer(&mut *out, self) {
+        let mut line = Line::new(out);
+        match self.members(&mut line) {
             Ok(()) => {
+                line.end();
                 out.push(b'\n');
                 Ok(())
             }
@@ -574,16 +580,25 @@ impl EventLine<'_> {
 impl serde::Serialize for EventLine<'_> {
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let mut m = ser.serialize_map(None)?;
-        m.serialize_entry("type", self.kind.type_name())?;
-        m.serialize_entry("id", self.id)?;
-        m.serialize_entry("seq", &self.seq)?;
-        m.serialize_entry("aggregateID", self.aggregate_id)?;
-        m.serialize_entry("timestamp", &self.timestamp)?;
+        self.members(&mut MapMembers(&mut m))?;
+        m.end()
+    }
+}
+
+impl EventLine<'_> {
+    /// Every member of the line, in the original's order, to `m`: the one list behind both
+    /// [`EventLine::write_to`] and `Serialize`.
+    fn members<M: Members>(&self, m: &mut M) -> Result<(), M::Error> {
+        m.member(key!("type"), self.kind.type_name())?;
+        m.member(key!("id"), self.id)?;
+        m.member(key!("seq"), &self.seq)?;
+        m.member(key!("aggregateID"), self.aggregate_id)?;
+        m.member(key!("timestamp"), &self.timestamp)?;
         match self.kind {
-            EventKind::TurnStarted { turn_id } => put_str(&mut m, "turnId", turn_id)?,
+            EventKind::TurnStarted { turn_id } => put_str(m, key!("turnId"), turn_id)?,
             EventKind::TurnAborted { turn_id, reason } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                put_str(&mut m, "reason", reason)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                put_str(m, key!("reason"), reason)?;
             }
             EventKind::FunctionCall {
                 turn_id,
@@ -592,11 +607,11 @@ impl serde::Serialize for EventLine<'_> {
                 call_id,
                 parent_call_id,
             } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                put_str(&mut m, "tool", tool)?;
-                m.serialize_entry("args", args)?;
-                put_opt(&mut m, "callId", call_id)?;
-                put_opt(&mut m, "parentCallId", parent_call_id)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                put_str(m, key!("tool"), tool)?;
+                m.member(key!("args"), args)?;
+                put_opt(m, key!("callId"), call_id)?;
+                put_opt(m, key!("parentCallId"), parent_call_id)?;
             }
             EventKind::FunctionOutput {
                 turn_id,
@@ -606,12 +621,12 @@ impl serde::Serialize for EventLine<'_> {
                 failed,
                 call_id,
             } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                put_str(&mut m, "tool", tool)?;
-                m.serialize_entry("output", output)?;
-                m.serialize_entry("duration_ms", duration_ms)?;
-                put_opt(&mut m, "failed", failed)?;
-                put_opt(&mut m, "callId", call_id)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                put_str(m, key!("tool"), tool)?;
+                m.member(key!("output"), output)?;
+                m.member(key!("duration_ms"), duration_ms)?;
+                put_opt(m, key!("failed"), failed)?;
+                put_opt(m, key!("callId"), call_id)?;
             }
             EventKind::FunctionDenied {
                 turn_id,
@@ -620,61 +635,61 @@ impl serde::Serialize for EventLine<'_> {
                 reason,
                 source,
             } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                put_str(&mut m, "tool", tool)?;
-                m.serialize_entry("args", args)?;
-                put_str(&mut m, "reason", reason)?;
-                m.serialize_entry("source", source)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                put_str(m, key!("tool"), tool)?;
+                m.member(key!("args"), args)?;
+                put_str(m, key!("reason"), reason)?;
+                m.member(key!("source"), source.as_str())?;
             }
             EventKind::CompactOccurred {
                 before_tokens,
                 after_tokens,
             } => {
-                m.serialize_entry("beforeTokens", before_tokens)?;
-                m.serialize_entry("afterTokens", after_tokens)?;
+                m.member(key!("beforeTokens"), before_tokens)?;
+                m.member(key!("afterTokens"), after_tokens)?;
             }
             EventKind::SubagentStart { subagent_id, task } => {
-                put_str(&mut m, "subagentId", subagent_id)?;
-                put_str(&mut m, "task", task)?;
+                put_str(m, key!("subagentId"), subagent_id)?;
+                put_str(m, key!("task"), task)?;
             }
             EventKind::SubagentStop {
                 subagent_id,
                 result,
             } => {
-                put_str(&mut m, "subagentId", subagent_id)?;
-                put_str(&mut m, "result", result)?;
+                put_str(m, key!("subagentId"), subagent_id)?;
+                put_str(m, key!("result"), result)?;
             }
             EventKind::SkillInvoked {
                 skill_name,
                 implicit,
             } => {
-                put_str(&mut m, "skillName", skill_name)?;
-                m.serialize_entry("implicit", implicit)?;
+                put_str(m, key!("skillName"), skill_name)?;
+                m.member(key!("implicit"), implicit)?;
             }
             EventKind::HookTriggered {
                 hook_name,
                 hook_event,
                 blocked,
             } => {
-                put_str(&mut m, "hookName", hook_name)?;
-                put_str(&mut m, "hookEvent", hook_event)?;
-                m.serialize_entry("blocked", blocked)?;
+                put_str(m, key!("hookName"), hook_name)?;
+                put_str(m, key!("hookEvent"), hook_event)?;
+                m.member(key!("blocked"), blocked)?;
             }
             EventKind::HookBlocked { hook_name, reason } => {
-                put_str(&mut m, "hookName", hook_name)?;
-                put_str(&mut m, "reason", reason)?;
+                put_str(m, key!("hookName"), hook_name)?;
+                put_str(m, key!("reason"), reason)?;
             }
             EventKind::ContextOverflow { before_tokens } => {
-                m.serialize_entry("beforeTokens", before_tokens)?
+                m.member(key!("beforeTokens"), before_tokens)?
             }
             EventKind::ParseError {
                 turn_id,
                 parser,
                 error,
             } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                put_str(&mut m, "parser", parser)?;
-                put_str(&mut m, "error", error)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                put_str(m, key!("parser"), parser)?;
+                put_str(m, key!("error"), error)?;
             }
             EventKind::ModelRequest {
                 turn_id,
@@ -685,17 +700,17 @@ impl serde::Serialize for EventLine<'_> {
                 prompt_chars,
                 streamed,
             } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                m.serialize_entry("provider", provider)?;
-                m.serialize_entry("model", model)?;
-                m.serialize_entry("messageCount", message_count)?;
-                m.serialize_entry("toolCount", tool_count)?;
-                m.serialize_entry("promptChars", prompt_chars)?;
-                m.serialize_entry("streamed", streamed)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                m.member(key!("provider"), provider)?;
+                m.member(key!("model"), model)?;
+                m.member(key!("messageCount"), message_count)?;
+                m.member(key!("toolCount"), tool_count)?;
+                m.member(key!("promptChars"), prompt_chars)?;
+                m.member(key!("streamed"), streamed)?;
             }
             EventKind::ModelFirstToken { turn_id, ttft_ms } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                m.serialize_entry("ttft_ms", ttft_ms)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                m.member(key!("ttft_ms"), ttft_ms)?;
             }
             EventKind::ModelResponse {
                 turn_id,
@@ -713,20 +728,20 @@ impl serde::Serialize for EventLine<'_> {
                 thinking_chars,
                 echoed_model,
             } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                m.serialize_entry("provider", provider)?;
-                m.serialize_entry("model", model)?;
-                m.serialize_entry("duration_ms", duration_ms)?;
-                put_opt(&mut m, "ttft_ms", ttft_ms)?;
-                put_opt(&mut m, "inputTokens", input_tokens)?;
-                put_opt(&mut m, "outputTokens", output_tokens)?;
-                put_opt(&mut m, "cacheReadTokens", cache_read_tokens)?;
-                put_opt(&mut m, "cacheWriteTokens", cache_write_tokens)?;
-                put_opt(&mut m, "reasoningTokens", reasoning_tokens)?;
-                m.serialize_entry("toolCalls", tool_calls)?;
-                m.serialize_entry("textChars", text_chars)?;
-                m.serialize_entry("thinkingChars", thinking_chars)?;
-                put_opt(&mut m, "echoedModel", echoed_model)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                m.member(key!("provider"), provider)?;
+                m.member(key!("model"), model)?;
+                m.member(key!("duration_ms"), duration_ms)?;
+                put_opt(m, key!("ttft_ms"), ttft_ms)?;
+                put_opt(m, key!("inputTokens"), input_tokens)?;
+                put_opt(m, key!("outputTokens"), output_tokens)?;
+                put_opt(m, key!("cacheReadTokens"), cache_read_tokens)?;
+                put_opt(m, key!("cacheWriteTokens"), cache_write_tokens)?;
+                put_opt(m, key!("reasoningTokens"), reasoning_tokens)?;
+                m.member(key!("toolCalls"), tool_calls)?;
+                m.member(key!("textChars"), text_chars)?;
+                m.member(key!("thinkingChars"), thinking_chars)?;
+                put_opt(m, key!("echoedModel"), echoed_model)?;
             }
             EventKind::ModelError {
                 turn_id,
@@ -736,12 +751,12 @@ impl serde::Serialize for EventLine<'_> {
                 kind,
                 error,
             } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                m.serialize_entry("provider", provider)?;
-                m.serialize_entry("model", model)?;
-                m.serialize_entry("duration_ms", duration_ms)?;
-                m.serialize_entry("kind", kind)?;
-                m.serialize_entry("error", error)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                m.member(key!("provider"), provider)?;
+                m.member(key!("model"), model)?;
+                m.member(key!("duration_ms"), duration_ms)?;
+                m.member(key!("kind"), kind.as_str())?;
+                m.member(key!("error"), error)?;
             }
             EventKind::RedirectTriggered {
                 turn_id,
@@ -753,24 +768,24 @@ impl serde::Serialize for EventLine<'_> {
                 input_tokens,
                 output_tokens,
             } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                put_str(&mut m, "reason", reason)?;
-                m.serialize_entry("evidenceEventIds", evidence_event_ids)?;
-                m.serialize_entry("directionCount", direction_count)?;
-                m.serialize_entry("directionChars", direction_chars)?;
-                m.serialize_entry("latency_ms", latency_ms)?;
-                put_opt(&mut m, "inputTokens", input_tokens)?;
-                put_opt(&mut m, "outputTokens", output_tokens)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                put_str(m, key!("reason"), reason)?;
+                m.member(key!("evidenceEventIds"), evidence_event_ids)?;
+                m.member(key!("directionCount"), direction_count)?;
+                m.member(key!("directionChars"), direction_chars)?;
+                m.member(key!("latency_ms"), latency_ms)?;
+                put_opt(m, key!("inputTokens"), input_tokens)?;
+                put_opt(m, key!("outputTokens"), output_tokens)?;
             }
             EventKind::RedirectSkipped { turn_id, reason } => {
-                put_str(&mut m, "turnId", turn_id)?;
-                put_str(&mut m, "reason", reason)?;
+                put_str(m, key!("turnId"), turn_id)?;
+                put_str(m, key!("reason"), reason)?;
             }
         }
         for (k, v) in self.extra {
-            m.serialize_entry(k, v)?;
+            m.extra(k, v)?;
         }
-        m.end()
+        Ok(())
     }
 }
 

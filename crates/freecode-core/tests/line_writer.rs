@@ -1,0 +1,253 @@
+//! The recorder's hand-written lines ([`EventLine::write_to`], `freecode_core::jsonw`) against
+//! `serde_json`: for every event kind, with generated strings (every control byte, quotes,
+//! backslashes, multi-byte text, runs longer than a word), generated values (floats, big and
+//! negative integers, nesting) and unknown keys, the bytes are the ones `serde_json::to_vec`
+//! writes for the same line (which the readers' own tests hold to the original's).
+
+use freecode_core::jsonw::{push_str, push_value};
+use freecode_core::rollout::{DenySource, Event, EventKind, ModelErrorKind};
+use proptest::prelude::*;
+use serde_json::{Map, Value};
+
+/// Text that exercises the escaper: mostly plain, with every kind of special byte.
+fn text() -> impl Strategy<Value = String> {
+    let ch = prop_oneof![
+        8 => prop::char::range('a', 'z'),
+        2 => (0u8..0x20).prop_map(char::from),
+        1 => Just('"'),
+        1 => Just('\\'),
+        1 => Just('/'),
+        1 => Just('\u{7f}'),
+        1 => Just('é'),
+        1 => Just('中'),
+        1 => Just('🦀'),
+        1 => any::<char>(),
+    ];
+    prop::collection::vec(ch, 0..70).prop_map(|v| v.into_iter().collect())
+}
+
+fn opt<T: std::fmt::Debug + Clone + 'static>(
+    s: impl Strategy<Value = T> + 'static,
+) -> impl Strategy<Value = Option<T>> {
+    prop::option::of(s)
+}
+
+fn json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<u64>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        prop_oneof![Just(0.1), Just(1e21), Just(-0.0), Just(2.5e-8), Just(100.0)]
+            .prop_map(Value::from),
+        text().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::vec((text(), inner), 0..5)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+/// Every one of the 19 kinds, with generated fields.
+fn kind() -> impl Strategy<Value = EventKind> {
+    let t = text;
+    prop_oneof![
+        t().prop_map(|turn_id| EventKind::TurnStarted { turn_id }),
+        (t(), t()).prop_map(|(turn_id, reason)| EventKind::TurnAborted { turn_id, reason }),
+        (t(), t(), json(), opt(t()), opt(t())).prop_map(
+            |(turn_id, tool, args, call_id, parent_call_id)| EventKind::FunctionCall {
+                turn_id,
+                tool,
+                args,
+                call_id,
+                parent_call_id,
+            }
+        ),
+        (t(), t(), t(), any::<i64>(), opt(any::<bool>()), opt(t())).prop_map(
+            |(turn_id, tool, output, duration_ms, failed, call_id)| EventKind::FunctionOutput {
+                turn_id,
+                tool,
+                output,
+                duration_ms,
+                failed,
+                call_id,
+            }
+        ),
+        (t(), t(), json(), t(), t()).prop_map(|(turn_id, tool, args, reason, source)| {
+            EventKind::FunctionDenied {
+                turn_id,
+                tool,
+                args,
+                reason,
+                source: DenySource::parse(&source),
+            }
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(before_tokens, after_tokens)| {
+            EventKind::CompactOccurred {
+                before_tokens,
+                after_tokens,
+            }
+        }),
+        (t(), t()).prop_map(|(subagent_id, task)| EventKind::SubagentStart { subagent_id, task }),
+        (t(), t()).prop_map(|(subagent_id, result)| EventKind::SubagentStop {
+            subagent_id,
+            result
+        }),
+        (t(), any::<bool>()).prop_map(|(skill_name, implicit)| EventKind::SkillInvoked {
+            skill_name,
+            implicit
+        }),
+        (t(), t(), any::<bool>()).prop_map(|(hook_name, hook_event, blocked)| {
+            EventKind::HookTriggered {
+                hook_name,
+                hook_event,
+                blocked,
+            }
+        }),
+        (t(), t()).prop_map(|(hook_name, reason)| EventKind::HookBlocked { hook_name, reason }),
+        any::<u64>().prop_map(|before_tokens| EventKind::ContextOverflow { before_tokens }),
+        (t(), t(), t()).prop_map(|(turn_id, parser, error)| EventKind::ParseError {
+            turn_id,
+            parser,
+            error
+        }),
+        (
+            t(),
+            t(),
+            t(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<bool>()
+        )
+            .prop_map(
+                |(turn_id, provider, model, message_count, tool_count, prompt_chars, streamed)| {
+                    EventKind::ModelRequest {
+                        turn_id,
+                        provider,
+                        model,
+                        message_count,
+                        tool_count,
+                        prompt_chars,
+                        streamed,
+                    }
+                }
+            ),
+        (t(), any::<i64>())
+            .prop_map(|(turn_id, ttft_ms)| EventKind::ModelFirstToken { turn_id, ttft_ms }),
+        (
+            (t(), t(), t(), any::<i64>(), opt(any::<i64>())),
+            (
+                opt(any::<u64>()),
+                opt(any::<u64>()),
+                opt(any::<u64>()),
+                opt(any::<u64>()),
+                opt(any::<u64>())
+            ),
+            (
+                prop::collection::vec(t(), 0..4),
+                any::<u64>(),
+                any::<u64>(),
+                opt(t())
+            ),
+        )
+            .prop_map(|(a, b, c)| EventKind::ModelResponse {
+                turn_id: a.0,
+                provider: a.1,
+                model: a.2,
+                duration_ms: a.3,
+                ttft_ms: a.4,
+                input_tokens: b.0,
+                output_tokens: b.1,
+                cache_read_tokens: b.2,
+                cache_write_tokens: b.3,
+                reasoning_tokens: b.4,
+                tool_calls: c.0,
+                text_chars: c.1,
+                thinking_chars: c.2,
+                echoed_model: c.3,
+            }),
+        (t(), t(), t(), any::<i64>(), t(), t()).prop_map(
+            |(turn_id, provider, model, duration_ms, kind, error)| EventKind::ModelError {
+                turn_id,
+                provider,
+                model,
+                duration_ms,
+                kind: ModelErrorKind::parse(&kind),
+                error,
+            }
+        ),
+        (
+            (t(), t(), prop::collection::vec(t(), 0..4)),
+            (
+                any::<u64>(),
+                any::<u64>(),
+                any::<i64>(),
+                opt(any::<u64>()),
+                opt(any::<u64>())
+            ),
+        )
+            .prop_map(|(a, b)| EventKind::RedirectTriggered {
+                turn_id: a.0,
+                reason: a.1,
+                evidence_event_ids: a.2,
+                direction_count: b.0,
+                direction_chars: b.1,
+                latency_ms: b.2,
+                input_tokens: b.3,
+                output_tokens: b.4,
+            }),
+        (t(), t()).prop_map(|(turn_id, reason)| EventKind::RedirectSkipped { turn_id, reason }),
+    ]
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    (
+        (text(), any::<u64>(), text(), any::<i64>()),
+        kind(),
+        prop::collection::vec(("[a-zA-Z_]{1,8}|\\PC{0,6}", json()), 0..3),
+    )
+        .prop_map(|((id, seq, aggregate_id, timestamp), kind, extra)| {
+            let mut ev = Event {
+                id,
+                seq,
+                aggregate_id,
+                timestamp,
+                kind,
+                extra: Default::default(),
+            };
+            for (k, v) in extra {
+                ev.extra.insert(k, v);
+            }
+            ev
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn a_written_line_is_the_line_serde_json_writes(ev in event()) {
+        let mut ours = b"left alone ".to_vec();
+        ev.as_line().write_to(&mut ours).unwrap();
+        let mut theirs = b"left alone ".to_vec();
+        theirs.extend(serde_json::to_vec(&ev.as_line()).unwrap());
+        theirs.push(b'\n');
+        prop_assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&theirs));
+        prop_assert_eq!(&ev.to_line()[..], &ours[b"left alone ".len()..]);
+    }
+
+    #[test]
+    fn strings_and_values_are_written_as_serde_json_writes_them(s in text(), v in json()) {
+        let mut out = Vec::new();
+        push_str(&mut out, &s);
+        prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&s).unwrap());
+        let mut out = Vec::new();
+        push_value(&mut out, &v).unwrap();
+        prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&v).unwrap());
+    }
+}
