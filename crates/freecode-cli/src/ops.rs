@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 
 use freecode_core::bundle::{Counts, RedactionNote};
+use freecode_core::jsonw;
 use freecode_core::rollout::replay::Replay;
 use freecode_core::rollout::trace::Trace;
 use freecode_core::{SessionMeta, SessionStatus, StoredMessage};
@@ -85,13 +86,11 @@ pub fn write_detail(
                 match style {
                     JsonStyle::Pretty => {
                         out.extend_from_slice(b",\n    ");
-                        let mut ser =
-                            serde_json::Serializer::with_formatter(&mut *out, Indented::at(2));
-                        m.serialize(&mut ser)?;
+                        jsonw::to_pretty_at(m, 2, out)?;
                     }
                     JsonStyle::Compact => {
                         out.push(b',');
-                        serde_json::to_writer(&mut *out, m)?;
+                        jsonw::to_compact(m, out)?;
                     }
                 }
             }
@@ -111,105 +110,6 @@ pub fn write_detail(
         (JsonStyle::Compact, _) => b"]}",
     };
     write(close)
-}
-
-/// `serde_json`'s pretty layout (two spaces a level) for a value that sits `depth` levels
-/// deep in a pretty document: its bytes are those of the whole document's pretty form at that
-/// place, so a value can be rendered apart from the document (on another thread).
-pub struct Indented {
-    depth: usize,
-    has_value: bool,
-}
-
-impl Indented {
-    /// For a value at `depth` (an element of a top-level object's array is at 2).
-    pub fn at(depth: usize) -> Self {
-        Self {
-            depth,
-            has_value: false,
-        }
-    }
-
-    fn newline<W: ?Sized + std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
-        const SPACES: &[u8] = &[b' '; 64];
-        w.write_all(b"\n")?;
-        let mut n = self.depth * 2;
-        while n > 0 {
-            let k = n.min(SPACES.len());
-            w.write_all(&SPACES[..k])?;
-            n -= k;
-        }
-        Ok(())
-    }
-
-    fn open<W: ?Sized + std::io::Write>(&mut self, w: &mut W, c: &[u8]) -> std::io::Result<()> {
-        self.depth += 1;
-        self.has_value = false;
-        w.write_all(c)
-    }
-
-    fn close<W: ?Sized + std::io::Write>(&mut self, w: &mut W, c: &[u8]) -> std::io::Result<()> {
-        self.depth -= 1;
-        if self.has_value {
-            self.newline(w)?;
-        }
-        w.write_all(c)
-    }
-
-    fn item<W: ?Sized + std::io::Write>(&self, w: &mut W, first: bool) -> std::io::Result<()> {
-        if !first {
-            w.write_all(b",")?;
-        }
-        self.newline(w)
-    }
-}
-
-impl serde_json::ser::Formatter for Indented {
-    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.open(w, b"[")
-    }
-
-    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.close(w, b"]")
-    }
-
-    fn begin_array_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.item(w, first)
-    }
-
-    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
-        self.has_value = true;
-        Ok(())
-    }
-
-    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.open(w, b"{")
-    }
-
-    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.close(w, b"}")
-    }
-
-    fn begin_object_key<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.item(w, first)
-    }
-
-    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        w.write_all(b": ")
-    }
-
-    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
-        self.has_value = true;
-        Ok(())
-    }
 }
 
 impl JsonSchema for SessionDetail {
@@ -1364,23 +1264,5 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.to_string(), "disk on fire");
         assert_eq!(writes, 3, "nothing is written after the error");
-    }
-
-    #[test]
-    fn the_indented_layout_is_serde_jsons_at_every_depth() {
-        let v = serde_json::json!({
-            "a": [], "b": {}, "c": [{"d": [1, [2, []], {}], "e": null}], "f": "x\ny", "g": [[]]
-        });
-        for depth in [0, 1, 2, 5] {
-            let mut got = Vec::new();
-            let mut ser = serde_json::Serializer::with_formatter(&mut got, Indented::at(depth));
-            v.serialize(&mut ser).unwrap();
-            // The pretty form with every line after the first indented `depth` levels.
-            let pad = format!("\n{}", "  ".repeat(depth));
-            let want = serde_json::to_string_pretty(&v)
-                .unwrap()
-                .replace('\n', &pad);
-            assert_eq!(String::from_utf8(got).unwrap(), want, "depth {depth}");
-        }
     }
 }

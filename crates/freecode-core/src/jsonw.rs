@@ -1,5 +1,8 @@
-//! Compact JSON written by hand, byte for byte as `serde_json::to_writer` writes it, for the
-//! lines written most: the rollout recorder's events ([`EventLine::write_to`]).
+//! JSON written by hand, byte for byte as `serde_json` writes it (compact, or pretty from a
+//! given depth), for what is written most: the rollout recorder's events
+//! ([`EventLine::write_to`], through [`Line`]) and the messages `session show --json` and RPC
+//! `session.get` print ([`to_pretty_at`], [`to_compact`], through the [`Emit`] impls that
+//! `json_record!` and `string_enum!` generate beside their `Serialize`).
 //!
 //! Why not `serde_json` there: in a recording of 1,000,000 events its string escaper
 //! (`format_escaped_str`, a table lookup per byte and a `write_all` per key and per value) was
@@ -9,11 +12,14 @@
 //! what `serde_json` uses, so the bytes are the same: the escapes are `\"`, `\\`, `\b`, `\f`,
 //! `\n`, `\r`, `\t` and `\u00xx` (lower-case hex) for the other control bytes, nothing else is
 //! escaped (not `/`, not DEL, not non-ASCII), and a number inside a [`Value`] is written by
-//! `serde_json` itself. `tests/line_writer.rs` holds it to `serde_json` on every event kind
-//! with generated strings, values and unknown keys.
+//! `serde_json` itself. The pretty layout is `serde_json`'s `PrettyFormatter` (two spaces a
+//! level, `": "`, empty containers as `[]` and `{}`). `tests/line_writer.rs` holds it all to
+//! `serde_json` on every event kind and on messages, with generated strings, values and
+//! unknown keys, at several depths.
 //!
 //! [`EventLine::write_to`]: crate::rollout::event::EventLine::write_to
 
+pub use serde_json::Error;
 use serde_json::Value;
 
 use crate::scan::{find_special, first_special_in, special};
@@ -23,7 +29,7 @@ use crate::scan::{find_special, first_special_in, special};
 pub(crate) trait Members {
     type Error;
     /// Writes one member under a key of the format's.
-    fn member<T: Put + serde::Serialize + ?Sized>(
+    fn member<T: Emit + serde::Serialize + ?Sized>(
         &mut self,
         key: Key,
         value: &T,
@@ -56,7 +62,7 @@ pub(crate) struct MapMembers<'m, M>(pub(crate) &'m mut M);
 
 impl<M: serde::ser::SerializeMap> Members for MapMembers<'_, M> {
     type Error = M::Error;
-    fn member<T: Put + serde::Serialize + ?Sized>(
+    fn member<T: Emit + serde::Serialize + ?Sized>(
         &mut self,
         key: Key,
         value: &T,
@@ -87,7 +93,7 @@ impl<'a> Line<'a> {
 
 impl Members for Line<'_> {
     type Error = serde_json::Error;
-    fn member<T: Put + serde::Serialize + ?Sized>(
+    fn member<T: Emit + serde::Serialize + ?Sized>(
         &mut self,
         key: Key,
         value: &T,
@@ -102,7 +108,7 @@ impl Members for Line<'_> {
         }
         self.first = false;
         self.out.extend_from_slice(key.quoted.as_bytes());
-        value.put(self.out)
+        to_compact(value, self.out)
     }
     fn extra(&mut self, key: &str, value: &Value) -> serde_json::Result<()> {
         if !self.first {
@@ -115,109 +121,224 @@ impl Members for Line<'_> {
     }
 }
 
-/// A value [`Line`] writes itself, as `serde_json` would.
-pub(crate) trait Put {
-    fn put(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+/// The layout of hand-written JSON: [`Compact`] (`serde_json::to_writer`'s bytes) or
+/// [`Pretty`] (`serde_json::to_writer_pretty`'s, from a given depth). A container is opened,
+/// each member or element is announced (`first` for the first), and it is closed saying
+/// whether it stayed empty; the values themselves go into [`Layout::out`].
+pub trait Layout {
+    /// The buffer the bytes go to.
+    fn out(&mut self) -> &mut Vec<u8>;
+    /// `{` or `[`.
+    fn open(&mut self, bracket: u8);
+    /// Before a member's key or an element.
+    fn item(&mut self, first: bool);
+    /// Between a key and its value.
+    fn colon(&mut self);
+    /// `}` or `]`, after `empty` (no item) or the last item.
+    fn close(&mut self, bracket: u8, empty: bool);
 }
 
-impl Put for str {
-    fn put(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        push_str(out, self);
+/// `serde_json::to_writer`'s layout.
+pub struct Compact<'a>(pub &'a mut Vec<u8>);
+
+impl Layout for Compact<'_> {
+    fn out(&mut self) -> &mut Vec<u8> {
+        self.0
+    }
+    fn open(&mut self, bracket: u8) {
+        self.0.push(bracket);
+    }
+    fn item(&mut self, first: bool) {
+        if !first {
+            self.0.push(b',');
+        }
+    }
+    fn colon(&mut self) {
+        self.0.push(b':');
+    }
+    fn close(&mut self, bracket: u8, _empty: bool) {
+        self.0.push(bracket);
+    }
+}
+
+/// `serde_json`'s pretty layout (two spaces a level) for a value `depth` levels deep in a
+/// pretty document: its bytes are the whole document's at that place.
+pub struct Pretty<'a> {
+    out: &'a mut Vec<u8>,
+    depth: usize,
+}
+
+impl<'a> Pretty<'a> {
+    /// For a value at `depth` (an element of a top-level object's array is at 2).
+    pub fn at(out: &'a mut Vec<u8>, depth: usize) -> Self {
+        Self { out, depth }
+    }
+
+    fn newline(&mut self) {
+        self.out.push(b'\n');
+        let n = self.depth * 2;
+        self.out.resize(self.out.len() + n, b' ');
+    }
+}
+
+impl Layout for Pretty<'_> {
+    fn out(&mut self) -> &mut Vec<u8> {
+        self.out
+    }
+    fn open(&mut self, bracket: u8) {
+        self.depth += 1;
+        self.out.push(bracket);
+    }
+    fn item(&mut self, first: bool) {
+        if !first {
+            self.out.push(b',');
+        }
+        self.newline();
+    }
+    fn colon(&mut self) {
+        self.out.extend_from_slice(b": ");
+    }
+    fn close(&mut self, bracket: u8, empty: bool) {
+        self.depth -= 1;
+        if !empty {
+            self.newline();
+        }
+        self.out.push(bracket);
+    }
+}
+
+/// A value written by hand, as `serde_json` writes it (its `Serialize`), in any [`Layout`].
+/// Records declared with `json_record!` and enums with `string_enum!` implement it.
+pub trait Emit {
+    /// Writes the value.
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()>;
+}
+
+/// Writes `value` in the compact layout: `serde_json::to_writer`'s bytes.
+pub fn to_compact<T: Emit + ?Sized>(value: &T, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    value.emit(&mut Compact(out))
+}
+
+/// Writes `value` as it sits `depth` levels deep in a pretty document (`depth` 0:
+/// `serde_json::to_writer_pretty`'s bytes).
+pub fn to_pretty_at<T: Emit + ?Sized>(
+    value: &T,
+    depth: usize,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    value.emit(&mut Pretty::at(out, depth))
+}
+
+/// One member of an object being emitted (for `json_record!`): the key, then the value.
+#[doc(hidden)]
+pub fn emit_member<L: Layout, T: Emit + ?Sized>(
+    l: &mut L,
+    first: &mut bool,
+    key: &str,
+    value: &T,
+) -> serde_json::Result<()> {
+    l.item(*first);
+    *first = false;
+    push_str(l.out(), key);
+    l.colon();
+    value.emit(l)
+}
+
+impl Emit for str {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        push_str(l.out(), self);
         Ok(())
     }
 }
 
-impl Put for String {
-    fn put(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        push_str(out, self);
+impl Emit for String {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        push_str(l.out(), self);
         Ok(())
     }
 }
 
-impl Put for u64 {
-    fn put(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        out.extend_from_slice(itoa::Buffer::new().format(*self).as_bytes());
+macro_rules! emit_integer {
+    ($($t:ty),*) => {$(
+        impl Emit for $t {
+            fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+                l.out().extend_from_slice(itoa::Buffer::new().format(*self).as_bytes());
+                Ok(())
+            }
+        }
+    )*};
+}
+emit_integer!(u64, i64, u32, i32);
+
+impl Emit for bool {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        l.out()
+            .extend_from_slice(if *self { b"true" } else { b"false" });
         Ok(())
     }
 }
 
-impl Put for i64 {
-    fn put(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        out.extend_from_slice(itoa::Buffer::new().format(*self).as_bytes());
-        Ok(())
-    }
-}
-
-impl Put for bool {
-    fn put(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        out.extend_from_slice(if *self { b"true" } else { b"false" });
-        Ok(())
-    }
-}
-
-impl<T: Put> Put for Option<T> {
-    fn put(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+impl<T: Emit> Emit for Option<T> {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
         match self {
-            Some(v) => v.put(out),
+            Some(v) => v.emit(l),
             None => {
-                out.extend_from_slice(b"null");
+                l.out().extend_from_slice(b"null");
                 Ok(())
             }
         }
     }
 }
 
-impl<T: Put> Put for Vec<T> {
-    fn put(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        out.push(b'[');
+impl<T: Emit + ?Sized> Emit for Box<T> {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        (**self).emit(l)
+    }
+}
+
+impl<T: Emit> Emit for Vec<T> {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        l.open(b'[');
         for (i, v) in self.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            v.put(out)?;
+            l.item(i == 0);
+            v.emit(l)?;
         }
-        out.push(b']');
+        l.close(b']', self.is_empty());
         Ok(())
     }
 }
 
-impl Put for Value {
-    fn put(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        push_value(out, self)
+impl Emit for Value {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        match self {
+            Value::Null => l.out().extend_from_slice(b"null"),
+            Value::Bool(b) => b.emit(l)?,
+            Value::Number(n) => serde_json::to_writer(&mut *l.out(), n)?,
+            Value::String(s) => push_str(l.out(), s),
+            Value::Array(items) => {
+                l.open(b'[');
+                for (i, v) in items.iter().enumerate() {
+                    l.item(i == 0);
+                    v.emit(l)?;
+                }
+                l.close(b']', items.is_empty());
+            }
+            Value::Object(map) => {
+                l.open(b'{');
+                let mut first = true;
+                for (k, v) in map {
+                    emit_member(l, &mut first, k, v)?;
+                }
+                l.close(b'}', first);
+            }
+        }
+        Ok(())
     }
 }
 
 /// Writes `value` as `serde_json::to_writer` does (its numbers by `serde_json` itself).
 pub fn push_value(out: &mut Vec<u8>, value: &Value) -> serde_json::Result<()> {
-    match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(b) => b.put(out)?,
-        Value::Number(n) => serde_json::to_writer(&mut *out, n)?,
-        Value::String(s) => push_str(out, s),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                push_value(out, v)?;
-            }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            out.push(b'{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                push_str(out, k);
-                out.push(b':');
-                push_value(out, v)?;
-            }
-            out.push(b'}');
-        }
-    }
-    Ok(())
+    to_compact(value, out)
 }
 
 /// Writes `s` as a JSON string, quoted and escaped exactly as `serde_json` escapes it.

@@ -144,6 +144,25 @@ macro_rules! json_record {
             }
         }
 
+        // The same members written by hand (`jsonw`), for the outputs that print many records.
+        impl $crate::jsonw::Emit for $name {
+            fn emit<L: $crate::jsonw::Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+                use $crate::record::FieldValue;
+                l.open(b'{');
+                let mut first = true;
+                $(
+                    if !FieldValue::skip(&self.$field) {
+                        $crate::jsonw::emit_member(l, &mut first, $key, &self.$field)?;
+                    }
+                )+
+                for (k, v) in &self.extra {
+                    $crate::jsonw::emit_member(l, &mut first, k, v)?;
+                }
+                l.close(b'}', first);
+                Ok(())
+            }
+        }
+
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 struct V;

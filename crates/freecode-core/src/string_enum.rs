@@ -46,6 +46,15 @@ macro_rules! string_enum {
             }
         }
 
+        impl $crate::jsonw::Emit for $name {
+            fn emit<L: $crate::jsonw::Layout>(
+                &self,
+                l: &mut L,
+            ) -> ::core::result::Result<(), $crate::jsonw::Error> {
+                $crate::jsonw::Emit::emit(self.as_str(), l)
+            }
+        }
+
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;

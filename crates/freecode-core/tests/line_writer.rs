@@ -1,10 +1,14 @@
+//! The hand-written JSON of `freecode_core::jsonw` against `serde_json`: the recorder's lines
+//! and the messages `session show --json` prints.
+//!
 //! The recorder's hand-written lines ([`EventLine::write_to`], `freecode_core::jsonw`) against
 //! `serde_json`: for every event kind, with generated strings (every control byte, quotes,
 //! backslashes, multi-byte text, runs longer than a word), generated values (floats, big and
 //! negative integers, nesting) and unknown keys, the bytes are the ones `serde_json::to_vec`
 //! writes for the same line (which the readers' own tests hold to the original's).
 
-use freecode_core::jsonw::{push_str, push_value};
+use freecode_core::jsonw::{push_str, push_value, to_compact, to_pretty_at};
+use freecode_core::message::{Part, PartType, Role, StoredMessage, ToolRef, Usage};
 use freecode_core::rollout::{DenySource, Event, EventKind, ModelErrorKind};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -249,5 +253,136 @@ proptest! {
         let mut out = Vec::new();
         push_value(&mut out, &v).unwrap();
         prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&v).unwrap());
+    }
+}
+
+fn extra() -> impl Strategy<Value = Vec<(String, Value)>> {
+    prop::collection::vec(("[a-zA-Z_]{1,8}|\\PC{0,6}", json()), 0..2)
+}
+
+fn part() -> impl Strategy<Value = Part> {
+    let s = || opt(text());
+    (
+        prop_oneof![
+            Just("text"),
+            Just("code"),
+            Just("tool"),
+            Just("image"),
+            Just("thinking")
+        ],
+        (s(), s(), s(), s(), s(), s()),
+        opt((opt(text()), opt(json()), extra())),
+        extra(),
+    )
+        .prop_map(|(kind, f, tool, extra)| {
+            let mut p = Part::text("");
+            p.kind = PartType::parse(kind);
+            (
+                p.language,
+                p.content,
+                p.result,
+                p.data,
+                p.media_type,
+                p.alt_text,
+            ) = f;
+            p.tool = tool.map(|(name, args, extra)| {
+                let mut t = ToolRef {
+                    name,
+                    args,
+                    extra: Default::default(),
+                };
+                for (k, v) in extra {
+                    t.extra.insert(k, v);
+                }
+                Box::new(t)
+            });
+            for (k, v) in extra {
+                p.extra.insert(k, v);
+            }
+            p
+        })
+}
+
+fn message() -> impl Strategy<Value = StoredMessage> {
+    let n = || opt(any::<u64>());
+    (
+        (
+            text(),
+            prop_oneof![Just("user"), Just("assistant"), Just("tool")],
+        ),
+        prop::collection::vec(part(), 0..4),
+        (any::<i64>(), opt(any::<bool>())),
+        opt(((n(), n(), n()), (n(), n(), n()), extra())),
+        extra(),
+    )
+        .prop_map(
+            |((id, role), parts, (timestamp, interrupted), usage, extra)| {
+                let mut m = StoredMessage::new(id, Role::parse(role), parts, timestamp);
+                m.interrupted = interrupted;
+                m.usage = usage.map(|((a, b, c), (d, e, f), extra)| {
+                    let mut u = Usage::new(0, 0);
+                    (u.input_tokens, u.output_tokens, u.cache_read_input_tokens) = (a, b, c);
+                    (
+                        u.cache_creation_input_tokens,
+                        u.cache_write_input_tokens,
+                        u.reasoning_tokens,
+                    ) = (d, e, f);
+                    for (k, v) in extra {
+                        u.extra.insert(k, v);
+                    }
+                    Box::new(u)
+                });
+                for (k, v) in extra {
+                    m.extra.insert(k, v);
+                }
+                m
+            },
+        )
+}
+
+/// serde_json's pretty form of `v` as it sits `depth` levels deep: every line after the first
+/// indented `depth` levels more.
+fn pretty_at(v: &impl serde::Serialize, depth: usize) -> String {
+    let pad = format!("\n{}", "  ".repeat(depth));
+    // An error reads as text no writer writes, so the comparison fails on it.
+    let text = serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("error: {e}"));
+    text.replace('\n', &pad)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// What `session show --json` and RPC `session.get` print for each message.
+    #[test]
+    fn a_message_is_written_as_serde_json_writes_it(m in message(), depth in 0usize..4) {
+        let mut out = Vec::new();
+        to_compact(&m, &mut out).unwrap();
+        prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&m).unwrap());
+        let mut out = Vec::new();
+        to_pretty_at(&m, depth, &mut out).unwrap();
+        prop_assert_eq!(String::from_utf8(out).unwrap(), pretty_at(&m, depth));
+    }
+
+    #[test]
+    fn a_value_is_laid_out_as_serde_json_lays_it_out(v in json(), depth in 0usize..6) {
+        let mut out = Vec::new();
+        to_pretty_at(&v, depth, &mut out).unwrap();
+        prop_assert_eq!(String::from_utf8(out).unwrap(), pretty_at(&v, depth));
+    }
+}
+
+#[test]
+fn empty_containers_stay_on_their_line_at_every_depth() {
+    let v = serde_json::json!({
+        "a": [], "b": {}, "c": [{"d": [1, [2, []], {}], "e": null}], "f": "x\ny", "g": [[]]
+    });
+    for depth in [0, 1, 2, 5] {
+        let mut out = Vec::new();
+        to_pretty_at(&v, depth, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            pretty_at(&v, depth),
+            "depth {depth}"
+        );
     }
 }

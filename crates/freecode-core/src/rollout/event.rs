@@ -9,7 +9,7 @@
 use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
-use crate::jsonw::{Key, Line, MapMembers, Members, Put, key};
+use crate::jsonw::{Emit, Key, Line, MapMembers, Members, key};
 use crate::record::json_record;
 use crate::string_enum;
 
@@ -522,7 +522,7 @@ fn put_str<M: Members>(m: &mut M, k: Key, v: &str) -> Result<(), M::Error> {
     if v.is_empty() { Ok(()) } else { m.member(k, v) }
 }
 
-fn put_opt<M: Members, T: Put + serde::Serialize>(
+fn put_opt<M: Members, T: Emit + serde::Serialize>(
     m: &mut M,
     k: Key,
     v: &Option<T>,
