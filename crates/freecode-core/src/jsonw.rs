@@ -1,13 +1,13 @@
 //! JSON written by hand, byte for byte as `serde_json` writes it (compact, or pretty from a
 //! given depth), for what is written most: the rollout recorder's events
-//! ([`EventLine::write_to`], through [`Line`]) and the messages `session show --json` and RPC
+//! ([`EventLine::write_to`], through `Line`) and the messages `session show --json` and RPC
 //! `session.get` print ([`to_pretty_at`], [`to_compact`], through the [`Emit`] impls that
 //! `json_record!` and `string_enum!` generate beside their `Serialize`).
 //!
 //! Why not `serde_json` there: in a recording of 1,000,000 events its string escaper
 //! (`format_escaped_str`, a table lookup per byte and a `write_all` per key and per value) was
 //! a quarter of the whole run's time, more than the write syscalls. Here a string's plain bytes
-//! are found eight and sixteen at a time (the scanner's [`find_special`]) and copied as one
+//! are found eight and sixteen at a time (the scanner's `find_special`) and copied as one
 //! run, keys and values go straight into the buffer, and integers through `itoa`, which is
 //! what `serde_json` uses, so the bytes are the same: the escapes are `\"`, `\\`, `\b`, `\f`,
 //! `\n`, `\r`, `\t` and `\u00xx` (lower-case hex) for the other control bytes, nothing else is
