@@ -11,7 +11,8 @@
 //! `FREECODE_BENCH_QUICK=1` scales every count down ten times. The last section runs the
 //! original's `run-bench.sh` beside ours on its log (`FREECODE_BENCH_NO_ORIGINAL=1` skips it,
 //! `FREECODE_BENCH_ONLY_ORIGINAL=1` runs only it; `FREECODE_BENCH_ONLY_RECORD=1` runs only the
-//! record rows and the original's `record` beside them). Every argument that is not a
+//! record rows and the original's `record` beside them). `--child-trace-halves <log>` runs the
+//! two-halves trace fold alone (for `perf`). Every argument that is not a
 //! `--child-…` mode (such as `--bench`, which `cargo bench` passes) is ignored.
 
 use std::fs::{self, File, OpenOptions};
@@ -37,8 +38,8 @@ use tempfile::TempDir;
 mod common;
 
 use common::{
-    Res, bench_base as bench_base_in, fmt_dur, median, median3, open_append, release_cli,
-    run_original, settle, time, time_cli, vm_hwm_kib,
+    Res, bench_base as bench_base_in, fmt_dur, median, median3, median3_kept, open_append,
+    release_cli, run_original, settle, time, time_cli, vm_hwm_kib,
 };
 
 /// The allocator of the `freecode` binary, so that the library rows are what the CLI runs: the
@@ -831,6 +832,14 @@ fn run_child(mode: &str, rest: &[String]) -> Res<()> {
         "--child-read" => raw_read(Path::new(arg(0)?))?,
         "--child-replay" => replay_once(Path::new(arg(0)?))?.0,
         "--child-trace" => trace_once(Path::new(arg(0)?))?.0,
+        "--child-trace-halves" => {
+            // What the CLI and the two-halves row run, alone (for `perf`).
+            let log = Path::new(arg(0)?);
+            let (b, _) =
+                freecode_store::rollout::fold_event_views(log, TraceBuilder::new("bench"))?
+                    .ok_or("no log")?;
+            b.finish(None).model_spans.len() as u64
+        }
         "--child-trace-unfinished" => {
             // The fold's state before finish(), which copies every span into the Trace.
             let mut b = TraceBuilder::new("bench");
@@ -1117,28 +1126,26 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
     let bytes = fs::metadata(&log)?.len();
 
     let raw = median3(&|| raw_read(&log).map(drop))?;
-    let replay = median3(&|| {
+    // Each fold is timed until its answer is returned; freeing the answer is not timed (the
+    // original's timer stops with its answer too, which its GC frees later).
+    let replay = median3_kept(&|| {
         let mut b = ReplayBuilder::new("bench-events");
         read_event_views(&log, |v| b.apply_view(v))?.ok_or("no log")?;
-        std::hint::black_box(b.finish());
-        Ok(())
+        Ok(b.finish())
     })?;
-    let fold = median3(&|| {
+    let fold = median3_kept(&|| {
         let mut b = TraceBuilder::new("bench-events");
         read_event_views(&log, |v| b.apply_view(v))?.ok_or("no log")?;
-        std::hint::black_box(b.finish(None));
-        Ok(())
+        Ok(b.finish(None))
     })?;
     // What the CLI runs: from SPLIT_BYTES on, two halves on two threads, spliced.
-    let replay2 = median3(&|| {
+    let replay2 = median3_kept(&|| {
         let (b, _) = fold_event_views(&log, ReplayBuilder::new("bench-events"))?.ok_or("no log")?;
-        std::hint::black_box(b.finish());
-        Ok(())
+        Ok(b.finish())
     })?;
-    let fold2 = median3(&|| {
+    let fold2 = median3_kept(&|| {
         let (b, _) = fold_event_views(&log, TraceBuilder::new("bench-events"))?.ok_or("no log")?;
-        std::hint::black_box(b.finish(None));
-        Ok(())
+        Ok(b.finish(None))
     })?;
     let cli = release_cli();
     let run_cli = |args: &[&str]| time_cli(&cli, &home, args);
@@ -1233,7 +1240,7 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
         }
     }
     println!(
-        "The original's trace is load + fold (its render, {:.0} ms in this run, is added for the rendered row); its peaks include Node's baseline. CLI peaks are `/usr/bin/time` %M.",
+        "The original's trace is load + fold (its render, {:.0} ms in this run, is added for the rendered row); each library fold (ours and the original's) is timed until its answer is returned, not while the answer is freed; its peaks include Node's baseline. CLI peaks are `/usr/bin/time` %M.",
         ms(&o_trace["parts"]["renderMs"])
     );
     Ok(())
