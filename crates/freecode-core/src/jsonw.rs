@@ -22,7 +22,7 @@
 pub use serde_json::Error;
 use serde_json::Value;
 
-use crate::scan::{find_special, first_special_in, special};
+use crate::scan::{find_special, first_special};
 
 /// What an event's members are written to: a `serde` map (its `Serialize`) or a [`Line`].
 /// One list of members, two writers, so the two cannot disagree on what a line holds.
@@ -76,18 +76,19 @@ impl<M: serde::ser::SerializeMap> Members for MapMembers<'_, M> {
 
 /// A compact JSON object being written into a buffer: `{` on creation, `}` at [`Line::end`].
 pub(crate) struct Line<'a> {
-    out: &'a mut Vec<u8>,
+    out: Compact<'a>,
     first: bool,
 }
 
 impl<'a> Line<'a> {
     pub(crate) fn new(out: &'a mut Vec<u8>) -> Self {
-        out.push(b'{');
+        let mut out = Compact(out);
+        out.open(b'{');
         Self { out, first: true }
     }
 
-    pub(crate) fn end(self) {
-        self.out.push(b'}');
+    pub(crate) fn end(mut self) {
+        self.out.close(b'}', self.first);
     }
 }
 
@@ -103,21 +104,14 @@ impl Members for Line<'_> {
             key.name.len(),
             "{key:?}"
         );
-        if !self.first {
-            self.out.push(b',');
-        }
+        self.out.item(self.first);
         self.first = false;
-        self.out.extend_from_slice(key.quoted.as_bytes());
-        to_compact(value, self.out)
+        // The key and its colon as one literal: no escaping, one copy.
+        self.out.0.extend_from_slice(key.quoted.as_bytes());
+        value.emit(&mut self.out)
     }
     fn extra(&mut self, key: &str, value: &Value) -> serde_json::Result<()> {
-        if !self.first {
-            self.out.push(b',');
-        }
-        self.first = false;
-        push_str(self.out, key);
-        self.out.push(b':');
-        push_value(self.out, value)
+        emit_member(&mut self.out, &mut self.first, key, value)
     }
 }
 
@@ -296,15 +290,25 @@ impl<T: Emit + ?Sized> Emit for Box<T> {
     }
 }
 
+/// An array of `items`.
+fn emit_array<'v, L: Layout, T: Emit + 'v>(
+    l: &mut L,
+    items: impl IntoIterator<Item = &'v T>,
+) -> serde_json::Result<()> {
+    l.open(b'[');
+    let mut empty = true;
+    for v in items {
+        l.item(empty);
+        empty = false;
+        v.emit(l)?;
+    }
+    l.close(b']', empty);
+    Ok(())
+}
+
 impl<T: Emit> Emit for Vec<T> {
     fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
-        l.open(b'[');
-        for (i, v) in self.iter().enumerate() {
-            l.item(i == 0);
-            v.emit(l)?;
-        }
-        l.close(b']', self.is_empty());
-        Ok(())
+        emit_array(l, self)
     }
 }
 
@@ -315,14 +319,7 @@ impl Emit for Value {
             Value::Bool(b) => b.emit(l)?,
             Value::Number(n) => serde_json::to_writer(&mut *l.out(), n)?,
             Value::String(s) => push_str(l.out(), s),
-            Value::Array(items) => {
-                l.open(b'[');
-                for (i, v) in items.iter().enumerate() {
-                    l.item(i == 0);
-                    v.emit(l)?;
-                }
-                l.close(b']', items.is_empty());
-            }
+            Value::Array(items) => emit_array(l, items)?,
             Value::Object(map) => {
                 l.open(b'{');
                 let mut first = true;
@@ -334,11 +331,6 @@ impl Emit for Value {
         }
         Ok(())
     }
-}
-
-/// Writes `value` as `serde_json::to_writer` does (its numbers by `serde_json` itself).
-pub fn push_value(out: &mut Vec<u8>, value: &Value) -> serde_json::Result<()> {
-    to_compact(value, out)
 }
 
 /// Writes `s` as a JSON string, quoted and escaped exactly as `serde_json` escapes it.
@@ -356,39 +348,6 @@ pub fn push_str(out: &mut Vec<u8>, s: &str) {
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
-}
-
-/// The index of the first byte of `b` that needs an escape (`b.len()` when none), for the
-/// short strings most members are: a word at a time, the last word overlapping the one before
-/// (its bytes there were passed, so none of them is flagged), longer strings by
-/// [`find_special`].
-#[inline]
-fn first_special(b: &[u8]) -> usize {
-    let n = b.len();
-    if n > 32 {
-        return find_special(b, 0);
-    }
-    if n < 8 {
-        return b.iter().position(|&c| special(c)).unwrap_or(n);
-    }
-    let word = |p: usize| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[p..p + 8]);
-        u64::from_le_bytes(w)
-    };
-    let mut p = 0;
-    while p + 8 <= n {
-        if let Some(i) = first_special_in(word(p)) {
-            return p + i;
-        }
-        p += 8;
-    }
-    if p < n
-        && let Some(i) = first_special_in(word(n - 8))
-    {
-        return n - 8 + i;
-    }
-    n
 }
 
 /// The escape of one special byte (a quote, a backslash or a control byte).

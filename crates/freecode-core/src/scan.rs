@@ -29,7 +29,7 @@ pub(crate) struct Scanner<'a> {
 
 /// The bytes that end a run of plain string bytes: a quote, a backslash or a control byte.
 #[inline]
-pub(crate) fn special(b: u8) -> bool {
+fn special(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
 }
 
@@ -57,6 +57,39 @@ pub(crate) fn find_special(s: &[u8], mut p: usize) -> usize {
     find_special_short(s, p)
 }
 
+/// The index of the first byte of `b` that needs an escape (`b.len()` when none), for the
+/// short strings most written members are (`jsonw`): a word at a time, the last word overlapping the one before
+/// (its bytes there were passed, so none of them is flagged), longer strings by
+/// [`find_special`].
+#[inline]
+pub(crate) fn first_special(b: &[u8]) -> usize {
+    let n = b.len();
+    if n > 32 {
+        return find_special(b, 0);
+    }
+    if n < 8 {
+        return b.iter().position(|&c| special(c)).unwrap_or(n);
+    }
+    let word = |p: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[p..p + 8]);
+        u64::from_le_bytes(w)
+    };
+    let mut p = 0;
+    while p + 8 <= n {
+        if let Some(i) = first_special_in(word(p)) {
+            return p + i;
+        }
+        p += 8;
+    }
+    if p < n
+        && let Some(i) = first_special_in(word(n - 8))
+    {
+        return n - 8 + i;
+    }
+    n
+}
+
 /// [`find_special`] for short strings: eight bytes at a time from the start.
 #[inline]
 fn find_special_short(s: &[u8], mut p: usize) -> usize {
@@ -81,7 +114,7 @@ fn find_special_short(s: &[u8], mut p: usize) -> usize {
 /// flags the lowest byte that meets it exactly (a borrow can only flag bytes above it), so the
 /// lowest flag of the three is the first special byte.
 #[inline]
-pub(crate) fn first_special_in(x: u64) -> Option<usize> {
+fn first_special_in(x: u64) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;

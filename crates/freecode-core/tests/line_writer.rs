@@ -7,7 +7,7 @@
 //! negative integers, nesting) and unknown keys, the bytes are the ones `serde_json::to_vec`
 //! writes for the same line (which the readers' own tests hold to the original's).
 
-use freecode_core::jsonw::{push_str, push_value, to_compact, to_pretty_at};
+use freecode_core::jsonw::{push_str, to_compact, to_pretty_at};
 use freecode_core::message::{Part, PartType, Role, StoredMessage, ToolRef, Usage};
 use freecode_core::rollout::{DenySource, Event, EventKind, ModelErrorKind};
 use proptest::prelude::*;
@@ -251,7 +251,7 @@ proptest! {
         push_str(&mut out, &s);
         prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&s).unwrap());
         let mut out = Vec::new();
-        push_value(&mut out, &v).unwrap();
+        to_compact(&v, &mut out).unwrap();
         prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&v).unwrap());
     }
 }
