@@ -1,5 +1,6 @@
-//! The hand-written JSON of `freecode_core::jsonw` against `serde_json`: the recorder's lines
-//! and the messages `session show --json` prints.
+//! The hand-written JSON of `freecode_core::jsonw` against `serde_json`: the recorder's lines,
+//! the messages `session show --json` prints, and the spans and turns of `trace --json` and
+//! `replay --json`.
 //!
 //! The recorder's hand-written lines ([`EventLine::write_to`], `freecode_core::jsonw`) against
 //! `serde_json`: for every event kind, with generated strings (every control byte, quotes,
@@ -7,8 +8,10 @@
 //! negative integers, nesting) and unknown keys, the bytes are the ones `serde_json::to_vec`
 //! writes for the same line (which the readers' own tests hold to the original's).
 
-use freecode_core::jsonw::{push_str, to_compact, to_pretty_at};
+use freecode_core::jsonw::{Emit, push_str, to_compact, to_pretty_at};
 use freecode_core::message::{Part, PartType, Role, StoredMessage, ToolRef, Usage};
+use freecode_core::rollout::replay::{ReplayCall, ReplayDenied, ReplayTurn};
+use freecode_core::rollout::trace::{DeniedSpan, ModelSpan, SpanStatus, ToolSpan};
 use freecode_core::rollout::{DenySource, Event, EventKind, ModelErrorKind};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -368,6 +371,156 @@ proptest! {
         let mut out = Vec::new();
         to_pretty_at(&v, depth, &mut out).unwrap();
         prop_assert_eq!(String::from_utf8(out).unwrap(), pretty_at(&v, depth));
+    }
+}
+
+fn status() -> impl Strategy<Value = SpanStatus> {
+    prop_oneof![
+        Just(SpanStatus::Ok),
+        Just(SpanStatus::Error),
+        Just(SpanStatus::InFlight),
+        Just(SpanStatus::Hung),
+    ]
+}
+
+fn model_span() -> impl Strategy<Value = ModelSpan> {
+    (
+        (text(), text(), text(), any::<i64>(), status(), any::<i64>()),
+        (any::<u64>(), any::<u64>(), any::<u64>()),
+        prop::collection::vec(text(), 0..3),
+        (opt(any::<i64>()), opt(any::<u64>()), opt(any::<u64>())),
+        (
+            opt(any::<u64>()),
+            opt(any::<u64>()),
+            opt(text()),
+            opt(text()),
+        ),
+    )
+        .prop_map(
+            |(
+                (turn_id, provider, model, started_at, status, duration_ms),
+                (message_count, tool_count, prompt_chars),
+                tool_calls,
+                (ttft_ms, input_tokens, output_tokens),
+                (cache_read_tokens, cache_write_tokens, error_kind, error),
+            )| ModelSpan {
+                turn_id,
+                provider,
+                model,
+                started_at,
+                status,
+                duration_ms,
+                message_count,
+                tool_count,
+                prompt_chars,
+                tool_calls,
+                ttft_ms,
+                input_tokens,
+                output_tokens,
+                cache_read_tokens,
+                cache_write_tokens,
+                error_kind,
+                error,
+            },
+        )
+}
+
+fn tool_span() -> impl Strategy<Value = ToolSpan> {
+    (
+        text(),
+        any::<i64>(),
+        any::<i64>(),
+        opt(json()),
+        opt(any::<bool>()),
+    )
+        .prop_map(|(tool, started_at, duration_ms, args, failed)| ToolSpan {
+            tool,
+            started_at,
+            duration_ms,
+            args,
+            failed,
+        })
+}
+
+fn denied_span() -> impl Strategy<Value = DeniedSpan> {
+    (text(), any::<i64>(), opt(json()), text(), text()).prop_map(
+        |(tool, at, args, source, reason)| DeniedSpan {
+            tool,
+            at,
+            args,
+            source: DenySource::parse(&source),
+            reason,
+        },
+    )
+}
+
+fn replay_turn() -> impl Strategy<Value = ReplayTurn> {
+    let call = (
+        (text(), json(), opt(text())),
+        (opt(any::<i64>()), opt(any::<bool>()), opt(text())),
+    )
+        .prop_map(
+            |((tool, args, output), (duration_ms, failed, call_id))| ReplayCall {
+                tool,
+                args,
+                output,
+                duration_ms,
+                failed,
+                call_id,
+            },
+        );
+    let denied =
+        (text(), json(), text(), text()).prop_map(|(tool, args, source, reason)| ReplayDenied {
+            tool,
+            args,
+            source: DenySource::parse(&source),
+            reason,
+        });
+    (
+        text(),
+        any::<i64>(),
+        prop::collection::vec(call, 0..3),
+        prop::collection::vec(denied, 0..2),
+    )
+        .prop_map(|(turn_id, started_at, calls, denied)| ReplayTurn {
+            turn_id,
+            started_at,
+            calls,
+            denied,
+        })
+}
+
+/// `to_compact` and `to_pretty_at` of `v` against serde_json's bytes.
+fn same_as_serde<T: Emit + serde::Serialize>(v: &T, depth: usize) -> Result<(), TestCaseError> {
+    let mut out = Vec::new();
+    to_compact(v, &mut out).unwrap();
+    prop_assert_eq!(
+        String::from_utf8(out).unwrap(),
+        serde_json::to_string(v).unwrap()
+    );
+    let mut out = Vec::new();
+    to_pretty_at(v, depth, &mut out).unwrap();
+    prop_assert_eq!(String::from_utf8(out).unwrap(), pretty_at(v, depth));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// What `trace --json` prints for each span, and `replay --json` for each turn (at depth 2,
+    /// as elements of the document's arrays; other depths for good measure).
+    #[test]
+    fn spans_and_turns_are_written_as_serde_json_writes_them(
+        m in model_span(),
+        t in tool_span(),
+        d in denied_span(),
+        r in replay_turn(),
+        depth in 0usize..4,
+    ) {
+        same_as_serde(&m, depth)?;
+        same_as_serde(&t, depth)?;
+        same_as_serde(&d, depth)?;
+        same_as_serde(&r, depth)?;
     }
 }
 

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::event::{DenySource, Event};
 use super::split::{MAX_MARKS, SplitFold, find_mark};
 use super::view::{EventType, EventView};
+use crate::jsonw::{Emit, Layout, emit_member};
 
 /// One tool call in a turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -56,6 +57,60 @@ pub struct ReplayTurn {
     pub calls: Vec<ReplayCall>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied: Vec<ReplayDenied>,
+}
+
+// The turns written by hand (`jsonw`), as their `Serialize` writes them: `replay --json` prints
+// every call's args and output (`tests/line_writer.rs` holds the two to the same bytes).
+
+impl Emit for ReplayCall {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        let f = &mut true;
+        l.open(b'{');
+        emit_member(l, f, "tool", &self.tool)?;
+        emit_member(l, f, "args", &self.args)?;
+        if let Some(v) = &self.output {
+            emit_member(l, f, "output", v)?;
+        }
+        if let Some(v) = &self.duration_ms {
+            emit_member(l, f, "durationMs", v)?;
+        }
+        if let Some(v) = &self.failed {
+            emit_member(l, f, "failed", v)?;
+        }
+        if let Some(v) = &self.call_id {
+            emit_member(l, f, "callId", v)?;
+        }
+        l.close(b'}', *f);
+        Ok(())
+    }
+}
+
+impl Emit for ReplayDenied {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        let f = &mut true;
+        l.open(b'{');
+        emit_member(l, f, "tool", &self.tool)?;
+        emit_member(l, f, "args", &self.args)?;
+        emit_member(l, f, "source", &self.source)?;
+        emit_member(l, f, "reason", &self.reason)?;
+        l.close(b'}', *f);
+        Ok(())
+    }
+}
+
+impl Emit for ReplayTurn {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        let f = &mut true;
+        l.open(b'{');
+        emit_member(l, f, "turnId", &self.turn_id)?;
+        emit_member(l, f, "startedAt", &self.started_at)?;
+        emit_member(l, f, "calls", &self.calls)?;
+        if !self.denied.is_empty() {
+            emit_member(l, f, "denied", &self.denied)?;
+        }
+        l.close(b'}', *f);
+        Ok(())
+    }
 }
 
 /// A line of the log that could not be read.

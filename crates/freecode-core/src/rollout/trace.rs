@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::event::{DenySource, Event};
 use super::split::{MAX_MARKS, SplitFold, find_mark};
 use super::view::{EventType, EventView};
+use crate::jsonw::{Emit, Layout, emit_member};
 
 /// A request open this long (ms) with no response and no error is hung.
 pub const HANG_THRESHOLD_MS: i64 = 300_000;
@@ -98,6 +99,95 @@ pub struct DeniedSpan {
     pub args: Option<Value>,
     pub source: DenySource,
     pub reason: String,
+}
+
+// The spans written by hand (`jsonw`), as their `Serialize` writes them: `trace --json` prints
+// one for every model call and tool run (`tests/line_writer.rs` holds the two to the same
+// bytes). Members in declaration order, `None`s skipped, as the derives above do.
+
+impl SpanStatus {
+    /// The status as the JSON spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpanStatus::Ok => "ok",
+            SpanStatus::Error => "error",
+            SpanStatus::InFlight => "in_flight",
+            SpanStatus::Hung => "hung",
+        }
+    }
+}
+
+impl Emit for SpanStatus {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        self.as_str().emit(l)
+    }
+}
+
+/// Writes `key` and `value` when there is a value (`skip_serializing_if = "Option::is_none"`).
+fn emit_some<L: Layout, T: Emit>(
+    l: &mut L,
+    first: &mut bool,
+    key: &str,
+    value: &Option<T>,
+) -> serde_json::Result<()> {
+    match value {
+        Some(v) => emit_member(l, first, key, v),
+        None => Ok(()),
+    }
+}
+
+impl Emit for ModelSpan {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        let f = &mut true;
+        l.open(b'{');
+        emit_member(l, f, "turnId", &self.turn_id)?;
+        emit_member(l, f, "provider", &self.provider)?;
+        emit_member(l, f, "model", &self.model)?;
+        emit_member(l, f, "startedAt", &self.started_at)?;
+        emit_member(l, f, "status", &self.status)?;
+        emit_member(l, f, "durationMs", &self.duration_ms)?;
+        emit_member(l, f, "messageCount", &self.message_count)?;
+        emit_member(l, f, "toolCount", &self.tool_count)?;
+        emit_member(l, f, "promptChars", &self.prompt_chars)?;
+        emit_member(l, f, "toolCalls", &self.tool_calls)?;
+        emit_some(l, f, "ttftMs", &self.ttft_ms)?;
+        emit_some(l, f, "inputTokens", &self.input_tokens)?;
+        emit_some(l, f, "outputTokens", &self.output_tokens)?;
+        emit_some(l, f, "cacheReadTokens", &self.cache_read_tokens)?;
+        emit_some(l, f, "cacheWriteTokens", &self.cache_write_tokens)?;
+        emit_some(l, f, "errorKind", &self.error_kind)?;
+        emit_some(l, f, "error", &self.error)?;
+        l.close(b'}', *f);
+        Ok(())
+    }
+}
+
+impl Emit for ToolSpan {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        let f = &mut true;
+        l.open(b'{');
+        emit_member(l, f, "tool", &self.tool)?;
+        emit_member(l, f, "startedAt", &self.started_at)?;
+        emit_member(l, f, "durationMs", &self.duration_ms)?;
+        emit_some(l, f, "args", &self.args)?;
+        emit_some(l, f, "failed", &self.failed)?;
+        l.close(b'}', *f);
+        Ok(())
+    }
+}
+
+impl Emit for DeniedSpan {
+    fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
+        let f = &mut true;
+        l.open(b'{');
+        emit_member(l, f, "tool", &self.tool)?;
+        emit_member(l, f, "at", &self.at)?;
+        emit_some(l, f, "args", &self.args)?;
+        emit_member(l, f, "source", &self.source)?;
+        emit_member(l, f, "reason", &self.reason)?;
+        l.close(b'}', *f);
+        Ok(())
+    }
 }
 
 /// The folded trace of one log.

@@ -14,9 +14,9 @@
 use std::io::{self, Write};
 use std::path::Path;
 
+use freecode_core::jsonw::{self, Emit};
 use freecode_core::rollout::replay::{ReplayBuilder, ReplayTurn, TurnSink};
 use freecode_core::rollout::trace::{DeniedSpan, ModelSpan, SpanSink, ToolSpan, TraceBuilder};
-use serde::Serialize;
 
 use super::ReadReport;
 use super::spool::{Order, Spool};
@@ -31,26 +31,15 @@ pub struct JsonSpans {
     denied: Spool,
     tools: u64,
     denials: u64,
-    scratch: Vec<u8>,
     out: Vec<u8>,
 }
 
-/// Serialises `value` pretty as an element of an array one level down in the document: every
-/// line after the first indented by 4 more spaces.
-fn element_json(value: &impl Serialize, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
-    scratch.clear();
+/// Writes `value` pretty as an element of an array one level down in the document (depth 2:
+/// `jsonw`, the bytes `serde_json::to_writer_pretty` writes there).
+fn element_json(value: &impl Emit, out: &mut Vec<u8>) {
     out.clear();
-    if serde_json::to_writer_pretty(&mut *scratch, value).is_err() {
-        // A span is plain data: serialising it into memory cannot fail.
-        return;
-    }
-    let mut rest = &scratch[..];
-    while let Some(nl) = memchr::memchr(b'\n', rest) {
-        out.extend_from_slice(&rest[..=nl]);
-        out.extend_from_slice(b"    ");
-        rest = &rest[nl + 1..];
-    }
-    out.extend_from_slice(rest);
+    // A span is plain data: writing it into memory cannot fail.
+    let _ = jsonw::to_pretty_at(value, 2, out);
 }
 
 impl JsonSpans {
@@ -64,19 +53,19 @@ impl SpanSink for JsonSpans {
     type Pos = (u64, u64, u64);
 
     fn model(&mut self, index: u64, span: ModelSpan) {
-        element_json(&span, &mut self.scratch, &mut self.out);
+        element_json(&span, &mut self.out);
         self.model
             .push(i64::try_from(index).unwrap_or(i64::MAX), index, &self.out);
     }
 
     fn tool(&mut self, span: ToolSpan) {
-        element_json(&span, &mut self.scratch, &mut self.out);
+        element_json(&span, &mut self.out);
         self.tool.push(span.started_at, self.tools, &self.out);
         self.tools += 1;
     }
 
     fn denied(&mut self, span: DeniedSpan) {
-        element_json(&span, &mut self.scratch, &mut self.out);
+        element_json(&span, &mut self.out);
         self.denied.push(span.at, self.denials, &self.out);
         self.denials += 1;
     }
@@ -131,7 +120,7 @@ pub fn write_trace_json(
         b"\n  \"deniedSpans\": []",
     ];
     let mut rest = &head[..];
-    let mut scratch = (Vec::new(), Vec::new());
+    let mut scratch = Vec::new();
     for (n, marker) in markers.iter().enumerate() {
         let Some(at) = memchr::memmem::find(rest, marker) else {
             return Err(io::Error::other("trace JSON without its span lists"));
@@ -154,8 +143,8 @@ pub fn write_trace_json(
                         };
                         if take_open {
                             if let Some((_, s)) = open.next() {
-                                element_json(s, &mut scratch.0, &mut scratch.1);
-                                put(&scratch.1)?;
+                                element_json(s, &mut scratch);
+                                put(&scratch)?;
                             }
                         } else {
                             put(&closed.bytes)?;
@@ -193,7 +182,6 @@ pub fn fold_trace_streamed(
 #[derive(Debug, Default)]
 pub struct JsonTurns {
     spool: Spool,
-    scratch: Vec<u8>,
     out: Vec<u8>,
 }
 
@@ -208,7 +196,7 @@ impl TurnSink for JsonTurns {
     type Pos = u64;
 
     fn turn(&mut self, index: u64, turn: ReplayTurn) {
-        element_json(&turn, &mut self.scratch, &mut self.out);
+        element_json(&turn, &mut self.out);
         self.spool
             .push(i64::try_from(index).unwrap_or(i64::MAX), index, &self.out);
     }
@@ -244,7 +232,7 @@ pub fn write_replay_json(
     out.write_all(&head[..key_end])?;
     let mut r = sink.spool.records(Order::Index)?;
     let mut patches = patches.into_iter().peekable();
-    let (mut scratch, mut again) = (Vec::new(), Vec::new());
+    let mut again = Vec::new();
     write_array(out, |put| {
         while r.advance()? {
             if patches.peek().is_none_or(|(i, _)| *i != r.index) {
@@ -255,7 +243,7 @@ pub fn write_replay_json(
             while let Some((_, p)) = patches.next_if(|(i, _)| *i == r.index) {
                 p.apply(&mut turn);
             }
-            element_json(&turn, &mut scratch, &mut again);
+            element_json(&turn, &mut again);
             put(&again)?;
         }
         Ok(())
