@@ -29,7 +29,8 @@ use clap::Parser;
 use crate::cli::Cli;
 
 /// mimalloc: a load allocates per part and string on two threads and frees across them, where
-/// glibc's malloc (arenas, `malloc_consolidate`) took a quarter of `session show --json`.
+/// glibc's malloc (arenas, `malloc_consolidate`) took a quarter of `session show --json`. Built
+/// `no_thp` (the workspace manifest says why).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
