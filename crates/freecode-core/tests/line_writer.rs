@@ -492,15 +492,17 @@ fn replay_turn() -> impl Strategy<Value = ReplayTurn> {
 
 /// `to_compact` and `to_pretty_at` of `v` against serde_json's bytes.
 fn same_as_serde<T: Emit + serde::Serialize>(v: &T, depth: usize) -> Result<(), TestCaseError> {
+    let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
     let mut out = Vec::new();
-    to_compact(v, &mut out).unwrap();
+    to_compact(v, &mut out).map_err(|e| fail(&e))?;
+    let serde = serde_json::to_string(v).map_err(|e| fail(&e))?;
+    prop_assert_eq!(String::from_utf8(out).map_err(|e| fail(&e))?, serde);
+    let mut out = Vec::new();
+    to_pretty_at(v, depth, &mut out).map_err(|e| fail(&e))?;
     prop_assert_eq!(
-        String::from_utf8(out).unwrap(),
-        serde_json::to_string(v).unwrap()
+        String::from_utf8(out).map_err(|e| fail(&e))?,
+        pretty_at(v, depth)
     );
-    let mut out = Vec::new();
-    to_pretty_at(v, depth, &mut out).unwrap();
-    prop_assert_eq!(String::from_utf8(out).unwrap(), pretty_at(v, depth));
     Ok(())
 }
 
