@@ -462,7 +462,10 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
     let log = store.messages(&id)?;
     // Each issue was reported by the store's reader, with the file's path.
     let st = Style::stdout();
-    let mut out = crate::pager::Pager::new(!a.no_pager);
+    // Buffered: the rendering writes a line in many pieces, and stdout (or the pager's pipe)
+    // would take each as a write(2) of its own.
+    let mut out =
+        std::io::BufWriter::with_capacity(64 << 10, crate::pager::Pager::new(!a.no_pager));
     writeln!(
         out,
         "{}  {}",
@@ -502,7 +505,7 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
         writeln!(out)?;
         render_message(&mut out, st, m)?;
     }
-    out.finish()?;
+    out.into_inner().map_err(|e| e.into_error())?.finish()?;
     Ok(())
 }
 
