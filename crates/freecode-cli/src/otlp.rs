@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use freecode_core::rollout::otlp::{OtlpTarget, target_from_env, trace_to_otlp, traces_url};
+use freecode_core::rollout::otlp::{OtlpTarget, target_from_env, traces_url, write_otlp};
 use freecode_core::rollout::trace::Trace;
 
 use crate::UserError;
@@ -23,16 +23,18 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 const NO_ENDPOINT: &str =
     "No OTLP endpoint. Pass --otlp-endpoint <url> or set OTEL_EXPORTER_OTLP_ENDPOINT.";
 
-/// Writes the OTLP/JSON document of `trace` to `path`: compact JSON plus a newline, created
-/// 0600 in a temp file beside `path`, synced, then renamed over it (see
-/// `fsutil::write_user_file` for `-`, FIFOs and devices).
+/// Writes the OTLP/JSON document of `trace` to `path` as it is produced: compact JSON plus a
+/// newline, created 0600 in a temp file beside `path`, synced, then renamed over it (see
+/// `ui::export::write_user_stream` for `-`, FIFOs and devices).
 pub fn write_file(trace: &Trace, path: &Path) -> anyhow::Result<()> {
-    let mut bytes = serde_json::to_vec(&trace_to_otlp(trace))?;
-    bytes.push(b'\n');
     // `-` is stdout; a FIFO or device is streamed into, never replaced; a missing directory
-    // is an error.
-    freecode_store::fsutil::write_user_file(path, &bytes)?;
-    Ok(())
+    // is an error. Written a span at a time, never held whole.
+    crate::ui::export::write_user_stream(path, |out| {
+        write_otlp(trace, out)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+        Ok(())
+    })
 }
 
 /// Exports `trace` to an OTLP/HTTP collector and returns the endpoint as given (what the
@@ -57,7 +59,8 @@ fn post_with_env(
 /// POSTs the compact document to `target`; returns the URL posted to.
 fn send(trace: &Trace, target: &OtlpTarget) -> anyhow::Result<String> {
     let url = traces_url(&target.url);
-    let body = serde_json::to_vec(&trace_to_otlp(trace))?;
+    let mut body = Vec::new();
+    write_otlp(trace, &mut body)?;
     let agent = ureq::Agent::new_with_config(
         ureq::Agent::config_builder()
             .timeout_global(Some(TIMEOUT))
@@ -89,6 +92,8 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
     use std::thread::JoinHandle;
     use std::time::Instant;
+
+    use freecode_core::rollout::otlp::trace_to_otlp;
 
     use freecode_core::rollout::otlp::{ROOT_SPAN_NAME, span_id, trace_id};
     use freecode_core::rollout::trace::{SpanStatus, TraceBuilder};

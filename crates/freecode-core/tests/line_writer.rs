@@ -1,6 +1,6 @@
 //! The hand-written JSON of `freecode_core::jsonw` against `serde_json`: the recorder's lines,
-//! the messages `session show --json` prints, and the spans and turns of `trace --json` and
-//! `replay --json`.
+//! the messages `session show --json` prints, the spans and turns of `trace --json` and
+//! `replay --json`, and the OTLP document of `trace --otlp`.
 //!
 //! The recorder's hand-written lines ([`EventLine::write_to`], `freecode_core::jsonw`) against
 //! `serde_json`: for every event kind, with generated strings (every control byte, quotes,
@@ -10,8 +10,9 @@
 
 use freecode_core::jsonw::{Emit, push_str, to_compact, to_pretty_at};
 use freecode_core::message::{Part, PartType, Role, StoredMessage, ToolRef, Usage};
+use freecode_core::rollout::otlp::{trace_to_otlp, write_otlp};
 use freecode_core::rollout::replay::{ReplayCall, ReplayDenied, ReplayTurn};
-use freecode_core::rollout::trace::{DeniedSpan, ModelSpan, SpanStatus, ToolSpan};
+use freecode_core::rollout::trace::{DeniedSpan, ModelSpan, SpanStatus, ToolSpan, Trace};
 use freecode_core::rollout::{DenySource, Event, EventKind, ModelErrorKind};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -523,6 +524,59 @@ proptest! {
         same_as_serde(&t, depth)?;
         same_as_serde(&d, depth)?;
         same_as_serde(&r, depth)?;
+    }
+}
+
+fn trace() -> impl Strategy<Value = Trace> {
+    (
+        (text(), any::<i64>(), any::<i64>(), any::<i64>()),
+        prop::collection::vec(model_span(), 0..4),
+        prop::collection::vec(tool_span(), 0..3),
+        prop::collection::vec(denied_span(), 0..3),
+        (any::<i64>(), any::<i64>(), any::<bool>(), any::<bool>()),
+        (0u64..3, 0u64..3),
+    )
+        .prop_map(
+            |(
+                (session_id, started_at, wall_ms, ended_at),
+                model_spans,
+                tool_spans,
+                denied_spans,
+                (model_ms, tool_ms, hung, in_flight),
+                (redirects, redirects_skipped),
+            )| Trace {
+                session_id,
+                started_at,
+                ended_at,
+                wall_ms,
+                model_spans,
+                tool_spans,
+                denied_spans,
+                model_ms,
+                tool_ms,
+                input_tokens: 0,
+                output_tokens: 0,
+                cache_read_tokens: 0,
+                hung,
+                in_flight,
+                abandoned: false,
+                redirects,
+                redirects_skipped,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// `trace --otlp FILE` and `--otlp-endpoint` write the document a span at a time: the bytes
+    /// are those of the document built as a tree.
+    #[test]
+    fn an_otlp_document_is_written_as_serde_json_writes_its_tree(t in trace()) {
+        let mut out = Vec::new();
+        write_otlp(&t, &mut out).unwrap();
+        let tree = serde_json::to_vec(&trace_to_otlp(&t)).unwrap();
+        prop_assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(tree).unwrap());
     }
 }
 

@@ -1,8 +1,12 @@
 //! OTLP export of a [`Trace`] (SPEC §13.4): the OTLP/HTTP JSON `ExportTraceServiceRequest`
 //! document, and where to send it.
 //!
-//! Pure: [`trace_to_otlp`] maps a folded trace to the document, [`target_from_env`] and
-//! [`traces_url`] decide the endpoint. The CLI does the file and network I/O.
+//! Pure: [`trace_to_otlp`] maps a folded trace to the document, [`write_otlp`] writes the same
+//! document's bytes a span at a time (what the CLI sends and saves: the tree of a
+//! 1,000,000-event trace took 5 GiB), [`target_from_env`] and [`traces_url`] decide the
+//! endpoint. Both writers take each span from one borrowed `SpanParts`, so they cannot disagree
+//! on what a span holds (`tests/line_writer.rs` holds their bytes equal). The CLI does the file
+//! and network I/O.
 //!
 //! Spans follow the OpenTelemetry GenAI semantic conventions: an `invoke_agent freecode` root,
 //! one `chat <model>` CLIENT span per model call, one `execute_tool <tool>` span per tool that
@@ -25,8 +29,12 @@
 //! - a tool span whose output says it failed is ERROR "tool failed" instead of OK;
 //! - refused calls appear as denied spans (the 19-event schema; HEAD had none).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+
+use crate::jsonw::push_str;
 
 use super::trace::{DeniedSpan, ModelSpan, SpanStatus, ToolSpan, Trace};
 
@@ -141,67 +149,63 @@ pub fn span_id(trace_id: &str, suffix: &str) -> String {
     sha256_hex(&format!("{trace_id}:{suffix}"), 8)
 }
 
-/// `ms × 10⁶` as a decimal string (negative times clamp to 0: OTLP times are unsigned).
-fn nanos(ms: i64) -> String {
-    (i128::from(ms.max(0)) * 1_000_000).to_string()
+/// `ms × 10⁶` (negative times clamp to 0: OTLP times are unsigned), written as a decimal string.
+fn nanos(ms: i64) -> i128 {
+    i128::from(ms.max(0)) * 1_000_000
+}
+
+/// An attribute's value in the original's encodings.
+enum AttrValue<'a> {
+    /// `{"stringValue": …}`.
+    Str(Cow<'a, str>),
+    /// `{"intValue": "<decimal>"}`.
+    Int(i128),
+    /// `{"boolValue": …}`.
+    Bool(bool),
 }
 
 /// An attribute list in the original's value encodings.
 #[derive(Default)]
-struct Attrs(Vec<Value>);
+struct Attrs<'a>(Vec<(&'static str, AttrValue<'a>)>);
 
-impl Attrs {
-    fn push(&mut self, key: &str, value: Value) {
-        self.0.push(json!({ "key": key, "value": value }));
+impl<'a> Attrs<'a> {
+    fn str(&mut self, key: &'static str, v: impl Into<Cow<'a, str>>) {
+        self.0.push((key, AttrValue::Str(v.into())));
     }
-    fn str(&mut self, key: &str, v: &str) {
-        self.push(key, json!({ "stringValue": v }));
+    fn int(&mut self, key: &'static str, v: impl Into<i128>) {
+        self.0.push((key, AttrValue::Int(v.into())));
     }
-    fn int(&mut self, key: &str, v: impl Into<i128>) {
-        self.push(key, json!({ "intValue": v.into().to_string() }));
-    }
-    fn opt_int(&mut self, key: &str, v: Option<impl Into<i128>>) {
+    fn opt_int(&mut self, key: &'static str, v: Option<impl Into<i128>>) {
         if let Some(v) = v {
             self.int(key, v);
         }
     }
-    fn bool(&mut self, key: &str, v: bool) {
-        self.push(key, json!({ "boolValue": v }));
+    fn bool(&mut self, key: &'static str, v: bool) {
+        self.0.push((key, AttrValue::Bool(v)));
     }
 }
 
 /// A span's status.
-enum Status {
+enum Status<'a> {
     /// No status at all (the span has not finished).
     Unset,
     Ok,
-    Error(Option<String>),
+    Error(Option<&'a str>),
 }
 
-impl Status {
-    fn to_json(&self) -> Option<Value> {
-        match self {
-            Status::Unset => None,
-            Status::Ok => Some(json!({ "code": STATUS_OK })),
-            Status::Error(None) => Some(json!({ "code": STATUS_ERROR })),
-            Status::Error(Some(m)) => Some(json!({ "code": STATUS_ERROR, "message": m })),
-        }
-    }
-}
-
-/// Everything a span needs besides the trace id.
-struct SpanParts {
+/// Everything a span needs besides the trace id, borrowed from the trace where it can be.
+struct SpanParts<'a> {
     span_id: String,
-    parent: Option<String>,
-    name: String,
+    parent: Option<&'a str>,
+    name: Cow<'a, str>,
     kind: u8,
     start_ms: i64,
     end_ms: i64,
-    attributes: Attrs,
-    status: Status,
+    attributes: Attrs<'a>,
+    status: Status<'a>,
 }
 
-impl SpanParts {
+impl SpanParts<'_> {
     /// The span object, keys in the original's order.
     fn into_json(self, trace_id: &str) -> Value {
         let mut m = Map::new();
@@ -210,15 +214,116 @@ impl SpanParts {
         if let Some(p) = self.parent {
             m.insert("parentSpanId".into(), p.into());
         }
-        m.insert("name".into(), self.name.into());
+        m.insert("name".into(), self.name.into_owned().into());
         m.insert("kind".into(), self.kind.into());
-        m.insert("startTimeUnixNano".into(), nanos(self.start_ms).into());
-        m.insert("endTimeUnixNano".into(), nanos(self.end_ms).into());
-        m.insert("attributes".into(), Value::Array(self.attributes.0));
-        if let Some(s) = self.status.to_json() {
-            m.insert("status".into(), s);
+        m.insert(
+            "startTimeUnixNano".into(),
+            nanos(self.start_ms).to_string().into(),
+        );
+        m.insert(
+            "endTimeUnixNano".into(),
+            nanos(self.end_ms).to_string().into(),
+        );
+        let attributes = self.attributes.0.into_iter().map(|(key, value)| {
+            let value = match value {
+                AttrValue::Str(v) => json!({ "stringValue": v }),
+                AttrValue::Int(v) => json!({ "intValue": v.to_string() }),
+                AttrValue::Bool(v) => json!({ "boolValue": v }),
+            };
+            json!({ "key": key, "value": value })
+        });
+        m.insert("attributes".into(), Value::Array(attributes.collect()));
+        match self.status {
+            Status::Unset => {}
+            Status::Ok => {
+                m.insert("status".into(), json!({ "code": STATUS_OK }));
+            }
+            Status::Error(None) => {
+                m.insert("status".into(), json!({ "code": STATUS_ERROR }));
+            }
+            Status::Error(Some(msg)) => {
+                m.insert(
+                    "status".into(),
+                    json!({ "code": STATUS_ERROR, "message": msg }),
+                );
+            }
         }
         Value::Object(m)
+    }
+
+    /// The same object written compactly into `out`: the bytes `serde_json::to_vec` writes for
+    /// [`SpanParts::into_json`].
+    fn write(&self, trace_id: &str, out: &mut Vec<u8>) {
+        let int = |out: &mut Vec<u8>, v: i128| {
+            out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        };
+        let quoted_int = |out: &mut Vec<u8>, v: i128| {
+            out.push(b'"');
+            int(out, v);
+            out.push(b'"');
+        };
+        out.extend_from_slice(b"{\"traceId\":");
+        push_str(out, trace_id);
+        out.extend_from_slice(b",\"spanId\":");
+        push_str(out, &self.span_id);
+        if let Some(p) = self.parent {
+            out.extend_from_slice(b",\"parentSpanId\":");
+            push_str(out, p);
+        }
+        out.extend_from_slice(b",\"name\":");
+        push_str(out, &self.name);
+        out.extend_from_slice(b",\"kind\":");
+        int(out, self.kind.into());
+        out.extend_from_slice(b",\"startTimeUnixNano\":");
+        quoted_int(out, nanos(self.start_ms));
+        out.extend_from_slice(b",\"endTimeUnixNano\":");
+        quoted_int(out, nanos(self.end_ms));
+        out.extend_from_slice(b",\"attributes\":[");
+        for (i, (key, value)) in self.attributes.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"key\":");
+            push_str(out, key);
+            out.extend_from_slice(b",\"value\":");
+            match value {
+                AttrValue::Str(v) => {
+                    out.extend_from_slice(b"{\"stringValue\":");
+                    push_str(out, v);
+                }
+                AttrValue::Int(v) => {
+                    out.extend_from_slice(b"{\"intValue\":");
+                    quoted_int(out, *v);
+                }
+                AttrValue::Bool(v) => {
+                    out.extend_from_slice(if *v {
+                        b"{\"boolValue\":true"
+                    } else {
+                        b"{\"boolValue\":false"
+                    });
+                }
+            }
+            out.extend_from_slice(b"}}");
+        }
+        out.push(b']');
+        match self.status {
+            Status::Unset => {}
+            Status::Ok => {
+                out.extend_from_slice(b",\"status\":{\"code\":");
+                int(out, STATUS_OK.into());
+                out.push(b'}');
+            }
+            Status::Error(msg) => {
+                out.extend_from_slice(b",\"status\":{\"code\":");
+                int(out, STATUS_ERROR.into());
+                if let Some(m) = msg {
+                    out.extend_from_slice(b",\"message\":");
+                    push_str(out, m);
+                }
+                out.push(b'}');
+            }
+        }
+        out.push(b'}');
     }
 }
 
@@ -231,16 +336,16 @@ fn status_name(s: SpanStatus) -> &'static str {
     }
 }
 
-fn root_span(t: &Trace, root: &str) -> SpanParts {
+fn root_span<'a>(t: &'a Trace, root: &str) -> SpanParts<'a> {
     let mut a = Attrs::default();
-    a.str("session.id", &t.session_id);
+    a.str("session.id", t.session_id.as_str());
     a.int("freecode.model_ms", t.model_ms);
     a.int("freecode.tool_ms", t.tool_ms);
     a.bool("freecode.hung", t.hung);
     a.bool("freecode.in_flight", t.in_flight);
     a.str("gen_ai.operation.name", "invoke_agent");
     a.str("gen_ai.agent.name", SERVICE_NAME);
-    a.str("gen_ai.conversation.id", &t.session_id);
+    a.str("gen_ai.conversation.id", t.session_id.as_str());
     if t.redirects > 0 {
         a.int("freecode.redirects", t.redirects);
     }
@@ -250,7 +355,7 @@ fn root_span(t: &Trace, root: &str) -> SpanParts {
     SpanParts {
         span_id: root.to_owned(),
         parent: None,
-        name: ROOT_SPAN_NAME.to_owned(),
+        name: Cow::Borrowed(ROOT_SPAN_NAME),
         kind: KIND_INTERNAL,
         start_ms: t.started_at,
         end_ms: t.started_at.saturating_add(t.wall_ms),
@@ -263,12 +368,12 @@ fn root_span(t: &Trace, root: &str) -> SpanParts {
     }
 }
 
-fn model_span(s: &ModelSpan, id: String, root: &str) -> SpanParts {
+fn model_span<'a>(s: &'a ModelSpan, id: String, root: &'a str) -> SpanParts<'a> {
     let mut a = Attrs::default();
     a.str("gen_ai.operation.name", "chat");
-    a.str("gen_ai.system", &s.provider);
-    a.str("gen_ai.provider.name", &s.provider);
-    a.str("gen_ai.request.model", &s.model);
+    a.str("gen_ai.system", s.provider.as_str());
+    a.str("gen_ai.provider.name", s.provider.as_str());
+    a.str("gen_ai.request.model", s.model.as_str());
     a.opt_int("gen_ai.usage.input_tokens", s.input_tokens);
     a.opt_int("gen_ai.usage.output_tokens", s.output_tokens);
     a.opt_int("gen_ai.usage.cache_read_input_tokens", s.cache_read_tokens);
@@ -276,10 +381,12 @@ fn model_span(s: &ModelSpan, id: String, root: &str) -> SpanParts {
         "gen_ai.usage.cache_creation.input_tokens",
         s.cache_write_tokens,
     );
-    if !s.tool_calls.is_empty() {
-        a.str("gen_ai.response.tool_calls", &s.tool_calls.join(","));
+    match s.tool_calls.as_slice() {
+        [] => {}
+        [one] => a.str("gen_ai.response.tool_calls", one.as_str()),
+        many => a.str("gen_ai.response.tool_calls", many.join(",")),
     }
-    a.str("freecode.turn_id", &s.turn_id);
+    a.str("freecode.turn_id", s.turn_id.as_str());
     a.str("freecode.status", status_name(s.status));
     if s.status == SpanStatus::Hung {
         a.bool("freecode.hung", true);
@@ -289,23 +396,23 @@ fn model_span(s: &ModelSpan, id: String, root: &str) -> SpanParts {
     a.int("freecode.message_count", s.message_count);
     a.int("freecode.tool_count", s.tool_count);
     if let Some(kind) = &s.error_kind {
-        a.str("freecode.error_kind", kind);
+        a.str("freecode.error_kind", kind.as_str());
     }
     let status = match s.status {
         SpanStatus::Ok => Status::Ok,
         SpanStatus::InFlight => Status::Unset,
-        SpanStatus::Hung => Status::Error(Some(HUNG_MESSAGE.to_owned())),
+        SpanStatus::Hung => Status::Error(Some(HUNG_MESSAGE)),
         SpanStatus::Error => Status::Error(Some(
             s.error
-                .clone()
+                .as_deref()
                 .filter(|e| !e.is_empty())
-                .unwrap_or_else(|| "model error".to_owned()),
+                .unwrap_or("model error"),
         )),
     };
     SpanParts {
         span_id: id,
-        parent: Some(root.to_owned()),
-        name: format!("chat {}", s.model),
+        parent: Some(root),
+        name: Cow::Owned(format!("chat {}", s.model)),
         kind: KIND_CLIENT,
         start_ms: s.started_at,
         end_ms: s.started_at.saturating_add(s.duration_ms),
@@ -314,63 +421,95 @@ fn model_span(s: &ModelSpan, id: String, root: &str) -> SpanParts {
     }
 }
 
-fn tool_span(s: &ToolSpan, id: String, root: &str) -> SpanParts {
+fn tool_span<'a>(s: &'a ToolSpan, id: String, root: &'a str) -> SpanParts<'a> {
     let mut a = Attrs::default();
     a.str("gen_ai.operation.name", "execute_tool");
-    a.str("gen_ai.tool.name", &s.tool);
+    a.str("gen_ai.tool.name", s.tool.as_str());
     SpanParts {
         span_id: id,
-        parent: Some(root.to_owned()),
-        name: format!("execute_tool {}", s.tool),
+        parent: Some(root),
+        name: Cow::Owned(format!("execute_tool {}", s.tool)),
         kind: KIND_INTERNAL,
         start_ms: s.started_at,
         end_ms: s.started_at.saturating_add(s.duration_ms),
         attributes: a,
         status: if s.failed == Some(true) {
-            Status::Error(Some("tool failed".to_owned()))
+            Status::Error(Some("tool failed"))
         } else {
             Status::Ok
         },
     }
 }
 
-fn denied_span(s: &DeniedSpan, session_id: &str, id: String, root: &str) -> SpanParts {
+fn denied_span<'a>(
+    s: &'a DeniedSpan,
+    session_id: &'a str,
+    id: String,
+    root: &'a str,
+) -> SpanParts<'a> {
     let mut a = Attrs::default();
     a.str("gen_ai.operation.name", "execute_tool");
-    a.str("gen_ai.tool.name", &s.tool);
+    a.str("gen_ai.tool.name", s.tool.as_str());
     a.str("gen_ai.conversation.id", session_id);
     a.bool("freecode.denied", true);
     a.str("freecode.deny_source", s.source.as_str());
     SpanParts {
         span_id: id,
-        parent: Some(root.to_owned()),
-        name: format!("execute_tool {}", s.tool),
+        parent: Some(root),
+        name: Cow::Owned(format!("execute_tool {}", s.tool)),
         kind: KIND_INTERNAL,
         start_ms: s.at,
         end_ms: s.at,
         attributes: a,
-        status: Status::Error(Some(s.reason.clone())),
+        status: Status::Error(Some(&s.reason)),
     }
 }
 
+/// Every span of `trace` in the document's order (root, model calls, tools, refusals), with the
+/// trace id; each is built when the iterator gets to it.
+fn spans<'a>(trace: &'a Trace, tid: &'a str, root: &'a str) -> impl Iterator<Item = SpanParts<'a>> {
+    let id = move |kind: &str, i: usize| span_id(tid, &format!("{kind}:{i}"));
+    std::iter::once(root_span(trace, root))
+        .chain(
+            trace
+                .model_spans
+                .iter()
+                .enumerate()
+                .map(move |(i, s)| model_span(s, id("model", i), root)),
+        )
+        .chain(
+            trace
+                .tool_spans
+                .iter()
+                .enumerate()
+                .map(move |(i, s)| tool_span(s, id("tool", i), root)),
+        )
+        .chain(
+            trace
+                .denied_spans
+                .iter()
+                .enumerate()
+                .map(move |(i, s)| denied_span(s, &trace.session_id, id("denied", i), root)),
+        )
+}
+
+/// The document around the spans, compact: what comes before the first span and after the last.
+const DOC_HEAD: &str = concat!(
+    r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"#,
+    "\"freecode\"",
+    r#"}}]},"scopeSpans":[{"scope":{"name":"freecode.rollout"},"spans":["#
+);
+/// See [`DOC_HEAD`].
+const DOC_TAIL: &str = "]}]}]}";
+
 /// The OTLP/HTTP JSON `ExportTraceServiceRequest` for `trace`: spans in the order root, model
-/// calls, tools, refusals. Serialise it compactly for the request body.
+/// calls, tools, refusals. [`write_otlp`] writes the same document without building it.
 pub fn trace_to_otlp(trace: &Trace) -> Value {
     let tid = trace_id(&trace.session_id);
     let root = span_id(&tid, "root");
-    let mut spans = vec![root_span(trace, &root).into_json(&tid)];
-    for (i, s) in trace.model_spans.iter().enumerate() {
-        let id = span_id(&tid, &format!("model:{i}"));
-        spans.push(model_span(s, id, &root).into_json(&tid));
-    }
-    for (i, s) in trace.tool_spans.iter().enumerate() {
-        let id = span_id(&tid, &format!("tool:{i}"));
-        spans.push(tool_span(s, id, &root).into_json(&tid));
-    }
-    for (i, s) in trace.denied_spans.iter().enumerate() {
-        let id = span_id(&tid, &format!("denied:{i}"));
-        spans.push(denied_span(s, &trace.session_id, id, &root).into_json(&tid));
-    }
+    let spans: Vec<Value> = spans(trace, &tid, &root)
+        .map(|s| s.into_json(&tid))
+        .collect();
     json!({
         "resourceSpans": [{
             "resource": {
@@ -382,6 +521,28 @@ pub fn trace_to_otlp(trace: &Trace) -> Value {
             }]
         }]
     })
+}
+
+/// Writes [`trace_to_otlp`]`(trace)` compactly (the bytes of `serde_json::to_writer` on it) to
+/// `out`, a span at a time: no JSON tree, memory for one span and a 256 KiB buffer (the tree of
+/// a 1,000,000-event trace took 5 GiB).
+pub fn write_otlp(trace: &Trace, out: &mut (impl std::io::Write + ?Sized)) -> std::io::Result<()> {
+    let tid = trace_id(&trace.session_id);
+    let root = span_id(&tid, "root");
+    let mut buf = Vec::with_capacity(256 << 10);
+    buf.extend_from_slice(DOC_HEAD.as_bytes());
+    for (i, span) in spans(trace, &tid, &root).enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        span.write(&tid, &mut buf);
+        if buf.len() >= 240 << 10 {
+            out.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    buf.extend_from_slice(DOC_TAIL.as_bytes());
+    out.write_all(&buf)
 }
 
 #[cfg(test)]
