@@ -238,6 +238,35 @@ pub fn emit_member<L: Layout, T: Emit + ?Sized>(
     value.emit(l)
 }
 
+/// Writes an object whose members are listed in order, each `always "key" => value`, `some
+/// "key" => value` (an `Option`, skipped when `None`: `skip_serializing_if = "Option::is_none"`)
+/// or `nonempty "key" => value` (a `Vec`, skipped when empty): the bytes of the type's derived
+/// `Serialize` when the list is its fields in declaration order.
+macro_rules! emit_object {
+    ($l:expr; $($how:ident $key:literal => $value:expr),+ $(,)?) => {{
+        let l = $l;
+        let first = &mut true;
+        $crate::jsonw::Layout::open(l, b'{');
+        $( $crate::jsonw::emit_object!(@$how l, first, $key, $value); )+
+        $crate::jsonw::Layout::close(l, b'}', *first);
+        Ok(())
+    }};
+    (@always $l:ident, $first:ident, $key:literal, $value:expr) => {
+        $crate::jsonw::emit_member($l, $first, $key, $value)?;
+    };
+    (@some $l:ident, $first:ident, $key:literal, $value:expr) => {
+        if let Some(v) = $value {
+            $crate::jsonw::emit_member($l, $first, $key, v)?;
+        }
+    };
+    (@nonempty $l:ident, $first:ident, $key:literal, $value:expr) => {
+        if !$value.is_empty() {
+            $crate::jsonw::emit_member($l, $first, $key, $value)?;
+        }
+    };
+}
+pub(crate) use emit_object;
+
 impl Emit for str {
     fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
         push_str(l.out(), self);

@@ -327,15 +327,6 @@ impl SpanParts<'_> {
     }
 }
 
-fn status_name(s: SpanStatus) -> &'static str {
-    match s {
-        SpanStatus::Ok => "ok",
-        SpanStatus::Error => "error",
-        SpanStatus::InFlight => "in_flight",
-        SpanStatus::Hung => "hung",
-    }
-}
-
 fn root_span<'a>(t: &'a Trace, root: &str) -> SpanParts<'a> {
     let mut a = Attrs::default();
     a.str("session.id", t.session_id.as_str());
@@ -387,7 +378,7 @@ fn model_span<'a>(s: &'a ModelSpan, id: String, root: &'a str) -> SpanParts<'a> 
         many => a.str("gen_ai.response.tool_calls", many.join(",")),
     }
     a.str("freecode.turn_id", s.turn_id.as_str());
-    a.str("freecode.status", status_name(s.status));
+    a.str("freecode.status", s.status.as_str());
     if s.status == SpanStatus::Hung {
         a.bool("freecode.hung", true);
     }

@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::event::{DenySource, Event};
 use super::split::{MAX_MARKS, SplitFold, find_mark};
 use super::view::{EventType, EventView};
-use crate::jsonw::{Emit, Layout, emit_member};
+use crate::jsonw::{Emit, Layout, emit_object};
 
 /// One tool call in a turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -64,52 +64,36 @@ pub struct ReplayTurn {
 
 impl Emit for ReplayCall {
     fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
-        let f = &mut true;
-        l.open(b'{');
-        emit_member(l, f, "tool", &self.tool)?;
-        emit_member(l, f, "args", &self.args)?;
-        if let Some(v) = &self.output {
-            emit_member(l, f, "output", v)?;
-        }
-        if let Some(v) = &self.duration_ms {
-            emit_member(l, f, "durationMs", v)?;
-        }
-        if let Some(v) = &self.failed {
-            emit_member(l, f, "failed", v)?;
-        }
-        if let Some(v) = &self.call_id {
-            emit_member(l, f, "callId", v)?;
-        }
-        l.close(b'}', *f);
-        Ok(())
+        emit_object!(l;
+            always "tool" => &self.tool,
+            always "args" => &self.args,
+            some "output" => &self.output,
+            some "durationMs" => &self.duration_ms,
+            some "failed" => &self.failed,
+            some "callId" => &self.call_id,
+        )
     }
 }
 
 impl Emit for ReplayDenied {
     fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
-        let f = &mut true;
-        l.open(b'{');
-        emit_member(l, f, "tool", &self.tool)?;
-        emit_member(l, f, "args", &self.args)?;
-        emit_member(l, f, "source", &self.source)?;
-        emit_member(l, f, "reason", &self.reason)?;
-        l.close(b'}', *f);
-        Ok(())
+        emit_object!(l;
+            always "tool" => &self.tool,
+            always "args" => &self.args,
+            always "source" => &self.source,
+            always "reason" => &self.reason,
+        )
     }
 }
 
 impl Emit for ReplayTurn {
     fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
-        let f = &mut true;
-        l.open(b'{');
-        emit_member(l, f, "turnId", &self.turn_id)?;
-        emit_member(l, f, "startedAt", &self.started_at)?;
-        emit_member(l, f, "calls", &self.calls)?;
-        if !self.denied.is_empty() {
-            emit_member(l, f, "denied", &self.denied)?;
-        }
-        l.close(b'}', *f);
-        Ok(())
+        emit_object!(l;
+            always "turnId" => &self.turn_id,
+            always "startedAt" => &self.started_at,
+            always "calls" => &self.calls,
+            nonempty "denied" => &self.denied,
+        )
     }
 }
 

@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::event::{DenySource, Event};
 use super::split::{MAX_MARKS, SplitFold, find_mark};
 use super::view::{EventType, EventView};
-use crate::jsonw::{Emit, Layout, emit_member};
+use crate::jsonw::{Emit, Layout, emit_object};
 
 /// A request open this long (ms) with no response and no error is hung.
 pub const HANG_THRESHOLD_MS: i64 = 300_000;
@@ -123,70 +123,51 @@ impl Emit for SpanStatus {
     }
 }
 
-/// Writes `key` and `value` when there is a value (`skip_serializing_if = "Option::is_none"`).
-fn emit_some<L: Layout, T: Emit>(
-    l: &mut L,
-    first: &mut bool,
-    key: &str,
-    value: &Option<T>,
-) -> serde_json::Result<()> {
-    match value {
-        Some(v) => emit_member(l, first, key, v),
-        None => Ok(()),
-    }
-}
-
 impl Emit for ModelSpan {
     fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
-        let f = &mut true;
-        l.open(b'{');
-        emit_member(l, f, "turnId", &self.turn_id)?;
-        emit_member(l, f, "provider", &self.provider)?;
-        emit_member(l, f, "model", &self.model)?;
-        emit_member(l, f, "startedAt", &self.started_at)?;
-        emit_member(l, f, "status", &self.status)?;
-        emit_member(l, f, "durationMs", &self.duration_ms)?;
-        emit_member(l, f, "messageCount", &self.message_count)?;
-        emit_member(l, f, "toolCount", &self.tool_count)?;
-        emit_member(l, f, "promptChars", &self.prompt_chars)?;
-        emit_member(l, f, "toolCalls", &self.tool_calls)?;
-        emit_some(l, f, "ttftMs", &self.ttft_ms)?;
-        emit_some(l, f, "inputTokens", &self.input_tokens)?;
-        emit_some(l, f, "outputTokens", &self.output_tokens)?;
-        emit_some(l, f, "cacheReadTokens", &self.cache_read_tokens)?;
-        emit_some(l, f, "cacheWriteTokens", &self.cache_write_tokens)?;
-        emit_some(l, f, "errorKind", &self.error_kind)?;
-        emit_some(l, f, "error", &self.error)?;
-        l.close(b'}', *f);
-        Ok(())
+        emit_object!(l;
+            always "turnId" => &self.turn_id,
+            always "provider" => &self.provider,
+            always "model" => &self.model,
+            always "startedAt" => &self.started_at,
+            always "status" => &self.status,
+            always "durationMs" => &self.duration_ms,
+            always "messageCount" => &self.message_count,
+            always "toolCount" => &self.tool_count,
+            always "promptChars" => &self.prompt_chars,
+            always "toolCalls" => &self.tool_calls,
+            some "ttftMs" => &self.ttft_ms,
+            some "inputTokens" => &self.input_tokens,
+            some "outputTokens" => &self.output_tokens,
+            some "cacheReadTokens" => &self.cache_read_tokens,
+            some "cacheWriteTokens" => &self.cache_write_tokens,
+            some "errorKind" => &self.error_kind,
+            some "error" => &self.error,
+        )
     }
 }
 
 impl Emit for ToolSpan {
     fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
-        let f = &mut true;
-        l.open(b'{');
-        emit_member(l, f, "tool", &self.tool)?;
-        emit_member(l, f, "startedAt", &self.started_at)?;
-        emit_member(l, f, "durationMs", &self.duration_ms)?;
-        emit_some(l, f, "args", &self.args)?;
-        emit_some(l, f, "failed", &self.failed)?;
-        l.close(b'}', *f);
-        Ok(())
+        emit_object!(l;
+            always "tool" => &self.tool,
+            always "startedAt" => &self.started_at,
+            always "durationMs" => &self.duration_ms,
+            some "args" => &self.args,
+            some "failed" => &self.failed,
+        )
     }
 }
 
 impl Emit for DeniedSpan {
     fn emit<L: Layout>(&self, l: &mut L) -> serde_json::Result<()> {
-        let f = &mut true;
-        l.open(b'{');
-        emit_member(l, f, "tool", &self.tool)?;
-        emit_member(l, f, "at", &self.at)?;
-        emit_some(l, f, "args", &self.args)?;
-        emit_member(l, f, "source", &self.source)?;
-        emit_member(l, f, "reason", &self.reason)?;
-        l.close(b'}', *f);
-        Ok(())
+        emit_object!(l;
+            always "tool" => &self.tool,
+            always "at" => &self.at,
+            some "args" => &self.args,
+            always "source" => &self.source,
+            always "reason" => &self.reason,
+        )
     }
 }
 
