@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use freecode_core::rollout::otlp::{OtlpTarget, target_from_env, traces_url, write_otlp};
-use freecode_core::rollout::trace::Trace;
+use freecode_core::rollout::trace::{Trace, TraceBuilder};
+use freecode_store::rollout::{OtlpSpans, write_otlp_streamed};
 
 use crate::UserError;
 
@@ -31,6 +32,21 @@ pub fn write_file(trace: &Trace, path: &Path) -> anyhow::Result<()> {
     // is an error. Written a span at a time, never held whole.
     crate::ui::export::write_user_stream(path, |out| {
         write_otlp(trace, out)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+        Ok(())
+    })
+}
+
+/// [`write_file`] for a trace folded with spans spooled as they close (`trace --otlp FILE`
+/// alone): the same bytes, without the trace in memory.
+pub fn write_file_streamed(
+    builder: TraceBuilder<OtlpSpans>,
+    now: Option<i64>,
+    path: &Path,
+) -> anyhow::Result<()> {
+    crate::ui::export::write_user_stream(path, |out| {
+        write_otlp_streamed(out, builder, now)?;
         out.write_all(b"\n")?;
         out.flush()?;
         Ok(())

@@ -24,8 +24,9 @@ use freecode_core::rollout::replay::{Replay, ReplayBuilder, TurnSink};
 use freecode_core::rollout::trace::{Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::rollout::{
-    EVENTS_FILE, ReadReport, events_path, fold_event_views, fold_replay_streamed,
-    fold_trace_streamed, read_event_views, write_replay_json, write_trace_json,
+    EVENTS_FILE, ReadReport, events_path, fold_event_views, fold_otlp_streamed,
+    fold_replay_streamed, fold_trace_streamed, read_event_views, write_replay_json,
+    write_trace_json,
 };
 use freecode_store::{Home, IssueKind, LineIssue};
 
@@ -308,6 +309,20 @@ impl TraceArgs {
                 BufWriter::with_capacity(64 << 10, crate::pager::Pager::new(!self.no_pager));
             write_streamed(&mut out, &parts, &sink, terminal_columns())?;
             out.into_inner().map_err(|e| e.into_error())?.finish()?;
+            return Ok(());
+        }
+        if let (Some(file), None, None) = (&self.otlp, &self.otlp_endpoint, &self.html) {
+            // Written as folded: each span's OTLP spooled as it closes, the document written
+            // once, never held whole (a POST sends the document in one body, built below).
+            let Some((builder, report)) = fold_otlp_streamed(&path, id.as_str())? else {
+                return Err(no_events(&id));
+            };
+            warn_skipped(&path, &report);
+            let now = builder
+                .has_open()
+                .then(|| now_after(builder.last_timestamp()));
+            crate::otlp::write_file_streamed(builder, now, file)?;
+            print_line(&format!("Exported {id} to {}", file.display()))?;
             return Ok(());
         }
         let Some((builder, last)) = fold_trace(&path, &id)? else {

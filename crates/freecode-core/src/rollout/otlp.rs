@@ -195,7 +195,6 @@ enum Status<'a> {
 
 /// Everything a span needs besides the trace id, borrowed from the trace where it can be.
 struct SpanParts<'a> {
-    span_id: String,
     parent: Option<&'a str>,
     name: Cow<'a, str>,
     kind: u8,
@@ -207,10 +206,10 @@ struct SpanParts<'a> {
 
 impl SpanParts<'_> {
     /// The span object, keys in the original's order.
-    fn into_json(self, trace_id: &str) -> Value {
+    fn into_json(self, trace_id: &str, span_id: String) -> Value {
         let mut m = Map::new();
         m.insert("traceId".into(), trace_id.into());
-        m.insert("spanId".into(), self.span_id.into());
+        m.insert("spanId".into(), span_id.into());
         if let Some(p) = self.parent {
             m.insert("parentSpanId".into(), p.into());
         }
@@ -251,9 +250,10 @@ impl SpanParts<'_> {
         Value::Object(m)
     }
 
-    /// The same object written compactly into `out`: the bytes `serde_json::to_vec` writes for
+    /// The same object's members after its `spanId`, written compactly into `out`: with
+    /// [`write_span_start`] before them, the bytes `serde_json::to_vec` writes for
     /// [`SpanParts::into_json`].
-    fn write(&self, trace_id: &str, out: &mut Vec<u8>) {
+    fn write_rest(&self, out: &mut Vec<u8>) {
         let int = |out: &mut Vec<u8>, v: i128| {
             out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
         };
@@ -262,10 +262,6 @@ impl SpanParts<'_> {
             int(out, v);
             out.push(b'"');
         };
-        out.extend_from_slice(b"{\"traceId\":");
-        push_str(out, trace_id);
-        out.extend_from_slice(b",\"spanId\":");
-        push_str(out, &self.span_id);
         if let Some(p) = self.parent {
             out.extend_from_slice(b",\"parentSpanId\":");
             push_str(out, p);
@@ -327,7 +323,7 @@ impl SpanParts<'_> {
     }
 }
 
-fn root_span<'a>(t: &'a Trace, root: &str) -> SpanParts<'a> {
+fn root_span(t: &Trace) -> SpanParts<'_> {
     let mut a = Attrs::default();
     a.str("session.id", t.session_id.as_str());
     a.int("freecode.model_ms", t.model_ms);
@@ -344,7 +340,6 @@ fn root_span<'a>(t: &'a Trace, root: &str) -> SpanParts<'a> {
         a.int("freecode.redirects_skipped", t.redirects_skipped);
     }
     SpanParts {
-        span_id: root.to_owned(),
         parent: None,
         name: Cow::Borrowed(ROOT_SPAN_NAME),
         kind: KIND_INTERNAL,
@@ -359,7 +354,7 @@ fn root_span<'a>(t: &'a Trace, root: &str) -> SpanParts<'a> {
     }
 }
 
-fn model_span<'a>(s: &'a ModelSpan, id: String, root: &'a str) -> SpanParts<'a> {
+fn model_span<'a>(s: &'a ModelSpan, root: &'a str) -> SpanParts<'a> {
     let mut a = Attrs::default();
     a.str("gen_ai.operation.name", "chat");
     a.str("gen_ai.system", s.provider.as_str());
@@ -401,7 +396,6 @@ fn model_span<'a>(s: &'a ModelSpan, id: String, root: &'a str) -> SpanParts<'a> 
         )),
     };
     SpanParts {
-        span_id: id,
         parent: Some(root),
         name: Cow::Owned(format!("chat {}", s.model)),
         kind: KIND_CLIENT,
@@ -412,12 +406,11 @@ fn model_span<'a>(s: &'a ModelSpan, id: String, root: &'a str) -> SpanParts<'a> 
     }
 }
 
-fn tool_span<'a>(s: &'a ToolSpan, id: String, root: &'a str) -> SpanParts<'a> {
+fn tool_span<'a>(s: &'a ToolSpan, root: &'a str) -> SpanParts<'a> {
     let mut a = Attrs::default();
     a.str("gen_ai.operation.name", "execute_tool");
     a.str("gen_ai.tool.name", s.tool.as_str());
     SpanParts {
-        span_id: id,
         parent: Some(root),
         name: Cow::Owned(format!("execute_tool {}", s.tool)),
         kind: KIND_INTERNAL,
@@ -432,12 +425,7 @@ fn tool_span<'a>(s: &'a ToolSpan, id: String, root: &'a str) -> SpanParts<'a> {
     }
 }
 
-fn denied_span<'a>(
-    s: &'a DeniedSpan,
-    session_id: &'a str,
-    id: String,
-    root: &'a str,
-) -> SpanParts<'a> {
+fn denied_span<'a>(s: &'a DeniedSpan, session_id: &'a str, root: &'a str) -> SpanParts<'a> {
     let mut a = Attrs::default();
     a.str("gen_ai.operation.name", "execute_tool");
     a.str("gen_ai.tool.name", s.tool.as_str());
@@ -445,7 +433,6 @@ fn denied_span<'a>(
     a.bool("freecode.denied", true);
     a.str("freecode.deny_source", s.source.as_str());
     SpanParts {
-        span_id: id,
         parent: Some(root),
         name: Cow::Owned(format!("execute_tool {}", s.tool)),
         kind: KIND_INTERNAL,
@@ -456,32 +443,115 @@ fn denied_span<'a>(
     }
 }
 
-/// Every span of `trace` in the document's order (root, model calls, tools, refusals), with the
-/// trace id; each is built when the iterator gets to it.
-fn spans<'a>(trace: &'a Trace, tid: &'a str, root: &'a str) -> impl Iterator<Item = SpanParts<'a>> {
-    let id = move |kind: &str, i: usize| span_id(tid, &format!("{kind}:{i}"));
-    std::iter::once(root_span(trace, root))
-        .chain(
-            trace
-                .model_spans
-                .iter()
-                .enumerate()
-                .map(move |(i, s)| model_span(s, id("model", i), root)),
-        )
-        .chain(
-            trace
-                .tool_spans
-                .iter()
-                .enumerate()
-                .map(move |(i, s)| tool_span(s, id("tool", i), root)),
-        )
-        .chain(
-            trace
-                .denied_spans
-                .iter()
-                .enumerate()
-                .map(move |(i, s)| denied_span(s, &trace.session_id, id("denied", i), root)),
-        )
+/// `{"traceId":…,"spanId":…`: how each span object starts.
+fn write_span_start(trace_id: &str, span_id: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"traceId\":");
+    push_str(out, trace_id);
+    out.extend_from_slice(b",\"spanId\":");
+    push_str(out, span_id);
+}
+
+/// The span lists of the document, in its order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanList {
+    /// Model calls (`model:<i>`).
+    Model,
+    /// Tools that ran (`tool:<i>`).
+    Tool,
+    /// Refused calls (`denied:<i>`).
+    Denied,
+}
+
+impl SpanList {
+    fn prefix(self) -> &'static str {
+        match self {
+            SpanList::Model => "model",
+            SpanList::Tool => "tool",
+            SpanList::Denied => "denied",
+        }
+    }
+}
+
+/// The OTLP document of one session's trace written in pieces, for a writer that produces it as
+/// a fold closes spans (`trace --otlp FILE`): each span's members after its id as it closes
+/// ([`OtlpDoc::model_rest`] and its siblings; a span's id depends on its place in its list,
+/// which a split fold's tail does not know yet), then the document in order: [`OtlpDoc::head`]
+/// (up to the root span), [`OtlpDoc::span`] for each span, [`OtlpDoc::tail`]. [`write_otlp`]
+/// is the same pieces over a whole [`Trace`].
+#[derive(Debug, Clone)]
+pub struct OtlpDoc {
+    session_id: String,
+    trace_id: String,
+    root: String,
+    /// `SHA-256` fed with `"<traceId>:"`, cloned for each span id.
+    ids: Sha256,
+}
+
+impl OtlpDoc {
+    /// The document of session `session_id`'s trace.
+    pub fn new(session_id: &str) -> Self {
+        let trace_id = trace_id(session_id);
+        let root = span_id(&trace_id, "root");
+        let mut ids = Sha256::new();
+        ids.update(trace_id.as_bytes());
+        ids.update(b":");
+        Self {
+            session_id: session_id.to_owned(),
+            trace_id,
+            root,
+            ids,
+        }
+    }
+
+    /// A model span's members after its id (from `,"parentSpanId":` to the closing `}`).
+    pub fn model_rest(&self, s: &ModelSpan, out: &mut Vec<u8>) {
+        model_span(s, &self.root).write_rest(out);
+    }
+
+    /// A tool span's, as [`OtlpDoc::model_rest`].
+    pub fn tool_rest(&self, s: &ToolSpan, out: &mut Vec<u8>) {
+        tool_span(s, &self.root).write_rest(out);
+    }
+
+    /// A refused call's, as [`OtlpDoc::model_rest`].
+    pub fn denied_rest(&self, s: &DeniedSpan, out: &mut Vec<u8>) {
+        denied_span(s, &self.session_id, &self.root).write_rest(out);
+    }
+
+    /// The document up to and including the root span, from the trace's scalars (its span
+    /// lists are not read).
+    pub fn head(&self, trace: &Trace, out: &mut Vec<u8>) {
+        out.extend_from_slice(DOC_HEAD.as_bytes());
+        write_span_start(&self.trace_id, &self.root, out);
+        root_span(trace).write_rest(out);
+    }
+
+    /// The `index`th span of `list`, whose members after its id are `rest`, with the comma
+    /// before it.
+    pub fn span(&self, list: SpanList, index: u64, rest: &[u8], out: &mut Vec<u8>) {
+        let mut ids = self.ids.clone();
+        ids.update(list.prefix().as_bytes());
+        ids.update(b":");
+        ids.update(itoa::Buffer::new().format(index).as_bytes());
+        let mut id = [0u8; 16];
+        for (pair, b) in id.chunks_exact_mut(2).zip(ids.finalize()) {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 0xf)];
+        }
+        out.push(b',');
+        out.extend_from_slice(b"{\"traceId\":");
+        push_str(out, &self.trace_id);
+        out.extend_from_slice(b",\"spanId\":\"");
+        out.extend_from_slice(&id);
+        out.push(b'"');
+        out.extend_from_slice(rest);
+    }
+
+    /// The end of the document.
+    pub fn tail(out: &mut Vec<u8>) {
+        out.extend_from_slice(DOC_TAIL.as_bytes());
+    }
 }
 
 /// The document around the spans, compact: what comes before the first span and after the last.
@@ -498,9 +568,17 @@ const DOC_TAIL: &str = "]}]}]}";
 pub fn trace_to_otlp(trace: &Trace) -> Value {
     let tid = trace_id(&trace.session_id);
     let root = span_id(&tid, "root");
-    let spans: Vec<Value> = spans(trace, &tid, &root)
-        .map(|s| s.into_json(&tid))
-        .collect();
+    let id = |kind: &str, i: usize| span_id(&tid, &format!("{kind}:{i}"));
+    let mut spans = vec![root_span(trace).into_json(&tid, root.clone())];
+    for (i, s) in trace.model_spans.iter().enumerate() {
+        spans.push(model_span(s, &root).into_json(&tid, id("model", i)));
+    }
+    for (i, s) in trace.tool_spans.iter().enumerate() {
+        spans.push(tool_span(s, &root).into_json(&tid, id("tool", i)));
+    }
+    for (i, s) in trace.denied_spans.iter().enumerate() {
+        spans.push(denied_span(s, &trace.session_id, &root).into_json(&tid, id("denied", i)));
+    }
     json!({
         "resourceSpans": [{
             "resource": {
@@ -515,24 +593,36 @@ pub fn trace_to_otlp(trace: &Trace) -> Value {
 }
 
 /// Writes [`trace_to_otlp`]`(trace)` compactly (the bytes of `serde_json::to_writer` on it) to
-/// `out`, a span at a time: no JSON tree, memory for one span and a 256 KiB buffer (the tree of
-/// a 1,000,000-event trace took 5 GiB).
+/// `out`, a span at a time through [`OtlpDoc`]: no JSON tree, memory for one span and a
+/// 256 KiB buffer (the tree of a 1,000,000-event trace took 5 GiB).
 pub fn write_otlp(trace: &Trace, out: &mut (impl std::io::Write + ?Sized)) -> std::io::Result<()> {
-    let tid = trace_id(&trace.session_id);
-    let root = span_id(&tid, "root");
-    let mut buf = Vec::with_capacity(256 << 10);
-    buf.extend_from_slice(DOC_HEAD.as_bytes());
-    for (i, span) in spans(trace, &tid, &root).enumerate() {
-        if i > 0 {
-            buf.push(b',');
-        }
-        span.write(&tid, &mut buf);
+    let doc = OtlpDoc::new(&trace.session_id);
+    let (mut buf, mut rest) = (Vec::with_capacity(256 << 10), Vec::new());
+    doc.head(trace, &mut buf);
+    let mut put = |list: SpanList, i: usize, rest: &[u8], buf: &mut Vec<u8>| {
+        doc.span(list, i as u64, rest, buf);
         if buf.len() >= 240 << 10 {
-            out.write_all(&buf)?;
+            out.write_all(buf)?;
             buf.clear();
         }
+        std::io::Result::Ok(())
+    };
+    for (i, s) in trace.model_spans.iter().enumerate() {
+        rest.clear();
+        doc.model_rest(s, &mut rest);
+        put(SpanList::Model, i, &rest, &mut buf)?;
     }
-    buf.extend_from_slice(DOC_TAIL.as_bytes());
+    for (i, s) in trace.tool_spans.iter().enumerate() {
+        rest.clear();
+        doc.tool_rest(s, &mut rest);
+        put(SpanList::Tool, i, &rest, &mut buf)?;
+    }
+    for (i, s) in trace.denied_spans.iter().enumerate() {
+        rest.clear();
+        doc.denied_rest(s, &mut rest);
+        put(SpanList::Denied, i, &rest, &mut buf)?;
+    }
+    OtlpDoc::tail(&mut buf);
     out.write_all(&buf)
 }
 

@@ -42,7 +42,8 @@ pub mod spool;
 mod stream;
 mod views;
 pub use stream::{
-    JsonSpans, JsonTurns, fold_replay_streamed, fold_trace_streamed, write_replay_json,
+    JsonSpans, JsonTurns, OtlpSpans, PrettySpans, SpanRecords, Spooled, fold_otlp_streamed,
+    fold_replay_streamed, fold_trace_streamed, write_otlp_streamed, write_replay_json,
     write_trace_json,
 };
 pub use views::{

@@ -10,11 +10,18 @@
 //! arrays are spliced (`"modelSpans": []` and its siblings can only occur as those keys: no
 //! string in the document holds a raw newline, and session ids hold no quotes). Model spans are
 //! read back by index, the open ones merged in at theirs.
+//!
+//! `trace --otlp FILE` the same way ([`OtlpSpans`], [`write_otlp_streamed`]): each span's OTLP
+//! members after its id are spooled as it closes (its id is a hash of its place in its list,
+//! which a split fold's tail does not know yet), and the document is written in order with the
+//! ids — the bytes of `otlp::write_otlp` on the tree-built trace. One sink type,
+//! [`Spooled`], serves both, with the record each makes of a span ([`SpanRecords`]).
 
 use std::io::{self, Write};
 use std::path::Path;
 
 use freecode_core::jsonw::{self, Emit};
+use freecode_core::rollout::otlp::{OtlpDoc, SpanList};
 use freecode_core::rollout::replay::{ReplayBuilder, ReplayTurn, TurnSink};
 use freecode_core::rollout::trace::{DeniedSpan, ModelSpan, SpanSink, ToolSpan, TraceBuilder};
 
@@ -23,9 +30,21 @@ use super::spool::{Order, Spool};
 use super::views::fold_event_views;
 use crate::error::Result;
 
-/// A [`SpanSink`] that writes each span's JSON into a spool (see the module docs).
-#[derive(Debug, Default)]
-pub struct JsonSpans {
+/// How a [`Spooled`] sink writes a closed span into its record.
+pub trait SpanRecords: Clone + std::fmt::Debug {
+    /// A model span's record.
+    fn model(&self, s: &ModelSpan, out: &mut Vec<u8>);
+    /// A tool span's record.
+    fn tool(&self, s: &ToolSpan, out: &mut Vec<u8>);
+    /// A refused call's record.
+    fn denied(&self, s: &DeniedSpan, out: &mut Vec<u8>);
+}
+
+/// A [`SpanSink`] that writes each closed span into a spool as the record `R` makes of it:
+/// [`JsonSpans`] for `trace --json`, [`OtlpSpans`] for `trace --otlp FILE`.
+#[derive(Debug)]
+pub struct Spooled<R> {
+    records: R,
     model: Spool,
     tool: Spool,
     denied: Spool,
@@ -34,38 +53,103 @@ pub struct JsonSpans {
     out: Vec<u8>,
 }
 
+impl<R> Spooled<R> {
+    fn with(records: R) -> Self {
+        Self {
+            records,
+            model: Spool::default(),
+            tool: Spool::default(),
+            denied: Spool::default(),
+            tools: 0,
+            denials: 0,
+            out: Vec::new(),
+        }
+    }
+}
+
+/// Pretty JSON at depth 2, the span as an element of `trace --json`'s arrays.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PrettySpans;
+
 /// Writes `value` pretty as an element of an array one level down in the document (depth 2:
 /// `jsonw`, the bytes `serde_json::to_writer_pretty` writes there).
 fn element_json(value: &impl Emit, out: &mut Vec<u8>) {
-    out.clear();
     // A span is plain data: writing it into memory cannot fail.
     let _ = jsonw::to_pretty_at(value, 2, out);
 }
 
-impl JsonSpans {
-    /// An empty sink.
-    pub fn new() -> Self {
-        Self::default()
+impl SpanRecords for PrettySpans {
+    fn model(&self, s: &ModelSpan, out: &mut Vec<u8>) {
+        element_json(s, out);
+    }
+    fn tool(&self, s: &ToolSpan, out: &mut Vec<u8>) {
+        element_json(s, out);
+    }
+    fn denied(&self, s: &DeniedSpan, out: &mut Vec<u8>) {
+        element_json(s, out);
     }
 }
 
-impl SpanSink for JsonSpans {
+/// A span's OTLP members after its id (its id depends on its place in its list, which a split
+/// fold's tail does not know yet): [`write_otlp_streamed`] writes the rest.
+impl SpanRecords for OtlpDoc {
+    fn model(&self, s: &ModelSpan, out: &mut Vec<u8>) {
+        self.model_rest(s, out);
+    }
+    fn tool(&self, s: &ToolSpan, out: &mut Vec<u8>) {
+        self.tool_rest(s, out);
+    }
+    fn denied(&self, s: &DeniedSpan, out: &mut Vec<u8>) {
+        self.denied_rest(s, out);
+    }
+}
+
+/// `trace --json`'s sink: each span's pretty JSON, for [`write_trace_json`].
+pub type JsonSpans = Spooled<PrettySpans>;
+
+/// `trace --otlp FILE`'s sink: each span's OTLP JSON, for [`write_otlp_streamed`].
+pub type OtlpSpans = Spooled<OtlpDoc>;
+
+impl JsonSpans {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::with(PrettySpans)
+    }
+}
+
+impl Default for JsonSpans {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OtlpSpans {
+    /// An empty sink for session `session_id`'s trace.
+    pub fn new(session_id: &str) -> Self {
+        Self::with(OtlpDoc::new(session_id))
+    }
+}
+
+impl<R: SpanRecords> SpanSink for Spooled<R> {
     type Pos = (u64, u64, u64);
 
     fn model(&mut self, index: u64, span: ModelSpan) {
-        element_json(&span, &mut self.out);
+        self.out.clear();
+        self.records.model(&span, &mut self.out);
         self.model
             .push(i64::try_from(index).unwrap_or(i64::MAX), index, &self.out);
     }
 
     fn tool(&mut self, span: ToolSpan) {
-        element_json(&span, &mut self.out);
+        self.out.clear();
+        self.records.tool(&span, &mut self.out);
         self.tool.push(span.started_at, self.tools, &self.out);
         self.tools += 1;
     }
 
     fn denied(&mut self, span: DeniedSpan) {
-        element_json(&span, &mut self.out);
+        self.out.clear();
+        self.records.denied(&span, &mut self.out);
         self.denied.push(span.at, self.denials, &self.out);
         self.denials += 1;
     }
@@ -75,7 +159,7 @@ impl SpanSink for JsonSpans {
     }
 
     fn tail(&self) -> Self {
-        Self::default()
+        Self::with(self.records.clone())
     }
 
     fn splice(&mut self, tail: Self, from: Self::Pos, first: u64, base: u64) {
@@ -143,6 +227,7 @@ pub fn write_trace_json(
                         };
                         if take_open {
                             if let Some((_, s)) = open.next() {
+                                scratch.clear();
                                 element_json(s, &mut scratch);
                                 put(&scratch)?;
                             }
@@ -178,6 +263,79 @@ pub fn fold_trace_streamed(
     fold_event_views(path, TraceBuilder::with_sink(session_id, JsonSpans::new()))
 }
 
+/// Writes the OTLP document (`trace --otlp FILE`: compact, no newline) of the trace a
+/// [`TraceBuilder`] with [`OtlpSpans`] folded, as of `now`: the bytes of
+/// [`freecode_core::rollout::otlp::write_otlp`] on the [`Trace`] it would build, in the memory
+/// of a few spans. Model spans are read back by index, the open ones merged in at theirs.
+///
+/// [`Trace`]: freecode_core::rollout::trace::Trace
+pub fn write_otlp_streamed(
+    out: &mut (impl Write + ?Sized),
+    builder: TraceBuilder<OtlpSpans>,
+    now: Option<i64>,
+) -> io::Result<()> {
+    let (parts, spans) = builder.finish_parts(now);
+    let doc = &spans.records;
+    let (mut buf, mut rest) = (Vec::with_capacity(256 << 10), Vec::new());
+    doc.head(&parts.trace, &mut buf);
+    let mut put = |list: SpanList, i: u64, rest: &[u8], buf: &mut Vec<u8>| {
+        doc.span(list, i, rest, buf);
+        if buf.len() >= 240 << 10 {
+            out.write_all(buf)?;
+            buf.clear();
+        }
+        io::Result::Ok(())
+    };
+    let mut closed = spans.model.records(Order::Index)?;
+    let mut open = parts.open.iter().peekable();
+    let mut have = closed.advance()?;
+    let mut i = 0u64;
+    loop {
+        let take_open = match (open.peek(), have) {
+            (Some((index, _)), true) => *index < closed.index,
+            (Some(_), false) => true,
+            (None, true) => false,
+            (None, false) => break,
+        };
+        if take_open {
+            if let Some((_, s)) = open.next() {
+                rest.clear();
+                doc.model_rest(s, &mut rest);
+                put(SpanList::Model, i, &rest, &mut buf)?;
+            }
+        } else {
+            put(SpanList::Model, i, &closed.bytes, &mut buf)?;
+            have = closed.advance()?;
+        }
+        i += 1;
+    }
+    for (list, spool) in [
+        (SpanList::Tool, &spans.tool),
+        (SpanList::Denied, &spans.denied),
+    ] {
+        let mut r = spool.records(Order::Written)?;
+        let mut i = 0u64;
+        while r.advance()? {
+            put(list, i, &r.bytes, &mut buf)?;
+            i += 1;
+        }
+    }
+    OtlpDoc::tail(&mut buf);
+    out.write_all(&buf)
+}
+
+/// Folds the log at `path` (both cores past 8 MiB) with spans written out as they close, as
+/// OTLP; `None` when there is no log. Pass the result to [`write_otlp_streamed`].
+pub fn fold_otlp_streamed(
+    path: &Path,
+    session_id: &str,
+) -> Result<Option<(TraceBuilder<OtlpSpans>, ReadReport)>> {
+    fold_event_views(
+        path,
+        TraceBuilder::with_sink(session_id, OtlpSpans::new(session_id)),
+    )
+}
+
 /// A [`TurnSink`] that writes each turn's JSON into a spool, for [`write_replay_json`].
 #[derive(Debug, Default)]
 pub struct JsonTurns {
@@ -196,6 +354,7 @@ impl TurnSink for JsonTurns {
     type Pos = u64;
 
     fn turn(&mut self, index: u64, turn: ReplayTurn) {
+        self.out.clear();
         element_json(&turn, &mut self.out);
         self.spool
             .push(i64::try_from(index).unwrap_or(i64::MAX), index, &self.out);
@@ -243,6 +402,7 @@ pub fn write_replay_json(
             while let Some((_, p)) = patches.next_if(|(i, _)| *i == r.index) {
                 p.apply(&mut turn);
             }
+            again.clear();
             element_json(&turn, &mut again);
             put(&again)?;
         }

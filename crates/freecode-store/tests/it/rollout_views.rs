@@ -1,12 +1,15 @@
 //! The view reader (`read_views_from`) against the typed reader (`read_events_from`) on
 //! generated logs: the same report (events, unknown types, every issue with its line, offset
-//! and message) at any block size, and the same trace and replay folded from either.
+//! and message) at any block size, and the same trace and replay folded from either; the
+//! streamed `trace --json`, `trace --otlp` and `replay --json` equal to the tree-built bytes at
+//! every split.
 
+use freecode_core::rollout::otlp::write_otlp;
 use freecode_core::rollout::replay::ReplayBuilder;
 use freecode_core::rollout::trace::TraceBuilder;
 use freecode_store::rollout::{
-    JsonSpans, JsonTurns, ReadReport, fold_views_split, read_events_from, read_views_from,
-    write_replay_json, write_trace_json,
+    JsonSpans, JsonTurns, OtlpSpans, ReadReport, fold_views_split, read_events_from,
+    read_views_from, write_otlp_streamed, write_replay_json, write_trace_json,
 };
 use proptest::prelude::*;
 
@@ -161,6 +164,23 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
         String::from_utf8_lossy(&got),
         String::from_utf8_lossy(&want_pretty),
         "streamed trace --json split at {at}"
+    );
+    // `trace --otlp FILE` streamed the same way: the bytes of the document of the tree.
+    let mut want_otlp = Vec::new();
+    write_otlp(&tree, &mut want_otlp).unwrap();
+    let (streamed, _, _) = fold_views_split(
+        bytes,
+        at,
+        block,
+        TraceBuilder::with_sink("s", OtlpSpans::new("s")),
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    write_otlp_streamed(&mut got, streamed, Some(2_000_000)).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want_otlp),
+        "streamed trace --otlp split at {at}"
     );
     let (r, rr, r_at) = fold_views_split(bytes, at, block, ReplayBuilder::new("s")).unwrap();
     assert_eq!(rr, want, "replay read split at {at}");
