@@ -26,16 +26,10 @@ const NO_ENDPOINT: &str =
 
 /// Writes the OTLP/JSON document of `trace` to `path` as it is produced: compact JSON plus a
 /// newline, created 0600 in a temp file beside `path`, synced, then renamed over it (see
-/// `ui::export::write_user_stream` for `-`, FIFOs and devices).
+/// `ui::export::write_user_stream` for `-`, FIFOs and devices; a missing directory is an
+/// error).
 pub fn write_file(trace: &Trace, path: &Path) -> anyhow::Result<()> {
-    // `-` is stdout; a FIFO or device is streamed into, never replaced; a missing directory
-    // is an error. Written a span at a time, never held whole.
-    crate::ui::export::write_user_stream(path, |out| {
-        write_otlp(trace, out)?;
-        out.write_all(b"\n")?;
-        out.flush()?;
-        Ok(())
-    })
+    write_document(path, |out| write_otlp(trace, out))
 }
 
 /// [`write_file`] for a trace folded with spans spooled as they close (`trace --otlp FILE`
@@ -45,8 +39,16 @@ pub fn write_file_streamed(
     now: Option<i64>,
     path: &Path,
 ) -> anyhow::Result<()> {
+    write_document(path, |out| write_otlp_streamed(out, builder, now))
+}
+
+/// The document `write` writes, then a newline, to `path` as [`write_file`] says.
+fn write_document(
+    path: &Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     crate::ui::export::write_user_stream(path, |out| {
-        write_otlp_streamed(out, builder, now)?;
+        write(out)?;
         out.write_all(b"\n")?;
         out.flush()?;
         Ok(())

@@ -21,7 +21,7 @@ use std::time::Duration;
 use clap::Args;
 use freecode_core::SessionId;
 use freecode_core::rollout::replay::{Replay, ReplayBuilder, TurnSink};
-use freecode_core::rollout::trace::{Trace, TraceBuilder};
+use freecode_core::rollout::trace::{SpanSink, Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::rollout::{
     EVENTS_FILE, ReadReport, events_path, fold_event_views, fold_otlp_streamed,
@@ -208,13 +208,12 @@ fn latest_session(home: &Home) -> anyhow::Result<SessionId> {
     best.map(|(_, id)| id).ok_or_else(|| none_recorded(home))
 }
 
-/// The trace fold of a whole log and its last timestamp; `None` when there is no log.
-fn fold_trace(path: &Path, id: &SessionId) -> anyhow::Result<Option<(TraceBuilder, Option<i64>)>> {
+/// The trace fold of a whole log; `None` when there is no log.
+fn fold_trace(path: &Path, id: &SessionId) -> anyhow::Result<Option<TraceBuilder>> {
     let folded = fold_event_views(path, TraceBuilder::new(id.as_str()))?;
     Ok(folded.map(|(builder, r)| {
         warn_skipped(path, &r);
-        let last = builder.last_timestamp();
-        (builder, last)
+        builder
     }))
 }
 
@@ -229,17 +228,24 @@ fn now_after(last_event: Option<i64>) -> i64 {
 /// never terminated is hung even when it is the log's last line (SPEC §19.32). A log with
 /// nothing open keeps the last event as its end, as in the original: the clock would only
 /// inflate `wall_ms` and "other" with the time since the session ended.
-fn post_mortem(builder: TraceBuilder, last_event: Option<i64>) -> Trace {
-    // Open requests end as hung or in flight: only then does the clock matter. Consumes the
-    // fold (no copy of its spans).
-    let now = builder.has_open().then(|| now_after(last_event));
+fn post_mortem(builder: TraceBuilder) -> Trace {
+    // Consumes the fold (no copy of its spans).
+    let now = now_if_open(&builder);
     builder.finish(now)
+}
+
+/// The `now` a finished fold is aged against: open requests end as hung or in flight, and only
+/// then does the clock matter.
+fn now_if_open<S: SpanSink>(builder: &TraceBuilder<S>) -> Option<i64> {
+    builder
+        .has_open()
+        .then(|| now_after(builder.last_timestamp()))
 }
 
 /// The trace fold of session `id` as `trace --json` prints it; `None` when it has no log.
 pub fn trace_of(home: &Home, id: &SessionId) -> anyhow::Result<Option<Trace>> {
     let path = events_path(home, id);
-    Ok(fold_trace(&path, id)?.map(|(builder, last)| post_mortem(builder, last)))
+    Ok(fold_trace(&path, id)?.map(post_mortem))
 }
 
 impl TraceArgs {
@@ -280,9 +286,7 @@ impl TraceArgs {
                 return Err(no_events(&id));
             };
             warn_skipped(&path, &report);
-            let now = builder
-                .has_open()
-                .then(|| now_after(builder.last_timestamp()));
+            let now = now_if_open(&builder);
             let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
             write_trace_json(&mut out, builder, now)?;
             out.flush()?;
@@ -299,9 +303,7 @@ impl TraceArgs {
                 return Err(no_events(&id));
             };
             warn_skipped(&path, &report);
-            let now = builder
-                .has_open()
-                .then(|| now_after(builder.last_timestamp()));
+            let now = now_if_open(&builder);
             let (parts, sink) = builder.finish_parts(now);
             // On a terminal every row fits its width (cut with an ellipsis, never wrapped);
             // piped, rows are whole.
@@ -318,17 +320,15 @@ impl TraceArgs {
                 return Err(no_events(&id));
             };
             warn_skipped(&path, &report);
-            let now = builder
-                .has_open()
-                .then(|| now_after(builder.last_timestamp()));
+            let now = now_if_open(&builder);
             crate::otlp::write_file_streamed(builder, now, file)?;
             print_line(&format!("Exported {id} to {}", file.display()))?;
             return Ok(());
         }
-        let Some((builder, last)) = fold_trace(&path, &id)? else {
+        let Some(builder) = fold_trace(&path, &id)? else {
             return Err(no_events(&id));
         };
-        let trace = post_mortem(builder, last);
+        let trace = post_mortem(builder);
         if let Some(file) = &self.html {
             let replay = crate::ui::export::replay_of(home, &id)?;
             let page = crate::ui::export::trace_page(&trace, replay.as_ref());

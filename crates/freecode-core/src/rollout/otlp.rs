@@ -30,6 +30,7 @@
 //! - refused calls appear as denied spans (the 19-event schema; HEAD had none).
 
 use std::borrow::Cow;
+use std::io::Write;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -455,11 +456,11 @@ fn write_span_start(trace_id: &str, span_id: &str, out: &mut Vec<u8>) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpanList {
     /// Model calls (`model:<i>`).
-    Model,
+    Model = 0,
     /// Tools that ran (`tool:<i>`).
-    Tool,
+    Tool = 1,
     /// Refused calls (`denied:<i>`).
-    Denied,
+    Denied = 2,
 }
 
 impl SpanList {
@@ -475,9 +476,8 @@ impl SpanList {
 /// The OTLP document of one session's trace written in pieces, for a writer that produces it as
 /// a fold closes spans (`trace --otlp FILE`): each span's members after its id as it closes
 /// ([`OtlpDoc::model_rest`] and its siblings; a span's id depends on its place in its list,
-/// which a split fold's tail does not know yet), then the document in order: [`OtlpDoc::head`]
-/// (up to the root span), [`OtlpDoc::span`] for each span, [`OtlpDoc::tail`]. [`write_otlp`]
-/// is the same pieces over a whole [`Trace`].
+/// which a split fold's tail does not know yet), then the document in order through
+/// [`OtlpDoc::writer`]. [`write_otlp`] is the same pieces over a whole [`Trace`].
 #[derive(Debug, Clone)]
 pub struct OtlpDoc {
     session_id: String,
@@ -518,17 +518,29 @@ impl OtlpDoc {
         denied_span(s, &self.session_id, &self.root).write_rest(out);
     }
 
-    /// The document up to and including the root span, from the trace's scalars (its span
-    /// lists are not read).
-    pub fn head(&self, trace: &Trace, out: &mut Vec<u8>) {
-        out.extend_from_slice(DOC_HEAD.as_bytes());
-        write_span_start(&self.trace_id, &self.root, out);
-        root_span(trace).write_rest(out);
+    /// Writes the document to `out` in order: this makes the head and the root span (from the
+    /// trace's scalars; its span lists are not read), then [`OtlpWriter::span`] takes each span
+    /// of each list in the document's order (model calls, tools, refusals), and
+    /// [`OtlpWriter::finish`] ends it.
+    pub fn writer<'a, W: Write + ?Sized>(
+        &'a self,
+        trace: &Trace,
+        out: &'a mut W,
+    ) -> OtlpWriter<'a, W> {
+        let mut buf = Vec::with_capacity(BUF_BYTES + (16 << 10));
+        buf.extend_from_slice(DOC_HEAD.as_bytes());
+        write_span_start(&self.trace_id, &self.root, &mut buf);
+        root_span(trace).write_rest(&mut buf);
+        OtlpWriter {
+            doc: self,
+            out,
+            buf,
+            counts: [0; 3],
+        }
     }
 
-    /// The `index`th span of `list`, whose members after its id are `rest`, with the comma
-    /// before it.
-    pub fn span(&self, list: SpanList, index: u64, rest: &[u8], out: &mut Vec<u8>) {
+    /// The span id of the `index`th span of `list`: [`span_id`]`(trace id, "<list>:<index>")`.
+    fn span_id_of(&self, list: SpanList, index: u64) -> [u8; 16] {
         let mut ids = self.ids.clone();
         ids.update(list.prefix().as_bytes());
         ids.update(b":");
@@ -539,18 +551,50 @@ impl OtlpDoc {
             pair[0] = HEX[usize::from(b >> 4)];
             pair[1] = HEX[usize::from(b & 0xf)];
         }
-        out.push(b',');
-        out.extend_from_slice(b"{\"traceId\":");
-        push_str(out, &self.trace_id);
-        out.extend_from_slice(b",\"spanId\":\"");
-        out.extend_from_slice(&id);
-        out.push(b'"');
-        out.extend_from_slice(rest);
+        id
+    }
+}
+
+/// Bytes an [`OtlpWriter`] holds before it writes them out.
+const BUF_BYTES: usize = 240 << 10;
+
+/// The OTLP document being written, a span at a time (see [`OtlpDoc::writer`]). Each list's
+/// spans are numbered as they come, which makes their ids.
+pub struct OtlpWriter<'a, W: Write + ?Sized> {
+    doc: &'a OtlpDoc,
+    out: &'a mut W,
+    buf: Vec<u8>,
+    /// Spans taken so far in each list.
+    counts: [u64; 3],
+}
+
+impl<W: Write + ?Sized> OtlpWriter<'_, W> {
+    /// The next span of `list`, whose members after its id are `rest`
+    /// ([`OtlpDoc::model_rest`] and its siblings).
+    pub fn span(&mut self, list: SpanList, rest: &[u8]) -> std::io::Result<()> {
+        let count = &mut self.counts[list as usize];
+        let id = self.doc.span_id_of(list, *count);
+        *count += 1;
+        let buf = &mut self.buf;
+        buf.push(b',');
+        // Lower-case hex: always UTF-8.
+        write_span_start(
+            &self.doc.trace_id,
+            std::str::from_utf8(&id).unwrap_or(""),
+            buf,
+        );
+        buf.extend_from_slice(rest);
+        if buf.len() >= BUF_BYTES {
+            self.out.write_all(buf)?;
+            buf.clear();
+        }
+        Ok(())
     }
 
-    /// The end of the document.
-    pub fn tail(out: &mut Vec<u8>) {
-        out.extend_from_slice(DOC_TAIL.as_bytes());
+    /// Ends the document and writes what is left.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.buf.extend_from_slice(DOC_TAIL.as_bytes());
+        self.out.write_all(&self.buf)
     }
 }
 
@@ -593,37 +637,28 @@ pub fn trace_to_otlp(trace: &Trace) -> Value {
 }
 
 /// Writes [`trace_to_otlp`]`(trace)` compactly (the bytes of `serde_json::to_writer` on it) to
-/// `out`, a span at a time through [`OtlpDoc`]: no JSON tree, memory for one span and a
+/// `out`, a span at a time through [`OtlpDoc::writer`]: no JSON tree, memory for one span and a
 /// 256 KiB buffer (the tree of a 1,000,000-event trace took 5 GiB).
-pub fn write_otlp(trace: &Trace, out: &mut (impl std::io::Write + ?Sized)) -> std::io::Result<()> {
+pub fn write_otlp(trace: &Trace, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
     let doc = OtlpDoc::new(&trace.session_id);
-    let (mut buf, mut rest) = (Vec::with_capacity(256 << 10), Vec::new());
-    doc.head(trace, &mut buf);
-    let mut put = |list: SpanList, i: usize, rest: &[u8], buf: &mut Vec<u8>| {
-        doc.span(list, i as u64, rest, buf);
-        if buf.len() >= 240 << 10 {
-            out.write_all(buf)?;
-            buf.clear();
-        }
-        std::io::Result::Ok(())
-    };
-    for (i, s) in trace.model_spans.iter().enumerate() {
+    let mut w = doc.writer(trace, out);
+    let mut rest = Vec::new();
+    for s in &trace.model_spans {
         rest.clear();
         doc.model_rest(s, &mut rest);
-        put(SpanList::Model, i, &rest, &mut buf)?;
+        w.span(SpanList::Model, &rest)?;
     }
-    for (i, s) in trace.tool_spans.iter().enumerate() {
+    for s in &trace.tool_spans {
         rest.clear();
         doc.tool_rest(s, &mut rest);
-        put(SpanList::Tool, i, &rest, &mut buf)?;
+        w.span(SpanList::Tool, &rest)?;
     }
-    for (i, s) in trace.denied_spans.iter().enumerate() {
+    for s in &trace.denied_spans {
         rest.clear();
         doc.denied_rest(s, &mut rest);
-        put(SpanList::Denied, i, &rest, &mut buf)?;
+        w.span(SpanList::Denied, &rest)?;
     }
-    OtlpDoc::tail(&mut buf);
-    out.write_all(&buf)
+    w.finish()
 }
 
 #[cfg(test)]

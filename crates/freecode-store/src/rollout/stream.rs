@@ -171,6 +171,37 @@ impl<R: SpanRecords> SpanSink for Spooled<R> {
     }
 }
 
+/// A model span as the document takes it: a closed one's spooled record, or one still open.
+enum ModelRecord<'a> {
+    Closed(&'a [u8]),
+    Open(&'a ModelSpan),
+}
+
+/// Hands `put` every model span in index order: the spooled records of the closed ones, with
+/// the open ones (`open`, in index order) merged in at their indices.
+fn model_spans_in_order(
+    closed: &Spool,
+    open: &[(u64, ModelSpan)],
+    mut put: impl FnMut(ModelRecord<'_>) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut closed = closed.records(Order::Index)?;
+    let mut open = open.iter().peekable();
+    let mut have = closed.advance()?;
+    loop {
+        match open.peek() {
+            Some((i, s)) if !have || *i < closed.index => {
+                put(ModelRecord::Open(s))?;
+                open.next();
+            }
+            _ if have => {
+                put(ModelRecord::Closed(&closed.bytes))?;
+                have = closed.advance()?;
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
 /// Writes an array's elements: `[]` when empty, else each on its own line at depth 2.
 fn write_array(
     out: &mut impl Write,
@@ -214,28 +245,15 @@ pub fn write_trace_json(
         rest = &rest[key_end + 2..];
         match n {
             0 => {
-                let mut closed = spans.model.records(Order::Index)?;
-                let mut open = parts.open.iter().peekable();
-                let mut have = closed.advance()?;
                 write_array(out, |put| {
-                    loop {
-                        let take_open = match (open.peek(), have) {
-                            (Some((i, _)), true) => *i < closed.index,
-                            (Some(_), false) => true,
-                            (None, true) => false,
-                            (None, false) => return Ok(()),
-                        };
-                        if take_open {
-                            if let Some((_, s)) = open.next() {
-                                scratch.clear();
-                                element_json(s, &mut scratch);
-                                put(&scratch)?;
-                            }
-                        } else {
-                            put(&closed.bytes)?;
-                            have = closed.advance()?;
+                    model_spans_in_order(&spans.model, &parts.open, |span| match span {
+                        ModelRecord::Closed(bytes) => put(bytes),
+                        ModelRecord::Open(s) => {
+                            scratch.clear();
+                            element_json(s, &mut scratch);
+                            put(&scratch)
                         }
-                    }
+                    })
                 })?;
             }
             _ => {
@@ -276,52 +294,26 @@ pub fn write_otlp_streamed(
 ) -> io::Result<()> {
     let (parts, spans) = builder.finish_parts(now);
     let doc = &spans.records;
-    let (mut buf, mut rest) = (Vec::with_capacity(256 << 10), Vec::new());
-    doc.head(&parts.trace, &mut buf);
-    let mut put = |list: SpanList, i: u64, rest: &[u8], buf: &mut Vec<u8>| {
-        doc.span(list, i, rest, buf);
-        if buf.len() >= 240 << 10 {
-            out.write_all(buf)?;
-            buf.clear();
+    let mut w = doc.writer(&parts.trace, out);
+    let mut rest = Vec::new();
+    model_spans_in_order(&spans.model, &parts.open, |span| match span {
+        ModelRecord::Closed(bytes) => w.span(SpanList::Model, bytes),
+        ModelRecord::Open(s) => {
+            rest.clear();
+            doc.model_rest(s, &mut rest);
+            w.span(SpanList::Model, &rest)
         }
-        io::Result::Ok(())
-    };
-    let mut closed = spans.model.records(Order::Index)?;
-    let mut open = parts.open.iter().peekable();
-    let mut have = closed.advance()?;
-    let mut i = 0u64;
-    loop {
-        let take_open = match (open.peek(), have) {
-            (Some((index, _)), true) => *index < closed.index,
-            (Some(_), false) => true,
-            (None, true) => false,
-            (None, false) => break,
-        };
-        if take_open {
-            if let Some((_, s)) = open.next() {
-                rest.clear();
-                doc.model_rest(s, &mut rest);
-                put(SpanList::Model, i, &rest, &mut buf)?;
-            }
-        } else {
-            put(SpanList::Model, i, &closed.bytes, &mut buf)?;
-            have = closed.advance()?;
-        }
-        i += 1;
-    }
+    })?;
     for (list, spool) in [
         (SpanList::Tool, &spans.tool),
         (SpanList::Denied, &spans.denied),
     ] {
         let mut r = spool.records(Order::Written)?;
-        let mut i = 0u64;
         while r.advance()? {
-            put(list, i, &r.bytes, &mut buf)?;
-            i += 1;
+            w.span(list, &r.bytes)?;
         }
     }
-    OtlpDoc::tail(&mut buf);
-    out.write_all(&buf)
+    w.finish()
 }
 
 /// Folds the log at `path` (both cores past 8 MiB) with spans written out as they close, as
