@@ -220,7 +220,12 @@ pub fn fit_line(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
 /// Each line of `text` fitted to the terminal's width ([`fit_line`]) when stdout is a terminal
 /// (or `COLUMNS` is set); otherwise `text` as it is.
 pub fn fit_to_terminal(text: &str) -> std::borrow::Cow<'_, str> {
-    match terminal_columns() {
+    fit_to(text, terminal_columns())
+}
+
+/// Each line of `text` fitted to `columns` ([`fit_line`]); `text` as it is for `None`.
+pub fn fit_to(text: &str, columns: Option<usize>) -> std::borrow::Cow<'_, str> {
+    match columns {
         Some(cols) => text
             .split('\n')
             .map(|l| fit_line(l, cols))

@@ -3,8 +3,9 @@
 //!
 //! Logs are streamed through [`fold_event_views`] (two halves on two threads past 8 MiB) and
 //! [`read_event_views`] (borrowed views, large reads) into the pure folds of
-//! [`freecode_core::rollout`] (constant memory however long the log); lines that are
-//! not events are reported on stderr. Differences from the original, all deliberate:
+//! [`freecode_core::rollout`] (constant memory however long the log: spans and turns are
+//! spooled and written out, `--json` and rendered alike); lines that are not events are
+//! reported on stderr. Differences from the original, all deliberate:
 //!
 //! - Open requests are aged against the current time, not the last event, so a final request
 //!   that never terminated shows as hung in a post-mortem (SPEC §19.32); `--json` and the OTLP
@@ -20,11 +21,11 @@ use std::time::Duration;
 
 use clap::Args;
 use freecode_core::SessionId;
-use freecode_core::rollout::replay::{Replay, ReplayBuilder, TurnSink};
+use freecode_core::rollout::replay::{Replay, ReplayBuilder, ReplayTurn, TurnSink};
 use freecode_core::rollout::trace::{SpanSink, Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::rollout::{
-    EVENTS_FILE, ReadReport, events_path, fold_event_views, fold_otlp_streamed,
+    EVENTS_FILE, ReadReport, StreamedReplay, events_path, fold_event_views, fold_otlp_streamed,
     fold_replay_streamed, fold_trace_streamed, read_event_views, write_replay_json,
     write_trace_json,
 };
@@ -32,8 +33,8 @@ use freecode_store::{Home, IssueKind, LineIssue};
 
 use crate::UserError;
 use crate::render::{
-    fit_to_terminal, local_time, plural, print_json, print_line, terminal_columns, thousands,
-    truncate,
+    fit_to, fit_to_terminal, local_time, plural, print_json, print_line, terminal_columns,
+    thousands, truncate,
 };
 use crate::sanitize::clean_line;
 use crate::trace_render::{
@@ -561,13 +562,20 @@ impl ReplayArgs {
             out.flush()?;
             return Ok(());
         }
-        let Some((mut builder, report)) = fold_event_views(&path, ReplayBuilder::new(id.as_str()))?
-        else {
+        // Rendered as read back: turns spooled as newer ones start, then written one at a time.
+        let Some((mut builder, report)) = fold_replay_streamed(&path, id.as_str())? else {
             return Err(no_events(&id));
         };
         with_report(&path, &report, &mut builder);
-        let replay = builder.finish();
-        print_line(&fit_to_terminal(&render_replay(&replay, Palette::stdout())))
+        let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+        write_replay(
+            &mut out,
+            StreamedReplay::new(builder),
+            Palette::stdout(),
+            terminal_columns(),
+        )?;
+        out.flush()?;
+        Ok(())
     }
 }
 
@@ -585,17 +593,51 @@ fn with_report<S: TurnSink>(path: &Path, report: &ReadReport, builder: &mut Repl
     }
 }
 
-/// A replay for humans: the totals, then every turn with its tool calls (arguments, duration,
-/// the first line of the output) and refusals, then parse errors. Every text from the log is
-/// made terminal-safe.
-fn render_replay(r: &Replay, p: Palette) -> String {
-    let mut lines = vec![p.bold(&format!(
+/// Writes the rendered replay as it is read back from the spool, a turn at a time: the totals,
+/// then every turn with its tool calls (arguments, duration, the first line of the output) and
+/// refusals, then parse errors. Every text from the log is made terminal-safe; each line is
+/// fitted to `columns` when given (a terminal's width).
+fn write_replay(
+    out: &mut impl Write,
+    replay: StreamedReplay,
+    p: Palette,
+    columns: Option<usize>,
+) -> std::io::Result<()> {
+    let mut lines = Vec::new();
+    replay_head(replay.replay(), p, &mut lines);
+    write_lines(out, &mut lines, columns)?;
+    let mut n = 0;
+    let r = replay.each_turn(|t| {
+        turn_lines(n, &t, p, &mut lines);
+        n += 1;
+        write_lines(out, &mut lines, columns)
+    })?;
+    replay_foot(&r, p, &mut lines);
+    write_lines(out, &mut lines, columns)
+}
+
+/// Writes each of `lines` (fitted to `columns` when given) and a newline, and empties it.
+fn write_lines(
+    out: &mut impl Write,
+    lines: &mut Vec<String>,
+    columns: Option<usize>,
+) -> std::io::Result<()> {
+    for l in lines.drain(..) {
+        out.write_all(fit_to(&l, columns).as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// The replay's first lines: its totals.
+fn replay_head(r: &Replay, p: Palette, lines: &mut Vec<String>) {
+    lines.push(p.bold(&format!(
         "session {}  {} started, {}, {}",
         r.session_id,
         plural(r.total_turns, "turn", "turns"),
         plural(r.total_calls, "tool call", "tool calls"),
         plural(r.compact_count, "compaction", "compactions"),
-    ))];
+    )));
     if r.compact_count > 0 {
         lines.push(p.dim(&format!(
             "  compacted ~{} → ~{} tokens",
@@ -603,64 +645,71 @@ fn render_replay(r: &Replay, p: Palette) -> String {
             thousands(r.total_tokens_after)
         )));
     }
-    for (n, t) in r.turns.iter().enumerate() {
-        lines.push(String::new());
+}
+
+/// The lines of turn `n` (from 0): a blank line, its id and start, each call with its output's
+/// first line, each refusal.
+fn turn_lines(n: usize, t: &ReplayTurn, p: Palette, lines: &mut Vec<String>) {
+    lines.push(String::new());
+    lines.push(format!(
+        "{} {}  {}",
+        p.bold(&format!("turn {}", n + 1)),
+        p.dim(&clean_line(&t.turn_id)),
+        p.dim(&local_time(t.started_at))
+    ));
+    if t.calls.is_empty() && t.denied.is_empty() {
+        lines.push(format!("  {}", p.dim("no tool calls")));
+    }
+    for c in &t.calls {
+        let args = if c.args.is_null() {
+            String::new()
+        } else {
+            c.args.to_string()
+        };
+        let took = c
+            .duration_ms
+            .map(|d| format!("  {}", format_duration(d as f64)))
+            .unwrap_or_default();
+        let failed = if c.failed == Some(true) {
+            format!("  {}", p.red("failed"))
+        } else {
+            String::new()
+        };
         lines.push(format!(
-            "{} {}  {}",
-            p.bold(&format!("turn {}", n + 1)),
-            p.dim(&clean_line(&t.turn_id)),
-            p.dim(&local_time(t.started_at))
+            "  → {} {}{}{failed}",
+            p.cyan(&truncate(&c.tool, 40)),
+            truncate(&args, 80),
+            p.dim(&took)
         ));
-        if t.calls.is_empty() && t.denied.is_empty() {
-            lines.push(format!("  {}", p.dim("no tool calls")));
-        }
-        for c in &t.calls {
-            let args = if c.args.is_null() {
-                String::new()
-            } else {
-                c.args.to_string()
-            };
-            let took = c
-                .duration_ms
-                .map(|d| format!("  {}", format_duration(d as f64)))
-                .unwrap_or_default();
-            let failed = if c.failed == Some(true) {
-                format!("  {}", p.red("failed"))
-            } else {
-                String::new()
-            };
-            lines.push(format!(
-                "  → {} {}{}{failed}",
-                p.cyan(&truncate(&c.tool, 40)),
-                truncate(&args, 80),
-                p.dim(&took)
-            ));
-            match &c.output {
-                Some(out) => {
-                    let first = out
-                        .lines()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("(empty output)");
-                    let more = out.lines().count().saturating_sub(1);
-                    let more = if more > 0 {
-                        format!(" (+{})", plural(more as u64, "line", "lines"))
-                    } else {
-                        String::new()
-                    };
-                    lines.push(format!("    = {}{}", truncate(first, 100), p.dim(&more)));
-                }
-                None => lines.push(format!("    {}", p.dim("(no output recorded)"))),
+        match &c.output {
+            Some(out) => {
+                let first = out
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("(empty output)");
+                let more = out.lines().count().saturating_sub(1);
+                let more = if more > 0 {
+                    format!(" (+{})", plural(more as u64, "line", "lines"))
+                } else {
+                    String::new()
+                };
+                lines.push(format!("    = {}{}", truncate(first, 100), p.dim(&more)));
             }
-        }
-        for d in &t.denied {
-            lines.push(format!(
-                "  {} {} {}",
-                p.yellow("✗ denied"),
-                truncate(&d.tool, 40),
-                p.dim(&format!("({}) {}", d.source, truncate(&d.reason, 100)))
-            ));
+            None => lines.push(format!("    {}", p.dim("(no output recorded)"))),
         }
     }
+    for d in &t.denied {
+        lines.push(format!(
+            "  {} {} {}",
+            p.yellow("✗ denied"),
+            truncate(&d.tool, 40),
+            p.dim(&format!("({}) {}", d.source, truncate(&d.reason, 100)))
+        ));
+    }
+}
+
+/// The replay's last lines: refusals, parse errors, what the read skipped.
+fn replay_foot(r: &Replay, p: Palette, lines: &mut Vec<String>) {
     if r.total_denied > 0 {
         lines.push(String::new());
         lines.push(plural(r.total_denied, "call denied", "calls denied"));
@@ -699,7 +748,6 @@ fn render_replay(r: &Replay, p: Palette) -> String {
             )
         )));
     }
-    lines.join("\n")
 }
 
 #[cfg(test)]
@@ -713,6 +761,81 @@ mod tests {
             "{{\"type\":\"model.request\",\"id\":\"e{seq}\",\"seq\":{seq},\"aggregateID\":\"s\",\
              \"timestamp\":{ts},\"turnId\":\"turn-0\",\"provider\":\"p\",\"model\":\"m\"{extra}}}\n"
         )
+    }
+
+    /// The rendered replay written as its turns are read back from the spool is the one
+    /// rendered from the whole replay in memory: on a log past the split, with outputs, calls
+    /// and refusals for turns long out of the fold's window, unreadable lines and a torn tail,
+    /// fitted to a width and not.
+    #[test]
+    fn streamed_replay_renders_the_whole_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut log = String::new();
+        let big = "ü".repeat(1500);
+        for n in 0..3000i64 {
+            let ts = 1_700_000_000_000 + n * 1000;
+            let t = format!("\"timestamp\":{ts},\"turnId\":\"turn-{n}\"");
+            log += &format!("{{\"type\":\"turn.started\",{t}}}\n");
+            log += &format!(
+                "{{\"type\":\"function.call\",{t},\"tool\":\"read\",\"callId\":\"c{n}\",\"args\":{{\"path\":\"src/{n}.rs\"}}}}\n"
+            );
+            if n >= 100 {
+                // Turn n - 100 left the window long ago: these change a spooled turn.
+                let (old, ots) = (
+                    n - 100,
+                    format!("\"timestamp\":{ts},\"turnId\":\"turn-{}\"", n - 100),
+                );
+                log += &format!(
+                    "{{\"type\":\"function.output\",{ots},\"tool\":\"read\",\"callId\":\"c{old}\",\"output\":\"\\n{big}\\nline {old}\",\"duration_ms\":{}}}\n",
+                    n % 70
+                );
+                if n % 7 == 0 {
+                    log += &format!(
+                        "{{\"type\":\"function.call\",{ots},\"tool\":\"bash\",\"callId\":\"late{old}\",\"args\":{{\"cmd\":\"ls\"}}}}\n"
+                    );
+                    log += &format!(
+                        "{{\"type\":\"function.denied\",{ots},\"tool\":\"rm\",\"args\":{{}},\"reason\":\"not here\",\"source\":\"mode\"}}\n"
+                    );
+                }
+            }
+            if n % 500 == 0 {
+                log += "{not json\n";
+            }
+        }
+        log += "{\"type\":\"turn.started\",\"timestamp\":1";
+        assert!(log.len() as u64 > freecode_store::rollout::SPLIT_BYTES);
+        std::fs::write(&path, &log).unwrap();
+
+        for (columns, colour) in [(None, false), (Some(50), true)] {
+            let p = Palette::new(colour);
+            let (mut whole, report) = fold_event_views(&path, ReplayBuilder::new("s"))
+                .unwrap()
+                .unwrap();
+            with_report(&path, &report, &mut whole);
+            let whole = whole.finish();
+            assert!(
+                whole
+                    .turns
+                    .iter()
+                    .any(|t| t.calls.len() == 2 && !t.denied.is_empty())
+            );
+            let mut lines = Vec::new();
+            replay_head(&whole, p, &mut lines);
+            for (n, t) in whole.turns.iter().enumerate() {
+                turn_lines(n, t, p, &mut lines);
+            }
+            replay_foot(&whole, p, &mut lines);
+            // The whole text fitted at once, as it was printed before it was streamed.
+            let want = format!("{}\n", fit_to(&lines.join("\n"), columns)).into_bytes();
+
+            let (mut b, report) = fold_replay_streamed(&path, "s").unwrap().unwrap();
+            with_report(&path, &report, &mut b);
+            let mut got = Vec::new();
+            write_replay(&mut got, StreamedReplay::new(b), p, columns).unwrap();
+            assert!(got.len() > 100_000);
+            assert!(got == want, "streamed replay differs ({columns:?} columns)");
+        }
     }
 
     #[test]

@@ -42,9 +42,9 @@ pub mod spool;
 mod stream;
 mod views;
 pub use stream::{
-    JsonSpans, JsonTurns, OtlpSpans, PrettySpans, SpanRecords, Spooled, fold_otlp_streamed,
-    fold_replay_streamed, fold_trace_streamed, write_otlp_streamed, write_replay_json,
-    write_trace_json,
+    CompactJson, CompactTurns, JsonSpans, JsonTurns, OtlpSpans, PrettyJson, SpanRecords, Spooled,
+    SpooledTurns, StreamedReplay, TurnRecords, fold_otlp_streamed, fold_replay_streamed,
+    fold_trace_streamed, write_otlp_streamed, write_replay_json, write_trace_json,
 };
 pub use views::{
     BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_file_views, fold_views_split,

@@ -16,13 +16,17 @@
 //! which a split fold's tail does not know yet), and the document is written in order with the
 //! ids — the bytes of `otlp::write_otlp` on the tree-built trace. One sink type,
 //! [`Spooled`], serves both, with the record each makes of a span ([`SpanRecords`]).
+//!
+//! The rendered `replay` too: its turns are spooled as compact JSON ([`CompactTurns`]) and read
+//! back one at a time, changed where later events changed them ([`StreamedReplay`]), so the
+//! renderer holds one turn. One turn sink type, [`SpooledTurns`], serves it and `replay --json`.
 
 use std::io::{self, Write};
 use std::path::Path;
 
 use freecode_core::jsonw::{self, Emit};
 use freecode_core::rollout::otlp::{OtlpDoc, SpanList};
-use freecode_core::rollout::replay::{ReplayBuilder, ReplayTurn, TurnSink};
+use freecode_core::rollout::replay::{Replay, ReplayBuilder, ReplayTurn, TurnPatch, TurnSink};
 use freecode_core::rollout::trace::{DeniedSpan, ModelSpan, SpanSink, ToolSpan, TraceBuilder};
 
 use super::ReadReport;
@@ -67,9 +71,10 @@ impl<R> Spooled<R> {
     }
 }
 
-/// Pretty JSON at depth 2, the span as an element of `trace --json`'s arrays.
+/// Pretty JSON at depth 2, a record as an element of the document's arrays (`trace --json`'s
+/// spans, `replay --json`'s turns).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct PrettySpans;
+pub struct PrettyJson;
 
 /// Writes `value` pretty as an element of an array one level down in the document (depth 2:
 /// `jsonw`, the bytes `serde_json::to_writer_pretty` writes there).
@@ -78,7 +83,7 @@ fn element_json(value: &impl Emit, out: &mut Vec<u8>) {
     let _ = jsonw::to_pretty_at(value, 2, out);
 }
 
-impl SpanRecords for PrettySpans {
+impl SpanRecords for PrettyJson {
     fn model(&self, s: &ModelSpan, out: &mut Vec<u8>) {
         element_json(s, out);
     }
@@ -105,7 +110,7 @@ impl SpanRecords for OtlpDoc {
 }
 
 /// `trace --json`'s sink: each span's pretty JSON, for [`write_trace_json`].
-pub type JsonSpans = Spooled<PrettySpans>;
+pub type JsonSpans = Spooled<PrettyJson>;
 
 /// `trace --otlp FILE`'s sink: each span's OTLP JSON, for [`write_otlp_streamed`].
 pub type OtlpSpans = Spooled<OtlpDoc>;
@@ -113,7 +118,7 @@ pub type OtlpSpans = Spooled<OtlpDoc>;
 impl JsonSpans {
     /// An empty sink.
     pub fn new() -> Self {
-        Self::with(PrettySpans)
+        Self::with(PrettyJson)
     }
 }
 
@@ -205,7 +210,7 @@ fn model_spans_in_order(
 /// Writes an array's elements: `[]` when empty, else each on its own line at depth 2.
 fn write_array(
     out: &mut impl Write,
-    mut next: impl FnMut(&mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()>,
+    next: impl FnOnce(&mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut first = true;
     let mut put = |bytes: &[u8]| -> io::Result<()> {
@@ -328,26 +333,58 @@ pub fn fold_otlp_streamed(
     )
 }
 
-/// A [`TurnSink`] that writes each turn's JSON into a spool, for [`write_replay_json`].
+/// How a [`SpooledTurns`] sink writes a turn it no longer holds into its record.
+pub trait TurnRecords: Clone + Default + Send + std::fmt::Debug + 'static {
+    /// The turn's record: JSON that reads back as the turn.
+    fn turn(&self, t: &ReplayTurn, out: &mut Vec<u8>);
+}
+
+impl TurnRecords for PrettyJson {
+    fn turn(&self, t: &ReplayTurn, out: &mut Vec<u8>) {
+        element_json(t, out);
+    }
+}
+
+/// Compact JSON: the smallest record, for turns that are read back as values
+/// ([`StreamedReplay`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CompactJson;
+
+impl TurnRecords for CompactJson {
+    fn turn(&self, t: &ReplayTurn, out: &mut Vec<u8>) {
+        // A turn is plain data: writing it into memory cannot fail.
+        let _ = jsonw::to_compact(t, out);
+    }
+}
+
+/// A [`TurnSink`] that writes each turn it is handed into a spool, as the record `R` makes of
+/// it: [`JsonTurns`] for `replay --json`, [`CompactTurns`] for the rendered replay.
 #[derive(Debug, Default)]
-pub struct JsonTurns {
+pub struct SpooledTurns<R> {
+    records: R,
     spool: Spool,
     out: Vec<u8>,
 }
 
-impl JsonTurns {
+/// `replay --json`'s sink: each turn's pretty JSON, for [`write_replay_json`].
+pub type JsonTurns = SpooledTurns<PrettyJson>;
+
+/// The rendered replay's sink: each turn's compact JSON, read back by [`StreamedReplay`].
+pub type CompactTurns = SpooledTurns<CompactJson>;
+
+impl<R: TurnRecords> SpooledTurns<R> {
     /// An empty sink.
     pub fn new() -> Self {
         Self::default()
     }
 }
 
-impl TurnSink for JsonTurns {
+impl<R: TurnRecords> TurnSink for SpooledTurns<R> {
     type Pos = u64;
 
     fn turn(&mut self, index: u64, turn: ReplayTurn) {
         self.out.clear();
-        element_json(&turn, &mut self.out);
+        self.records.turn(&turn, &mut self.out);
         self.spool
             .push(i64::try_from(index).unwrap_or(i64::MAX), index, &self.out);
     }
@@ -363,6 +400,36 @@ impl TurnSink for JsonTurns {
     fn splice(&mut self, tail: Self, from: u64, shift: u64) {
         self.spool.splice(tail.spool, from, shift);
     }
+}
+
+/// A spooled turn read back: its record as written, or, when later events changed the turn
+/// after it was written out, the turn parsed and changed.
+enum TurnBack<'a> {
+    Written(&'a [u8]),
+    Changed(ReplayTurn),
+}
+
+/// Reads the turns of `spool` back in index order, applying `patches` (sorted by index, as
+/// [`ReplayBuilder::finish_parts`] returns them) to the turns they change.
+fn turns_back(
+    spool: &Spool,
+    patches: Vec<(u64, TurnPatch)>,
+    mut each: impl FnMut(TurnBack<'_>) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut r = spool.records(Order::Index)?;
+    let mut patches = patches.into_iter().peekable();
+    while r.advance()? {
+        if patches.peek().is_none_or(|(i, _)| *i != r.index) {
+            each(TurnBack::Written(&r.bytes))?;
+            continue;
+        }
+        let mut turn: ReplayTurn = serde_json::from_slice(&r.bytes)?;
+        while let Some((_, p)) = patches.next_if(|(i, _)| *i == r.index) {
+            p.apply(&mut turn);
+        }
+        each(TurnBack::Changed(turn))?;
+    }
+    Ok(())
 }
 
 /// Writes the replay a [`ReplayBuilder`] with [`JsonTurns`] folded (after its
@@ -381,34 +448,69 @@ pub fn write_replay_json(
     };
     let key_end = at + marker.len() - 2;
     out.write_all(&head[..key_end])?;
-    let mut r = sink.spool.records(Order::Index)?;
-    let mut patches = patches.into_iter().peekable();
     let mut again = Vec::new();
     write_array(out, |put| {
-        while r.advance()? {
-            if patches.peek().is_none_or(|(i, _)| *i != r.index) {
-                put(&r.bytes)?;
-                continue;
+        turns_back(&sink.spool, patches, |turn| match turn {
+            TurnBack::Written(bytes) => put(bytes),
+            TurnBack::Changed(turn) => {
+                again.clear();
+                element_json(&turn, &mut again);
+                put(&again)
             }
-            let mut turn: ReplayTurn = serde_json::from_slice(&r.bytes)?;
-            while let Some((_, p)) = patches.next_if(|(i, _)| *i == r.index) {
-                p.apply(&mut turn);
-            }
-            again.clear();
-            element_json(&turn, &mut again);
-            put(&again)?;
-        }
-        Ok(())
+        })
     })?;
     out.write_all(&head[key_end + 2..])?;
     out.write_all(b"\n")
 }
 
 /// Folds the log at `path` (both cores past 8 MiB) with turns written out as newer ones
-/// start; `None` when there is no log. Pass the result to [`write_replay_json`].
-pub fn fold_replay_streamed(
+/// start, as the records `R` makes; `None` when there is no log. Pass the result to
+/// [`write_replay_json`] ([`JsonTurns`]) or [`StreamedReplay::new`] ([`CompactTurns`]).
+pub fn fold_replay_streamed<R: TurnRecords>(
     path: &Path,
     session_id: &str,
-) -> Result<Option<(ReplayBuilder<JsonTurns>, ReadReport)>> {
-    fold_event_views(path, ReplayBuilder::with_sink(session_id, JsonTurns::new()))
+) -> Result<Option<(ReplayBuilder<SpooledTurns<R>>, ReadReport)>> {
+    fold_event_views(
+        path,
+        ReplayBuilder::with_sink(session_id, SpooledTurns::new()),
+    )
+}
+
+/// A finished replay fold whose turns are in a spool: what [`ReplayBuilder::finish`] returns,
+/// read a turn at a time ([`StreamedReplay::each_turn`]), so a renderer holds one turn.
+#[derive(Debug)]
+pub struct StreamedReplay {
+    replay: Replay,
+    patches: Vec<(u64, TurnPatch)>,
+    sink: CompactTurns,
+}
+
+impl StreamedReplay {
+    /// Ends the fold (after its `unknown_event` and `skipped_line` calls).
+    pub fn new(builder: ReplayBuilder<CompactTurns>) -> Self {
+        let (replay, patches, sink) = builder.finish_parts();
+        Self {
+            replay,
+            patches,
+            sink,
+        }
+    }
+
+    /// The replay without its turns (`turns` is empty): the totals, errors and skipped lines.
+    pub fn replay(&self) -> &Replay {
+        &self.replay
+    }
+
+    /// Hands each turn to `each`, in order, with every later change applied: the turns of
+    /// [`ReplayBuilder::finish`]. Returns the replay without its turns.
+    pub fn each_turn(
+        self,
+        mut each: impl FnMut(ReplayTurn) -> io::Result<()>,
+    ) -> io::Result<Replay> {
+        turns_back(&self.sink.spool, self.patches, |turn| match turn {
+            TurnBack::Written(bytes) => each(serde_json::from_slice(bytes)?),
+            TurnBack::Changed(turn) => each(turn),
+        })?;
+        Ok(self.replay)
+    }
 }

@@ -2,14 +2,14 @@
 //! generated logs: the same report (events, unknown types, every issue with its line, offset
 //! and message) at any block size, and the same trace and replay folded from either; the
 //! streamed `trace --json`, `trace --otlp` and `replay --json` equal to the tree-built bytes at
-//! every split.
+//! every split, and so are the rendered replay's turns read back.
 
 use freecode_core::rollout::otlp::write_otlp;
 use freecode_core::rollout::replay::ReplayBuilder;
 use freecode_core::rollout::trace::TraceBuilder;
 use freecode_store::rollout::{
-    JsonSpans, JsonTurns, OtlpSpans, ReadReport, fold_views_split, read_events_from,
-    read_views_from, write_otlp_streamed, write_replay_json, write_trace_json,
+    CompactTurns, JsonSpans, JsonTurns, OtlpSpans, ReadReport, StreamedReplay, fold_views_split,
+    read_events_from, read_views_from, write_otlp_streamed, write_replay_json, write_trace_json,
 };
 use proptest::prelude::*;
 
@@ -209,6 +209,26 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
             String::from_utf8_lossy(&got),
             String::from_utf8_lossy(&tree),
             "streamed replay --json split at {at}, {window} turns held"
+        );
+        // The rendered replay's read-back: each turn of the tree-built replay, in order.
+        let fold = ReplayBuilder::with_sink("s", CompactTurns::new()).with_window(window);
+        let (mut b, rr, _) = fold_views_split(bytes, at, block, fold).unwrap();
+        with_report(&mut b, &rr);
+        let streamed = StreamedReplay::new(b);
+        let mut turns = Vec::new();
+        let mut back = streamed
+            .each_turn(|t| {
+                turns.push(t);
+                Ok(())
+            })
+            .unwrap();
+        back.turns = turns;
+        let mut got = serde_json::to_vec_pretty(&back).unwrap();
+        got.push(b'\n');
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&tree),
+            "read-back replay split at {at}, {window} turns held"
         );
     }
     (t_at.is_some(), r_at.is_some())
