@@ -209,6 +209,10 @@ fn a_closed_stdout_ends_every_command_quietly_with_0() {
         &["search", "dark", "--json"],
         &["stats", "--json"],
         &["trace", "--list", "--json"],
+        &["trace", "--list"],
+        &["trace", S1, "--no-pager"],
+        &["replay", S1],
+        &["search", "dark"],
         &["session", "fork", S1],
     ] {
         let out = into_closed_pipe(&h, args);

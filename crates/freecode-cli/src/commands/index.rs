@@ -278,7 +278,8 @@ fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let mut out = std::io::stdout().lock();
+    // Hits go out in 64 KiB writes, not one a line (stdout is line-buffered).
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
     for h in hits {
         let title = if h.title.is_empty() {
             "(no title)"
@@ -295,6 +296,7 @@ fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
         )?;
         writeln!(out, "    {}", highlight(&h.snippet, &h.matches, st))?;
     }
+    out.flush()?;
     Ok(())
 }
 

@@ -320,9 +320,11 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
     if a.json {
         return print_json(&sessions);
     }
-    let mut out = std::io::stdout().lock();
+    // Rows go out in 64 KiB writes, not one a line (stdout is line-buffered).
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
     if sessions.is_empty() {
         writeln!(out, "No sessions found.")?;
+        out.flush()?;
         return Ok(());
     }
     let st = Style::stdout();
@@ -417,6 +419,7 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
             pad(active, active, time_w),
         )?;
     }
+    out.flush()?;
     Ok(())
 }
 

@@ -405,8 +405,9 @@ fn list(home: &Home, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(&rows);
     }
-    // Human output is local time (as `session list`); `--json` carries the ms timestamps.
-    let mut out = std::io::stdout().lock();
+    // Human output is local time (as `session list`); `--json` carries the ms timestamps. Rows
+    // go out in 64 KiB writes, not one a line (stdout is line-buffered).
+    let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
     for r in &rows {
         let start = r.started_at.map_or_else(|| "-".to_owned(), local_time);
         let span = match (r.started_at, r.ended_at) {
@@ -420,6 +421,7 @@ fn list(home: &Home, json: bool) -> anyhow::Result<()> {
             plural(r.events, "event", "events")
         )?;
     }
+    out.flush()?;
     Ok(())
 }
 
