@@ -3,10 +3,15 @@
 //!
 //! - [`write_file`] writes the OTLP/JSON document to a file (one compact line, the OTLP JSON
 //!   file format collectors read), mode 0600, replaced atomically.
-//! - [`post`] sends it to an OTLP/HTTP collector: `POST <endpoint>/v1/traces`,
+//! - [`post_document`] sends it to an OTLP/HTTP collector: `POST <endpoint>/v1/traces`,
 //!   `content-type: application/json`, the headers from `OTEL_EXPORTER_OTLP_HEADERS` when the
 //!   endpoint comes from the environment, 30 s overall timeout, any non-2xx answer an error.
+//!   The body is a [`Document`]: written into an anonymous temp file first (from the spooled
+//!   fold when there is no `--html`, [`Document::streamed`]) and sent from it with its length,
+//!   so a large trace's request is never in memory.
 
+use std::fs::File;
+use std::io::{BufWriter, Seek as _, Write as _};
 use std::path::Path;
 use std::time::Duration;
 
@@ -55,30 +60,73 @@ fn write_document(
     })
 }
 
-/// Exports `trace` to an OTLP/HTTP collector and returns the endpoint as given (what the
+/// An OTLP/JSON document (compact, no newline: what a POST sends) in an anonymous temp file
+/// (`tempfile::tempfile`: unlinked at creation, never a path in the home), so the request
+/// body of a large trace is page cache, not heap, and goes out with its length.
+pub struct Document(File);
+
+impl Document {
+    /// The document of `trace`.
+    pub fn of(trace: &Trace) -> anyhow::Result<Self> {
+        Self::written(|out| write_otlp(trace, out))
+    }
+
+    /// The document of a trace folded with spans spooled as they close: the same bytes,
+    /// without the trace in memory.
+    pub fn streamed(builder: TraceBuilder<OtlpSpans>, now: Option<i64>) -> anyhow::Result<Self> {
+        Self::written(|out| write_otlp_streamed(out, builder, now))
+    }
+
+    fn written(
+        write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> anyhow::Result<Self> {
+        let file = tempfile::tempfile().context("create a temp file for the OTLP document")?;
+        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        write(&mut out)
+            .and_then(|()| out.flush())
+            .context("write the OTLP document to a temp file")?;
+        drop(out);
+        Ok(Self(file))
+    }
+
+    /// The document from its first byte.
+    fn rewound(&self) -> anyhow::Result<&File> {
+        let mut file = &self.0;
+        file.rewind().context("rewind the OTLP document")?;
+        Ok(file)
+    }
+
+    /// Writes the document and a newline to `path`, as [`write_file`] does.
+    pub fn write_to(&self, path: &Path) -> anyhow::Result<()> {
+        let mut file = self.rewound()?;
+        write_document(path, |out| std::io::copy(&mut file, out).map(drop))
+    }
+}
+
+/// Exports `doc` to an OTLP/HTTP collector and returns the endpoint as given (what the
 /// original prints: `Exported <id> to <endpoint>`); the request goes to
 /// [`traces_url`]`(endpoint)`. `endpoint` `None` (or empty) reads `OTEL_EXPORTER_OTLP_*` from
 /// the process environment; no endpoint at all is a [`UserError`].
-pub fn post(trace: &Trace, endpoint: Option<&str>) -> anyhow::Result<String> {
-    post_with_env(trace, endpoint, |k| std::env::var(k).ok())
+pub fn post_document(doc: &Document, endpoint: Option<&str>) -> anyhow::Result<String> {
+    post_with_env(doc, endpoint, |k| std::env::var(k).ok())
 }
 
-/// [`post`] with the environment looked up through `env`.
+/// [`post_document`] with the environment looked up through `env`.
 fn post_with_env(
-    trace: &Trace,
+    doc: &Document,
     endpoint: Option<&str>,
     env: impl Fn(&str) -> Option<String>,
 ) -> anyhow::Result<String> {
     let target = target_from_env(endpoint, env).ok_or_else(|| UserError(NO_ENDPOINT.into()))?;
-    send(trace, &target)?;
+    send(doc, &target)?;
     Ok(target.url)
 }
 
-/// POSTs the compact document to `target`; returns the URL posted to.
-fn send(trace: &Trace, target: &OtlpTarget) -> anyhow::Result<String> {
+/// POSTs the document to `target`, read from its file with its length as `content-length`;
+/// returns the URL posted to.
+fn send(doc: &Document, target: &OtlpTarget) -> anyhow::Result<String> {
     let url = traces_url(&target.url);
-    let mut body = Vec::new();
-    write_otlp(trace, &mut body)?;
+    let body = doc.rewound()?;
     let agent = ureq::Agent::new_with_config(
         ureq::Agent::config_builder()
             .timeout_global(Some(TIMEOUT))
@@ -92,7 +140,7 @@ fn send(trace: &Trace, target: &OtlpTarget) -> anyhow::Result<String> {
         request = request.header(k.as_str(), v.as_str());
     }
     let mut response = request
-        .send(body.as_slice())
+        .send(body)
         .with_context(|| format!("OTLP export to {url} failed"))?;
     let status = response.status();
     if !status.is_success() {
@@ -122,6 +170,10 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+
+    fn post(trace: &Trace, endpoint: Option<&str>) -> anyhow::Result<String> {
+        post_document(&Document::of(trace)?, endpoint)
+    }
 
     use freecode_testkit::fixtures;
 
@@ -434,7 +486,10 @@ mod tests {
         let target = target_from_env(None, |k| env.get(k).cloned()).unwrap();
         let endpoint = format!("http://127.0.0.1:{port}/");
         assert_eq!(target.url, endpoint);
-        let exported = post_with_env(&trace, None, |k| env.get(k).cloned()).unwrap();
+        let exported = post_with_env(&Document::of(&trace).unwrap(), None, |k| {
+            env.get(k).cloned()
+        })
+        .unwrap();
         assert_eq!(exported, endpoint);
 
         // What the original's collector saw for `freecode trace <id> --otlp` with this env.
@@ -506,7 +561,7 @@ mod tests {
 
     #[test]
     fn no_endpoint_is_a_user_error() {
-        let err = post_with_env(&s1_trace(), None, |_| None).unwrap_err();
+        let err = post_with_env(&Document::of(&s1_trace()).unwrap(), None, |_| None).unwrap_err();
         let user = err.downcast_ref::<UserError>().unwrap();
         assert_eq!(
             user.0,

@@ -528,7 +528,9 @@ fn otlp_file_export() {
     assert!(err.contains("No OTLP endpoint"), "{err}");
 }
 
-/// `--otlp-endpoint URL` posts to a collector; without a URL the environment names it.
+/// `--otlp-endpoint URL` posts to a collector; without a URL the environment names it. A log
+/// past the split is posted from the spooled fold with its length, the bytes `--otlp FILE`
+/// writes in the same run; with `--html`, the page and the export are both written.
 #[test]
 fn otlp_endpoint_export() {
     let ctx = Ctx::fixture_home();
@@ -536,7 +538,7 @@ fn otlp_endpoint_export() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let server = std::thread::spawn(move || {
         let mut paths = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..4 {
             let (stream, _) = listener.accept().unwrap();
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut request_line = String::new();
@@ -559,7 +561,7 @@ fn otlp_endpoint_export() {
             stream
                 .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
                 .unwrap();
-            paths.push(request_line);
+            paths.push((request_line, body));
         }
         paths
     });
@@ -579,9 +581,60 @@ fn otlp_endpoint_export() {
         String::from_utf8(out.stdout).unwrap(),
         format!("Exported {S7} to {url}\n")
     );
-    for line in server.join().unwrap() {
+    // With `--html`: the page, and the export of the same trace.
+    let (page, with_page, alone) = (
+        ctx.home.join("s7.html"),
+        ctx.home.join("s7-with-page.otlp.json"),
+        ctx.home.join("s7.otlp.json"),
+    );
+    ctx.ok(&[
+        "trace",
+        S7,
+        "--html",
+        page.to_str().unwrap(),
+        "--otlp",
+        with_page.to_str().unwrap(),
+        "--otlp-endpoint",
+        &url,
+    ]);
+    ctx.ok(&["trace", S7, "--otlp", alone.to_str().unwrap()]);
+    assert!(std::fs::read_to_string(&page).unwrap().contains("<html"));
+    assert_eq!(
+        std::fs::read(&with_page).unwrap(),
+        std::fs::read(&alone).unwrap()
+    );
+
+    std::fs::write(ctx.log(S7), big_odd_log()).unwrap();
+    let file = ctx.home.join("big.otlp.json");
+    let out = ctx.ok(&[
+        "trace",
+        S7,
+        "--otlp",
+        file.to_str().unwrap(),
+        "--otlp-endpoint",
+        &url,
+    ]);
+    assert_eq!(
+        out,
+        format!(
+            "Exported {S7} to {}\nExported {S7} to {url}\n",
+            file.display()
+        )
+    );
+    let written = std::fs::read(&file).unwrap();
+    assert!(written.len() > 8 << 20 && written.ends_with(b"}\n"));
+
+    let posted = server.join().unwrap();
+    for (line, _) in &posted {
         assert!(line.starts_with("POST /v1/traces "), "{line}");
     }
+    let (_, body) = &posted[3];
+    assert!(
+        body[..] == written[..written.len() - 1],
+        "the body is the document the file holds, {} bytes against {}",
+        body.len(),
+        written.len()
+    );
 }
 
 /// A log past the two-core split (8 MiB) and the spool's memory (1 MiB) with requests that

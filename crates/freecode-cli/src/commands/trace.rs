@@ -314,18 +314,31 @@ impl TraceArgs {
             out.into_inner().map_err(|e| e.into_error())?.finish()?;
             return Ok(());
         }
-        if let (Some(file), None, None) = (&self.otlp, &self.otlp_endpoint, &self.html) {
+        if self.html.is_none() {
             // Written as folded: each span's OTLP spooled as it closes, the document written
-            // once, never held whole (a POST sends the document in one body, built below).
+            // once, never held whole (for a POST into a temp file, sent from there).
             let Some((builder, report)) = fold_otlp_streamed(&path, id.as_str())? else {
                 return Err(no_events(&id));
             };
             warn_skipped(&path, &report);
             let now = now_if_open(&builder);
-            crate::otlp::write_file_streamed(builder, now, file)?;
-            print_line(&format!("Exported {id} to {}", file.display()))?;
-            return Ok(());
+            let file = self.otlp.as_deref();
+            let Some(endpoint) = self.otlp_endpoint.as_deref() else {
+                if let Some(file) = file {
+                    crate::otlp::write_file_streamed(builder, now, file)?;
+                    print_line(&format!("Exported {id} to {}", file.display()))?;
+                }
+                return Ok(());
+            };
+            let doc = crate::otlp::Document::streamed(builder, now)?;
+            if let Some(file) = file {
+                doc.write_to(file)?;
+                print_line(&format!("Exported {id} to {}", file.display()))?;
+            }
+            return post(&id, &doc, endpoint);
         }
+        // `--html` needs the whole trace and replay; with `--otlp`/`--otlp-endpoint` too, the
+        // same trace is exported.
         let Some(builder) = fold_trace(&path, &id)? else {
             return Err(no_events(&id));
         };
@@ -333,35 +346,24 @@ impl TraceArgs {
         if let Some(file) = &self.html {
             let replay = crate::ui::export::replay_of(home, &id)?;
             let page = crate::ui::export::trace_page(&trace, replay.as_ref());
-            return crate::ui::export::write(file, &page);
+            crate::ui::export::write(file, &page)?;
         }
-        export(
-            &id,
-            &trace,
-            self.otlp.as_deref(),
-            self.otlp_endpoint.as_deref(),
-        )
+        if let Some(file) = &self.otlp {
+            crate::otlp::write_file(&trace, file)?;
+            print_line(&format!("Exported {id} to {}", file.display()))?;
+        }
+        if let Some(endpoint) = &self.otlp_endpoint {
+            post(&id, &crate::otlp::Document::of(&trace)?, endpoint)?;
+        }
+        Ok(())
     }
 }
 
-/// `--otlp FILE` and `--otlp-endpoint [URL]` (empty: from `OTEL_EXPORTER_OTLP_*`); both may be
-/// given.
-fn export(
-    id: &SessionId,
-    trace: &Trace,
-    file: Option<&Path>,
-    endpoint: Option<&str>,
-) -> anyhow::Result<()> {
-    if let Some(path) = file {
-        crate::otlp::write_file(trace, path)?;
-        print_line(&format!("Exported {id} to {}", path.display()))?;
-    }
-    if let Some(endpoint) = endpoint {
-        let endpoint = Some(endpoint).filter(|e| !e.is_empty());
-        let url = crate::otlp::post(trace, endpoint)?;
-        print_line(&format!("Exported {id} to {url}"))?;
-    }
-    Ok(())
+/// `--otlp-endpoint [URL]` (empty: from `OTEL_EXPORTER_OTLP_*`): POSTs `doc` and says where.
+fn post(id: &SessionId, doc: &crate::otlp::Document, endpoint: &str) -> anyhow::Result<()> {
+    let endpoint = Some(endpoint).filter(|e| !e.is_empty());
+    let url = crate::otlp::post_document(doc, endpoint)?;
+    print_line(&format!("Exported {id} to {url}"))
 }
 
 /// One `--list` row.
