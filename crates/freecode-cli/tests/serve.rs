@@ -876,3 +876,53 @@ fn a_session_get_alone_is_streamed_and_is_the_batch_answer_byte_for_byte() {
     assert_eq!(code, -32001);
     rpc.ok("session.get", json!({"sessionId": S1}));
 }
+
+/// A `session.trace` on its own is written as the log is folded (spans spooled as compact JSON
+/// as they close, two halves on two threads); a batch builds the trace as a value. Both must be
+/// the same bytes, over a log past the split with overlapping requests, parallel calls
+/// answered in reverse, denials, bad lines and a torn tail; a session without a log is `null`.
+#[test]
+fn a_session_trace_alone_is_streamed_and_is_the_batch_answer_byte_for_byte() {
+    let ctx = Ctx::fixture();
+    let log = ctx
+        .home
+        .join("rollout/sessions")
+        .join(S1)
+        .join("events.jsonl");
+    std::fs::write(&log, common::logs::big_odd_log()).unwrap();
+    let mut rpc = Rpc::start(&ctx.home, false);
+    let read_line = |rpc: &mut Rpc| {
+        let mut line = String::new();
+        rpc.stdout.read_line(&mut line).unwrap();
+        line
+    };
+    for id in [json!(7), json!("a \"quoted\" id é")] {
+        let req = json!({"jsonrpc": "2.0", "id": id, "method": "session.trace", "params": {"sessionId": S1}})
+            .to_string();
+        rpc.send_line(&req);
+        let alone = read_line(&mut rpc);
+        rpc.send_line(&format!("[{req}]"));
+        let batch = read_line(&mut rpc);
+        let v: Value = serde_json::from_str(&alone).unwrap();
+        assert_eq!(v["id"], id);
+        assert_eq!(v["result"]["toolSpans"].as_array().unwrap().len(), 48_000);
+        let inner = batch
+            .strip_prefix('[')
+            .and_then(|b| b.strip_suffix("]\n"))
+            .unwrap();
+        assert!(
+            alone.strip_suffix('\n') == Some(inner),
+            "{} vs {} bytes",
+            alone.len(),
+            inner.len()
+        );
+    }
+    std::fs::remove_file(&log).unwrap();
+    assert_eq!(
+        rpc.ok("session.trace", json!({"sessionId": S1})),
+        Value::Null
+    );
+    let (code, _) = rpc.err("session.trace", json!({"sessionId": "no-such-session"}));
+    assert_eq!(code, -32001);
+    assert!(rpc.finish().success());
+}

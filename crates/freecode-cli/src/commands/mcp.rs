@@ -10,6 +10,8 @@
 //! answers `hasMore`/`nextOffset`; every text field is cut to [`FIELD_CAP`] bytes with a
 //! `truncated` flag; a message keeps parts up to [`MESSAGE_CAP`]; a page stops before
 //! [`RESULT_CAP`] bytes of JSON (`cutBySize`), with at least one item so paging always moves.
+//! A trace page is folded with its spans spooled as they close and only the page's spans read
+//! back (`rollout::trace_page`): a page of a 1M-event log costs its spans, not the trace.
 //!
 //! **Data, not instructions.** Transcripts are what past sessions held, including whatever a
 //! web page or a file told the agent then. Results are JSON only (structured content and the
@@ -625,67 +627,56 @@ fn block_items(
     })
 }
 
-/// A trace's span list cut to one page: `offset`, at most `limit`, each span's arguments (and
-/// error text) capped. Returns the list and whether more follow.
-fn span_page(spans: &mut serde_json::Value, offset: usize, limit: usize) -> (usize, bool) {
-    let Some(list) = spans.as_array_mut() else {
-        return (0, false);
-    };
-    let total = list.len();
-    let page: Vec<serde_json::Value> = list
-        .drain(..)
-        .skip(offset)
-        .take(limit)
-        .map(|mut span| {
-            if let Some(obj) = span.as_object_mut() {
-                let mut truncated = false;
-                for key in ["args", "error", "reason"] {
-                    if let Some(v) = obj.get_mut(key) {
-                        let text = match &*v {
-                            serde_json::Value::String(s) => s.clone(),
-                            other => other.to_string(),
-                        };
-                        if text.len() > FIELD_CAP {
-                            *v = serde_json::Value::String(cap_text(&text, FIELD_CAP).0);
-                            truncated = true;
-                        }
-                    }
-                }
-                if truncated {
-                    obj.insert("truncated".into(), serde_json::Value::Bool(true));
+/// A span of a trace page with its arguments (and error text) capped.
+fn capped_span(mut span: serde_json::Value) -> serde_json::Value {
+    if let Some(obj) = span.as_object_mut() {
+        let mut truncated = false;
+        for key in ["args", "error", "reason"] {
+            if let Some(v) = obj.get_mut(key) {
+                let text = match &*v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                if text.len() > FIELD_CAP {
+                    *v = serde_json::Value::String(cap_text(&text, FIELD_CAP).0);
+                    truncated = true;
                 }
             }
-            span
-        })
-        .collect();
-    *list = page;
-    (total, offset.saturating_add(limit) < total)
+        }
+        if truncated {
+            obj.insert("truncated".into(), serde_json::Value::Bool(true));
+        }
+    }
+    span
 }
 
+/// A page of the trace: `offset`, at most `limit` spans of each list, each capped. Folded with
+/// spans spooled as they close and only the page's read back, so a page of a long log costs
+/// its spans, not the trace.
 fn trace(home: &Home, p: TraceParams) -> Answer {
     let store = SessionStore::open(home.clone())?;
     let id = match SessionId::new(p.session_id.trim()) {
         Ok(id) if freecode_store::rollout::events_path(home, &id).is_file() => id,
         _ => session_of(&store, &p.session_id)?,
     };
-    let Some(trace) = crate::commands::trace::trace_of(home, &id)? else {
+    let Some((builder, now)) = crate::commands::trace::compact_fold(home, &id)? else {
         anyhow::bail!("session {id} has no rollout log: nothing was recorded for it");
     };
     let limit = page_size(p.limit);
-    let mut v = serde_json::to_value(&trace)?;
+    let page = freecode_store::rollout::trace_page(builder, now, p.offset as u64, limit as u64)?;
+    let mut v = serde_json::to_value(&page.trace)?;
     let mut more = false;
     let mut counts = serde_json::Map::new();
     if let Some(obj) = v.as_object_mut() {
-        for (key, count_key) in [
-            ("modelSpans", "modelSpanCount"),
-            ("toolSpans", "toolSpanCount"),
-            ("deniedSpans", "deniedSpanCount"),
+        for (key, count_key, list) in [
+            ("modelSpans", "modelSpanCount", page.model),
+            ("toolSpans", "toolSpanCount", page.tool),
+            ("deniedSpans", "deniedSpanCount", page.denied),
         ] {
-            if let Some(spans) = obj.get_mut(key) {
-                let (total, has_more) = span_page(spans, p.offset, limit);
-                more |= has_more;
-                counts.insert(count_key.into(), total.into());
-            }
+            let spans = list.spans.into_iter().map(capped_span).collect();
+            obj.insert(key.into(), serde_json::Value::Array(spans));
+            more |= (p.offset as u64).saturating_add(limit as u64) < list.total;
+            counts.insert(count_key.into(), list.total.into());
         }
         obj.extend(counts);
         obj.insert("notice".into(), UNTRUSTED.into());

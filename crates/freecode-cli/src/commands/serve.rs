@@ -28,7 +28,9 @@
 //! spooled temp (memory up to 1 MiB, then an anonymous temp file) a block of messages at a time
 //! and copied to stdout once whole, so a large session never becomes a JSON tree and a read
 //! error is an error answer, never half a line; the bytes are those of the tree-built answer
-//! (which a batch still gets).
+//! (which a batch still gets). `session.trace` (not in a batch) likewise: the log folded with
+//! spans spooled as compact JSON as they close, the trace written once into the reply's spool
+//! (`rollout::write_trace_json`), never a tree.
 //!
 //! `session.import {url, projectPath?}` writes the session under `projectPath` (an existing
 //! directory, made canonical; default: the server's working directory), never under the path
@@ -259,6 +261,11 @@ impl Server {
                 Ok(()) => return None,
                 Err(e) => Err(e),
             }
+        } else if method == "session.trace" && alone && id.is_some() {
+            match self.trace_streamed(&Params(params), &reply_id) {
+                Ok(()) => return None,
+                Err(e) => Err(e),
+            }
         } else {
             self.dispatch(&method, &Params(params))
         };
@@ -273,16 +280,47 @@ impl Server {
         })
     }
 
-    /// `session.get` answered as it is read (see the module docs): the line
-    /// `{"jsonrpc":"2.0","id":…,"result":…}` serialised into a spooled temp with the messages
-    /// rendered a block at a time on both cores ([`ops::write_detail`]), then copied to stdout
-    /// under the answer lock. Any error before the copy is returned, nothing written.
+    /// `session.get` answered as it is read (see the module docs): the messages rendered a
+    /// block at a time on both cores ([`ops::write_detail`]) into the answer's spool.
     fn get_streamed(&self, p: &Params, reply_id: &Value) -> Result<(), RpcError> {
-        use std::io::Seek;
         let id = p.session_id()?;
         let meta = self.store.meta(&id)?;
         let blocks = self.store.message_blocks(&id)?;
-        let internal = |e: std::io::Error| RpcError::new(-32603, e.to_string());
+        self.answer_streamed(reply_id, |out| {
+            ops::write_detail(&meta, blocks, ops::JsonStyle::Compact, |b| {
+                Ok(out.write_all(b)?)
+            })
+            .map_err(|e| RpcError::new(-32603, format!("{e:#}")))
+        })
+    }
+
+    /// `session.trace` answered as it is folded: spans spooled as compact JSON as they close,
+    /// the trace written once into the answer's spool (`null` without a log).
+    fn trace_streamed(&self, p: &Params, reply_id: &Value) -> Result<(), RpcError> {
+        let id = p.session_id()?;
+        self.store.meta(&id)?;
+        let folded = crate::commands::trace::compact_fold(self.store.home(), &id)
+            .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
+        self.answer_streamed(reply_id, |out| {
+            match folded {
+                Some((builder, now)) => {
+                    freecode_store::rollout::write_trace_json(out, builder, now)
+                }
+                None => out.write_all(b"null"),
+            }
+            .map_err(internal)
+        })
+    }
+
+    /// Answers `reply_id` with the result `write` writes: the line
+    /// `{"jsonrpc":"2.0","id":…,"result":…}` serialised into a spooled temp, then copied to
+    /// stdout under the answer lock. Any error before the copy is returned, nothing written.
+    fn answer_streamed(
+        &self,
+        reply_id: &Value,
+        write: impl FnOnce(&mut dyn Write) -> Result<(), RpcError>,
+    ) -> Result<(), RpcError> {
+        use std::io::Seek;
         let mut spool = std::io::BufWriter::with_capacity(
             64 << 10,
             tempfile::SpooledTempFile::new(SPOOL_IN_MEMORY),
@@ -292,10 +330,7 @@ impl Server {
             .map_err(internal)?;
         serde_json::to_writer(&mut spool, reply_id).map_err(|e| internal(e.into()))?;
         spool.write_all(b",\"result\":").map_err(internal)?;
-        ops::write_detail(&meta, blocks, ops::JsonStyle::Compact, |b| {
-            Ok(spool.write_all(b)?)
-        })
-        .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
+        write(&mut spool)?;
         spool.write_all(b"}\n").map_err(internal)?;
         let mut spool = spool.into_inner().map_err(|e| internal(e.into_error()))?;
         spool.rewind().map_err(internal)?;
@@ -665,6 +700,11 @@ fn client_error(what: &str, e: freecode_sync::client::ClientError) -> RpcError {
         _ => -32603,
     };
     RpcError::new(code, format!("{what}: {e}"))
+}
+
+/// An I/O error writing an answer (-32603).
+fn internal(e: std::io::Error) -> RpcError {
+    RpcError::new(-32603, e.to_string())
 }
 
 /// A result as JSON (-32603 if it cannot be: never, for these types).

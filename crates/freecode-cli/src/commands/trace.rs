@@ -25,9 +25,9 @@ use freecode_core::rollout::replay::{Replay, ReplayBuilder, ReplayTurn, TurnSink
 use freecode_core::rollout::trace::{SpanSink, Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::rollout::{
-    EVENTS_FILE, ReadReport, StreamedReplay, events_path, fold_event_views, fold_otlp_streamed,
-    fold_replay_streamed, fold_trace_streamed, read_event_views, write_replay_json,
-    write_trace_json,
+    CompactJson, CompactSpans, EVENTS_FILE, PrettyJson, ReadReport, StreamedReplay, events_path,
+    fold_event_views, fold_otlp_streamed, fold_replay_streamed, fold_trace_streamed,
+    read_event_views, write_replay_json, write_trace_json,
 };
 use freecode_store::{Home, IssueKind, LineIssue};
 
@@ -243,6 +243,22 @@ fn now_if_open<S: SpanSink>(builder: &TraceBuilder<S>) -> Option<i64> {
         .then(|| now_after(builder.last_timestamp()))
 }
 
+/// The fold of session `id`'s log with spans spooled as compact JSON as they close (for the
+/// JSON-RPC `session.trace` answer and the MCP trace page), and the `now` it is aged against,
+/// as [`trace_of`]'s; `None` when it has no log.
+pub fn compact_fold(
+    home: &Home,
+    id: &SessionId,
+) -> anyhow::Result<Option<(TraceBuilder<CompactSpans>, Option<i64>)>> {
+    let path = events_path(home, id);
+    let Some((builder, report)) = fold_trace_streamed::<CompactJson>(&path, id.as_str())? else {
+        return Ok(None);
+    };
+    warn_skipped(&path, &report);
+    let now = now_if_open(&builder);
+    Ok(Some((builder, now)))
+}
+
 /// The trace fold of session `id` as `trace --json` prints it; `None` when it has no log.
 pub fn trace_of(home: &Home, id: &SessionId) -> anyhow::Result<Option<Trace>> {
     let path = events_path(home, id);
@@ -283,7 +299,8 @@ impl TraceArgs {
         let exporting = self.otlp.is_some() || self.otlp_endpoint.is_some() || self.html.is_some();
         if self.json && !exporting {
             // Written as folded: spans spooled as they close, the document written once.
-            let Some((builder, report)) = fold_trace_streamed(&path, id.as_str())? else {
+            let Some((builder, report)) = fold_trace_streamed::<PrettyJson>(&path, id.as_str())?
+            else {
                 return Err(no_events(&id));
             };
             warn_skipped(&path, &report);

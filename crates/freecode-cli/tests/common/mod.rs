@@ -145,4 +145,5 @@ impl Ctx {
 
 pub use freecode_testkit::{copy_tree, fixtures};
 
+pub mod logs;
 pub mod mock_openai;

@@ -42,9 +42,10 @@ pub mod spool;
 mod stream;
 mod views;
 pub use stream::{
-    CompactJson, CompactTurns, JsonSpans, JsonTurns, OtlpSpans, PrettyJson, SpanRecords, Spooled,
-    SpooledTurns, StreamedReplay, TurnRecords, fold_otlp_streamed, fold_replay_streamed,
-    fold_trace_streamed, write_otlp_streamed, write_replay_json, write_trace_json,
+    CompactJson, CompactSpans, CompactTurns, JsonForm, JsonSpans, JsonTurns, OtlpSpans, PrettyJson,
+    SpanPage, SpanRecords, Spooled, SpooledTurns, StreamedReplay, TracePage, TurnRecords,
+    fold_otlp_streamed, fold_replay_streamed, fold_trace_streamed, trace_page, write_otlp_streamed,
+    write_replay_json, write_trace_json,
 };
 pub use views::{
     BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_file_views, fold_views_split,

@@ -20,6 +20,10 @@
 //! The rendered `replay` too: its turns are spooled as compact JSON ([`CompactTurns`]) and read
 //! back one at a time, changed where later events changed them ([`StreamedReplay`]), so the
 //! renderer holds one turn. One turn sink type, [`SpooledTurns`], serves it and `replay --json`.
+//!
+//! The trace's document in either JSON form ([`JsonForm`]: pretty for `trace --json`, compact
+//! for the JSON-RPC `session.trace` answer) from one writer, [`write_trace_json`]; and a page of
+//! each span list read back as values ([`trace_page`], the MCP trace page), the rest skipped.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -27,7 +31,9 @@ use std::path::Path;
 use freecode_core::jsonw::{self, Emit};
 use freecode_core::rollout::otlp::{OtlpDoc, SpanList};
 use freecode_core::rollout::replay::{Replay, ReplayBuilder, ReplayTurn, TurnPatch, TurnSink};
-use freecode_core::rollout::trace::{DeniedSpan, ModelSpan, SpanSink, ToolSpan, TraceBuilder};
+use freecode_core::rollout::trace::{
+    DeniedSpan, ModelSpan, SpanSink, ToolSpan, Trace, TraceBuilder,
+};
 
 use super::ReadReport;
 use super::spool::{Order, Spool};
@@ -115,6 +121,10 @@ pub type JsonSpans = Spooled<PrettyJson>;
 /// `trace --otlp FILE`'s sink: each span's OTLP JSON, for [`write_otlp_streamed`].
 pub type OtlpSpans = Spooled<OtlpDoc>;
 
+/// The JSON-RPC `session.trace` answer's and the MCP trace page's sink: each span's compact
+/// JSON, for [`write_trace_json`] and [`trace_page`].
+pub type CompactSpans = Spooled<CompactJson>;
+
 impl JsonSpans {
     /// An empty sink.
     pub fn new() -> Self {
@@ -123,6 +133,19 @@ impl JsonSpans {
 }
 
 impl Default for JsonSpans {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CompactSpans {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::with(CompactJson)
+    }
+}
+
+impl Default for CompactSpans {
     fn default() -> Self {
         Self::new()
     }
@@ -207,41 +230,78 @@ fn model_spans_in_order(
     }
 }
 
-/// Writes an array's elements: `[]` when empty, else each on its own line at depth 2.
-fn write_array(
-    out: &mut impl Write,
-    next: impl FnOnce(&mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()>,
-) -> io::Result<()> {
-    let mut first = true;
-    let mut put = |bytes: &[u8]| -> io::Result<()> {
-        out.write_all(if first { b"[\n    " } else { b",\n    " })?;
-        first = false;
-        out.write_all(bytes)
-    };
-    next(&mut put)?;
-    out.write_all(if first { b"[]" } else { b"\n  ]" })
+/// The form of a streamed JSON document: pretty (`trace --json`, `replay --json`) or compact
+/// (an RPC answer), what its arrays and span lists look like in it.
+pub trait JsonForm: SpanRecords {
+    /// Before an array's first element, between elements, after the last.
+    const ARRAY: [&'static [u8]; 3];
+    /// The trace's span lists, empty, as the trace with no spans serialises them.
+    const SPAN_LISTS: [&'static [u8]; 3];
+    /// What follows the document: a newline after pretty output, as `--json` prints it.
+    const END: &'static [u8];
+    /// The document of `value` (its lists empty, to be spliced).
+    fn head(value: &impl serde::Serialize) -> serde_json::Result<Vec<u8>>;
 }
 
-/// Writes the trace a [`TraceBuilder`] with [`JsonSpans`] folded, as of `now` (see
-/// [`TraceBuilder::snapshot`]), as `serde_json::to_writer_pretty` writes the [`Trace`] it
-/// would build, plus a newline.
-///
-/// [`Trace`]: freecode_core::rollout::trace::Trace
-pub fn write_trace_json(
-    out: &mut impl Write,
-    builder: TraceBuilder<JsonSpans>,
-    now: Option<i64>,
-) -> io::Result<()> {
-    let (parts, spans) = builder.finish_parts(now);
-    let head = serde_json::to_vec_pretty(&parts.trace)?;
-    let markers: [&[u8]; 3] = [
+impl JsonForm for PrettyJson {
+    const ARRAY: [&'static [u8]; 3] = [b"[\n    ", b",\n    ", b"\n  ]"];
+    const SPAN_LISTS: [&'static [u8]; 3] = [
         b"\n  \"modelSpans\": []",
         b"\n  \"toolSpans\": []",
         b"\n  \"deniedSpans\": []",
     ];
+    const END: &'static [u8] = b"\n";
+    fn head(value: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec_pretty(value)
+    }
+}
+
+impl JsonForm for CompactJson {
+    const ARRAY: [&'static [u8]; 3] = [b"[", b",", b"]"];
+    const SPAN_LISTS: [&'static [u8]; 3] = [
+        b"\"modelSpans\":[]",
+        b"\"toolSpans\":[]",
+        b"\"deniedSpans\":[]",
+    ];
+    const END: &'static [u8] = b"";
+    fn head(value: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec(value)
+    }
+}
+
+/// Writes an array's elements in form `F`: `[]` when empty (pretty: each element on its own
+/// line at depth 2).
+fn write_array<F: JsonForm>(
+    out: &mut (impl Write + ?Sized),
+    next: impl FnOnce(&mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()>,
+) -> io::Result<()> {
+    let [open, sep, close] = F::ARRAY;
+    let mut first = true;
+    let mut put = |bytes: &[u8]| -> io::Result<()> {
+        out.write_all(if first { open } else { sep })?;
+        first = false;
+        out.write_all(bytes)
+    };
+    next(&mut put)?;
+    out.write_all(if first { b"[]" } else { close })
+}
+
+/// Writes the trace a [`TraceBuilder`] with [`JsonSpans`] or [`CompactSpans`] folded, as of
+/// `now` (see [`TraceBuilder::snapshot`]), as serde_json writes the [`Trace`] it would build:
+/// pretty plus a newline (`serde_json::to_writer_pretty`, what `trace --json` prints), or
+/// compact (`serde_json::to_writer`, an RPC answer's result).
+///
+/// [`Trace`]: freecode_core::rollout::trace::Trace
+pub fn write_trace_json<F: JsonForm>(
+    out: &mut (impl Write + ?Sized),
+    builder: TraceBuilder<Spooled<F>>,
+    now: Option<i64>,
+) -> io::Result<()> {
+    let (parts, spans) = builder.finish_parts(now);
+    let head = F::head(&parts.trace)?;
     let mut rest = &head[..];
     let mut scratch = Vec::new();
-    for (n, marker) in markers.iter().enumerate() {
+    for (n, marker) in F::SPAN_LISTS.iter().enumerate() {
         let Some(at) = memchr::memmem::find(rest, marker) else {
             return Err(io::Error::other("trace JSON without its span lists"));
         };
@@ -250,12 +310,12 @@ pub fn write_trace_json(
         rest = &rest[key_end + 2..];
         match n {
             0 => {
-                write_array(out, |put| {
+                write_array::<F>(out, |put| {
                     model_spans_in_order(&spans.model, &parts.open, |span| match span {
                         ModelRecord::Closed(bytes) => put(bytes),
                         ModelRecord::Open(s) => {
                             scratch.clear();
-                            element_json(s, &mut scratch);
+                            spans.records.model(s, &mut scratch);
                             put(&scratch)
                         }
                     })
@@ -264,7 +324,7 @@ pub fn write_trace_json(
             _ => {
                 let spool = if n == 1 { &spans.tool } else { &spans.denied };
                 let mut r = spool.records(Order::Written)?;
-                write_array(out, |put| {
+                write_array::<F>(out, |put| {
                     while r.advance()? {
                         put(&r.bytes)?;
                     }
@@ -274,16 +334,89 @@ pub fn write_trace_json(
         }
     }
     out.write_all(rest)?;
-    out.write_all(b"\n")
+    out.write_all(F::END)
 }
 
-/// Folds the log at `path` (both cores past 8 MiB) with spans written out as they close; `None`
-/// when there is no log. Pass the result to [`write_trace_json`].
-pub fn fold_trace_streamed(
+/// One page of a span list: the spans at `offset..offset + limit`, as JSON values, and how
+/// many the list holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanPage {
+    /// The page's spans, in list order.
+    pub spans: Vec<serde_json::Value>,
+    /// The list's length.
+    pub total: u64,
+}
+
+/// A page of a trace ([`trace_page`]): its scalars, and a page of each span list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracePage {
+    /// Every scalar of the trace; its span lists are empty.
+    pub trace: Trace,
+    /// Model spans, in index order.
+    pub model: SpanPage,
+    /// Tool spans.
+    pub tool: SpanPage,
+    /// Refused calls.
+    pub denied: SpanPage,
+}
+
+/// The trace a [`TraceBuilder`] with [`CompactSpans`] folded, as of `now`, with only the spans
+/// at `offset..offset + limit` of each list read back into values (those of
+/// `serde_json::to_value` on the [`Trace`] it would build): a page costs its spans, however
+/// long the log.
+pub fn trace_page(
+    builder: TraceBuilder<CompactSpans>,
+    now: Option<i64>,
+    offset: u64,
+    limit: u64,
+) -> io::Result<TracePage> {
+    let (parts, spans) = builder.finish_parts(now);
+    let end = offset.saturating_add(limit);
+    let mut model = Vec::new();
+    let mut n = 0u64;
+    model_spans_in_order(&spans.model, &parts.open, |span| {
+        if (offset..end).contains(&n) {
+            model.push(match span {
+                ModelRecord::Closed(bytes) => serde_json::from_slice(bytes)?,
+                ModelRecord::Open(s) => serde_json::to_value(s)?,
+            });
+        }
+        n += 1;
+        Ok(())
+    })?;
+    let page = |spool: &Spool| -> io::Result<SpanPage> {
+        let mut r = spool.records(Order::Written)?;
+        let (mut spans, mut total) = (Vec::new(), 0u64);
+        while r.advance()? {
+            if (offset..end).contains(&total) {
+                spans.push(serde_json::from_slice(&r.bytes)?);
+            }
+            total += 1;
+        }
+        Ok(SpanPage { spans, total })
+    };
+    Ok(TracePage {
+        model: SpanPage {
+            spans: model,
+            total: n,
+        },
+        tool: page(&spans.tool)?,
+        denied: page(&spans.denied)?,
+        trace: parts.trace,
+    })
+}
+
+/// Folds the log at `path` (both cores past 8 MiB) with spans written out as they close, in
+/// form `F`; `None` when there is no log. Pass the result to [`write_trace_json`] (or, compact,
+/// to [`trace_page`]).
+pub fn fold_trace_streamed<F: JsonForm + Default + Send + 'static>(
     path: &Path,
     session_id: &str,
-) -> Result<Option<(TraceBuilder<JsonSpans>, ReadReport)>> {
-    fold_event_views(path, TraceBuilder::with_sink(session_id, JsonSpans::new()))
+) -> Result<Option<(TraceBuilder<Spooled<F>>, ReadReport)>> {
+    fold_event_views(
+        path,
+        TraceBuilder::with_sink(session_id, Spooled::with(F::default())),
+    )
 }
 
 /// Writes the OTLP document (`trace --otlp FILE`: compact, no newline) of the trace a
@@ -352,9 +485,26 @@ pub struct CompactJson;
 
 impl TurnRecords for CompactJson {
     fn turn(&self, t: &ReplayTurn, out: &mut Vec<u8>) {
-        // A turn is plain data: writing it into memory cannot fail.
-        let _ = jsonw::to_compact(t, out);
+        compact_json(t, out);
     }
+}
+
+impl SpanRecords for CompactJson {
+    fn model(&self, s: &ModelSpan, out: &mut Vec<u8>) {
+        compact_json(s, out);
+    }
+    fn tool(&self, s: &ToolSpan, out: &mut Vec<u8>) {
+        compact_json(s, out);
+    }
+    fn denied(&self, s: &DeniedSpan, out: &mut Vec<u8>) {
+        compact_json(s, out);
+    }
+}
+
+/// Writes `value` as compact JSON (`jsonw`: the bytes of `serde_json::to_writer`).
+fn compact_json(value: &impl Emit, out: &mut Vec<u8>) {
+    // A span or a turn is plain data: writing it into memory cannot fail.
+    let _ = jsonw::to_compact(value, out);
 }
 
 /// A [`TurnSink`] that writes each turn it is handed into a spool, as the record `R` makes of
@@ -449,7 +599,7 @@ pub fn write_replay_json(
     let key_end = at + marker.len() - 2;
     out.write_all(&head[..key_end])?;
     let mut again = Vec::new();
-    write_array(out, |put| {
+    write_array::<PrettyJson>(out, |put| {
         turns_back(&sink.spool, patches, |turn| match turn {
             TurnBack::Written(bytes) => put(bytes),
             TurnBack::Changed(turn) => {

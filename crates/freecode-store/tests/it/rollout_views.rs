@@ -8,8 +8,9 @@ use freecode_core::rollout::otlp::write_otlp;
 use freecode_core::rollout::replay::ReplayBuilder;
 use freecode_core::rollout::trace::TraceBuilder;
 use freecode_store::rollout::{
-    CompactTurns, JsonSpans, JsonTurns, OtlpSpans, ReadReport, StreamedReplay, fold_views_split,
-    read_events_from, read_views_from, write_otlp_streamed, write_replay_json, write_trace_json,
+    CompactSpans, CompactTurns, JsonSpans, JsonTurns, OtlpSpans, ReadReport, StreamedReplay,
+    fold_views_split, read_events_from, read_views_from, trace_page, write_otlp_streamed,
+    write_replay_json, write_trace_json,
 };
 use proptest::prelude::*;
 
@@ -165,6 +166,56 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
         String::from_utf8_lossy(&want_pretty),
         "streamed trace --json split at {at}"
     );
+    // Compact (the JSON-RPC `session.trace` answer): serde_json's compact bytes of the tree.
+    let (streamed, _, _) = fold_views_split(
+        bytes,
+        at,
+        block,
+        TraceBuilder::with_sink("s", CompactSpans::new()),
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    write_trace_json(&mut got, streamed, Some(2_000_000)).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&serde_json::to_vec(&tree).unwrap()),
+        "streamed compact trace split at {at}"
+    );
+    // A page of each list read back (the MCP trace page): the tree's spans at those places.
+    let value = serde_json::to_value(&tree).unwrap();
+    for (offset, limit) in [(1, 2), (0, u64::MAX)] {
+        let (streamed, _, _) = fold_views_split(
+            bytes,
+            at,
+            block,
+            TraceBuilder::with_sink("s", CompactSpans::new()),
+        )
+        .unwrap();
+        let page = trace_page(streamed, Some(2_000_000), offset, limit).unwrap();
+        let mut scalars = tree.clone();
+        scalars.model_spans.clear();
+        scalars.tool_spans.clear();
+        scalars.denied_spans.clear();
+        assert_eq!(page.trace, scalars, "page scalars split at {at}");
+        for (key, list) in [
+            ("modelSpans", &page.model),
+            ("toolSpans", &page.tool),
+            ("deniedSpans", &page.denied),
+        ] {
+            let all = value[key].as_array().unwrap();
+            assert_eq!(list.total, all.len() as u64, "{key} count split at {at}");
+            let want: Vec<_> = all
+                .iter()
+                .skip(offset as usize)
+                .take(limit.min(1 << 20) as usize)
+                .cloned()
+                .collect();
+            assert_eq!(
+                list.spans, want,
+                "{key} page {offset}+{limit} split at {at}"
+            );
+        }
+    }
     // `trace --otlp FILE` streamed the same way: the bytes of the document of the tree.
     let mut want_otlp = Vec::new();
     write_otlp(&tree, &mut want_otlp).unwrap();
