@@ -361,7 +361,8 @@ impl TraceArgs {
         };
         let trace = post_mortem(builder);
         if let Some(file) = &self.html {
-            let replay = crate::ui::export::replay_of(home, &id)?;
+            let turns = crate::ui::export::output_turns(&trace);
+            let replay = crate::ui::export::replay_of(home, &id, turns.as_ref())?;
             let page = crate::ui::export::trace_page(&trace, replay.as_ref());
             crate::ui::export::write(file, &page)?;
         }

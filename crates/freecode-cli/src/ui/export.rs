@@ -2,13 +2,15 @@
 //! report, opened offline. The UI's own templates with the stylesheet and script inside the
 //! file (no server, so nothing is fetched: no network, no external fonts or scripts); a trace
 //! drawn one bar per turn keeps each turn's spans in a `<details>` under the chart. A session's
-//! page is written as its messages are read, block by block ([`write_session_page`]).
+//! page is written as its messages are read, block by block ([`write_session_page`]). A trace's
+//! page reads back from the replay only the turns it details, and builds only their rows.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use freecode_core::SessionId;
 use freecode_core::SessionMeta;
-use freecode_core::rollout::replay::{Replay, ReplayBuilder};
+use freecode_core::rollout::replay::Replay;
 use freecode_core::rollout::trace::Trace;
 use freecode_store::SessionStore;
 use maud::{Markup, PreEscaped, html};
@@ -20,24 +22,57 @@ use super::waterfall;
 /// Rows of the per-turn sections an offline trace keeps at most (the chart above has every turn).
 const MAX_TURN_ROWS: usize = 20_000;
 
-/// The offline page of a trace; tool rows show their outputs from `replay` (the same log's).
+/// Which turns (0-based) an aggregated page details under its chart: in order, each whose
+/// rows still fit in [`MAX_TURN_ROWS`] with those of the turns kept before it.
+fn detailed_turns(sizes: &[usize]) -> Vec<bool> {
+    let mut rows = 0usize;
+    sizes
+        .iter()
+        .map(|&n| {
+            let fits = rows + n <= MAX_TURN_ROWS;
+            if fits {
+                rows += n;
+            }
+            fits
+        })
+        .collect()
+}
+
+/// The turns whose tool outputs the page of `trace` shows: `None` for every turn (each span is
+/// drawn), else the ids of the turns detailed under the chart (the bars show no output).
+pub fn output_turns(trace: &Trace) -> Option<HashSet<String>> {
+    let spans = waterfall::Spans::of(trace);
+    if !spans.aggregated() {
+        return None;
+    }
+    let keep = detailed_turns(&spans.turn_sizes());
+    let ids = keep.iter().enumerate().filter(|(_, k)| **k);
+    Some(
+        ids.filter_map(|(t, _)| spans.turn_id(t))
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// The offline page of a trace; tool rows show their outputs from `replay` (the same log's; it
+/// needs only the turns [`output_turns`] names).
 pub fn trace_page(trace: &Trace, replay: Option<&Replay>) -> Markup {
     let mut spans = waterfall::Spans::of(trace);
+    let aggregated = spans.aggregated();
+    let keep = detailed_turns(&spans.turn_sizes());
     if let Some(r) = replay {
-        spans = spans.with_outputs(r, |_| true);
+        spans = spans.with_outputs(r, |t| !aggregated || keep.get(t - 1) == Some(&true));
     }
     let w = waterfall::build_from(&spans, trace, waterfall::Select::All);
     let none = |_: (usize, usize)| None;
     let mut chart = waterfall::markup(&w, &none).into_string();
     if w.aggregated {
-        let mut rows = 0usize;
         let mut left_out = 0usize;
-        for (i, turn_rows) in spans.by_turn().into_iter().enumerate() {
-            if rows + turn_rows.len() > MAX_TURN_ROWS {
+        for (i, turn_rows) in spans.by_turn_where(&keep).into_iter().enumerate() {
+            if !keep[i] {
                 left_out += 1;
                 continue;
             }
-            rows += turn_rows.len();
             let n = turn_rows.len();
             let turn = waterfall::of_turn(turn_rows, trace, spans.turns);
             chart.push_str(
@@ -146,16 +181,98 @@ pub fn write_user_stream(
     }
 }
 
-/// The replay of session `id`'s log (for the tool outputs of [`trace_page`]); `None` without
-/// a log.
-pub fn replay_of(home: &freecode_store::Home, id: &SessionId) -> anyhow::Result<Option<Replay>> {
+/// The replay of session `id`'s log for the tool outputs of [`trace_page`], with only the turns
+/// whose id `turns` holds (`None`: every turn); `None` without a log. Its turns are read back one
+/// at a time from a spooled fold, so the rest are never held.
+pub fn replay_of(
+    home: &freecode_store::Home,
+    id: &SessionId,
+    turns: Option<&HashSet<String>>,
+) -> anyhow::Result<Option<Replay>> {
+    use freecode_store::rollout::{CompactJson, StreamedReplay, fold_replay_streamed};
     let path = freecode_store::rollout::events_path(home, id);
-    let folded = freecode_store::rollout::fold_event_views(&path, ReplayBuilder::new(id.as_str()))?;
-    Ok(folded.map(|(b, _)| b.finish()))
+    let Some((builder, _)) = fold_replay_streamed::<CompactJson>(&path, id.as_str())? else {
+        return Ok(None);
+    };
+    let mut kept = Vec::new();
+    let mut replay = StreamedReplay::new(builder).each_turn(|t| {
+        if turns.is_none_or(|w| w.contains(&t.turn_id)) {
+            kept.push(t);
+        }
+        Ok(())
+    })?;
+    replay.turns = kept;
+    Ok(Some(replay))
 }
 
 /// Writes `page` to `path` (`-`: stdout) as the CLI writes every file the user names.
 pub fn write(path: &Path, page: &Markup) -> anyhow::Result<()> {
     freecode_store::fsutil::write_user_file(path, page.0.as_bytes())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use freecode_core::rollout::replay::ReplayBuilder;
+    use freecode_core::rollout::trace::TraceBuilder;
+
+    /// The page of a trace drawn one bar per turn, with more rows than the file details, is the
+    /// same from the replay of only the detailed turns ([`output_turns`], [`replay_of`]) as from
+    /// the whole replay: the outputs it shows, and only those, come from the turns kept.
+    #[test]
+    fn a_page_needs_only_the_detailed_turns_outputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = freecode_store::Home::new(dir.path());
+        let id = SessionId::new("s").unwrap();
+        let path = freecode_store::rollout::events_path(&home, &id);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut log = String::new();
+        for n in 0..12_000i64 {
+            let ts = 1_700_000_000_000 + n * 1000;
+            let t = |dt: i64| format!("\"timestamp\":{},\"turnId\":\"turn-{n}\"", ts + dt);
+            log += &format!("{{\"type\":\"turn.started\",{}}}\n", t(0));
+            log += &format!(
+                "{{\"type\":\"model.request\",{},\"provider\":\"p\",\"model\":\"m\",\"messageCount\":1,\"toolCount\":1,\"promptChars\":5}}\n",
+                t(1)
+            );
+            log += &format!(
+                "{{\"type\":\"model.response\",{},\"duration_ms\":5,\"toolCalls\":[\"read\"]}}\n",
+                t(6)
+            );
+            log += &format!(
+                "{{\"type\":\"function.call\",{},\"tool\":\"read\",\"callId\":\"c{n}\",\"args\":{{\"path\":\"{n}.rs\"}}}}\n",
+                t(7)
+            );
+            log += &format!(
+                "{{\"type\":\"function.output\",{},\"tool\":\"read\",\"callId\":\"c{n}\",\"output\":\"output of call {n} ü\",\"duration_ms\":3}}\n",
+                t(10)
+            );
+        }
+        std::fs::write(&path, log).unwrap();
+        let (b, _) = freecode_store::rollout::fold_event_views(&path, TraceBuilder::new("s"))
+            .unwrap()
+            .unwrap();
+        let trace = b.finish(None);
+        let (whole, _) = freecode_store::rollout::fold_event_views(&path, ReplayBuilder::new("s"))
+            .unwrap()
+            .unwrap();
+        let whole = whole.finish();
+
+        let turns = output_turns(&trace).expect("drawn one bar per turn");
+        assert!(
+            turns.len() < 12_000 && turns.contains("turn-0"),
+            "{}",
+            turns.len()
+        );
+        let some = replay_of(&home, &id, Some(&turns)).unwrap().unwrap();
+        assert_eq!(some.turns.len(), turns.len());
+        let page = trace_page(&trace, Some(&whole)).into_string();
+        assert!(page.contains("output of call 1 ü") && page.contains("left out of this file"));
+        assert!(!page.contains("output of call 11999 ü"));
+        assert!(trace_page(&trace, Some(&some)).into_string() == page);
+        // Every turn's, when all are asked for.
+        let all = replay_of(&home, &id, None).unwrap().unwrap();
+        assert_eq!(all, whole);
+    }
 }

@@ -337,10 +337,35 @@ impl<'a> Spans<'a> {
         self
     }
 
-    /// Every turn's rows (index: turn - 1), in start order.
-    pub fn by_turn(&self) -> Vec<Vec<Row>> {
+    /// Whether the whole trace is drawn one bar per turn ([`AGGREGATE_ABOVE`]).
+    pub fn aggregated(&self) -> bool {
+        self.lite.len() > AGGREGATE_ABOVE
+    }
+
+    /// How many rows each turn has (index: turn - 1).
+    pub fn turn_sizes(&self) -> Vec<usize> {
+        let mut sizes = vec![0; self.turns];
+        for l in &self.lite {
+            if let Some(n) = sizes.get_mut(l.turn) {
+                *n += 1;
+            }
+        }
+        sizes
+    }
+
+    /// The `turnId` of turn `turn` (0-based).
+    pub fn turn_id(&self, turn: usize) -> Option<&'a str> {
+        self.turn_ids.get(turn).copied()
+    }
+
+    /// The rows of the turns `keep` selects (index: turn - 1), in start order; the others'
+    /// lists are empty, their rows never built.
+    pub fn by_turn_where(&self, keep: &[bool]) -> Vec<Vec<Row>> {
         let mut out: Vec<Vec<Row>> = (0..self.turns).map(|_| Vec::new()).collect();
         for l in &self.lite {
+            if !keep.get(l.turn).copied().unwrap_or(false) {
+                continue;
+            }
             if let (Some(v), Some(r)) = (out.get_mut(l.turn), row_of(self.trace, l, &self.outputs))
             {
                 v.push(r);
@@ -374,7 +399,7 @@ pub fn build_from(spans: &Spans<'_>, trace: &Trace, sel: Select) -> Waterfall {
         Select::Turn(n) => {
             return of_turn(spans.rows(|l| l.turn + 1 == n), trace, turns);
         }
-        Select::All if spans.lite.len() <= AGGREGATE_ABOVE => {
+        Select::All if !spans.aggregated() => {
             let rows = spans.rows(|_| true);
             let (t0, span_ms) = axis(&rows, trace, true);
             return Waterfall {
