@@ -845,31 +845,8 @@ fn a_session_get_alone_is_streamed_and_is_the_batch_answer_byte_for_byte() {
     assert!(std::fs::metadata(&log).unwrap().len() > 5 << 20);
 
     let mut rpc = Rpc::start(&ctx.home, false);
-    let read_line = |rpc: &mut Rpc| {
-        let mut line = String::new();
-        rpc.stdout.read_line(&mut line).unwrap();
-        line
-    };
-    for id in [json!(7), json!("a \"quoted\" id é")] {
-        let req = json!({"jsonrpc": "2.0", "id": id, "method": "session.get", "params": {"sessionId": S1}})
-            .to_string();
-        rpc.send_line(&req);
-        let alone = read_line(&mut rpc);
-        rpc.send_line(&format!("[{req}]"));
-        let batch = read_line(&mut rpc);
-        let v: Value = serde_json::from_str(&alone).unwrap();
-        assert_eq!(v["id"], id);
-        assert!(v["result"]["messages"].as_array().unwrap().len() > 9_000);
-        let inner = batch
-            .strip_prefix('[')
-            .and_then(|b| b.strip_suffix("]\n"))
-            .unwrap();
-        assert!(
-            alone.strip_suffix('\n') == Some(inner),
-            "{} vs {} bytes",
-            alone.len(),
-            inner.len()
-        );
+    for result in alone_and_batched(&mut rpc, "session.get") {
+        assert!(result["messages"].as_array().unwrap().len() > 9_000);
     }
     // An error is an answer, and the server goes on.
     let (code, _) = rpc.err("session.get", json!({"sessionId": "no-such-session"}));
@@ -891,31 +868,8 @@ fn a_session_trace_alone_is_streamed_and_is_the_batch_answer_byte_for_byte() {
         .join("events.jsonl");
     std::fs::write(&log, common::logs::big_odd_log()).unwrap();
     let mut rpc = Rpc::start(&ctx.home, false);
-    let read_line = |rpc: &mut Rpc| {
-        let mut line = String::new();
-        rpc.stdout.read_line(&mut line).unwrap();
-        line
-    };
-    for id in [json!(7), json!("a \"quoted\" id é")] {
-        let req = json!({"jsonrpc": "2.0", "id": id, "method": "session.trace", "params": {"sessionId": S1}})
-            .to_string();
-        rpc.send_line(&req);
-        let alone = read_line(&mut rpc);
-        rpc.send_line(&format!("[{req}]"));
-        let batch = read_line(&mut rpc);
-        let v: Value = serde_json::from_str(&alone).unwrap();
-        assert_eq!(v["id"], id);
-        assert_eq!(v["result"]["toolSpans"].as_array().unwrap().len(), 48_000);
-        let inner = batch
-            .strip_prefix('[')
-            .and_then(|b| b.strip_suffix("]\n"))
-            .unwrap();
-        assert!(
-            alone.strip_suffix('\n') == Some(inner),
-            "{} vs {} bytes",
-            alone.len(),
-            inner.len()
-        );
+    for result in alone_and_batched(&mut rpc, "session.trace") {
+        assert_eq!(result["toolSpans"].as_array().unwrap().len(), 48_000);
     }
     std::fs::remove_file(&log).unwrap();
     assert_eq!(
@@ -925,4 +879,39 @@ fn a_session_trace_alone_is_streamed_and_is_the_batch_answer_byte_for_byte() {
     let (code, _) = rpc.err("session.trace", json!({"sessionId": "no-such-session"}));
     assert_eq!(code, -32001);
     assert!(rpc.finish().success());
+}
+
+/// Sends `method` for session S1 alone and then as a batch of one, with a number id and a
+/// string id that needs escaping; checks that both answers are the same bytes and returns the
+/// results answered alone.
+fn alone_and_batched(rpc: &mut Rpc, method: &str) -> Vec<Value> {
+    let read_line = |rpc: &mut Rpc| {
+        let mut line = String::new();
+        rpc.stdout.read_line(&mut line).unwrap();
+        line
+    };
+    let mut results = Vec::new();
+    for id in [json!(7), json!("a \"quoted\" id é")] {
+        let req =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"sessionId": S1}})
+                .to_string();
+        rpc.send_line(&req);
+        let alone = read_line(rpc);
+        rpc.send_line(&format!("[{req}]"));
+        let batch = read_line(rpc);
+        let mut v: Value = serde_json::from_str(&alone).unwrap();
+        assert_eq!(v["id"], id);
+        let inner = batch
+            .strip_prefix('[')
+            .and_then(|b| b.strip_suffix("]\n"))
+            .unwrap();
+        assert!(
+            alone.strip_suffix('\n') == Some(inner),
+            "{method}: {} vs {} bytes",
+            alone.len(),
+            inner.len()
+        );
+        results.push(v["result"].take());
+    }
+    results
 }

@@ -152,13 +152,7 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
     // the bytes of the tree-built trace, split or not.
     let mut want_pretty = serde_json::to_vec_pretty(&tree).unwrap();
     want_pretty.push(b'\n');
-    let (streamed, _, _) = fold_views_split(
-        bytes,
-        at,
-        block,
-        TraceBuilder::with_sink("s", JsonSpans::new()),
-    )
-    .unwrap();
+    let streamed = split_with(bytes, at, block, JsonSpans::new());
     let mut got = Vec::new();
     write_trace_json(&mut got, streamed, Some(2_000_000)).unwrap();
     assert_eq!(
@@ -167,13 +161,7 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
         "streamed trace --json split at {at}"
     );
     // Compact (the JSON-RPC `session.trace` answer): serde_json's compact bytes of the tree.
-    let (streamed, _, _) = fold_views_split(
-        bytes,
-        at,
-        block,
-        TraceBuilder::with_sink("s", CompactSpans::new()),
-    )
-    .unwrap();
+    let streamed = split_with(bytes, at, block, CompactSpans::new());
     let mut got = Vec::new();
     write_trace_json(&mut got, streamed, Some(2_000_000)).unwrap();
     assert_eq!(
@@ -184,13 +172,7 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
     // A page of each list read back (the MCP trace page): the tree's spans at those places.
     let value = serde_json::to_value(&tree).unwrap();
     for (offset, limit) in [(1, 2), (0, u64::MAX)] {
-        let (streamed, _, _) = fold_views_split(
-            bytes,
-            at,
-            block,
-            TraceBuilder::with_sink("s", CompactSpans::new()),
-        )
-        .unwrap();
+        let streamed = split_with(bytes, at, block, CompactSpans::new());
         let page = trace_page(streamed, Some(2_000_000), offset, limit).unwrap();
         let mut scalars = tree.clone();
         scalars.model_spans.clear();
@@ -219,13 +201,7 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
     // `trace --otlp FILE` streamed the same way: the bytes of the document of the tree.
     let mut want_otlp = Vec::new();
     write_otlp(&tree, &mut want_otlp).unwrap();
-    let (streamed, _, _) = fold_views_split(
-        bytes,
-        at,
-        block,
-        TraceBuilder::with_sink("s", OtlpSpans::new("s")),
-    )
-    .unwrap();
+    let streamed = split_with(bytes, at, block, OtlpSpans::new("s"));
     let mut got = Vec::new();
     write_otlp_streamed(&mut got, streamed, Some(2_000_000)).unwrap();
     assert_eq!(
@@ -283,6 +259,21 @@ fn split_matches_sequential(bytes: &[u8], at: u64, block: usize) -> (bool, bool)
         );
     }
     (t_at.is_some(), r_at.is_some())
+}
+
+/// The trace fold of `bytes` split at `at`, its spans handed to `sink`.
+fn split_with<S: freecode_core::rollout::trace::SpanSink>(
+    bytes: &[u8],
+    at: u64,
+    block: usize,
+    sink: S,
+) -> TraceBuilder<S>
+where
+    TraceBuilder<S>: freecode_core::rollout::split::SplitFold + Send + 'static,
+{
+    fold_views_split(bytes, at, block, TraceBuilder::with_sink("s", sink))
+        .unwrap()
+        .0
 }
 
 fn with_report<S: freecode_core::rollout::replay::TurnSink>(
