@@ -1398,7 +1398,7 @@ fn bench_beside_original(quick: bool) -> Res<()> {
                 run_cli(&["session", "show", id.as_str(), "--json"]),
             ),
             (
-                "`freecode session show ID --no-pager` (a fresh-process load + render)",
+                "`freecode session show ID --no-pager` (rendered on two cores through a spool)",
                 run_cli(&["session", "show", id.as_str(), "--no-pager"]),
             ),
             (

@@ -1,5 +1,8 @@
 //! `freecode session …`: list, show, fork, delete (soft or purge), restore, compact, and
 //! export/import (in [`crate::commands::share`]).
+//!
+//! `show` never holds a session: rendered, `--json` and `--html` alike, its messages are read a
+//! block at a time (`SessionStore::message_blocks`), parsed and rendered on both cores.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -462,13 +465,42 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
     if let Some(file) = &a.html {
         return crate::ui::export::session_file(store, &id, &meta, file);
     }
-    let log = store.messages(&id)?;
-    // Each issue was reported by the store's reader, with the file's path.
-    let st = Style::stdout();
     // Buffered: the rendering writes a line in many pieces, and stdout (or the pager's pipe)
     // would take each as a write(2) of its own.
     let mut out =
         std::io::BufWriter::with_capacity(64 << 10, crate::pager::Pager::new(!a.no_pager));
+    write_show(store, &id, &meta, Style::stdout(), &mut out)?;
+    out.into_inner().map_err(|e| e.into_error())?.finish()?;
+    Ok(())
+}
+
+/// `session show` for a person: the meta, then every message. The messages are rendered a
+/// block at a time on both cores into a spool (memory up to 1 MiB, then an anonymous temp
+/// file), and the header, which counts them, is written before them. Each issue is reported by
+/// the store's reader, with the file's path.
+fn write_show(
+    store: &SessionStore,
+    id: &SessionId,
+    meta: &SessionMeta,
+    st: Style,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let count = std::sync::atomic::AtomicU64::new(0);
+    let mut spool =
+        std::io::BufWriter::with_capacity(64 << 10, tempfile::SpooledTempFile::new(1 << 20));
+    store.message_blocks(id)?.render(
+        |messages, buf| {
+            count.fetch_add(messages.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            for m in messages {
+                writeln!(buf)?;
+                render_message(buf, st, m)?;
+            }
+            Ok(())
+        },
+        |bytes| spool.write_all(bytes).map_err(anyhow::Error::from),
+    )?;
+    let mut spool = spool.into_inner().map_err(|e| e.into_error())?;
+    std::io::Seek::rewind(&mut spool)?;
     writeln!(
         out,
         "{}  {}",
@@ -503,12 +535,8 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
     if let Some(t) = meta.aggregated_token_count {
         writeln!(out, "  tokens    {}", thousands(t))?;
     }
-    writeln!(out, "  messages  {}", thousands(log.messages.len() as u64))?;
-    for m in &log.messages {
-        writeln!(out)?;
-        render_message(&mut out, st, m)?;
-    }
-    out.into_inner().map_err(|e| e.into_error())?.finish()?;
+    writeln!(out, "  messages  {}", thousands(count.into_inner()))?;
+    std::io::copy(&mut spool, out)?;
     Ok(())
 }
 
@@ -673,4 +701,62 @@ fn read_summary(path: &std::path::Path) -> anyhow::Result<String> {
     .map_err(|e| UserError(e.to_string()))?;
     String::from_utf8(bytes)
         .map_err(|_| UserError(format!("summary file {} is not UTF-8", path.display())).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `session show` renders a session of many blocks on both cores through a spool: the
+    /// messages, in file order, are those the whole read returns, rendered one after another,
+    /// and the header counts them (a bad line skipped, a torn tail left out).
+    #[test]
+    fn show_renders_every_block_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(freecode_store::Home::new(dir.path())).unwrap();
+        let id = store
+            .create(freecode_store::NewSession {
+                title: "blocks ü".into(),
+                project_path: "/p".into(),
+                provider: "p".into(),
+                model: None,
+            })
+            .unwrap();
+        let mut log = String::new();
+        for i in 0..30_000u32 {
+            if i == 12_345 {
+                log += "not json\n";
+            }
+            log += &format!(
+                r#"{{"id":"m{i}","role":"assistant","parts":[{{"type":"text","content":"line {i} é\n{}"}},{{"type":"tool","tool":{{"name":"sh","args":{{"n":{i}}}}},"result":"out {i}"}}],"timestamp":{i}}}"#,
+                "word ".repeat(40)
+            );
+            log.push('\n');
+        }
+        log += r#"{"id":"torn","role":"user""#;
+        let path = store.locate(&id).unwrap().messages();
+        std::fs::write(&path, &log).unwrap();
+        assert!(log.len() > 3 * freecode_store::session::STREAM_BLOCK);
+
+        let meta = store.meta(&id).unwrap();
+        let st = Style::new(true);
+        let mut got = Vec::new();
+        write_show(&store, &id, &meta, st, &mut got).unwrap();
+        let whole = store.messages(&id).unwrap();
+        assert_eq!(whole.messages.len(), 30_000);
+        let mut body = Vec::new();
+        for m in &whole.messages {
+            writeln!(body).unwrap();
+            render_message(&mut body, st, m).unwrap();
+        }
+        let got = String::from_utf8(got).unwrap();
+        let (head, rest) = got.split_once("  messages  30,000\n").unwrap();
+        assert!(head.contains("blocks ü"), "{head}");
+        assert!(
+            rest.as_bytes() == body,
+            "{} vs {} bytes",
+            rest.len(),
+            body.len()
+        );
+    }
 }
