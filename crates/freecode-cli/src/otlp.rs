@@ -7,7 +7,7 @@
 //!   `content-type: application/json`, the headers from `OTEL_EXPORTER_OTLP_HEADERS` when the
 //!   endpoint comes from the environment, 30 s overall timeout, any non-2xx answer an error.
 //!   The body is a [`Document`]: written into an anonymous temp file first (from the spooled
-//!   fold when there is no `--html`, [`Document::streamed`]) and sent from it with its length,
+//!   fold when there is no `--html`, [`Source::Folded`]) and sent from it with its length,
 //!   so a large trace's request is never in memory.
 
 use std::fs::File;
@@ -29,22 +29,32 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 const NO_ENDPOINT: &str =
     "No OTLP endpoint. Pass --otlp-endpoint <url> or set OTEL_EXPORTER_OTLP_ENDPOINT.";
 
-/// Writes the OTLP/JSON document of `trace` to `path` as it is produced: compact JSON plus a
+/// What an OTLP document is written from: a trace folded with its spans spooled as OTLP as
+/// they close (`trace` without `--html`: the trace never in memory), or a whole trace.
+pub enum Source<'a> {
+    /// A fold with [`OtlpSpans`] (boxed: it is most of a kilobyte), and the `now` it is aged
+    /// against.
+    Folded(Box<TraceBuilder<OtlpSpans>>, Option<i64>),
+    /// A trace built whole.
+    Whole(&'a Trace),
+}
+
+impl Source<'_> {
+    /// Writes the compact document (the same bytes from either source).
+    fn write(self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        match self {
+            Source::Folded(builder, now) => write_otlp_streamed(out, *builder, now),
+            Source::Whole(trace) => write_otlp(trace, out),
+        }
+    }
+}
+
+/// Writes the OTLP/JSON document of `src` to `path` as it is produced: compact JSON plus a
 /// newline, created 0600 in a temp file beside `path`, synced, then renamed over it (see
 /// `ui::export::write_user_stream` for `-`, FIFOs and devices; a missing directory is an
 /// error).
-pub fn write_file(trace: &Trace, path: &Path) -> anyhow::Result<()> {
-    write_document(path, |out| write_otlp(trace, out))
-}
-
-/// [`write_file`] for a trace folded with spans spooled as they close (`trace --otlp FILE`
-/// alone): the same bytes, without the trace in memory.
-pub fn write_file_streamed(
-    builder: TraceBuilder<OtlpSpans>,
-    now: Option<i64>,
-    path: &Path,
-) -> anyhow::Result<()> {
-    write_document(path, |out| write_otlp_streamed(out, builder, now))
+pub fn write_file(src: Source<'_>, path: &Path) -> anyhow::Result<()> {
+    write_document(path, |out| src.write(out))
 }
 
 /// The document `write` writes, then a newline, to `path` as [`write_file`] says.
@@ -66,15 +76,9 @@ fn write_document(
 pub struct Document(File);
 
 impl Document {
-    /// The document of `trace`.
-    pub fn of(trace: &Trace) -> anyhow::Result<Self> {
-        Self::written(|out| write_otlp(trace, out))
-    }
-
-    /// The document of a trace folded with spans spooled as they close: the same bytes,
-    /// without the trace in memory.
-    pub fn streamed(builder: TraceBuilder<OtlpSpans>, now: Option<i64>) -> anyhow::Result<Self> {
-        Self::written(|out| write_otlp_streamed(out, builder, now))
+    /// The document of `src`.
+    pub fn new(src: Source<'_>) -> anyhow::Result<Self> {
+        Self::written(|out| src.write(out))
     }
 
     fn written(
@@ -172,7 +176,7 @@ mod tests {
     use super::*;
 
     fn post(trace: &Trace, endpoint: Option<&str>) -> anyhow::Result<String> {
-        post_document(&Document::of(trace)?, endpoint)
+        post_document(&Document::new(Source::Whole(trace))?, endpoint)
     }
 
     use freecode_testkit::fixtures;
@@ -486,7 +490,7 @@ mod tests {
         let target = target_from_env(None, |k| env.get(k).cloned()).unwrap();
         let endpoint = format!("http://127.0.0.1:{port}/");
         assert_eq!(target.url, endpoint);
-        let exported = post_with_env(&Document::of(&trace).unwrap(), None, |k| {
+        let exported = post_with_env(&Document::new(Source::Whole(&trace)).unwrap(), None, |k| {
             env.get(k).cloned()
         })
         .unwrap();
@@ -561,7 +565,12 @@ mod tests {
 
     #[test]
     fn no_endpoint_is_a_user_error() {
-        let err = post_with_env(&Document::of(&s1_trace()).unwrap(), None, |_| None).unwrap_err();
+        let err = post_with_env(
+            &Document::new(Source::Whole(&s1_trace())).unwrap(),
+            None,
+            |_| None,
+        )
+        .unwrap_err();
         let user = err.downcast_ref::<UserError>().unwrap();
         assert_eq!(
             user.0,
@@ -575,7 +584,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("trace.otlp.json");
         std::fs::write(&path, "old").unwrap();
-        write_file(&trace, &path).unwrap();
+        write_file(Source::Whole(&trace), &path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let text = std::fs::read_to_string(&path).unwrap();

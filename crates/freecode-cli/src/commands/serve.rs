@@ -299,8 +299,8 @@ impl Server {
     fn trace_streamed(&self, p: &Params, reply_id: &Value) -> Result<(), RpcError> {
         let id = p.session_id()?;
         self.store.meta(&id)?;
-        let folded = crate::commands::trace::compact_fold(self.store.home(), &id)
-            .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
+        let folded =
+            crate::commands::trace::compact_fold(self.store.home(), &id).map_err(rpc_error)?;
         self.answer_streamed(reply_id, |out| {
             match folded {
                 Some((builder, now)) => {
@@ -683,8 +683,7 @@ impl Server {
     fn trace(&self, p: &Params) -> RpcResult {
         let id = p.session_id()?;
         self.store.meta(&id)?;
-        let trace = crate::commands::trace::trace_of(self.store.home(), &id)
-            .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
+        let trace = crate::commands::trace::trace_of(self.store.home(), &id).map_err(rpc_error)?;
         to_value(&trace)
     }
 }

@@ -339,20 +339,12 @@ impl TraceArgs {
             };
             warn_skipped(&path, &report);
             let now = now_if_open(&builder);
-            let file = self.otlp.as_deref();
-            let Some(endpoint) = self.otlp_endpoint.as_deref() else {
-                if let Some(file) = file {
-                    crate::otlp::write_file_streamed(builder, now, file)?;
-                    print_line(&format!("Exported {id} to {}", file.display()))?;
-                }
-                return Ok(());
-            };
-            let doc = crate::otlp::Document::streamed(builder, now)?;
-            if let Some(file) = file {
-                doc.write_to(file)?;
-                print_line(&format!("Exported {id} to {}", file.display()))?;
-            }
-            return post(&id, &doc, endpoint);
+            return export(
+                &id,
+                self.otlp.as_deref(),
+                self.otlp_endpoint.as_deref(),
+                crate::otlp::Source::Folded(Box::new(builder), now),
+            );
         }
         // `--html` needs the whole trace and replay; with `--otlp`/`--otlp-endpoint` too, the
         // same trace is exported.
@@ -361,20 +353,40 @@ impl TraceArgs {
         };
         let trace = post_mortem(builder);
         if let Some(file) = &self.html {
-            let turns = crate::ui::export::output_turns(&trace);
-            let replay = crate::ui::export::replay_of(home, &id, turns.as_ref())?;
-            let page = crate::ui::export::trace_page(&trace, replay.as_ref());
+            let page = crate::ui::export::trace_page(home, &id, &trace)?;
             crate::ui::export::write(file, &page)?;
         }
-        if let Some(file) = &self.otlp {
-            crate::otlp::write_file(&trace, file)?;
+        export(
+            &id,
+            self.otlp.as_deref(),
+            self.otlp_endpoint.as_deref(),
+            crate::otlp::Source::Whole(&trace),
+        )
+    }
+}
+
+/// `--otlp FILE` and `--otlp-endpoint [URL]` (empty: from `OTEL_EXPORTER_OTLP_*`), either or
+/// both, the document written from `src`: straight into the file alone, else once into a
+/// temp file that the file is copied from and the POST sends.
+fn export(
+    id: &SessionId,
+    file: Option<&Path>,
+    endpoint: Option<&str>,
+    src: crate::otlp::Source<'_>,
+) -> anyhow::Result<()> {
+    let Some(endpoint) = endpoint else {
+        if let Some(file) = file {
+            crate::otlp::write_file(src, file)?;
             print_line(&format!("Exported {id} to {}", file.display()))?;
         }
-        if let Some(endpoint) = &self.otlp_endpoint {
-            post(&id, &crate::otlp::Document::of(&trace)?, endpoint)?;
-        }
-        Ok(())
+        return Ok(());
+    };
+    let doc = crate::otlp::Document::new(src)?;
+    if let Some(file) = file {
+        doc.write_to(file)?;
+        print_line(&format!("Exported {id} to {}", file.display()))?;
     }
+    post(id, &doc, endpoint)
 }
 
 /// `--otlp-endpoint [URL]` (empty: from `OTEL_EXPORTER_OTLP_*`): POSTs `doc` and says where.

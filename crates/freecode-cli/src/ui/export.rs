@@ -38,28 +38,41 @@ fn detailed_turns(sizes: &[usize]) -> Vec<bool> {
         .collect()
 }
 
-/// The turns whose tool outputs the page of `trace` shows: `None` for every turn (each span is
-/// drawn), else the ids of the turns detailed under the chart (the bars show no output).
-pub fn output_turns(trace: &Trace) -> Option<HashSet<String>> {
-    let spans = waterfall::Spans::of(trace);
-    if !spans.aggregated() {
-        return None;
-    }
-    let keep = detailed_turns(&spans.turn_sizes());
-    let ids = keep.iter().enumerate().filter(|(_, k)| **k);
-    Some(
-        ids.filter_map(|(t, _)| spans.turn_id(t))
+/// The turns whose tool outputs the page of `spans` shows: `None` for every turn (each span is
+/// drawn), else the ids of the turns `keep` details under the chart (the bars show no output).
+fn output_turns(spans: &waterfall::Spans<'_>, keep: &[bool]) -> Option<HashSet<String>> {
+    spans.aggregated().then(|| {
+        keep.iter()
+            .enumerate()
+            .filter(|(_, k)| **k)
+            .filter_map(|(t, _)| spans.turn_id(t))
             .map(str::to_owned)
-            .collect(),
-    )
+            .collect()
+    })
 }
 
-/// The offline page of a trace; tool rows show their outputs from `replay` (the same log's; it
-/// needs only the turns [`output_turns`] names).
-pub fn trace_page(trace: &Trace, replay: Option<&Replay>) -> Markup {
-    let mut spans = waterfall::Spans::of(trace);
-    let aggregated = spans.aggregated();
+/// The offline page of session `id`'s trace. Tool rows show their outputs from the same log's
+/// replay, of which only the turns the page shows outputs for are read back ([`replay_of`]).
+pub fn trace_page(
+    home: &freecode_store::Home,
+    id: &SessionId,
+    trace: &Trace,
+) -> anyhow::Result<Markup> {
+    let spans = waterfall::Spans::of(trace);
     let keep = detailed_turns(&spans.turn_sizes());
+    let replay = replay_of(home, id, output_turns(&spans, &keep).as_ref())?;
+    Ok(page(spans, &keep, trace, replay.as_ref()))
+}
+
+/// The page of `spans` (those of `trace`) with the turns `keep` selects detailed under an
+/// aggregated chart ([`detailed_turns`]); tool rows show their outputs from `replay`.
+fn page(
+    mut spans: waterfall::Spans<'_>,
+    keep: &[bool],
+    trace: &Trace,
+    replay: Option<&Replay>,
+) -> Markup {
+    let aggregated = spans.aggregated();
     if let Some(r) = replay {
         spans = spans.with_outputs(r, |t| !aggregated || keep.get(t - 1) == Some(&true));
     }
@@ -68,7 +81,7 @@ pub fn trace_page(trace: &Trace, replay: Option<&Replay>) -> Markup {
     let mut chart = waterfall::markup(&w, &none).into_string();
     if w.aggregated {
         let mut left_out = 0usize;
-        for (i, turn_rows) in spans.by_turn_where(&keep).into_iter().enumerate() {
+        for (i, turn_rows) in spans.by_turn_where(keep).into_iter().enumerate() {
             if !keep[i] {
                 left_out += 1;
                 continue;
@@ -218,8 +231,8 @@ mod tests {
     use freecode_core::rollout::trace::TraceBuilder;
 
     /// The page of a trace drawn one bar per turn, with more rows than the file details, is the
-    /// same from the replay of only the detailed turns ([`output_turns`], [`replay_of`]) as from
-    /// the whole replay: the outputs it shows, and only those, come from the turns kept.
+    /// same from the replay of only the detailed turns ([`trace_page`]: [`output_turns`],
+    /// [`replay_of`]) as from the whole replay: the outputs it shows come from the turns kept.
     #[test]
     fn a_page_needs_only_the_detailed_turns_outputs() {
         let dir = tempfile::tempdir().unwrap();
@@ -259,7 +272,9 @@ mod tests {
             .unwrap();
         let whole = whole.finish();
 
-        let turns = output_turns(&trace).expect("drawn one bar per turn");
+        let spans = waterfall::Spans::of(&trace);
+        let keep = detailed_turns(&spans.turn_sizes());
+        let turns = output_turns(&spans, &keep).expect("drawn one bar per turn");
         assert!(
             turns.len() < 12_000 && turns.contains("turn-0"),
             "{}",
@@ -267,10 +282,13 @@ mod tests {
         );
         let some = replay_of(&home, &id, Some(&turns)).unwrap().unwrap();
         assert_eq!(some.turns.len(), turns.len());
-        let page = trace_page(&trace, Some(&whole)).into_string();
-        assert!(page.contains("output of call 1 ü") && page.contains("left out of this file"));
-        assert!(!page.contains("output of call 11999 ü"));
-        assert!(trace_page(&trace, Some(&some)).into_string() == page);
+        let whole_page = page(spans, &keep, &trace, Some(&whole)).into_string();
+        assert!(
+            whole_page.contains("output of call 1 ü")
+                && whole_page.contains("left out of this file")
+        );
+        assert!(!whole_page.contains("output of call 11999 ü"));
+        assert!(trace_page(&home, &id, &trace).unwrap().into_string() == whole_page);
         // Every turn's, when all are asked for.
         let all = replay_of(&home, &id, None).unwrap().unwrap();
         assert_eq!(all, whole);
