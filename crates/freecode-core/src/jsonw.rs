@@ -8,7 +8,9 @@
 //! (`format_escaped_str`, a table lookup per byte and a `write_all` per key and per value) was
 //! a quarter of the whole run's time, more than the write syscalls. Here a string's plain bytes
 //! are found eight and sixteen at a time (the scanner's `find_special`) and copied as one
-//! run, keys and values go straight into the buffer, and integers through `itoa`, which is
+//! run, keys and values go straight into the buffer (a key of the format is a literal, checked
+//! at compile time to need no escape and copied whole with its colon; a pretty line break and
+//! its indentation are one copy), and integers through `itoa`, which is
 //! what `serde_json` uses, so the bytes are the same: the escapes are `\"`, `\\`, `\b`, `\f`,
 //! `\n`, `\r`, `\t` and `\u00xx` (lower-case hex) for the other control bytes, nothing else is
 //! escaped (not `/`, not DEL, not non-ASCII), and a number inside a [`Value`] is written by
@@ -128,6 +130,15 @@ pub trait Layout {
     fn item(&mut self, first: bool);
     /// Between a key and its value.
     fn colon(&mut self);
+    /// Before a member under a key of the format's: the item's separator, then the key and
+    /// its colon. `key_colon` is `"key": ` (the pretty colon; the compact layout leaves out its
+    /// last byte), nothing in it to escape ([`quoted_key!`]).
+    fn key(&mut self, first: bool, key_colon: &'static str) {
+        self.item(first);
+        let b = key_colon.as_bytes();
+        self.out().extend_from_slice(&b[..b.len() - 1]);
+        self.colon();
+    }
     /// `}` or `]`, after `empty` (no item) or the last item.
     fn close(&mut self, bracket: u8, empty: bool);
 }
@@ -150,6 +161,14 @@ impl Layout for Compact<'_> {
     fn colon(&mut self) {
         self.0.push(b':');
     }
+    fn key(&mut self, first: bool, key_colon: &'static str) {
+        if !first {
+            self.0.push(b',');
+        }
+        // `"key": ` without its space.
+        let b = key_colon.as_bytes();
+        self.0.extend_from_slice(&b[..b.len() - 1]);
+    }
     fn close(&mut self, bracket: u8, _empty: bool) {
         self.0.push(bracket);
     }
@@ -168,12 +187,24 @@ impl<'a> Pretty<'a> {
         Self { out, depth }
     }
 
-    fn newline(&mut self) {
-        self.out.push(b'\n');
-        let n = self.depth * 2;
-        self.out.resize(self.out.len() + n, b' ');
+    /// A comma (unless `first`), a newline and the depth's indentation: one copy from
+    /// [`BREAK`] up to its depth, a fill past it.
+    fn separator(&mut self, first: bool) {
+        let n = 2 + self.depth * 2;
+        match BREAK.get(usize::from(first)..n) {
+            Some(run) => self.out.extend_from_slice(run),
+            None => {
+                self.out.extend_from_slice(&BREAK[usize::from(first)..2]);
+                self.out.resize(self.out.len() + self.depth * 2, b' ');
+            }
+        }
     }
 }
+
+/// `",\n"` and the indentation of the deepest level written in one copy (spaces past it are
+/// filled).
+const BREAK: &[u8; 2 + 2 * 32] =
+    b",\n                                                                ";
 
 impl Layout for Pretty<'_> {
     fn out(&mut self) -> &mut Vec<u8> {
@@ -184,18 +215,20 @@ impl Layout for Pretty<'_> {
         self.out.push(bracket);
     }
     fn item(&mut self, first: bool) {
-        if !first {
-            self.out.push(b',');
-        }
-        self.newline();
+        self.separator(first);
     }
     fn colon(&mut self) {
         self.out.extend_from_slice(b": ");
     }
+    fn key(&mut self, first: bool, key_colon: &'static str) {
+        self.separator(first);
+        self.out.extend_from_slice(key_colon.as_bytes());
+    }
     fn close(&mut self, bracket: u8, empty: bool) {
         self.depth -= 1;
         if !empty {
-            self.newline();
+            // The newline and indentation without a comma.
+            self.separator(true);
         }
         self.out.push(bracket);
     }
@@ -238,6 +271,51 @@ pub fn emit_member<L: Layout, T: Emit + ?Sized>(
     value.emit(l)
 }
 
+/// One member of an object under a key of the format's (for `emit_object!` and
+/// `json_record!`): `key_colon` is the key in quotes and the pretty colon (`quoted_key!`), a
+/// literal checked at compile time to need no escape ([`plain_key`]), so it is copied whole.
+#[doc(hidden)]
+#[inline]
+pub fn emit_key_member<L: Layout, T: Emit + ?Sized>(
+    l: &mut L,
+    first: &mut bool,
+    key_colon: &'static str,
+    value: &T,
+) -> serde_json::Result<()> {
+    l.key(*first, key_colon);
+    *first = false;
+    value.emit(l)
+}
+
+/// Whether a key needs no escape (no quote, backslash or control byte), so that its quoted
+/// form can be copied as it is: checked at compile time for every literal key ([`quoted_key!`]).
+#[doc(hidden)]
+pub const fn plain_key(key: &str) -> bool {
+    let b = key.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] < 0x20 || b[i] == b'"' || b[i] == b'\\' {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// A literal key in quotes followed by the pretty colon (`"key": `), as a `&'static str`; a
+/// key that would need an escape does not compile.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! quoted_key {
+    ($key:literal) => {{
+        const _: () = assert!(
+            $crate::jsonw::plain_key($key),
+            "a JSON key that needs escaping"
+        );
+        concat!("\"", $key, "\": ")
+    }};
+}
+
 /// Writes an object whose members are listed in order, each `always "key" => value`, `some
 /// "key" => value` (an `Option`, skipped when `None`: `skip_serializing_if = "Option::is_none"`)
 /// or `nonempty "key" => value` (a `Vec`, skipped when empty): the bytes of the type's derived
@@ -252,16 +330,16 @@ macro_rules! emit_object {
         Ok(())
     }};
     (@always $l:ident, $first:ident, $key:literal, $value:expr) => {
-        $crate::jsonw::emit_member($l, $first, $key, $value)?;
+        $crate::jsonw::emit_key_member($l, $first, $crate::quoted_key!($key), $value)?;
     };
     (@some $l:ident, $first:ident, $key:literal, $value:expr) => {
         if let Some(v) = $value {
-            $crate::jsonw::emit_member($l, $first, $key, v)?;
+            $crate::jsonw::emit_key_member($l, $first, $crate::quoted_key!($key), v)?;
         }
     };
     (@nonempty $l:ident, $first:ident, $key:literal, $value:expr) => {
         if !$value.is_empty() {
-            $crate::jsonw::emit_member($l, $first, $key, $value)?;
+            $crate::jsonw::emit_key_member($l, $first, $crate::quoted_key!($key), $value)?;
         }
     };
 }
@@ -425,6 +503,31 @@ mod tests {
                 serde_json::to_string(&s).unwrap(),
                 "byte {b:#04x}"
             );
+        }
+    }
+
+    #[test]
+    fn indentation_past_the_copied_run_is_filled() {
+        // Deeper than `BREAK` holds: the fill path, at every depth around its end.
+        let mut v = serde_json::json!({"leaf": [1, "two", {}], "k": []});
+        for depth in 0..40 {
+            v = serde_json::json!({ "d": depth, "next": [v.clone()], "z": {"a": true} });
+            let mut out = Vec::new();
+            to_pretty_at(&v, 0, &mut out).unwrap();
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string_pretty(&v).unwrap(),
+                "nesting {depth}"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_that_need_escaping_are_refused() {
+        assert!(plain_key("cacheReadTokens"));
+        assert!(plain_key("é-ключ"));
+        for bad in ["a\"b", "a\\b", "a\nb", "\u{1}"] {
+            assert!(!plain_key(bad), "{bad:?}");
         }
     }
 

@@ -152,7 +152,12 @@ macro_rules! json_record {
                 let mut first = true;
                 $(
                     if !FieldValue::skip(&self.$field) {
-                        $crate::jsonw::emit_member(l, &mut first, $key, &self.$field)?;
+                        $crate::jsonw::emit_key_member(
+                            l,
+                            &mut first,
+                            $crate::quoted_key!($key),
+                            &self.$field,
+                        )?;
                     }
                 )+
                 for (k, v) in &self.extra {
