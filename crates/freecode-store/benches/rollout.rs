@@ -12,7 +12,10 @@
 //! original's `run-bench.sh` beside ours on its log (`FREECODE_BENCH_NO_ORIGINAL=1` skips it,
 //! `FREECODE_BENCH_ONLY_ORIGINAL=1` runs only it; `FREECODE_BENCH_ONLY_RECORD=1` runs only the
 //! record rows and the original's `record` beside them). `--child-trace-halves <log>` runs the
-//! two-halves trace fold alone (for `perf`). Every argument that is not a
+//! two-halves trace fold alone (for `perf`, and as the whole-process fold the `trace --json`
+//! row is also put beside: a CLI run pays a process start and a fresh heap that a warm library
+//! fold does not, so each `--json` row is shown against the fold in both forms, and the same
+//! output written by the library in this process). Every argument that is not a
 //! `--child-…` mode (such as `--bench`, which `cargo bench` passes) is ignored.
 
 use std::fs::{self, File, OpenOptions};
@@ -1072,7 +1075,9 @@ fn main() -> Res<()> {
 /// library folds through `read_event_views` (one thread) and `fold_event_views` (two halves,
 /// what the CLI runs), a raw read of the same bytes, and the release CLI
 /// as a whole process under `/usr/bin/time` (built beforehand: `cargo build --release -p
-/// freecode-cli`). Prints ours, the original's and the ratio.
+/// freecode-cli`). Prints ours, the original's and the ratio. The `--json` rows also stand
+/// beside the same output written by the library in this process, and `trace --json` beside
+/// the two-halves fold run as a whole process (`--child-trace-halves`).
 /// The record row beside the original's `record`, run now: ours (median of 3 fresh
 /// processes), the original's median of 3, the ratio, and the raw cost of the same bytes.
 fn print_record_beside_original(quick: bool, rec: &RecordFigures) -> Res<()> {
@@ -1154,8 +1159,30 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
         let (b, _) = fold_event_views(&log, TraceBuilder::new("bench-events"))?.ok_or("no log")?;
         Ok(b.finish(None))
     })?;
+    // The same outputs as the CLI writes them, in this process (warm, no process start):
+    // the folds above with each span or turn written into a spool as it closes, then the
+    // document written to a sink.
+    let json_lib = median3(&|| {
+        use freecode_store::rollout::{PrettyJson, fold_trace_streamed, write_trace_json};
+        let (b, _) = fold_trace_streamed::<PrettyJson>(&log, "bench-events")?.ok_or("no log")?;
+        write_trace_json(&mut std::io::sink(), b, None)?;
+        Ok(())
+    })?;
+    let replay_json_lib = median3(&|| {
+        use freecode_store::rollout::{PrettyJson, fold_replay_streamed, write_replay_json};
+        let (b, _) = fold_replay_streamed::<PrettyJson>(&log, "bench-events")?.ok_or("no log")?;
+        write_replay_json(&mut std::io::sink(), b)?;
+        Ok(())
+    })?;
+    // The two-halves trace fold as a whole process, as the CLI is timed (`/usr/bin/time`).
+    let log_s = log.to_string_lossy().into_owned();
+    let fold_process = time_cli(
+        &std::env::current_exe()?,
+        None,
+        &["--child-trace-halves", &log_s],
+    )?;
     let cli = release_cli();
-    let run_cli = |args: &[&str]| time_cli(&cli, &home, args);
+    let run_cli = |args: &[&str]| time_cli(&cli, Some(&home), args);
     let otlp_to = std::env::temp_dir().join(format!("fc-otlp-{}.json", std::process::id()));
     let otlp_s = otlp_to.to_string_lossy().into_owned();
     let cli_rows: Vec<(&str, Res<(Duration, u64)>)> = if cli.is_file() {
@@ -1246,15 +1273,28 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
         };
         row(name, o, "", secs(t), &format!(", {} MiB", kib / 1024));
         if name.contains("--json") {
-            let (what, base) = if name.contains("replay") {
-                ("replay", replay2)
+            let (what, base, lib) = if name.contains("replay") {
+                ("replay", replay2, replay_json_lib)
             } else {
-                ("trace", fold2)
+                ("trace", fold2, json_lib)
             };
             println!(
-                "|  └ vs our {what} fold alone | | | {:.2}× the fold | |",
+                "|  └ vs our {what} fold alone (library, warm) | | | {:.2}× the fold | |",
                 secs(t) / secs(base)
             );
+            println!(
+                "|  └ the same output from the library, warm: fold + spool + document to a sink | | {:.0} ms | {:.2}× the fold | |",
+                secs(lib),
+                secs(lib) / secs(base)
+            );
+            if what == "trace" {
+                println!(
+                    "|  └ vs the two-halves fold as a whole process (`--child-trace-halves`, {:.0} ms, {} MiB) | | | {:.2}× the fold | |",
+                    secs(fold_process.0),
+                    fold_process.1 / 1024,
+                    secs(t) / secs(fold_process.0)
+                );
+            }
         }
     }
     println!(

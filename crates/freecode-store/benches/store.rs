@@ -1389,7 +1389,7 @@ fn bench_beside_original(quick: bool) -> Res<()> {
 
     let cli = release_cli();
     let export_to = std::env::temp_dir().join(format!("fc-export-{}.json", std::process::id()));
-    let run_cli = |args: &[&str]| time_cli(&cli, &home, args);
+    let run_cli = |args: &[&str]| time_cli(&cli, Some(&home), args);
     let export_s = export_to.to_string_lossy().into_owned();
     let cli_rows: Vec<(&str, Res<(Duration, u64)>)> = if cli.is_file() {
         vec![

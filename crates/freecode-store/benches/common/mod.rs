@@ -194,16 +194,17 @@ pub fn release_cli() -> PathBuf {
     )
 }
 
-/// The release CLI on `home` as a whole process under `/usr/bin/time`, three times: the median
-/// wall time and the median peak RSS in KiB.
-pub fn time_cli(cli: &Path, home: &Path, args: &[&str]) -> Res<(Duration, u64)> {
+/// A program (the release CLI on `home`, or a bench's own child mode) as a whole process under
+/// `/usr/bin/time`, three times: the median wall time and the median peak RSS in KiB.
+pub fn time_cli(cli: &Path, home: Option<&Path>, args: &[&str]) -> Res<(Duration, u64)> {
     let (mut times, mut peaks) = (Vec::new(), Vec::new());
     for _ in 0..3 {
-        let out = Command::new("/usr/bin/time")
-            .args(["-f", "%e %M"])
-            .arg(cli)
-            .arg("--home")
-            .arg(home)
+        let mut cmd = Command::new("/usr/bin/time");
+        cmd.args(["-f", "%e %M"]).arg(cli);
+        if let Some(home) = home {
+            cmd.arg("--home").arg(home);
+        }
+        let out = cmd
             .args(args)
             .stdout(std::process::Stdio::null())
             .output()?;
