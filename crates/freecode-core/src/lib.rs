@@ -26,7 +26,7 @@ mod string_enum;
 pub use ids::{IdError, SessionId};
 pub use message::{Part, Role, StoredMessage, ToolRef, Usage};
 pub use meta::{NATIVE_AGENT, SessionMeta, SessionStatus};
-pub use record::Extra;
+pub use record::{Extra, ExtraIter};
 /// Re-exported for [`string_enum!`]'s `JsonSchema` implementation in other crates.
 pub use schemars;
 
