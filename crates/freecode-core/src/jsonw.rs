@@ -132,11 +132,13 @@ pub trait Layout {
     fn colon(&mut self);
     /// Before a member under a key of the format's: the item's separator, then the key and
     /// its colon. `key_colon` is `"key": ` (the pretty colon; the compact layout leaves out its
-    /// last byte), nothing in it to escape ([`quoted_key!`]).
+    /// last byte), nothing in it to escape ([`quoted_key!`](crate::quoted_key)).
     fn key(&mut self, first: bool, key_colon: &'static str) {
         self.item(first);
+        // The quoted key without the pretty colon, then this layout's colon.
         let b = key_colon.as_bytes();
-        self.out().extend_from_slice(&b[..b.len() - 1]);
+        self.out()
+            .extend_from_slice(b.strip_suffix(b": ").unwrap_or(b));
         self.colon();
     }
     /// `}` or `]`, after `empty` (no item) or the last item.
@@ -272,7 +274,7 @@ pub fn emit_member<L: Layout, T: Emit + ?Sized>(
 }
 
 /// One member of an object under a key of the format's (for `emit_object!` and
-/// `json_record!`): `key_colon` is the key in quotes and the pretty colon (`quoted_key!`), a
+/// `json_record!`): `key_colon` is the key in quotes and the pretty colon ([`quoted_key!`](crate::quoted_key)), a
 /// literal checked at compile time to need no escape ([`plain_key`]), so it is copied whole.
 #[doc(hidden)]
 #[inline]
@@ -288,7 +290,7 @@ pub fn emit_key_member<L: Layout, T: Emit + ?Sized>(
 }
 
 /// Whether a key needs no escape (no quote, backslash or control byte), so that its quoted
-/// form can be copied as it is: checked at compile time for every literal key ([`quoted_key!`]).
+/// form can be copied as it is: checked at compile time for every literal key ([`quoted_key!`](crate::quoted_key)).
 #[doc(hidden)]
 pub const fn plain_key(key: &str) -> bool {
     let b = key.as_bytes();
@@ -520,6 +522,44 @@ mod tests {
                 "nesting {depth}"
             );
         }
+    }
+
+    /// A layout of its own that keeps `Layout::key`'s default: the compact layout's bytes.
+    struct Plain<'a>(Compact<'a>);
+
+    impl Layout for Plain<'_> {
+        fn out(&mut self) -> &mut Vec<u8> {
+            self.0.out()
+        }
+        fn open(&mut self, bracket: u8) {
+            self.0.open(bracket);
+        }
+        fn item(&mut self, first: bool) {
+            self.0.item(first);
+        }
+        fn colon(&mut self) {
+            self.0.colon();
+        }
+        fn close(&mut self, bracket: u8, empty: bool) {
+            self.0.close(bracket, empty);
+        }
+    }
+
+    #[test]
+    fn a_layout_without_its_own_key_writes_the_key_and_its_colon() {
+        let span = crate::rollout::trace::ToolSpan {
+            tool: "read_file".to_owned(),
+            started_at: 7,
+            duration_ms: 3,
+            args: Some(serde_json::json!({"path": "a\"b"})),
+            failed: Some(true),
+        };
+        let mut out = Vec::new();
+        span.emit(&mut Plain(Compact(&mut out))).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            serde_json::to_string(&span).unwrap()
+        );
     }
 
     #[test]
