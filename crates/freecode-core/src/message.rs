@@ -244,8 +244,8 @@ impl StoredMessage {
 }
 
 impl StoredMessage {
-    /// Reads one line the way its `Deserialize` does, in one pass ([`crate::scan`]), when the
-    /// line is one the store writes: compact, known keys only. `None` when the scanner gives up
+    /// Reads one line the way its `Deserialize` does, in one pass (the crate's scanner), when
+    /// the line is one the store writes: compact, known keys only. `None` when the scanner gives up
     /// (an unknown key, whitespace, a surrogate escape, ...): the line is then for `serde_json`,
     /// which gives the same message for every line this takes (`tests/message_scan.rs`).
     pub fn scan(line: &str) -> Option<Self> {

@@ -505,7 +505,7 @@ enum Parsed<'a> {
 
 impl<'a> ParsedLine<'a> {
     /// Parses one line (valid UTF-8 already); `Err` is serde_json's. The scanner reads it when
-    /// it can ([`crate::scan`]), `serde_json` otherwise: the same view either way.
+    /// it can (the crate's one-pass scanner), `serde_json` otherwise: the same view either way.
     pub fn parse(line: &'a str) -> serde_json::Result<Self> {
         match Self::scan(line) {
             Some(p) => Ok(p),
