@@ -9,6 +9,8 @@
 //! - `helper` is the long-lived thread that reads the second half of a split read.
 //! - [`SessionStore`] and [`SessionWriter`] are the session operations of SPEC §8 with the
 //!   §19 bugs fixed.
+//! - [`settings`] holds what the store and the recorder share: [`Durability`] and
+//!   [`rollout::RecorderConfig`].
 //! - [`share`] exports a session as a redacted bundle and imports one as a new session.
 //! - [`doctor`] finds leftovers, damage and loose modes in a home, and repairs them on request.
 
@@ -24,6 +26,7 @@ pub mod jsonl;
 pub mod lock;
 pub mod rollout;
 pub mod session;
+pub mod settings;
 pub mod share;
 pub mod threads;
 

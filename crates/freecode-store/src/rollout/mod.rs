@@ -36,11 +36,12 @@ use crate::fsutil;
 use crate::home::Home;
 use crate::jsonl::{self, LineIssue};
 use crate::lock::LockWait;
-use crate::session::Durability;
+use crate::settings::Durability;
 
 pub mod spool;
 mod stream;
 mod views;
+pub use crate::settings::{FLUSH_WINDOW, ROLLOUT_ENV, RecorderConfig};
 pub use stream::{
     CompactJson, CompactSpans, CompactTurns, JsonForm, JsonSpans, JsonTurns, OtlpSpans, PrettyJson,
     SpanPage, SpanRecords, Spooled, SpooledTurns, StreamedReplay, TracePage, TurnRecords,
@@ -54,56 +55,6 @@ pub use views::{
 
 /// `events.jsonl`.
 pub const EVENTS_FILE: &str = "events.jsonl";
-/// Environment switch: `off`, `0`, `false` or `no` disable recording.
-pub const ROLLOUT_ENV: &str = "FREECODE_ROLLOUT";
-
-/// Recorder settings.
-#[derive(Debug, Clone, Copy)]
-pub struct RecorderConfig {
-    /// Whether anything is written.
-    pub enabled: bool,
-    /// When events reach the disk: every event, turn boundaries ([`Recorder::sync`]), or never.
-    pub durability: Durability,
-    /// Whether to wait for another recorder of the same log.
-    pub lock_wait: LockWait,
-    /// The clock, ms since the epoch.
-    pub clock: fn() -> i64,
-    /// How long an event may wait in the buffer at most ([`FLUSH_WINDOW`]; zero: every event
-    /// is written before `record` returns).
-    pub flush_window: Duration,
-}
-
-impl Default for RecorderConfig {
-    /// Enabled unless `FREECODE_ROLLOUT` says off; turn-boundary durability.
-    fn default() -> Self {
-        let off = std::env::var(ROLLOUT_ENV)
-            .map(|v| {
-                matches!(
-                    v.trim().to_ascii_lowercase().as_str(),
-                    "off" | "0" | "false" | "no"
-                )
-            })
-            .unwrap_or(false);
-        Self {
-            enabled: !off,
-            durability: Durability::TurnBoundary,
-            lock_wait: LockWait::Fail,
-            clock: crate::now_ms,
-            flush_window: FLUSH_WINDOW,
-        }
-    }
-}
-
-impl RecorderConfig {
-    /// A configuration that records nothing.
-    pub fn disabled() -> Self {
-        Self {
-            enabled: false,
-            ..Self::default()
-        }
-    }
-}
-
 /// The path of a session's log.
 pub fn events_path(home: &Home, id: &SessionId) -> PathBuf {
     home.rollout_dir(id).join(EVENTS_FILE)
@@ -120,9 +71,6 @@ pub struct Recorded {
     pub timestamp: i64,
 }
 
-/// How long an event may wait in a recorder's buffer before it is written (at most; it is
-/// written sooner before a provider is called or a tool runs, at [`Recorder::sync`] and on drop).
-pub const FLUSH_WINDOW: Duration = Duration::from_millis(50);
 /// A buffer this large is written at once, whatever the window.
 const FLUSH_BYTES: usize = 256 * 1024;
 

@@ -23,10 +23,11 @@ use crate::fsutil::{self, create_dir_exclusive, create_dir_private, write_atomic
 use crate::home::Home;
 use crate::jsonl::{self, LineIssue};
 use crate::lock::{LockWait, SessionLock};
-use crate::rollout::RecorderConfig;
+use crate::settings::RecorderConfig;
 
 mod writer;
 
+pub use crate::settings::Durability;
 pub use writer::SessionWriter;
 pub(crate) use writer::read_journal;
 
@@ -42,32 +43,6 @@ pub const TORN_FILE: &str = "messages.jsonl.torn";
 pub const COMPACTION_JOURNAL: &str = "compaction.pending";
 /// In a hashed project directory (`h-…`), the full project path.
 pub const PROJECT_PATH_FILE: &str = ".project-path";
-
-/// When appends reach the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// fsync after every append.
-    EveryAppend,
-    /// fsync when the caller ends a turn ([`SessionWriter::end_turn`]) — the default.
-    #[default]
-    TurnBoundary,
-    /// Never fsync (the original's behaviour); rewrites are still atomic against a process crash.
-    Never,
-}
-
-impl std::str::FromStr for Durability {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "always" | "every-append" => Ok(Self::EveryAppend),
-            "turn" | "turn-boundary" => Ok(Self::TurnBoundary),
-            "never" => Ok(Self::Never),
-            other => Err(format!(
-                "unknown durability {other:?} (expected always, turn or never)"
-            )),
-        }
-    }
-}
 
 /// Store settings.
 #[derive(Debug, Clone, Copy)]
