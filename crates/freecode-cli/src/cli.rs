@@ -87,7 +87,7 @@ pub enum Command {
     Schema(commands::schema::SchemaArgs),
     /// A local web viewer: sessions, search, transcripts, traces as waterfalls, stats
     /// (loopback only, a per-run token).
-    Ui(crate::ui::UiArgs),
+    Ui(commands::ui::UiArgs),
     /// Print the tab-completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions(commands::shell::CompletionsArgs),
     /// Write the manual pages: one per command into --dir, or freecode(1) to stdout.

@@ -8,18 +8,13 @@
 //! does), 2 anything unexpected, 130 a one-shot run
 //! stopped by Ctrl+C ([`Interrupted`]).
 
-mod agent;
 mod cli;
 mod commands;
-mod duration;
-mod ops;
-mod otlp;
 mod pager;
 mod progress;
 mod render;
-mod sanitize;
+mod signals;
 mod trace_render;
-mod ui;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -91,7 +86,7 @@ fn init_logging(default: &str, forced: Option<&str>) {
 }
 
 fn exit_code(err: &anyhow::Error) -> u8 {
-    use freecode_store::StoreError;
+    use freecode_ops::ErrorKind;
     if render::is_broken_pipe(err) {
         return 0;
     }
@@ -99,61 +94,28 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<Interrupted>().is_some() {
             return 130;
         }
-        if cause.downcast_ref::<NoMatch>().is_some() {
-            return 1;
-        }
-        if cause.downcast_ref::<UserError>().is_some()
-            || cause.downcast_ref::<freecode_core::IdError>().is_some()
+        if cause.downcast_ref::<NoMatch>().is_some() || cause.downcast_ref::<UserError>().is_some()
         {
             return 1;
-        }
-        // Share failures the user can act on: a bad URL or key, an expired, revoked or
-        // malformed share, an unreachable or refusing server.
-        if let Some(e) = cause.downcast_ref::<freecode_sync::client::ClientError>() {
-            return match e {
-                freecode_sync::client::ClientError::Store(e)
-                | freecode_sync::client::ClientError::Export(
-                    freecode_store::share::ShareError::Store(e),
-                ) => store_exit_code(e),
-                _ => 1,
-            };
         }
         // A share server that cannot start: a port in use, an unusable setting.
-        if let Some(
-            freecode_sync::server::ServerError::Bind { .. }
-            | freecode_sync::server::ServerError::Config(_),
-        ) = cause.downcast_ref::<freecode_sync::server::ServerError>()
-        {
-            return 1;
-        }
-        if cause
-            .downcast_ref::<freecode_core::bundle::BundleError>()
-            .is_some()
-        {
-            return 1;
-        }
-        if let Some(e) = cause.downcast_ref::<freecode_store::share::ShareError>() {
+        if let Some(e) = cause.downcast_ref::<freecode_sync::server::ServerError>() {
             return match e {
-                freecode_store::share::ShareError::Store(e) => store_exit_code(e),
-                _ => 1,
+                freecode_sync::server::ServerError::Bind { .. }
+                | freecode_sync::server::ServerError::Config(_) => 1,
+                _ => 2,
             };
         }
-        if let Some(e) = cause.downcast_ref::<StoreError>() {
-            return store_exit_code(e);
+        // The operations' errors and those of the layers under them, by kind (the one map
+        // every front end has: here an exit status).
+        if let Some(kind) = freecode_ops::kind_of(cause) {
+            return match kind {
+                ErrorKind::Invalid | ErrorKind::NotFound | ErrorKind::Busy | ErrorKind::Failed => 1,
+                ErrorKind::Internal => 2,
+            };
         }
     }
     2
-}
-
-fn store_exit_code(e: &freecode_store::StoreError) -> u8 {
-    use freecode_store::StoreError;
-    match e {
-        StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe => 0,
-        // A file that does not parse (a corrupt `meta.json`) is named for the user to repair
-        // (`freecode doctor`); an I/O failure is unexpected.
-        StoreError::Io { .. } => 2,
-        _ => 1,
-    }
 }
 
 fn main() -> ExitCode {

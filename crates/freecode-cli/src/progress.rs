@@ -4,7 +4,8 @@
 //! redirected, nothing extra is printed.
 //!
 //! Bars appear only once the work has taken [`SHOW_AFTER`] (a quick refresh stays silent);
-//! `index rebuild`, which the user asked for, shows its bar at once.
+//! `index rebuild`, which the user asked for, shows its bar at once. [`Feedback`] is how an
+//! operation of `freecode_ops` reports to them ([`freecode_ops::Progress`]).
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
@@ -30,11 +31,6 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// A bar labelled `label` that appears after [`SHOW_AFTER`].
-    pub fn new(label: &'static str) -> Self {
-        Self::with_delay(label, SHOW_AFTER)
-    }
-
     /// A bar labelled `label` that appears after `delay` (zero: at the first update).
     pub fn with_delay(label: &'static str, delay: Duration) -> Self {
         Self {
@@ -222,6 +218,56 @@ impl Drop for Steps {
             if let Some(bar) = s.bar.take() {
                 bar.finish_and_clear();
             }
+        }
+    }
+}
+
+/// What an operation reports ([`freecode_ops::Progress`]), drawn here: its sessions as a
+/// [`Progress`] bar, its steps as [`Steps`], both labelled `label`.
+pub struct Feedback {
+    label: &'static str,
+    bar: Progress,
+    steps: Option<Steps>,
+}
+
+impl Feedback {
+    /// Feedback labelled `label` whose bar appears after [`SHOW_AFTER`].
+    pub fn new(label: &'static str) -> Self {
+        Self::with_delay(label, SHOW_AFTER)
+    }
+
+    /// Feedback labelled `label` whose bar of sessions appears after `delay`.
+    pub fn with_delay(label: &'static str, delay: Duration) -> Self {
+        Self {
+            label,
+            bar: Progress::with_delay(label, delay),
+            steps: None,
+        }
+    }
+
+    /// The work is over: whatever was drawn is erased before the result is printed.
+    pub fn finish(self) {
+        self.bar.finish();
+        if let Some(steps) = self.steps {
+            steps.finish();
+        }
+    }
+}
+
+impl freecode_ops::Progress for Feedback {
+    fn sessions(&mut self, done: usize, total: usize) {
+        self.bar.update(done, total);
+    }
+
+    fn steps(&mut self, total: u64) {
+        // A new plan of steps replaces the last one (its bar erased).
+        self.steps = None;
+        self.steps = Some(Steps::new(self.label, total));
+    }
+
+    fn step(&mut self, what: &str) {
+        if let Some(steps) = &self.steps {
+            steps.step(what);
         }
     }
 }

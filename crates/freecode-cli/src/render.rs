@@ -7,6 +7,10 @@
 use std::io::{IsTerminal, Write};
 use std::sync::OnceLock;
 
+pub use freecode_ops::human::{
+    local_time, plural, relative_time, shorten_middle, thousands, truncate, width,
+};
+
 use crate::cli::ColorChoice;
 
 /// The process-wide `--color` choice and `-q`, set once in `main` before anything prints.
@@ -118,72 +122,6 @@ impl Style {
     }
 }
 
-/// A ms timestamp as local date and time, `2026-01-15 09:43`.
-pub fn local_time(ms: i64) -> String {
-    match jiff::Timestamp::from_millisecond(ms) {
-        Ok(ts) => ts
-            .to_zoned(jiff::tz::TimeZone::system())
-            .strftime("%Y-%m-%d %H:%M")
-            .to_string(),
-        Err(_) => ms.to_string(),
-    }
-}
-
-/// The display width of `s` in terminal columns (wide CJK and emoji count two, combining marks
-/// zero).
-pub fn width(s: &str) -> usize {
-    unicode_width::UnicodeWidthStr::width(s)
-}
-
-/// The longest prefix of `s` that fits `max` columns.
-fn fit_prefix(s: &str, max: usize) -> &str {
-    let mut used = 0;
-    for (i, c) in s.char_indices() {
-        used += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
-        if used > max {
-            return &s[..i];
-        }
-    }
-    s
-}
-
-/// The longest suffix of `s` that fits `max` columns.
-fn fit_suffix(s: &str, max: usize) -> &str {
-    let mut used = 0;
-    for (i, c) in s.char_indices().rev() {
-        used += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
-        if used > max {
-            return &s[i + c.len_utf8()..];
-        }
-    }
-    s
-}
-
-/// One terminal-safe line ([`clean_line`](crate::sanitize::clean_line)) of at most `max`
-/// columns, cut at the end with an ellipsis.
-pub fn truncate(s: &str, max: usize) -> String {
-    let one_line = crate::sanitize::clean_line(s);
-    if width(&one_line) <= max {
-        return one_line.into_owned();
-    }
-    let mut out = fit_prefix(&one_line, max.saturating_sub(1)).to_owned();
-    out.push('…');
-    out
-}
-
-/// One terminal-safe line of at most `max` columns, cut in the middle (`/home/me/…/repo`), so
-/// that the end of a path — the repository's name — stays.
-pub fn shorten_middle(s: &str, max: usize) -> String {
-    let one_line = crate::sanitize::clean_line(s);
-    if width(&one_line) <= max {
-        return one_line.into_owned();
-    }
-    let room = max.saturating_sub(1);
-    let tail = fit_suffix(&one_line, room - room / 4);
-    let head = fit_prefix(&one_line, room - width(tail));
-    format!("{head}…{tail}")
-}
-
 /// A rendered line (our own SGR colour codes allowed, nothing else: the text in it is already
 /// terminal-safe) cut to `max` columns with an ellipsis, so that it never wraps; colour is
 /// reset after a cut. A line that fits is returned as it is.
@@ -291,62 +229,16 @@ pub fn short_id<'a>(id: &'a str, known: &[String], min: usize) -> &'a str {
     }
 }
 
-/// `n` with thousands separators: `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// `n` and the noun, singular or plural: `1 event`, `2,048 events`. `plural` is the plural
-/// form (`"messages"`), `singular` the one form.
-pub fn plural(n: u64, singular: &str, plural: &str) -> String {
-    format!(
-        "{} {}",
-        thousands(n),
-        if n == 1 { singular } else { plural }
-    )
-}
-
-/// A past time relative to `now_ms`, for tables: `just now`, `5m ago`, `3h ago`, `2d ago`;
-/// past 30 days the local date (`2026-01-15`); a time in the future is its local time.
-pub fn relative_time(ms: i64, now_ms: i64) -> String {
-    let ago = now_ms.saturating_sub(ms);
-    if ago < 0 {
-        return local_time(ms);
-    }
-    let secs = ago / 1000;
-    match secs {
-        0..60 => "just now".to_owned(),
-        60..3600 => format!("{}m ago", secs / 60),
-        3600..86_400 => format!("{}h ago", secs / 3600),
-        86_400..2_592_000 => format!("{}d ago", secs / 86_400),
-        _ => local_date(ms),
-    }
-}
-
-/// A ms timestamp as the local date, `2026-01-15`.
-pub fn local_date(ms: i64) -> String {
-    match jiff::Timestamp::from_millisecond(ms) {
-        Ok(ts) => ts
-            .to_zoned(jiff::tz::TimeZone::system())
-            .strftime("%Y-%m-%d")
-            .to_string(),
-        Err(_) => ms.to_string(),
-    }
-}
-
 /// A `hint:` line for errors a user can act on.
 pub fn hint_for(err: &anyhow::Error) -> Option<String> {
     use freecode_store::StoreError;
     for cause in err.chain() {
-        if let Some(e) = cause.downcast_ref::<StoreError>() {
+        let store = cause.downcast_ref::<StoreError>().or_else(|| {
+            cause
+                .downcast_ref::<freecode_ops::Error>()
+                .and_then(freecode_ops::Error::store_error)
+        });
+        if let Some(e) = store {
             return match e {
                 StoreError::NotFound { .. } => Some(
                     "`freecode session list --all` shows every session, deleted ones included"
@@ -394,6 +286,9 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
                 cause.downcast_ref::<freecode_store::StoreError>(),
                 Some(freecode_store::StoreError::Io { source, .. }) if source.kind() == BrokenPipe
             )
+            || cause
+                .downcast_ref::<freecode_ops::Error>()
+                .is_some_and(|e| e.io_error_kind() == Some(BrokenPipe))
     })
 }
 
@@ -408,16 +303,6 @@ mod tests {
         assert_eq!(truncate("日本語のタイトル", 7), "日本語…");
         assert!(width(&truncate("日本語のタイトル", 7)) <= 7);
         assert_eq!(pad("日本", "日本", 6), "日本  ");
-    }
-
-    #[test]
-    fn long_paths_keep_their_end() {
-        let p = "/home/someone/work/clients/acme/projects/freecode-session-store";
-        let s = shorten_middle(p, 30);
-        assert!(width(&s) <= 30, "{s}");
-        assert!(s.ends_with("freecode-session-store"), "{s}");
-        assert!(s.starts_with("/home/"), "{s}");
-        assert_eq!(shorten_middle("/short", 30), "/short");
     }
 
     #[test]
@@ -444,30 +329,5 @@ mod tests {
         let fitted = fit_line(red, 8);
         assert_eq!(fitted, "\x1b[31mred and…\x1b[0m");
         assert_eq!(fit_line("\x1b[2mdim\x1b[0m", 3), "\x1b[2mdim\x1b[0m");
-    }
-
-    #[test]
-    fn counts_read_well() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(800_008), "800,008");
-        assert_eq!(thousands(1_234_567), "1,234,567");
-        assert_eq!(plural(1, "event", "events"), "1 event");
-        assert_eq!(plural(0, "event", "events"), "0 events");
-        assert_eq!(plural(2048, "turn", "turns"), "2,048 turns");
-    }
-
-    #[test]
-    fn relative_times() {
-        let now = 1_800_000_000_000;
-        assert_eq!(relative_time(now - 5_000, now), "just now");
-        assert_eq!(relative_time(now - 5 * 60_000, now), "5m ago");
-        assert_eq!(relative_time(now - 3 * 3_600_000, now), "3h ago");
-        assert_eq!(relative_time(now - 2 * 86_400_000, now), "2d ago");
-        assert_eq!(
-            relative_time(now - 40 * 86_400_000, now),
-            local_date(now - 40 * 86_400_000)
-        );
     }
 }

@@ -19,7 +19,7 @@ use freecode_core::rollout::trace::{
 use freecode_store::rollout::spool::{Order, Records, Spool};
 use jiff::tz::TimeZone;
 
-use crate::sanitize::clean_line;
+use freecode_ops::human::clean_line;
 
 /// What to show.
 #[derive(Debug, Clone)]
@@ -47,101 +47,8 @@ impl Default for RenderOptions {
 /// The ANSI styles the waterfall uses: the CLI's one [`Style`](crate::render::Style).
 pub use crate::render::Style as Palette;
 
-/// JavaScript's `Math.round` (halves round up, towards +∞).
-fn js_round(x: f64) -> f64 {
-    let f = x.floor();
-    if x - f >= 0.5 { f + 1.0 } else { f }
-}
-
-/// JavaScript's `Number.prototype.toFixed(digits)`: the decimal nearest to the exact value of
-/// `x`, halves rounded away from zero. (Rust's `{:.1}` rounds exact halves to even: `1.25` →
-/// `1.2`, where the original prints `1.3`.)
-fn to_fixed(x: f64, digits: usize) -> String {
-    if !x.is_finite() {
-        return format!("{x}");
-    }
-    // The exact decimal expansion of `x`: its lowest set bit can weigh 2^(biased exponent −
-    // 1075), which takes that many fractional digits (at most 1074, for subnormals).
-    let biased_exp = i64::try_from((x.abs().to_bits() >> 52) & 0x7ff).unwrap_or(0);
-    let exact_digits = usize::try_from(1075 - biased_exp).unwrap_or(0);
-    let exact = format!("{:.*}", exact_digits.max(digits + 1), x.abs());
-    let (int_part, frac) = exact.split_once('.').unwrap_or((&exact, ""));
-    let mut digits_kept: Vec<u8> = int_part.bytes().chain(frac.bytes().take(digits)).collect();
-    if frac.as_bytes().get(digits).is_some_and(|&d| d >= b'5') {
-        let mut i = digits_kept.len();
-        loop {
-            if i == 0 {
-                digits_kept.insert(0, b'1');
-                break;
-            }
-            i -= 1;
-            if digits_kept[i] == b'9' {
-                digits_kept[i] = b'0';
-            } else {
-                digits_kept[i] += 1;
-                break;
-            }
-        }
-    }
-    let split = digits_kept.len() - digits;
-    let mut out = String::with_capacity(digits_kept.len() + 2);
-    if x < 0.0 && digits_kept.iter().any(|&d| d != b'0') {
-        out.push('-');
-    }
-    out.push_str(&String::from_utf8_lossy(&digits_kept[..split]));
-    if digits > 0 {
-        out.push('.');
-        out.push_str(&String::from_utf8_lossy(&digits_kept[split..]));
-    }
-    out
-}
-
-/// A duration for humans: `820ms`, `4.2s`, `12m04s` (SPEC §13.3), with the rounding carried
-/// into the next unit (SPEC §19.36): never `1000ms`, `60.0s` or `1m60s`; past an hour `2h 05m`,
-/// past a day `3d 4h` (the original printed `460675m39s`).
-pub fn format_duration(ms: f64) -> String {
-    let whole_ms = js_round(ms);
-    if whole_ms < 1000.0 {
-        return format!("{}ms", whole_ms as i64);
-    }
-    if ms < 60_000.0 {
-        let secs = to_fixed(ms / 1000.0, 1);
-        // "60.0" would be a minute: fall through to the minutes form.
-        if secs.parse::<f64>().is_ok_and(|s| s < 60.0) {
-            return format!("{secs}s");
-        }
-    }
-    let mut minutes = (ms / 60_000.0).floor();
-    let mut seconds = js_round((ms % 60_000.0) / 1000.0);
-    if seconds >= 60.0 {
-        minutes += 1.0;
-        seconds -= 60.0;
-    }
-    if minutes < 60.0 {
-        return format!("{}m{:02}s", minutes as i64, seconds as i64);
-    }
-    // Past an hour, hours and minutes; past a day, days and hours (never `460675m39s`).
-    let total_minutes = js_round(ms / 60_000.0) as i64;
-    if total_minutes < 24 * 60 {
-        return format!("{}h {:02}m", total_minutes / 60, total_minutes % 60);
-    }
-    let total_hours = js_round(ms / 3_600_000.0) as i64;
-    format!("{}d {}h", total_hours / 24, total_hours % 24)
-}
-
-/// A count for humans: `48`, `1.5k`, `1.25M` (SPEC §13.3); `999950` is `1.00M`, not `1000.0k`.
-pub fn count(n: u64) -> String {
-    if n < 1000 {
-        return n.to_string();
-    }
-    if n < 1_000_000 {
-        let k = to_fixed(n as f64 / 1000.0, 1);
-        if k != "1000.0" {
-            return format!("{k}k");
-        }
-    }
-    format!("{}M", to_fixed(n as f64 / 1_000_000.0, 2))
-}
+use freecode_ops::human::js_round;
+pub use freecode_ops::human::{count, format_duration};
 
 /// A ms timestamp as `HH:MM:SS` in `tz` (what the clock column shows; rows write it through a
 /// cache of the zone's offset, checked against this in the tests).
@@ -1293,17 +1200,6 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("HUNG"), "{text}");
-    }
-
-    #[test]
-    fn to_fixed_is_javascripts() {
-        assert_eq!(to_fixed(0.25, 1), "0.3"); // exact half: up (Rust's `{:.1}` gives 0.2)
-        assert_eq!(to_fixed(9.95, 1), "9.9"); // 9.9499999… as a double
-        assert_eq!(to_fixed(1.005, 2), "1.00");
-        assert_eq!(to_fixed(99.96, 1), "100.0");
-        assert_eq!(to_fixed(-1.25, 1), "-1.3");
-        assert_eq!(to_fixed(1e-7, 3), "0.000");
-        assert_eq!(to_fixed(5e-324, 0), "0");
     }
 
     #[test]

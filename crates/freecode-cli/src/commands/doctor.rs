@@ -3,12 +3,12 @@
 //! damaged index), then repair it on request. See `freecode_store::doctor`.
 
 use clap::Args;
+use freecode_ops::human::clean_line;
 use freecode_store::Home;
-use freecode_store::doctor::{FindingKind, examine};
+use freecode_store::doctor::FindingKind;
 
 use crate::UserError;
 use crate::render::{Style, plural, print_json, print_line};
-use crate::sanitize::clean_line;
 
 /// `freecode doctor`.
 #[derive(Debug, Args)]
@@ -43,15 +43,10 @@ fn kind_name(k: FindingKind) -> &'static str {
 impl DoctorArgs {
     /// Runs the examination (and the repairs with `--fix`). Exit 1 when a problem remains.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
-        let report = examine(home, self.fix)?;
-        let unresolved = report.unresolved();
+        let report = freecode_ops::doctor::examine(home, self.fix)?;
+        let unresolved = report.unresolved;
         if self.json {
-            print_json(&crate::ops::DoctorReport {
-                home: home.root().to_path_buf(),
-                sessions: report.sessions,
-                findings: report.findings.clone(),
-                unresolved,
-            })?;
+            print_json(&report)?;
         } else {
             let style = Style::stdout();
             // A copied tree has a loose mode on every entry: show a few, count the rest.

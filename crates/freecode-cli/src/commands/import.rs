@@ -3,24 +3,19 @@
 //!
 //! Human output: one line per session on stdout (`imported`, `updated`, `replaced`,
 //! `unchanged`, `skipped`, then the id and title), a summary and every issue as
-//! `file:line: message` on stderr. `--json`: [`crate::ops::ImportReport`] /
-//! [`crate::ops::DetectReport`].
+//! `file:line: message` on stderr. `--json`: [`freecode_ops::types::ImportReport`] /
+//! [`freecode_ops::types::DetectReport`] ([`freecode_ops::import`]).
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use freecode_import::importer::{self, Action, Options};
-use freecode_import::source::Agent;
-use freecode_store::{Home, SessionStore};
+use freecode_ops::human::clean_line;
+use freecode_ops::import::ImportRequest;
+use freecode_ops::scope::{parse_since, project_scope};
+use freecode_store::Home;
 
-use crate::UserError;
-use crate::ops::{
-    DetectReport, DetectedAgent, ImportIssue, ImportReport, ImportSummary, ImportedItem,
-};
 use crate::render::{plural, print_json};
-use crate::sanitize::clean_line;
 
 /// `freecode import`.
 #[derive(Debug, Args)]
@@ -50,76 +45,33 @@ pub struct ImportArgs {
     pub detect: bool,
 }
 
-fn env_var(name: &str) -> Option<std::ffi::OsString> {
-    std::env::var_os(name)
-}
-
 impl ImportArgs {
     /// Runs the command.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
         if self.detect {
             return detect(self.json);
         }
-        let name = self.agent.clone().unwrap_or_default();
-        let agent = Agent::from_name(&name).ok_or_else(|| {
-            UserError(format!(
-                "unknown agent {name:?}: one of {}",
-                Agent::ALL.map(Agent::name).join(", ")
-            ))
-        })?;
+        let agent = freecode_ops::import::agent(&self.agent.clone().unwrap_or_default())?;
         let now = freecode_store::now_ms();
         let since = match &self.since {
-            Some(s) => Some(crate::commands::index::parse_since(s, now)?),
+            Some(s) => Some(parse_since(s, now)?),
             None => None,
         };
-        let roots = if self.paths.is_empty() {
-            let roots = freecode_import::default_roots(agent, &env_var);
-            let found: Vec<PathBuf> = roots.iter().filter(|r| r.exists()).cloned().collect();
-            if found.is_empty() {
-                return Err(UserError(format!(
-                    "no {agent} sessions at {}: pass a PATH",
-                    roots
-                        .iter()
-                        .map(|r| r.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-                .into());
-            }
-            found
-        } else {
-            for p in &self.paths {
-                if std::fs::symlink_metadata(p).is_err() {
-                    return Err(
-                        UserError(format!("{}: no such file or directory", p.display())).into(),
-                    );
-                }
-            }
-            // Absolute, so `importedFrom.path` names the file from anywhere (links kept).
-            self.paths
-                .iter()
-                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
-                .collect()
+        let project = match &self.project {
+            Some(dir) => Some(project_scope(&dir.to_string_lossy())?),
+            None => None,
         };
-        let store = SessionStore::open(home.clone())?;
-        let report = importer::run(
-            &store,
-            agent,
-            &roots,
-            &Options {
+        let out = freecode_ops::import::run(
+            home,
+            &ImportRequest {
+                agent,
+                paths: self.paths.clone(),
                 since,
                 dry_run: self.dry_run,
+                project,
                 now,
-                fallback_project: match &self.project {
-                    Some(dir) => Some(crate::commands::index::project_scope(
-                        &dir.to_string_lossy(),
-                    )?),
-                    None => None,
-                },
             },
-        )
-        .context("import failed")?;
-        let out = to_ops(agent, self.dry_run, &report);
+        )?;
         if self.json {
             print_json(&out)?;
         } else {
@@ -202,80 +154,8 @@ fn bytes(n: u64) -> String {
     }
 }
 
-fn to_ops(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport {
-    let mut summary = ImportSummary {
-        units: r.units,
-        unchanged_units: r.unchanged_units,
-        imported: 0,
-        updated: 0,
-        replaced: 0,
-        unchanged: 0,
-        skipped: 0,
-        messages: 0,
-        bytes_read: r.bytes_read,
-        redactions: 0,
-    };
-    let sessions = r
-        .sessions
-        .iter()
-        .map(|s| {
-            match s.action {
-                Action::Imported => summary.imported += 1,
-                Action::Updated => summary.updated += 1,
-                Action::Replaced => summary.replaced += 1,
-                Action::Unchanged => summary.unchanged += 1,
-                Action::Skipped => summary.skipped += 1,
-            }
-            summary.messages += s.added_messages as u64;
-            summary.redactions += s.redactions as u64;
-            ImportedItem {
-                session_id: s.id.clone(),
-                source_id: s.source_id.clone(),
-                path: s.path.clone(),
-                action: s.action.name().to_owned(),
-                title: s.title.clone(),
-                parent_id: s.parent_id.clone(),
-                messages: s.messages,
-                added_messages: s.added_messages,
-                events: s.events,
-                redactions: s.redactions,
-                last_activity: s.last_activity,
-                reason: s.reason.clone(),
-            }
-        })
-        .collect();
-    ImportReport {
-        agent: agent.name().to_owned(),
-        dry_run,
-        sessions,
-        summary,
-        issues: r
-            .issues
-            .iter()
-            .map(|i| ImportIssue {
-                path: i.path.clone(),
-                line: i.line,
-                message: i.message.clone(),
-            })
-            .collect(),
-    }
-}
-
 fn detect(json: bool) -> anyhow::Result<()> {
-    let mut issues = Vec::new();
-    let found = importer::detect(&env_var, &mut issues);
-    let report = DetectReport {
-        agents: found
-            .into_iter()
-            .map(|d| DetectedAgent {
-                agent: d.agent.name().to_owned(),
-                roots: d.roots,
-                sessions: d.sessions,
-                messages: d.messages,
-                bytes: d.bytes,
-            })
-            .collect(),
-    };
+    let (report, issues) = freecode_ops::import::detect();
     if json {
         return print_json(&report);
     }
@@ -301,7 +181,7 @@ fn detect(json: bool) -> anyhow::Result<()> {
     }
     stdout.flush()?;
     for issue in &issues {
-        eprintln!("{}", clean_line(&issue.to_string()));
+        eprintln!("{}", clean_line(issue));
     }
     Ok(())
 }

@@ -13,3 +13,4 @@ pub mod session;
 pub mod share;
 pub mod shell;
 pub mod trace;
+pub mod ui;

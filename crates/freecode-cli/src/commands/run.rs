@@ -17,24 +17,19 @@ use std::time::Duration;
 use anyhow::Context;
 use freecode_store::{Home, SessionStore};
 
-use crate::agent::provider::{ProviderInputs, Resolved};
-use crate::agent::{
+use freecode_agent::config::{
+    COMPACT_AT_ENV, INTERRUPT_SAVE_DELAY_ENV, MAX_STALL_TIMEOUT, env_ms, provider_inputs,
+    resolve_provider, stall_timeout_from_env,
+};
+use freecode_agent::{
     AgentConfig, AgentEvent, AgentLoop, InterruptFlag, Interrupts, PermissionMode, SessionTarget,
     TurnOutcome, TurnStatus,
 };
+use freecode_ops::scope::project_directory;
+use freecode_ops::sessions::resolve_id;
+
 use crate::render::Style;
 use crate::{Interrupted, UserError};
-
-/// Stall timeout in ms (overrides the default; `--stall-timeout` overrides it).
-pub const STALL_TIMEOUT_ENV: &str = "FREECODE_STALL_TIMEOUT_MS";
-/// Pause between the scripted provider's chunks, ms (default 30).
-pub const SCRIPTED_DELAY_ENV: &str = "FREECODE_SCRIPTED_DELAY_MS";
-/// Test hook: pause (ms) between saving an interrupted turn and marking the session.
-pub const INTERRUPT_SAVE_DELAY_ENV: &str = "FREECODE_INTERRUPT_SAVE_DELAY_MS";
-/// History size (estimated tokens) past which a turn starts by compacting (0: never).
-pub const COMPACT_AT_ENV: &str = "FREECODE_COMPACT_AT_TOKENS";
-/// The API key's variable (never a flag: command lines are visible to other users).
-pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
 
 /// The most `run -` reads from standard input.
 const PROMPT_MAX_BYTES: u64 = 16 << 20;
@@ -67,8 +62,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub project: Option<PathBuf>,
     /// What the tools may do: read-only denies write_file.
-    #[arg(long, value_enum, default_value_t = PermissionMode::ReadOnly, value_name = "MODE")]
-    pub permission: PermissionMode,
+    #[arg(long, value_enum, default_value_t = Permission::ReadOnly, value_name = "MODE")]
+    pub permission: Permission,
     /// Seconds without a byte from the provider before a call counts as stalled [default: 60,
     /// or $FREECODE_STALL_TIMEOUT_MS ms].
     #[arg(long, value_name = "SECS")]
@@ -79,134 +74,36 @@ pub struct RunArgs {
     /// Compact the session before the turn once its history passes this many estimated
     /// tokens, keeping the last 2 user turns (0: never).
     #[arg(long, env = COMPACT_AT_ENV, value_name = "TOKENS",
-          default_value_t = crate::agent::agent_loop::DEFAULT_COMPACT_AT_TOKENS)]
+          default_value_t = freecode_agent::agent_loop::DEFAULT_COMPACT_AT_TOKENS)]
     pub compact_at: u64,
     /// Print one JSON object at the end instead of streaming the answer.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `--permission`: the agent's [`PermissionMode`], as the flag spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Permission {
+    /// Read and list only: every write is denied.
+    #[default]
+    ReadOnly,
+    /// Also write files inside the project directory.
+    WorkspaceWrite,
+}
+
+impl From<Permission> for PermissionMode {
+    fn from(p: Permission) -> Self {
+        match p {
+            Permission::ReadOnly => Self::ReadOnly,
+            Permission::WorkspaceWrite => Self::WorkspaceWrite,
+        }
+    }
+}
+
 /// Where `run` runs: an existing session, its meta read once, or a new one in `project`.
 enum Target {
     Existing(freecode_core::SessionMeta),
     New { project: String },
-}
-
-fn env_ms(name: &str) -> anyhow::Result<Option<Duration>> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => {
-            let ms: u64 = v
-                .trim()
-                .parse()
-                .map_err(|_| UserError(format!("{name} must be a number of ms, not {v:?}")))?;
-            Ok(Some(Duration::from_millis(ms)))
-        }
-        _ => Ok(None),
-    }
-}
-
-/// The longest stall timeout accepted: past it a duration could overflow a deadline, and no
-/// provider is waited on for a week.
-pub const MAX_STALL_TIMEOUT: Duration = Duration::from_secs(7 * 86_400);
-
-/// `FREECODE_STALL_TIMEOUT_MS` when set and not zero, at most [`MAX_STALL_TIMEOUT`].
-fn stall_timeout_from_env() -> anyhow::Result<Option<Duration>> {
-    match env_ms(STALL_TIMEOUT_ENV)?.filter(|d| !d.is_zero()) {
-        Some(d) if d > MAX_STALL_TIMEOUT => Err(UserError(format!(
-            "{STALL_TIMEOUT_ENV} must be at most {} ms (7 days)",
-            MAX_STALL_TIMEOUT.as_millis()
-        ))
-        .into()),
-        d => Ok(d),
-    }
-}
-
-/// What chooses the provider: `provider` (`--provider`), `base_url` (`--base-url` or
-/// `OPENAI_BASE_URL`), `model` (`--model`, `FREECODE_MODEL`), `OPENAI_API_KEY`, and
-/// `current.provider`, `current.model`, `baseUrl` of `config.json` (which must parse).
-pub fn provider_inputs(
-    home: &Home,
-    provider: Option<&str>,
-    base_url: Option<&str>,
-    model: Option<&str>,
-) -> anyhow::Result<ProviderInputs> {
-    let config = home.read_config()?;
-    let get = |k: &str| crate::commands::config::lookup_str(&config, k);
-    Ok(ProviderInputs {
-        provider: provider.map(str::to_owned),
-        base_url: base_url.map(str::to_owned),
-        api_key: std::env::var(API_KEY_ENV).ok().filter(|k| !k.is_empty()),
-        configured_provider: get("current.provider"),
-        configured_model: get("current.model"),
-        configured_base_url: get("baseUrl"),
-        model: model.map(str::to_owned),
-        chunk_delay: env_ms(SCRIPTED_DELAY_ENV)?.unwrap_or(Duration::from_millis(30)),
-    })
-}
-
-/// The provider for a session pinned to `pinned` (`None` for a new one), or the reason it is
-/// refused: a [`UserError`] naming `session`.
-pub fn resolve_provider(
-    inputs: &ProviderInputs,
-    pinned: Option<&str>,
-    session: Option<&str>,
-) -> anyhow::Result<Resolved> {
-    inputs.resolve(pinned).map_err(|why| {
-        UserError(match session {
-            Some(id) => format!("cannot resume session {id}: {why}"),
-            None => why,
-        })
-        .into()
-    })
-}
-
-/// The agent settings a host without flags (`freecode serve`) takes from the environment
-/// (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `FREECODE_MODEL`, `FREECODE_STALL_TIMEOUT_MS`,
-/// `FREECODE_COMPACT_AT_TOKENS`) and `config.json`, for a session pinned to `pinned`.
-pub fn agent_config_from_env(
-    home: &Home,
-    pinned: Option<&str>,
-    session: Option<&str>,
-) -> anyhow::Result<AgentConfig> {
-    let inputs = provider_inputs(
-        home,
-        None,
-        std::env::var("OPENAI_BASE_URL").ok().as_deref(),
-        std::env::var("FREECODE_MODEL").ok().as_deref(),
-    )?;
-    let resolved = resolve_provider(&inputs, pinned, session)?;
-    if let Some(notice) = resolved.notice {
-        tracing::info!("{notice}");
-    }
-    let mut config = AgentConfig::new(resolved.config);
-    if let Some(d) = stall_timeout_from_env()? {
-        config.stall_timeout = d;
-    }
-    if let Ok(v) = std::env::var(COMPACT_AT_ENV) {
-        let n: u64 = v.trim().parse().map_err(|_| {
-            UserError(format!(
-                "{COMPACT_AT_ENV} must be a number of tokens, not {v:?}"
-            ))
-        })?;
-        config.compact_at_tokens = (n > 0).then_some(n);
-    }
-    Ok(config)
-}
-
-/// The canonical path of the project directory `given` (default: the current directory), the
-/// form `run` looks sessions up by; it must be an existing directory.
-pub fn project_directory(given: Option<&std::path::Path>) -> anyhow::Result<String> {
-    let dir = match given {
-        Some(p) => p.to_path_buf(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let dir = dir
-        .canonicalize()
-        .map_err(|e| UserError(format!("project directory {}: {e}", dir.display())))?;
-    if !dir.is_dir() {
-        return Err(UserError(format!("{} is not a directory", dir.display())).into());
-    }
-    Ok(dir.to_string_lossy().into_owned())
 }
 
 impl RunArgs {
@@ -255,12 +152,12 @@ impl RunArgs {
     /// decided from it, and the loop opens with it).
     fn target(&self, store: &SessionStore) -> anyhow::Result<Target> {
         if let Some(id) = &self.session {
-            let id = crate::commands::session::resolve_id(store, id)?;
+            let id = resolve_id(store, id)?;
             return Ok(Target::Existing(store.meta(&id)?));
         }
         let project = project_directory(self.project.as_deref())?;
         if self.continue_
-            && let Some(meta) = crate::agent::agent_loop::continue_candidate(store, &project)?
+            && let Some(meta) = freecode_agent::agent_loop::continue_candidate(store, &project)?
         {
             return Ok(Target::Existing(meta));
         }
@@ -294,16 +191,14 @@ impl RunArgs {
         }
         let mut config = AgentConfig::new(resolved.config);
         config.model = model;
-        config.permission = self.permission;
+        config.permission = self.permission.into();
         config.stall_timeout = self.stall_timeout()?;
         config.max_iterations = self.max_iterations.max(1);
         config.compact_at_tokens = (self.compact_at > 0).then_some(self.compact_at);
         config.interrupt_save_pause = env_ms(INTERRUPT_SAVE_DELAY_ENV)?.unwrap_or_default();
 
         let interrupts = Interrupts::new();
-        interrupts
-            .install_sigint_handler()
-            .context("cannot take over Ctrl+C")?;
+        crate::signals::install_sigint_handler(&interrupts).context("cannot take over Ctrl+C")?;
         let json = self.json;
         // While the model has not answered (its first token, or after a tool ran): a spinner on
         // a terminal's stderr, nothing otherwise.

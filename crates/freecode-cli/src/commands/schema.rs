@@ -1,10 +1,10 @@
 //! `freecode schema` (hidden): writes the JSON Schemas of the `--json` outputs, generated from
-//! the result types in [`crate::ops`], as `docs/schemas/*.json` holds them.
+//! the result types in [`freecode_ops::types`], as `docs/schemas/*.json` holds them.
 
 use std::path::PathBuf;
 
-use crate::ops::{SCHEMA_FILES, schema_text};
 use crate::render::print_line;
+use freecode_ops::types::{SCHEMA_FILES, schema_text};
 
 /// `freecode schema`.
 #[derive(Debug, clap::Args)]

@@ -10,14 +10,17 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use freecode_core::message::PartType;
 use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
-use freecode_store::{Home, ListFilter, SessionStore};
+use freecode_ops::human::{clean_line, clean_text};
+use freecode_ops::scope::{parse_since, project_scope};
+use freecode_ops::sessions::{self, CompactRequest, ListRequest, Sort, resolve_id};
+use freecode_ops::types::JsonStyle;
+use freecode_store::{Home, SessionStore};
 
 use crate::UserError;
 use crate::render::{
     Style, local_time, pad, plural, print_json, print_line, relative_time, shorten_middle,
     thousands, truncate, width,
 };
-use crate::sanitize::{clean_line, clean_text};
 
 /// Session commands.
 #[derive(Debug, Subcommand)]
@@ -159,22 +162,6 @@ pub struct CompactArgs {
     json: bool,
 }
 
-/// The session `s` names: a whole id, or any prefix of exactly one session's id (as git takes
-/// short hashes); an ambiguous prefix is a user error listing the candidates.
-pub fn resolve_id(store: &SessionStore, s: &str) -> anyhow::Result<SessionId> {
-    Ok(store.resolve_prefix(s)?)
-}
-
-/// [`resolve_id`] for a command that may not need a store: an id whose rollout log exists is
-/// taken as it is, without opening (and so creating) anything.
-pub fn resolve_recorded_id(home: &Home, s: &str) -> anyhow::Result<SessionId> {
-    let id = SessionId::new(s)?;
-    if freecode_store::rollout::events_path(home, &id).is_file() {
-        return Ok(id);
-    }
-    resolve_id(&SessionStore::open(home.clone())?, s)
-}
-
 impl SessionCommand {
     /// Runs the command against `home`.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
@@ -184,13 +171,11 @@ impl SessionCommand {
             Self::Show(a) => show(&store, a),
             Self::Fork(a) => {
                 let id = resolve_id(&store, &a.id)?;
-                let new_id = store.fork(&id, None)?;
+                let forked = sessions::fork(&store, &id)?;
                 if a.json {
-                    print_json(&crate::ops::SessionRef {
-                        session_id: new_id.to_string(),
-                    })
+                    print_json(&forked)
                 } else {
-                    print_line(new_id.as_ref())
+                    print_line(&forked.session_id)
                 }
             }
             Self::Delete(a) => delete(&store, a),
@@ -198,7 +183,7 @@ impl SessionCommand {
             Self::Import(a) => crate::commands::share::import(&store, a),
             Self::Restore(a) => {
                 let id = resolve_id(&store, &a.id)?;
-                let meta = store.restore(&id)?;
+                let meta = sessions::restore(&store, &id)?;
                 if a.json {
                     print_json(&meta)
                 } else {
@@ -207,11 +192,7 @@ impl SessionCommand {
             }
             Self::Rename(a) => {
                 let id = resolve_id(&store, &a.id)?;
-                let title = a.title.trim();
-                if title.is_empty() {
-                    return Err(UserError("a session's title cannot be empty".into()).into());
-                }
-                let meta = store.update_meta(&id, |m| m.title = title.to_owned())?;
+                let meta = sessions::rename(&store, &id, &a.title)?;
                 if a.json {
                     print_json(&meta)
                 } else {
@@ -220,7 +201,7 @@ impl SessionCommand {
             }
             Self::Archive(a) => {
                 let id = resolve_id(&store, &a.id)?;
-                let meta = store.archive(&id)?;
+                let meta = sessions::archive(&store, &id)?;
                 if a.json {
                     print_json(&meta)
                 } else {
@@ -239,9 +220,16 @@ impl SessionCommand {
                     ))
                     .into());
                 }
-                let outcome = store.compact(&id, a.keep, &summary)?;
+                let outcome = sessions::compact(
+                    &store,
+                    &id,
+                    &CompactRequest {
+                        keep: a.keep,
+                        summary: Some(summary),
+                    },
+                )?;
                 if a.json {
-                    print_json(&crate::ops::Compaction::new(id.as_str(), outcome))
+                    print_json(&outcome)
                 } else if outcome.compacted {
                     print_line(&format!(
                         "compacted {id}: {} → {} messages, ~{} → ~{} tokens",
@@ -262,64 +250,33 @@ impl SessionCommand {
 }
 
 fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
-    let status = a.status.as_deref().map(SessionStatus::parse);
-    if let Some(SessionStatus::Other(s)) = &status {
-        return Err(UserError(format!(
-            "unknown status {s:?}: use active, interrupted, archived or deleted"
-        ))
-        .into());
-    }
-    let filter = ListFilter {
+    let status = a
+        .status
+        .as_deref()
+        .map(sessions::parse_status)
+        .transpose()?;
+    let req = ListRequest {
         status,
-        project_path: None,
-        include_deleted: a.all,
+        within: a.project.as_deref().map(project_scope).transpose()?,
+        since: a
+            .since
+            .as_deref()
+            .map(|s| parse_since(s, freecode_store::now_ms()))
+            .transpose()?,
         agent: a.agent,
+        include_deleted: a.all,
+        sort: match a.sort {
+            SortKey::Activity => Sort::Activity,
+            SortKey::Created => Sort::Created,
+            SortKey::Title => Sort::Title,
+        },
+        limit: a.limit,
+        ..ListRequest::default()
     };
     // Served from the index when it can be used (one stat per session, no file opened); the
-    // scan gives the same answer when it cannot.
-    let listing = crate::commands::index::indexed_or_scanned(
-        store.home(),
-        |ix| ix.list(&filter),
-        || Ok(store.list(&filter)?),
-    )?;
-    // A bare array under --json: the problems go to stderr only.
-    crate::commands::index::warn_problems(&listing.problems);
-    let project = a
-        .project
-        .as_deref()
-        .map(crate::commands::index::project_scope)
-        .transpose()?;
-    let since = a
-        .since
-        .as_deref()
-        .map(|s| crate::commands::index::parse_since(s, freecode_store::now_ms()))
-        .transpose()?;
-    let mut sessions: Vec<&SessionMeta> = listing
-        .sessions
-        .iter()
-        .filter(|m| {
-            project
-                .as_deref()
-                .is_none_or(|p| freecode_core::project_key::within_project(&m.project_path, p))
-        })
-        .filter(|m| since.is_none_or(|t| m.last_turn_at >= t))
-        .collect();
-    match a.sort {
-        // The listing is newest activity first already.
-        SortKey::Activity => {}
-        SortKey::Created => {
-            sessions.sort_by(|x, y| y.created_at.cmp(&x.created_at).then(x.id.cmp(&y.id)));
-        }
-        SortKey::Title => sessions.sort_by(|x, y| {
-            x.title
-                .to_lowercase()
-                .cmp(&y.title.to_lowercase())
-                .then(x.id.cmp(&y.id))
-        }),
-    }
-    if let Some(n) = a.limit {
-        sessions.truncate(n);
-    }
+    // scan gives the same answer when it cannot. A bare array under --json: the problems go to
+    // stderr only.
+    let sessions = sessions::list(store.home(), &req)?.sessions;
     if a.json {
         return print_json(&sessions);
     }
@@ -339,7 +296,7 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
                 m.status.as_str().to_owned(),
                 thousands(m.turn_count),
                 relative_time(m.last_turn_at, now),
-                crate::sanitize::clean_line(&m.project_path).into_owned(),
+                clean_line(&m.project_path).into_owned(),
             ]
         })
         .collect();
@@ -354,7 +311,7 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
     // On a narrow terminal a full id takes the title's room: print the shortest prefix that
     // names one session (at least 8 characters, as git abbreviates), which every command takes.
     let ids: Vec<String> = if columns.is_some_and(|c| c < SHORT_ID_BELOW_COLUMNS) {
-        let known = known_ids(store, &listing.sessions);
+        let known = sessions::known_ids(store.home(), &sessions);
         sessions
             .iter()
             .map(|m| crate::render::short_id(&m.id, &known, SHORT_ID_MIN).to_owned())
@@ -431,31 +388,6 @@ const SHORT_ID_BELOW_COLUMNS: usize = 100;
 /// A short id has at least this many characters.
 const SHORT_ID_MIN: usize = 8;
 
-/// Every id a prefix could also match, sorted: the listed sessions, every session directory
-/// of the home (deleted ones included) and every rollout log — names only, one `readdir` per
-/// directory, as [`SessionStore::resolve_prefix`] looks.
-fn known_ids(store: &SessionStore, listed: &[SessionMeta]) -> Vec<String> {
-    let names = |dir: &std::path::Path| -> Vec<String> {
-        std::fs::read_dir(dir)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let root = store.home().root();
-    let sessions = root.join("sessions");
-    let mut ids: Vec<String> = listed.iter().map(|m| m.id.clone()).collect();
-    for project in names(&sessions) {
-        ids.extend(names(&sessions.join(project)));
-    }
-    ids.extend(names(&root.join("rollout").join("sessions")));
-    ids.sort_unstable();
-    ids.dedup();
-    ids
-}
-
 fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
     let id = resolve_id(store, &a.id)?;
     let meta = store.meta(&id)?;
@@ -463,7 +395,7 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
         return show_json(store, &id, &meta);
     }
     if let Some(file) = &a.html {
-        return crate::ui::export::session_file(store, &id, &meta, file);
+        return Ok(freecode_ui::export::session_file(store, &id, &meta, file)?);
     }
     // Buffered: the rendering writes a line in many pieces, and stdout (or the pager's pipe)
     // would take each as a write(2) of its own.
@@ -488,7 +420,7 @@ fn write_show(
     let count = std::sync::atomic::AtomicU64::new(0);
     let mut spool =
         std::io::BufWriter::with_capacity(64 << 10, tempfile::SpooledTempFile::new(1 << 20));
-    store.message_blocks(id)?.render(
+    sessions::message_blocks(store, id)?.render(
         |messages, buf| {
             count.fetch_add(messages.len() as u64, std::sync::atomic::Ordering::Relaxed);
             for m in messages {
@@ -540,15 +472,19 @@ fn write_show(
     Ok(())
 }
 
-/// `session show --json`, written as it is read ([`crate::ops::write_detail`]): two threads
+/// `session show --json`, written as it is read ([`sessions::write_session`]): two threads
 /// parse and render alternate blocks while this one writes, so the output streams on both cores
-/// in the memory of a few blocks. The bytes are those of [`crate::ops::SessionDetail`].
+/// in the memory of a few blocks. The bytes are those of
+/// [`freecode_ops::types::SessionDetail`].
 fn show_json(store: &SessionStore, id: &SessionId, meta: &SessionMeta) -> anyhow::Result<()> {
-    let blocks = store.message_blocks(id)?;
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
-    crate::ops::write_detail(meta, blocks, crate::ops::JsonStyle::Pretty, |b| {
-        Ok(out.write_all(b)?)
-    })?;
+    sessions::write_session(
+        store,
+        id,
+        meta,
+        JsonStyle::Pretty,
+        |b| Ok(out.write_all(b)?),
+    )?;
     writeln!(out)?;
     out.flush()?;
     Ok(())
@@ -629,14 +565,9 @@ fn render_message(out: &mut impl Write, st: Style, m: &StoredMessage) -> std::io
 fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
     let id = resolve_id(store, &a.id)?;
     if !a.purge {
-        let meta = store.delete(&id)?;
+        let deleted = sessions::delete(store, &id)?;
         if a.json {
-            return print_json(&crate::ops::Deleted {
-                session_id: id.to_string(),
-                purged: false,
-                status: Some(meta.status),
-                removed_paths: None,
-            });
+            return print_json(&deleted);
         }
         return print_line(&format!(
             "deleted {id} (soft: `freecode session restore {id}` brings it back)"
@@ -665,18 +596,13 @@ fn delete(store: &SessionStore, a: DeleteArgs) -> anyhow::Result<()> {
             return Err(UserError("purge cancelled".into()).into());
         }
     }
-    let removed = store.purge(&id)?;
+    let purged = sessions::purge(store, &id)?;
     if a.json {
-        return print_json(&crate::ops::Deleted {
-            session_id: id.to_string(),
-            purged: true,
-            status: None,
-            removed_paths: Some(removed.len()),
-        });
+        return print_json(&purged);
     }
     print_line(&format!(
         "purged {id} ({} removed)",
-        plural(removed.len() as u64, "path", "paths")
+        plural(purged.removed_paths.unwrap_or(0) as u64, "path", "paths")
     ))
 }
 

@@ -1,11 +1,11 @@
 //! `freecode trace` (SPEC §16.3) and `freecode replay` (SPEC §13.1): read a session's rollout log
 //! back as a waterfall of model calls and tools, or as turns and tool calls.
 //!
-//! Logs are streamed through [`fold_event_views`] (two halves on two threads past 8 MiB) and
-//! [`read_event_views`] (borrowed views, large reads) into the pure folds of
-//! [`freecode_core::rollout`] (constant memory however long the log: spans and turns are
-//! spooled and written out, `--json` and rendered alike); lines that are not events are
-//! reported on stderr. Differences from the original, all deliberate:
+//! Logs are folded by [`freecode_ops::trace`] (two halves on two threads past 8 MiB, borrowed
+//! views, large reads) into the pure folds of [`freecode_core::rollout`] (constant memory
+//! however long the log: spans and turns are spooled and written out, `--json` and rendered
+//! alike); lines that are not events are reported on stderr. Differences from the original,
+//! all deliberate:
 //!
 //! - Open requests are aged against the current time, not the last event, so a final request
 //!   that never terminated shows as hung in a post-mortem (SPEC §19.32); `--json` and the OTLP
@@ -14,29 +14,27 @@
 //! - `--follow` tails the file: appended complete lines are read as they arrive, the log is never
 //!   re-read from the start.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
 use freecode_core::SessionId;
-use freecode_core::rollout::replay::{Replay, ReplayBuilder, ReplayTurn, TurnSink};
-use freecode_core::rollout::trace::{SpanSink, Trace, TraceBuilder};
-use freecode_core::rollout::{Event, RawEvent};
-use freecode_store::rollout::{
-    CompactJson, CompactSpans, EVENTS_FILE, PrettyJson, ReadReport, StreamedReplay, events_path,
-    fold_event_views, fold_otlp_streamed, fold_replay_streamed, fold_trace_streamed,
-    read_event_views, write_replay_json, write_trace_json,
+use freecode_core::rollout::replay::{Replay, ReplayTurn};
+use freecode_core::rollout::trace::TraceBuilder;
+use freecode_ops::human::clean_line;
+use freecode_ops::otlp::{Document, Source};
+use freecode_ops::sessions::resolve_recorded_id;
+use freecode_ops::trace::{
+    self, PrettyJson, Tail, events_path, no_events, now_after, write_replay_json, write_trace_json,
 };
-use freecode_store::{Home, IssueKind, LineIssue};
+use freecode_store::Home;
+use freecode_store::rollout::{CompactJson, StreamedReplay};
 
-use crate::UserError;
 use crate::render::{
     fit_to, fit_to_terminal, local_time, plural, print_json, print_line, terminal_columns,
     thousands, truncate,
 };
-use crate::sanitize::clean_line;
 use crate::trace_render::{
     Palette, RenderOptions, RowSpans, format_duration, render_trace, write_streamed,
 };
@@ -103,168 +101,6 @@ pub struct ReplayArgs {
     json: bool,
 }
 
-fn rollout_sessions_dir(home: &Home) -> PathBuf {
-    home.root().join("rollout").join("sessions")
-}
-
-/// A session with no rollout log: a user error (exit 1), on stderr, whatever the output format.
-fn no_events(id: &SessionId) -> anyhow::Error {
-    UserError(format!(
-        "No recorded events for session {id} (`freecode trace --list` shows the recorded ones)"
-    ))
-    .into()
-}
-
-fn issue_reason(kind: &IssueKind) -> String {
-    match kind {
-        IssueKind::Torn => "torn (unterminated) last line".to_owned(),
-        IssueKind::Malformed(m) => format!("malformed line: {m}"),
-        IssueKind::TooLong => "line too long".to_owned(),
-        IssueKind::LoneSurrogates(n) => format!(
-            "{n} lone UTF-16 surrogate{} read as U+FFFD",
-            if *n == 1 { "" } else { "s" }
-        ),
-    }
-}
-
-/// Reports what a read skipped: a few lines individually, then a count.
-fn warn_skipped(path: &Path, report: &ReadReport) {
-    const SHOWN: usize = 5;
-    let (skipped, kept): (Vec<&LineIssue>, Vec<&LineIssue>) =
-        report.issues.iter().partition(|i| i.kind.skipped());
-    for issue in skipped.iter().take(SHOWN) {
-        tracing::warn!("{}: skipped {issue}", path.display());
-    }
-    if skipped.len() > SHOWN {
-        let more = skipped.len() - SHOWN;
-        tracing::warn!(
-            "{}: skipped {} more",
-            path.display(),
-            plural(more as u64, "unreadable line", "unreadable lines")
-        );
-    }
-    if let Some(first) = kept.first() {
-        tracing::warn!(
-            "{}: {} held lone UTF-16 surrogates, read as U+FFFD (first: {first})",
-            path.display(),
-            plural(kept.len() as u64, "line", "lines")
-        );
-    }
-    if report.unknown > 0 {
-        tracing::warn!(
-            "{}: skipped {} of a type this version does not know",
-            path.display(),
-            plural(report.unknown, "event", "events")
-        );
-    }
-}
-
-/// The recorded sessions: every `rollout/sessions/<id>/events.jsonl` with a valid id.
-fn recorded_sessions(home: &Home) -> anyhow::Result<Vec<(SessionId, PathBuf)>> {
-    let dir = rollout_sessions_dir(home);
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(anyhow::Error::new(e).context(format!("read {}", dir.display()))),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry =
-            entry.map_err(|e| anyhow::Error::new(e).context(format!("read {}", dir.display())))?;
-        let name = entry.file_name();
-        let Some(id) = name.to_str().and_then(|n| SessionId::new(n).ok()) else {
-            tracing::debug!("ignoring {}: not a session id", entry.path().display());
-            continue;
-        };
-        let path = entry.path().join(EVENTS_FILE);
-        if path.is_file() {
-            out.push((id, path));
-        }
-    }
-    Ok(out)
-}
-
-fn none_recorded(home: &Home) -> anyhow::Error {
-    UserError(format!(
-        "No recorded sessions found under {}.",
-        home.root().join("rollout").display()
-    ))
-    .into()
-}
-
-/// The session whose log was modified last (ties: the greater id).
-fn latest_session(home: &Home) -> anyhow::Result<SessionId> {
-    let mut best: Option<(std::time::SystemTime, SessionId)> = None;
-    for (id, path) in recorded_sessions(home)? {
-        let Ok(modified) = path.metadata().and_then(|m| m.modified()) else {
-            continue;
-        };
-        if best
-            .as_ref()
-            .is_none_or(|(t, b)| (modified, id.as_str()) > (*t, b.as_str()))
-        {
-            best = Some((modified, id));
-        }
-    }
-    best.map(|(_, id)| id).ok_or_else(|| none_recorded(home))
-}
-
-/// The trace fold of a whole log; `None` when there is no log.
-fn fold_trace(path: &Path, id: &SessionId) -> anyhow::Result<Option<TraceBuilder>> {
-    let folded = fold_event_views(path, TraceBuilder::new(id.as_str()))?;
-    Ok(folded.map(|(builder, r)| {
-        warn_skipped(path, &r);
-        builder
-    }))
-}
-
-/// The current time, but never before the log's last event (a clock behind the log would
-/// otherwise shorten open spans).
-fn now_after(last_event: Option<i64>) -> i64 {
-    let now = freecode_store::now_ms();
-    last_event.map_or(now, |l| now.max(l))
-}
-
-/// The trace for a one-shot `trace`: open requests aged against the clock, so a request that
-/// never terminated is hung even when it is the log's last line (SPEC §19.32). A log with
-/// nothing open keeps the last event as its end, as in the original: the clock would only
-/// inflate `wall_ms` and "other" with the time since the session ended.
-fn post_mortem(builder: TraceBuilder) -> Trace {
-    // Consumes the fold (no copy of its spans).
-    let now = now_if_open(&builder);
-    builder.finish(now)
-}
-
-/// The `now` a finished fold is aged against: open requests end as hung or in flight, and only
-/// then does the clock matter.
-fn now_if_open<S: SpanSink>(builder: &TraceBuilder<S>) -> Option<i64> {
-    builder
-        .has_open()
-        .then(|| now_after(builder.last_timestamp()))
-}
-
-/// The fold of session `id`'s log with spans spooled as compact JSON as they close (for the
-/// JSON-RPC `session.trace` answer and the MCP trace page), and the `now` it is aged against,
-/// as [`trace_of`]'s; `None` when it has no log.
-pub fn compact_fold(
-    home: &Home,
-    id: &SessionId,
-) -> anyhow::Result<Option<(TraceBuilder<CompactSpans>, Option<i64>)>> {
-    let path = events_path(home, id);
-    let Some((builder, report)) = fold_trace_streamed::<CompactJson>(&path, id.as_str())? else {
-        return Ok(None);
-    };
-    warn_skipped(&path, &report);
-    let now = now_if_open(&builder);
-    Ok(Some((builder, now)))
-}
-
-/// The trace fold of session `id` as `trace --json` prints it; `None` when it has no log.
-pub fn trace_of(home: &Home, id: &SessionId) -> anyhow::Result<Option<Trace>> {
-    let path = events_path(home, id);
-    Ok(fold_trace(&path, id)?.map(post_mortem))
-}
-
 impl TraceArgs {
     fn render_options(&self) -> RenderOptions {
         RenderOptions {
@@ -282,14 +118,13 @@ impl TraceArgs {
             return list(home, self.json);
         }
         let id = match &self.id {
-            Some(s) => crate::commands::session::resolve_recorded_id(home, s)?,
-            None => latest_session(home)?,
+            Some(s) => resolve_recorded_id(home, s)?,
+            None => trace::latest(home)?,
         };
-        let path = events_path(home, &id);
         if self.follow {
             return follow(
                 &id,
-                &path,
+                &events_path(home, &id),
                 &self.render_options(),
                 Palette::stdout(),
                 self.follow_iterations,
@@ -299,12 +134,9 @@ impl TraceArgs {
         let exporting = self.otlp.is_some() || self.otlp_endpoint.is_some() || self.html.is_some();
         if self.json && !exporting {
             // Written as folded: spans spooled as they close, the document written once.
-            let Some((builder, report)) = fold_trace_streamed::<PrettyJson>(&path, id.as_str())?
-            else {
-                return Err(no_events(&id));
+            let Some((builder, now)) = trace::fold_trace_json::<PrettyJson>(home, &id)? else {
+                return Err(no_events(&id).into());
             };
-            warn_skipped(&path, &report);
-            let now = now_if_open(&builder);
             let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
             write_trace_json(&mut out, builder, now)?;
             out.flush()?;
@@ -315,13 +147,9 @@ impl TraceArgs {
             // waterfall written once in start order.
             let (opts, palette) = (self.render_options(), Palette::stdout());
             let sink = RowSpans::new(&opts, palette);
-            let Some((builder, report)) =
-                fold_event_views(&path, TraceBuilder::with_sink(id.as_str(), sink))?
-            else {
-                return Err(no_events(&id));
+            let Some((builder, now)) = trace::fold_trace(home, &id, sink)? else {
+                return Err(no_events(&id).into());
             };
-            warn_skipped(&path, &report);
-            let now = now_if_open(&builder);
             let (parts, sink) = builder.finish_parts(now);
             // On a terminal every row fits its width (cut with an ellipsis, never wrapped);
             // piped, rows are whole.
@@ -334,33 +162,29 @@ impl TraceArgs {
         if self.html.is_none() {
             // Written as folded: each span's OTLP spooled as it closes, the document written
             // once, never held whole (for a POST into a temp file, sent from there).
-            let Some((builder, report)) = fold_otlp_streamed(&path, id.as_str())? else {
-                return Err(no_events(&id));
+            let Some((builder, now)) = trace::fold_trace_otlp(home, &id)? else {
+                return Err(no_events(&id).into());
             };
-            warn_skipped(&path, &report);
-            let now = now_if_open(&builder);
             return export(
                 &id,
                 self.otlp.as_deref(),
                 self.otlp_endpoint.as_deref(),
-                crate::otlp::Source::Folded(Box::new(builder), now),
+                Source::Folded(Box::new(builder), now),
             );
         }
         // `--html` needs the whole trace and replay; with `--otlp`/`--otlp-endpoint` too, the
         // same trace is exported.
-        let Some(builder) = fold_trace(&path, &id)? else {
-            return Err(no_events(&id));
+        let Some(trace) = trace::trace(home, &id)? else {
+            return Err(no_events(&id).into());
         };
-        let trace = post_mortem(builder);
         if let Some(file) = &self.html {
-            let page = crate::ui::export::trace_page(home, &id, &trace)?;
-            crate::ui::export::write(file, &page)?;
+            freecode_ui::export::trace_file(home, &id, &trace, file)?;
         }
         export(
             &id,
             self.otlp.as_deref(),
             self.otlp_endpoint.as_deref(),
-            crate::otlp::Source::Whole(&trace),
+            Source::Whole(&trace),
         )
     }
 }
@@ -372,16 +196,16 @@ fn export(
     id: &SessionId,
     file: Option<&Path>,
     endpoint: Option<&str>,
-    src: crate::otlp::Source<'_>,
+    src: Source<'_>,
 ) -> anyhow::Result<()> {
     let Some(endpoint) = endpoint else {
         if let Some(file) = file {
-            crate::otlp::write_file(src, file)?;
+            freecode_ops::otlp::write_file(src, file)?;
             print_line(&format!("Exported {id} to {}", file.display()))?;
         }
         return Ok(());
     };
-    let doc = crate::otlp::Document::new(src)?;
+    let doc = Document::new(src)?;
     if let Some(file) = file {
         doc.write_to(file)?;
         print_line(&format!("Exported {id} to {}", file.display()))?;
@@ -390,50 +214,14 @@ fn export(
 }
 
 /// `--otlp-endpoint [URL]` (empty: from `OTEL_EXPORTER_OTLP_*`): POSTs `doc` and says where.
-fn post(id: &SessionId, doc: &crate::otlp::Document, endpoint: &str) -> anyhow::Result<()> {
+fn post(id: &SessionId, doc: &Document, endpoint: &str) -> anyhow::Result<()> {
     let endpoint = Some(endpoint).filter(|e| !e.is_empty());
-    let url = crate::otlp::post_document(doc, endpoint)?;
+    let url = freecode_ops::otlp::post_document(doc, endpoint)?;
     print_line(&format!("Exported {id} to {url}"))
 }
 
-/// One `--list` row.
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Recorded {
-    /// The session.
-    session_id: String,
-    /// First event's timestamp (ms), if any.
-    started_at: Option<i64>,
-    /// Last event's timestamp (ms), if any.
-    ended_at: Option<i64>,
-    /// Lines that are events, including types this version does not know.
-    events: u64,
-}
-
 fn list(home: &Home, json: bool) -> anyhow::Result<()> {
-    let sessions = recorded_sessions(home)?;
-    let mut rows = Vec::with_capacity(sessions.len());
-    for (id, path) in sessions {
-        let (mut first, mut last) = (None, None);
-        let report = read_event_views(&path, |e| {
-            first.get_or_insert(e.timestamp);
-            last = Some(e.timestamp);
-        })?;
-        let Some(report) = report else { continue };
-        warn_skipped(&path, &report);
-        rows.push(Recorded {
-            session_id: id.to_string(),
-            started_at: first,
-            ended_at: last,
-            events: report.events + report.unknown,
-        });
-    }
-    // Newest first; sessions without events last; ties by id for a stable order.
-    rows.sort_by(|a, b| {
-        b.started_at
-            .cmp(&a.started_at)
-            .then_with(|| a.session_id.cmp(&b.session_id))
-    });
+    let rows = trace::recorded(home)?;
     if json {
         return print_json(&rows);
     }
@@ -457,82 +245,6 @@ fn list(home: &Home, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads the complete lines appended to a log since the last call, never re-reading.
-struct Tail {
-    reader: BufReader<File>,
-    /// Bytes of a line whose newline has not arrived yet.
-    partial: Vec<u8>,
-    /// 1-based number of the next line.
-    line: u64,
-    /// Byte offset of the next line.
-    offset: u64,
-}
-
-impl Tail {
-    fn new(file: File) -> Self {
-        Self {
-            reader: BufReader::new(file),
-            partial: Vec::new(),
-            line: 1,
-            offset: 0,
-        }
-    }
-
-    /// Feeds every complete line now in the file to `on_event`; returns how many lines were
-    /// not events (reported on stderr).
-    fn read_new(&mut self, path: &Path, mut on_event: impl FnMut(Event)) -> anyhow::Result<u64> {
-        let mut skipped = 0;
-        loop {
-            let n = self
-                .reader
-                .read_until(b'\n', &mut self.partial)
-                .map_err(|e| anyhow::Error::new(e).context(format!("read {}", path.display())))?;
-            if n == 0 || self.partial.last() != Some(&b'\n') {
-                // End of file, possibly mid-line: the rest of the line comes later.
-                if self.partial.len() > freecode_store::jsonl::MAX_LINE_BYTES {
-                    tracing::warn!(
-                        "{}: line {} (byte offset {}) is too long to follow; dropped",
-                        path.display(),
-                        self.line,
-                        self.offset
-                    );
-                    self.partial.clear();
-                }
-                return Ok(skipped);
-            }
-            let len = self.partial.len() as u64;
-            let line = &self.partial[..self.partial.len() - 1];
-            if !line.iter().all(u8::is_ascii_whitespace) {
-                match freecode_core::json::from_slice_lossy::<RawEvent>(line) {
-                    Ok(raw) => match Event::from_raw(raw.value) {
-                        Ok(e) => on_event(e),
-                        Err(_) => {
-                            skipped += 1;
-                            tracing::warn!(
-                                "{}: skipped line {}: an event of a type this version does not know",
-                                path.display(),
-                                self.line
-                            );
-                        }
-                    },
-                    Err(e) => {
-                        skipped += 1;
-                        tracing::warn!(
-                            "{}: skipped line {} (byte offset {}): malformed line: {e}",
-                            path.display(),
-                            self.line,
-                            self.offset
-                        );
-                    }
-                }
-            }
-            self.partial.clear();
-            self.line += 1;
-            self.offset += len;
-        }
-    }
-}
-
 /// `--follow`: tail the log and re-render every second, aged against the clock.
 fn follow(
     id: &SessionId,
@@ -541,15 +253,8 @@ fn follow(
     palette: Palette,
     iterations: Option<u64>,
 ) -> anyhow::Result<()> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(no_events(id)),
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("open {}", path.display())));
-        }
-    };
+    let mut tail = Tail::open(id, path)?;
     let clear = std::io::stdout().is_terminal();
-    let mut tail = Tail::new(file);
     let mut builder = TraceBuilder::new(id.as_str());
     let mut last = None;
     let mut renders = 0u64;
@@ -583,47 +288,29 @@ fn follow(
 impl ReplayArgs {
     /// Runs the command against `home`.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
-        let id = crate::commands::session::resolve_recorded_id(home, &self.id)?;
-        let path = events_path(home, &id);
+        let id = resolve_recorded_id(home, &self.id)?;
+        let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
         if self.json {
             // Written as folded: turns spooled as newer ones start, the document written once.
-            let Some((mut builder, report)) = fold_replay_streamed(&path, id.as_str())? else {
-                return Err(no_events(&id));
+            let Some(builder) = trace::fold_replay::<PrettyJson>(home, &id)? else {
+                return Err(no_events(&id).into());
             };
-            with_report(&path, &report, &mut builder);
-            let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
             write_replay_json(&mut out, builder)?;
-            out.flush()?;
-            return Ok(());
+        } else {
+            // Rendered as read back: turns spooled as newer ones start, then written one at
+            // a time.
+            let Some(builder) = trace::fold_replay::<CompactJson>(home, &id)? else {
+                return Err(no_events(&id).into());
+            };
+            write_replay(
+                &mut out,
+                StreamedReplay::new(builder),
+                Palette::stdout(),
+                terminal_columns(),
+            )?;
         }
-        // Rendered as read back: turns spooled as newer ones start, then written one at a time.
-        let Some((mut builder, report)) = fold_replay_streamed(&path, id.as_str())? else {
-            return Err(no_events(&id));
-        };
-        with_report(&path, &report, &mut builder);
-        let mut out = BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
-        write_replay(
-            &mut out,
-            StreamedReplay::new(builder),
-            Palette::stdout(),
-            terminal_columns(),
-        )?;
         out.flush()?;
         Ok(())
-    }
-}
-
-/// Reports what the read skipped, and adds it to the replay (unknown events, skipped lines).
-fn with_report<S: TurnSink>(path: &Path, report: &ReadReport, builder: &mut ReplayBuilder<S>) {
-    warn_skipped(path, report);
-    for _ in 0..report.unknown {
-        builder.unknown_event();
-    }
-    for LineIssue {
-        line, offset, kind, ..
-    } in report.issues.iter().filter(|i| i.kind.skipped())
-    {
-        builder.skipped_line(*line, *offset, issue_reason(kind));
     }
 }
 
@@ -786,16 +473,7 @@ fn replay_foot(r: &Replay, p: Palette, lines: &mut Vec<String>) {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-
     use super::*;
-
-    fn line(seq: u64, ts: i64, extra: &str) -> String {
-        format!(
-            "{{\"type\":\"model.request\",\"id\":\"e{seq}\",\"seq\":{seq},\"aggregateID\":\"s\",\
-             \"timestamp\":{ts},\"turnId\":\"turn-0\",\"provider\":\"p\",\"model\":\"m\"{extra}}}\n"
-        )
-    }
 
     /// The rendered replay written as its turns are read back from the spool is the one
     /// rendered from the whole replay in memory: on a log past the split, with outputs, calls
@@ -804,7 +482,10 @@ mod tests {
     #[test]
     fn streamed_replay_renders_the_whole_replay() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("events.jsonl");
+        let home = Home::new(dir.path());
+        let id = SessionId::new("s").unwrap();
+        let path = events_path(&home, &id);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let mut log = String::new();
         let big = "ü".repeat(1500);
         for n in 0..3000i64 {
@@ -843,11 +524,7 @@ mod tests {
 
         for (columns, colour) in [(None, false), (Some(50), true)] {
             let p = Palette::new(colour);
-            let (mut whole, report) = fold_event_views(&path, ReplayBuilder::new("s"))
-                .unwrap()
-                .unwrap();
-            with_report(&path, &report, &mut whole);
-            let whole = whole.finish();
+            let whole = trace::replay(&home, &id).unwrap().unwrap();
             assert!(
                 whole
                     .turns
@@ -863,45 +540,13 @@ mod tests {
             // The whole text fitted at once, as it was printed before it was streamed.
             let want = format!("{}\n", fit_to(&lines.join("\n"), columns)).into_bytes();
 
-            let (mut b, report) = fold_replay_streamed(&path, "s").unwrap().unwrap();
-            with_report(&path, &report, &mut b);
+            let b = trace::fold_replay::<CompactJson>(&home, &id)
+                .unwrap()
+                .unwrap();
             let mut got = Vec::new();
             write_replay(&mut got, StreamedReplay::new(b), p, columns).unwrap();
             assert!(got.len() > 100_000);
             assert!(got == want, "streamed replay differs ({columns:?} columns)");
         }
-    }
-
-    #[test]
-    fn tail_reads_appended_complete_lines_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("events.jsonl");
-        let mut w = File::create(&path).unwrap();
-        w.write_all(line(1, 1000, "").as_bytes()).unwrap();
-        let mut tail = Tail::new(File::open(&path).unwrap());
-        let mut seen = Vec::new();
-        assert_eq!(tail.read_new(&path, |e| seen.push(e.seq)).unwrap(), 0);
-        assert_eq!(seen, [1]);
-
-        // Half a line: held back until its newline arrives.
-        let second = line(2, 2000, "");
-        let (a, b) = second.split_at(40);
-        w.write_all(a.as_bytes()).unwrap();
-        tail.read_new(&path, |e| seen.push(e.seq)).unwrap();
-        assert_eq!(seen, [1]);
-        w.write_all(b.as_bytes()).unwrap();
-        w.write_all(b"not json\n\n").unwrap();
-        w.write_all(line(3, 3000, "").as_bytes()).unwrap();
-        assert_eq!(tail.read_new(&path, |e| seen.push(e.seq)).unwrap(), 1);
-        assert_eq!(seen, [1, 2, 3]);
-        assert_eq!(tail.line, 6);
-        assert_eq!(
-            tail.offset,
-            std::fs::metadata(&path).unwrap().len(),
-            "offsets count every byte"
-        );
-        // Nothing new: nothing read again.
-        tail.read_new(&path, |e| seen.push(e.seq)).unwrap();
-        assert_eq!(seen, [1, 2, 3]);
     }
 }

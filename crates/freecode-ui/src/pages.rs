@@ -18,13 +18,16 @@ use freecode_store::index::SearchHit;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde::Deserialize;
 
-use super::api::{self, ListQuery, PAGE_SESSIONS, TranscriptPage};
+use freecode_ops::human::{
+    format_duration, local_time, plural, relative_time, thousands, truncate,
+};
+use freecode_ops::sessions::TranscriptPage;
+use freecode_ops::types::StatsReport;
+
+use super::api::{self, ListQuery, PAGE_SESSIONS};
 use super::highlight::code_block;
 use super::waterfall;
 use super::{Ui, UiError, blocking};
-use crate::ops::StatsReport;
-use crate::render::{local_time, thousands};
-use crate::trace_render::format_duration;
 
 /// The stylesheet, embedded.
 pub const CSS: &str = include_str!("assets/app.css");
@@ -274,7 +277,7 @@ fn list_markup(sessions: &[SessionMeta], q: &ListQuery) -> Markup {
                             td.title { a href=(session_href(&m.id)) { @if m.title.is_empty() { "(no title)" } @else { (m.title) } } }
                             td { (status_badge(m.status.as_str())) }
                             td.num { (thousands(m.turn_count)) }
-                            td title=(local_time(m.last_turn_at)) { (crate::render::relative_time(m.last_turn_at, now)) }
+                            td title=(local_time(m.last_turn_at)) { (relative_time(m.last_turn_at, now)) }
                             td.project { (m.project_path) }
                             td { (m.model.as_deref().unwrap_or("")) }
                             @if imported { td.agent { (m.agent()) } }
@@ -509,7 +512,7 @@ pub fn transcript_items(messages: &[StoredMessage]) -> Markup {
                                 @let name = part.tool.as_ref().and_then(|t| t.name.as_deref()).unwrap_or("tool");
                                 details.tool {
                                     summary { span.tool-name { (name) } " "
-                                        span.tool-args-short { (part.tool.as_ref().and_then(|t| t.args.as_ref()).map(|a| crate::render::truncate(&a.to_string(), 80)).unwrap_or_default()) } }
+                                        span.tool-args-short { (part.tool.as_ref().and_then(|t| t.args.as_ref()).map(|a| truncate(&a.to_string(), 80)).unwrap_or_default()) } }
                                     @if let Some(args) = part.tool.as_ref().and_then(|t| t.args.as_ref()) {
                                         h4 { "Arguments" }
                                         (code_block(&serde_json::to_string_pretty(args).unwrap_or_default(), Some("json")))
@@ -694,7 +697,7 @@ fn tokens_text(input: i64, output: i64) -> String {
 
 fn stats_markup(r: &StatsReport) -> Markup {
     let s = &r.stats;
-    let calls = |n: u64| crate::render::plural(n, "call", "calls");
+    let calls = |n: u64| plural(n, "call", "calls");
     let tools_time: Vec<(String, f64, String)> = s
         .tools
         .iter()

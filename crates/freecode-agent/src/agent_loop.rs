@@ -33,14 +33,16 @@ use freecode_store::rollout::{
 };
 use freecode_store::session::read_messages_at;
 use freecode_store::{ListFilter, NewSession, SessionStore, SessionWriter};
-use serde::Serialize;
 use serde_json::Value;
 
-use super::messages::build_prompt;
-use super::provider::{ChatRequest, Family, Provider, ProviderConfig, Wire};
-use super::signals::{InterruptFlag, Interrupts};
-use super::sse::{Completion, Delta, SseParser};
-use super::tools::{Decision, PermissionMode, Tools};
+use freecode_ops::types::{ToolCallSummary, TurnError, TurnOutcome, TurnStatus};
+use freecode_ops::{Error, Result};
+
+use crate::interrupt::{InterruptFlag, Interrupts};
+use crate::messages::build_prompt;
+use crate::provider::{ChatRequest, Family, Provider, ProviderConfig, Wire};
+use crate::sse::{Completion, Delta, SseParser};
+use crate::tools::{Decision, PermissionMode, Tools};
 
 /// How often a waiting loop checks the interrupt flag.
 const TICK: Duration = Duration::from_millis(20);
@@ -159,85 +161,6 @@ pub enum AgentEvent {
     },
 }
 
-/// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnStatus {
-    /// The model answered without calling more tools.
-    Completed,
-    /// Stopped by Ctrl+C (or a raised flag); what was streamed is saved and marked.
-    Interrupted,
-    /// A model call failed (stall or provider error).
-    Failed,
-    /// The model was still calling tools after the iteration cap.
-    IterationLimit,
-}
-
-/// One tool call of a turn.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolCallSummary {
-    /// Tool name.
-    pub name: String,
-    /// Arguments.
-    pub args: Value,
-    /// `ok`, `failed`, `denied` or `interrupted`.
-    pub outcome: &'static str,
-    /// The result handed to the model.
-    pub result: String,
-}
-
-/// Why a turn failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct TurnError {
-    /// `stall` or `provider`.
-    pub kind: String,
-    /// What happened.
-    pub message: String,
-}
-
-/// What a turn did.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TurnOutcome {
-    /// The session.
-    pub session_id: String,
-    /// How it ended.
-    pub status: TurnStatus,
-    /// The text of the turn's model responses, one per line (as printed).
-    pub text: String,
-    /// Tool calls, in order.
-    pub tool_calls: Vec<ToolCallSummary>,
-    /// Model calls made.
-    pub model_calls: u32,
-    /// Input tokens reported.
-    pub input_tokens: u64,
-    /// Output tokens reported.
-    pub output_tokens: u64,
-    /// The provider id.
-    pub provider: String,
-    /// The model pinned to the session after the turn.
-    pub model: Option<String>,
-    /// The session's turn number (`turnCount` after it).
-    pub turn: u64,
-    /// For a failed turn: why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<TurnError>,
-    /// For an interrupted turn: the message marked `interrupted`, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub interrupted_message_id: Option<String>,
-}
-
-impl TurnOutcome {
-    /// Tool calls that were refused.
-    pub fn denied(&self) -> usize {
-        self.tool_calls
-            .iter()
-            .filter(|c| c.outcome == "denied")
-            .count()
-    }
-}
-
 /// How a model stream ended.
 enum StreamEnd {
     Complete(Completion),
@@ -306,10 +229,7 @@ fn title_from(prompt: &str) -> String {
 /// The session `--continue` resumes in `project` (else it starts a new one): its most recent active or interrupted one
 /// that is not an import no turn has run in (someone else's history, whatever its times say:
 /// resumed by id only).
-pub fn continue_candidate(
-    store: &SessionStore,
-    project: &str,
-) -> anyhow::Result<Option<SessionMeta>> {
+pub fn continue_candidate(store: &SessionStore, project: &str) -> Result<Option<SessionMeta>> {
     let listing = store.list(&ListFilter {
         project_path: Some(project.to_owned()),
         ..ListFilter::default()
@@ -328,11 +248,11 @@ fn pin(
     meta: SessionMeta,
     config: &AgentConfig,
     id: &SessionId,
-) -> anyhow::Result<SessionMeta> {
+) -> Result<SessionMeta> {
     let provider_name = config.provider.name();
     let unpinned = meta.provider.trim().is_empty();
     if !unpinned && Family::of(&meta.provider) != Some(config.provider.family()) {
-        return Err(crate::UserError(format!(
+        return Err(Error::Failed(format!(
             "cannot resume session {id}: it is pinned to provider {}{}, not {provider_name}; \
              start a new session to use {provider_name}",
             meta.provider,
@@ -340,8 +260,7 @@ fn pin(
                 .as_deref()
                 .map(|m| format!("/{m}"))
                 .unwrap_or_default(),
-        ))
-        .into());
+        )));
     }
     let model = config
         .model
@@ -368,9 +287,9 @@ impl AgentLoop {
         target: SessionTarget,
         config: AgentConfig,
         interrupts: Interrupts,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self> {
         let provider_name = config.provider.name();
-        let new_session = |project: String| -> anyhow::Result<SessionId> {
+        let new_session = |project: String| -> Result<SessionId> {
             let model = config
                 .model
                 .clone()
@@ -395,13 +314,12 @@ impl AgentLoop {
         if found.project_path_from_bundle() {
             // An older version's import: `projectPath` is the sender's, not a directory the
             // user chose, so it never becomes the tools' root.
-            return Err(crate::UserError(format!(
+            return Err(Error::Failed(format!(
                 "session {id} was imported by an older freecode, which took its project \
                  directory {} from the bundle; import the bundle again with \
                  `freecode session import SOURCE --project DIR`",
                 found.project_path
-            ))
-            .into());
+            )));
         }
         let was_interrupted = found.status == SessionStatus::Interrupted;
         let context = store.resume(&id)?;
@@ -416,7 +334,7 @@ impl AgentLoop {
         }
         let project = std::path::PathBuf::from(&meta.project_path);
         let tools = Tools::new(&project, config.permission).map_err(|e| {
-            crate::UserError(format!(
+            Error::Failed(format!(
                 "the session's project directory {} is not usable: {e}",
                 project.display()
             ))
@@ -496,7 +414,7 @@ impl AgentLoop {
         (self.observer)(&e);
     }
 
-    fn append(&mut self, msg: StoredMessage) -> anyhow::Result<()> {
+    fn append(&mut self, msg: StoredMessage) -> Result<()> {
         self.writer.append(&msg)?;
         if msg.role == Role::Assistant {
             self.interrupts
@@ -511,11 +429,7 @@ impl AgentLoop {
     /// [`Interrupts`], or the caller) stops the turn, which then saves what it had and returns
     /// [`TurnStatus::Interrupted`]. Model failures are outcomes ([`TurnStatus::Failed`]);
     /// `Err` means the session or its log could not be written.
-    pub fn run_turn(
-        &mut self,
-        prompt: &str,
-        interrupt: &InterruptFlag,
-    ) -> anyhow::Result<TurnOutcome> {
+    pub fn run_turn(&mut self, prompt: &str, interrupt: &InterruptFlag) -> Result<TurnOutcome> {
         interrupt.reset();
         let sid = self.writer.id().to_string();
         self.interrupts.begin_turn(&sid, interrupt);
@@ -530,7 +444,7 @@ impl AgentLoop {
     /// turns go into an extractive summary (the previous summary included), the last
     /// [`COMPACT_KEEP_TURNS`] user turns stay, and `compact.occurred` is recorded — all through
     /// the writer's journalled compaction.
-    fn compact_if_needed(&mut self) -> anyhow::Result<()> {
+    fn compact_if_needed(&mut self) -> Result<()> {
         let Some(limit) = self.config.compact_at_tokens else {
             return Ok(());
         };
@@ -542,7 +456,8 @@ impl AgentLoop {
         if tokens <= limit {
             return Ok(());
         }
-        let cut = keep_last_n_user_turns(&self.messages, COMPACT_KEEP_TURNS)?;
+        let cut = keep_last_n_user_turns(&self.messages, COMPACT_KEEP_TURNS)
+            .map_err(|e| Error::Internal(e.to_string()))?;
         if cut == 0 {
             self.compaction_short(
                 tokens,
@@ -597,7 +512,7 @@ impl AgentLoop {
         });
     }
 
-    fn turn(&mut self, prompt: &str, interrupt: &InterruptFlag) -> anyhow::Result<TurnOutcome> {
+    fn turn(&mut self, prompt: &str, interrupt: &InterruptFlag) -> Result<TurnOutcome> {
         self.compact_if_needed()?;
         let turn_no = self.next_turn;
         self.next_turn = self.next_turn.saturating_add(1);
@@ -665,7 +580,7 @@ impl AgentLoop {
         turn_id: &str,
         interrupt: &InterruptFlag,
         out: &mut TurnOutcome,
-    ) -> anyhow::Result<Option<Caught>> {
+    ) -> Result<Option<Caught>> {
         self.recorder.turn_started(turn_id)?;
         let prompt = build_prompt(&self.system_prompt(), &self.messages);
         let model = self.meta.model.clone();
@@ -721,14 +636,14 @@ impl AgentLoop {
         call: &mut Option<ModelCall>,
         interrupt: &InterruptFlag,
         out: &mut TurnOutcome,
-    ) -> anyhow::Result<Option<Caught>> {
+    ) -> Result<Option<Caught>> {
         let rx = self.provider.start(req);
         let Some(open) = call.as_mut() else {
-            anyhow::bail!("the model call is already closed");
+            return Err(Error::Internal("the model call is already closed".into()));
         };
         let end = self.consume(&rx, open, interrupt)?;
         let Some(call) = call.take() else {
-            anyhow::bail!("the model call is already closed");
+            return Err(Error::Internal("the model call is already closed".into()));
         };
         let completion = match end {
             StreamEnd::Complete(c) => c,
@@ -900,7 +815,7 @@ impl AgentLoop {
         out: &mut TurnOutcome,
         kind: &str,
         message: String,
-    ) -> anyhow::Result<Option<Caught>> {
+    ) -> Result<Option<Caught>> {
         out.status = TurnStatus::Failed;
         out.error = Some(TurnError {
             kind: kind.to_owned(),
@@ -948,7 +863,7 @@ impl AgentLoop {
         rx: &Receiver<Wire>,
         call: &mut ModelCall,
         interrupt: &InterruptFlag,
-    ) -> anyhow::Result<StreamEnd> {
+    ) -> Result<StreamEnd> {
         let stall = self.config.stall_timeout;
         let mut parser = SseParser::default();
         let mut completion = Completion::default();
@@ -1017,12 +932,7 @@ impl AgentLoop {
 
     /// Saves an interrupted turn: the partial text appended as a marked message, or the
     /// turn's last assistant message marked; the status becomes `interrupted`.
-    fn interrupted(
-        &mut self,
-        out: &mut TurnOutcome,
-        turn_id: &str,
-        caught: Caught,
-    ) -> anyhow::Result<()> {
+    fn interrupted(&mut self, out: &mut TurnOutcome, turn_id: &str, caught: Caught) -> Result<()> {
         let marked = match caught {
             Caught::Streaming(partial) => {
                 let mut msg = StoredMessage::new(
@@ -1083,10 +993,10 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
 /// panic, or fail, right after a model call's first chunk — with the call open, as a bug
 /// there would leave it.
 #[cfg(debug_assertions)]
-fn fail_mid_stream_for_test() -> anyhow::Result<()> {
+fn fail_mid_stream_for_test() -> Result<()> {
     match std::env::var("FREECODE_TEST_FAIL_MID_STREAM").as_deref() {
         Ok("panic") => std::panic::panic_any("test hook: a panic mid-stream"),
-        Ok("error") => anyhow::bail!("test hook: an error mid-stream"),
+        Ok("error") => Err(Error::Internal("test hook: an error mid-stream".into())),
         _ => Ok(()),
     }
 }
@@ -1395,7 +1305,7 @@ mod tests {
         // Resumed on another provider: refused, with the reason, and nothing changes.
         let mut cfg = config();
         cfg.provider = ProviderConfig::OpenAi {
-            name: crate::agent::provider::OPENAI_COMPATIBLE,
+            name: crate::provider::OPENAI_COMPATIBLE,
             base_url: "http://127.0.0.1:9/v1".into(),
             api_key: None,
             default_model: None,

@@ -8,13 +8,15 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use freecode_core::SessionId;
-use freecode_core::SessionMeta;
+use std::io::Write;
+
 use freecode_core::rollout::replay::Replay;
 use freecode_core::rollout::trace::Trace;
+use freecode_core::{SessionId, SessionMeta};
+use freecode_ops::output::{write_user_file, write_user_stream};
+use freecode_ops::{Error, Home, Result};
 use freecode_store::SessionStore;
 use maud::{Markup, PreEscaped, html};
-use std::io::Write;
 
 use super::pages::{self, Assets};
 use super::waterfall;
@@ -52,16 +54,18 @@ fn output_turns(spans: &waterfall::Spans<'_>, keep: &[bool]) -> Option<HashSet<S
 }
 
 /// The offline page of session `id`'s trace. Tool rows show their outputs from the same log's
-/// replay, of which only the turns the page shows outputs for are read back ([`replay_of`]).
-pub fn trace_page(
-    home: &freecode_store::Home,
-    id: &SessionId,
-    trace: &Trace,
-) -> anyhow::Result<Markup> {
+/// replay, of which only the turns the page shows outputs for are read back ([`freecode_ops::trace::replay_of`]).
+pub fn trace_page(home: &Home, id: &SessionId, trace: &Trace) -> Result<Markup> {
     let spans = waterfall::Spans::of(trace);
     let keep = detailed_turns(&spans.turn_sizes());
-    let replay = replay_of(home, id, output_turns(&spans, &keep).as_ref())?;
+    let replay = freecode_ops::trace::replay_of(home, id, output_turns(&spans, &keep).as_ref())?;
     Ok(page(spans, &keep, trace, replay.as_ref()))
+}
+
+/// Writes the offline page of session `id`'s `trace` ([`trace_page`]) to `path` (`-`: stdout)
+/// as every file the user names is written ([`write_user_file`]).
+pub fn trace_file(home: &Home, id: &SessionId, trace: &Trace, path: &Path) -> Result<()> {
+    write_user_file(path, trace_page(home, id, trace)?.0.as_bytes())
 }
 
 /// The page of `spans` (those of `trace`) with the turns `keep` selects detailed under an
@@ -127,7 +131,7 @@ pub fn write_session_page(
     id: &SessionId,
     meta: &SessionMeta,
     out: &mut dyn Write,
-) -> anyhow::Result<usize> {
+) -> Result<usize> {
     let frame = pages::layout(
         &meta.title,
         Assets::Inline,
@@ -141,7 +145,11 @@ pub fn write_session_page(
     .into_string();
     let (head, tail) = match frame.split_once(STREAM_MARK) {
         Some((h, t)) if !t.contains(STREAM_MARK) => (h, t),
-        _ => anyhow::bail!("the page template holds its stream mark more than once"),
+        _ => {
+            return Err(Error::Internal(
+                "the page template holds its stream mark more than once".into(),
+            ));
+        }
     };
     out.write_all(head.as_bytes())?;
     let mut blocks = store.message_blocks(id)?;
@@ -150,7 +158,7 @@ pub fn write_session_page(
         count += block.items.len();
         out.write_all(pages::transcript_items(&block.items).0.as_bytes())?;
     }
-    let n = format!("{} messages", crate::render::thousands(count as u64));
+    let n = format!("{} messages", freecode_ops::human::thousands(count as u64));
     out.write_all(tail.replacen("{count}", &n, 1).as_bytes())?;
     out.flush()?;
     Ok(count)
@@ -162,66 +170,10 @@ pub fn session_file(
     id: &SessionId,
     meta: &SessionMeta,
     path: &Path,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     write_user_stream(path, |out| {
         write_session_page(store, id, meta, out).map(|_| ())
     })
-}
-
-/// Writes an output the user named as `fsutil::write_user_file` does (`-` is standard output;
-/// a FIFO, terminal or device is written into; a regular file is replaced atomically, 0600, and
-/// left as it was when `write` fails), but as `write` produces it, never holding it whole.
-pub fn write_user_stream(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    use freecode_store::fsutil::{self, UserTarget};
-    match fsutil::user_target(path)? {
-        UserTarget::Stdout => {
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            write(&mut out)
-        }
-        UserTarget::Stream(p) => {
-            // No O_CREAT, no O_TRUNC: a stream is written into as it is.
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&p)
-                .map_err(|e| anyhow::Error::new(e).context(format!("open {}", p.display())))?;
-            let mut out = std::io::BufWriter::new(f);
-            write(&mut out)
-        }
-        UserTarget::File { replace, .. } => fsutil::write_atomic_with(&replace, true, write),
-    }
-}
-
-/// The replay of session `id`'s log for the tool outputs of [`trace_page`], with only the turns
-/// whose id `turns` holds (`None`: every turn); `None` without a log. Its turns are read back one
-/// at a time from a spooled fold, so the rest are never held.
-pub fn replay_of(
-    home: &freecode_store::Home,
-    id: &SessionId,
-    turns: Option<&HashSet<String>>,
-) -> anyhow::Result<Option<Replay>> {
-    use freecode_store::rollout::{CompactJson, StreamedReplay, fold_replay_streamed};
-    let path = freecode_store::rollout::events_path(home, id);
-    let Some((builder, _)) = fold_replay_streamed::<CompactJson>(&path, id.as_str())? else {
-        return Ok(None);
-    };
-    let mut kept = Vec::new();
-    let mut replay = StreamedReplay::new(builder).each_turn(|t| {
-        if turns.is_none_or(|w| w.contains(&t.turn_id)) {
-            kept.push(t);
-        }
-        Ok(())
-    })?;
-    replay.turns = kept;
-    Ok(Some(replay))
-}
-
-/// Writes `page` to `path` (`-`: stdout) as the CLI writes every file the user names.
-pub fn write(path: &Path, page: &Markup) -> anyhow::Result<()> {
-    freecode_store::fsutil::write_user_file(path, page.0.as_bytes())?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -229,10 +181,12 @@ mod tests {
     use super::*;
     use freecode_core::rollout::replay::ReplayBuilder;
     use freecode_core::rollout::trace::TraceBuilder;
+    use freecode_ops::trace::replay_of;
 
     /// The page of a trace drawn one bar per turn, with more rows than the file details, is the
     /// same from the replay of only the detailed turns ([`trace_page`]: [`output_turns`],
-    /// [`replay_of`]) as from the whole replay: the outputs it shows come from the turns kept.
+    /// [`freecode_ops::trace::replay_of`]) as from the whole replay: the outputs it shows come
+    /// from the turns kept.
     #[test]
     fn a_page_needs_only_the_detailed_turns_outputs() {
         let dir = tempfile::tempdir().unwrap();

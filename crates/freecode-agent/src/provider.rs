@@ -668,7 +668,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::agent::sse::{Completion, SseParser};
+    use crate::sse::{Completion, SseParser};
 
     fn run(req: &ChatRequest) -> Completion {
         let rx = ScriptedProvider {

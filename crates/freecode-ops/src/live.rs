@@ -1,6 +1,6 @@
-//! A session's trace kept up to date by tailing its rollout log: the UI's live waterfall and its
-//! server-sent events fold only the bytes appended since the last look, never the whole log
-//! again (`trace --follow` tails the same way, in `commands/trace.rs`).
+//! A session's trace kept up to date by tailing its rollout log: the web viewer's live waterfall
+//! and its server-sent events fold only the bytes appended since the last look, never the whole
+//! log again ([`crate::trace::Tail`] follows a log for `trace --follow` the same way).
 //!
 //! [`LiveTrace`] holds the open log, the byte offset of the end of the last complete line it
 //! folded, and the [`TraceBuilder`] fed every event up to there. The first look folds the log

@@ -20,7 +20,7 @@ pub const MAX_LIST_ENTRIES: usize = 500;
 pub const MAX_WRITE_BYTES: usize = 1024 * 1024;
 
 /// What the agent may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PermissionMode {
     /// Read and list only: every write is denied.
     #[default]

@@ -42,17 +42,18 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use freecode_core::{SessionId, SessionMeta, SessionStatus};
-use freecode_store::share::ImportOptions;
-use freecode_store::{Home, ListFilter, NewSession, SessionStore, StoreError};
-use freecode_sync::client::{
-    Client, ClientError, SessionShare, ShareOptions, SyncConfig, share_session,
-};
+use freecode_agent::{AgentLoop, InterruptFlag, Interrupts, SessionTarget};
+use freecode_core::SessionId;
+use freecode_ops::sessions::{self, CompactRequest, ListRequest, StartRequest};
+use freecode_ops::share::{self, ExportRequest, ImportRequest};
+use freecode_ops::types::{self as ops, JsonStyle};
+use freecode_ops::{ErrorKind, trace};
+use freecode_store::rollout::CompactJson;
+use freecode_store::{Home, SessionStore, StoreError};
+use freecode_sync::client::ClientError;
 use serde_json::{Map, Value, json};
 
-use crate::agent::provider::ProviderInputs;
-use crate::agent::{AgentLoop, InterruptFlag, Interrupts, SessionTarget};
-use crate::ops;
+mod discover;
 
 /// Arguments of `freecode serve`.
 #[derive(Debug, clap::Args)]
@@ -100,13 +101,33 @@ impl From<freecode_store::share::ShareError> for RpcError {
     }
 }
 
+/// An operation's error as a JSON-RPC error: the store's and a share's by their own rules
+/// (above), anything else by its kind, with its whole chain as the message.
+impl From<freecode_ops::Error> for RpcError {
+    fn from(e: freecode_ops::Error) -> Self {
+        match e {
+            freecode_ops::Error::Store(e) => e.into(),
+            freecode_ops::Error::Share(e) => e.into(),
+            e => {
+                let message = freecode_ops::error::chain(&e);
+                match e.kind() {
+                    ErrorKind::Invalid => Self::params(message),
+                    ErrorKind::NotFound => Self::new(-32001, message),
+                    ErrorKind::Busy => Self::new(-32002, message),
+                    ErrorKind::Failed | ErrorKind::Internal => Self::new(-32603, message),
+                }
+            }
+        }
+    }
+}
+
 type RpcResult = Result<Value, RpcError>;
 
 impl ServeArgs {
     /// Serves until stdin ends.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
         let interrupts = Interrupts::new();
-        interrupts.install_sigint_handler()?;
+        crate::signals::install_sigint_handler(&interrupts)?;
         let store = SessionStore::open(home.clone())?;
         let out = Arc::new(Mutex::new(std::io::stdout()));
         let server = Server {
@@ -285,12 +306,10 @@ impl Server {
     fn get_streamed(&self, p: &Params, reply_id: &Value) -> Result<(), RpcError> {
         let id = p.session_id()?;
         let meta = self.store.meta(&id)?;
-        let blocks = self.store.message_blocks(&id)?;
+        let blocks = sessions::message_blocks(&self.store, &id)?;
         self.answer_streamed(reply_id, |out| {
-            ops::write_detail(&meta, blocks, ops::JsonStyle::Compact, |b| {
-                Ok(out.write_all(b)?)
-            })
-            .map_err(|e| RpcError::new(-32603, format!("{e:#}")))
+            ops::write_detail(&meta, blocks, JsonStyle::Compact, |b| Ok(out.write_all(b)?))
+                .map_err(|e| RpcError::new(-32603, freecode_ops::error::chain(&e)))
         })
     }
 
@@ -299,13 +318,10 @@ impl Server {
     fn trace_streamed(&self, p: &Params, reply_id: &Value) -> Result<(), RpcError> {
         let id = p.session_id()?;
         self.store.meta(&id)?;
-        let folded =
-            crate::commands::trace::compact_fold(self.store.home(), &id).map_err(rpc_error)?;
+        let folded = trace::fold_trace_json::<CompactJson>(self.store.home(), &id)?;
         self.answer_streamed(reply_id, |out| {
             match folded {
-                Some((builder, now)) => {
-                    freecode_store::rollout::write_trace_json(out, builder, now)
-                }
+                Some((builder, now)) => trace::write_trace_json(out, builder, now),
                 None => out.write_all(b"null"),
             }
             .map_err(internal)
@@ -347,34 +363,23 @@ impl Server {
             "session.list" => self.list(p),
             "session.get" => {
                 let id = p.session_id()?;
-                let meta = self.store.meta(&id)?;
-                let log = self.store.messages(&id)?;
-                to_value(&ops::SessionDetail {
-                    meta,
-                    messages: log.messages,
-                })
+                to_value(&sessions::detail(&self.store, &id)?)
             }
-            "rpc.discover" => Ok(ops::openrpc_document()),
+            "rpc.discover" => Ok(discover::openrpc_document()),
             "session.resume" => self.resume(p),
             "session.delete" => self.delete(p),
             "session.archive" => {
                 let id = p.session_id()?;
-                self.store.archive(&id)?;
+                sessions::archive(&self.store, &id)?;
                 Ok(Value::Null)
             }
             "session.fork" => {
                 let id = p.session_id()?;
-                self.visible(&id)?;
-                Ok(Value::String(self.store.fork(&id, None)?.to_string()))
+                sessions::visible(&self.store, &id)?;
+                Ok(Value::String(sessions::fork(&self.store, &id)?.session_id))
             }
             "session.compact" => self.compact(p),
-            "session.getInterrupted" => {
-                let found = self.store.interrupted_session()?;
-                to_value(&found.map(|(meta, msg)| ops::InterruptedRef {
-                    session_id: meta.id,
-                    message_id: msg,
-                }))
-            }
+            "session.getInterrupted" => to_value(&sessions::interrupted(&self.store)?),
             "session.export" => self.export(p),
             "session.import" => self.import(p),
             "session.trace" => self.trace(p),
@@ -403,13 +408,13 @@ impl Server {
             .ok_or_else(|| RpcError::params("message is required"))?;
         let model = p.opt_str("model")?;
         p.opt_str("agentMode")?;
-        let meta = self.visible(&sid)?;
-        let mut config = crate::commands::run::agent_config_from_env(
+        let meta = sessions::visible(&self.store, &sid)?;
+        let mut config = freecode_agent::config::agent_config_from_env(
             self.store.home(),
             Some(meta.provider.as_str()),
             Some(sid.as_str()),
         )
-        .map_err(|e| RpcError::new(-32603, format!("{e:#}")))?;
+        .map_err(|e| RpcError::new(-32603, freecode_ops::error::chain(&e)))?;
         config.model = model;
         let flag = InterruptFlag::new();
         {
@@ -447,9 +452,13 @@ impl Server {
                         interrupts,
                     )?;
                     let outcome = agent.run_turn(&message, &flag)?;
-                    anyhow::Ok(serde_json::to_value(&outcome)?)
+                    Ok::<_, freecode_ops::Error>(serde_json::to_value(&outcome)?)
                 }))
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("the turn crashed (a bug); see stderr")));
+                .unwrap_or_else(|_| {
+                    Err(freecode_ops::Error::Internal(
+                        "the turn crashed (a bug); see stderr".into(),
+                    ))
+                });
                 drop(release);
                 if id.is_none() {
                     return;
@@ -457,7 +466,7 @@ impl Server {
                 let reply = match result {
                     Ok(v) => json!({"jsonrpc": "2.0", "id": reply_id, "result": v}),
                     Err(e) => {
-                        let e = rpc_error(e);
+                        let e = RpcError::from(e);
                         error_reply(reply_id, e.code, &e.message)
                     }
                 };
@@ -478,110 +487,49 @@ impl Server {
         Ok(())
     }
 
-    /// The meta of a session that is not soft-deleted (the manager's `list()` lookup).
-    fn visible(&self, id: &SessionId) -> Result<SessionMeta, RpcError> {
-        let meta = self.store.meta(id)?;
-        if meta.is_deleted() {
-            return Err(RpcError::new(-32001, format!("Session not found: {id}")));
-        }
-        Ok(meta)
-    }
-
     fn start(&self, p: &Params) -> RpcResult {
-        let project = p.opt_str("projectPath")?;
-        let provider = p.opt_str("provider")?;
-        let model = p.opt_str("model")?;
-        let title = p.opt_str("title")?.filter(|t| !t.trim().is_empty());
-        p.opt_str("agentMode")?;
-        let config = configured(self.store.home())?;
-        // The caller's to fix: pass one, or configure one.
-        let provider = provider.or(config.configured_provider).ok_or_else(|| {
-            RpcError::params(
-                "No provider configured. Pass provider, or set current.provider in config.json",
-            )
-        })?;
-        let project_path = match project {
-            Some(p) if Path::new(&p).exists() => p,
-            _ => std::env::current_dir()
-                .map_err(|e| {
-                    RpcError::new(-32603, format!("cannot read the working directory: {e}"))
-                })?
-                .display()
-                .to_string(),
+        let req = StartRequest {
+            project_path: p.opt_str("projectPath")?,
+            provider: p.opt_str("provider")?,
+            model: p.opt_str("model")?,
+            title: p.opt_str("title")?,
         };
-        let id = self.store.create(NewSession {
-            title: title.clone().unwrap_or_default(),
-            project_path,
-            provider,
-            model: model.or(config.configured_model),
-        })?;
-        if title.is_none() {
-            // The original's title: "Session <id>".
-            self.store
-                .update_meta(&id, |m| m.title = format!("Session {id}"))?;
-        }
-        to_value(&ops::SessionRef {
-            session_id: id.to_string(),
-        })
+        p.opt_str("agentMode")?;
+        to_value(&sessions::start(&self.store, &req)?)
     }
 
     fn list(&self, p: &Params) -> RpcResult {
-        let project = p.opt_str("projectPath")?;
-        let status = match p.opt_str("status")? {
-            None => None,
-            Some(s) => match SessionStatus::parse(&s) {
-                SessionStatus::Other(s) => {
-                    return Err(RpcError::params(format!(
-                        "unknown status {s:?}: use active, interrupted, archived or deleted"
-                    )));
-                }
-                st => Some(st),
+        let project_path = p.opt_str("projectPath")?;
+        let status = p
+            .opt_str("status")?
+            .as_deref()
+            .map(sessions::parse_status)
+            .transpose()?;
+        let listed = sessions::list(
+            self.store.home(),
+            &ListRequest {
+                status,
+                project_path,
+                agent: p.opt_str("agent")?,
+                from_files: true,
+                ..ListRequest::default()
             },
-        };
-        let listing = self.store.list(&ListFilter {
-            status,
-            project_path: project,
-            include_deleted: false,
-            agent: p.opt_str("agent")?,
-        })?;
+        )?;
         // The very items of `session list --json`: the metas.
-        to_value(&listing.sessions)
+        to_value(&listed.sessions)
     }
 
     fn resume(&self, p: &Params) -> RpcResult {
         let id = p.session_id()?;
-        self.visible(&id)?;
-        let ctx = self.store.resume(&id)?;
-        let config = configured(self.store.home())?;
-        let provider = Some(ctx.meta.provider.clone())
-            .filter(|s| !s.is_empty())
-            .or(config.configured_provider)
-            .ok_or_else(|| {
-                RpcError::new(
-                    -32603,
-                    format!("Session {id} has no provider and none is configured."),
-                )
-            })?;
-        // The pinned model wins over the configured one (SPEC §19.24).
-        let model = ctx.meta.model.clone().or(config.configured_model);
-        to_value(&ops::Resumed {
-            session_id: id.to_string(),
-            provider,
-            model,
-            status: ctx.meta.status,
-            messages: ctx.messages,
-            summary: ctx.summary,
-        })
+        to_value(&sessions::resume(&self.store, &id)?)
     }
 
     fn delete(&self, p: &Params) -> RpcResult {
         let id = p.session_id()?;
-        let purge = p.opt_bool("purge")?.unwrap_or(false);
-        if purge {
-            self.store.meta(&id)?;
-            self.store.purge(&id)?;
+        if p.opt_bool("purge")?.unwrap_or(false) {
+            sessions::purge(&self.store, &id)?;
         } else {
-            self.store.delete(&id)?;
+            sessions::delete(&self.store, &id)?;
         }
         Ok(Value::Null)
     }
@@ -593,63 +541,37 @@ impl Server {
             Some(0) => return Err(RpcError::params("keep must be at least 1")),
             Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
         };
-        let summary = p.opt_str("summary")?;
-        self.visible(&id)?;
-        let summary = match summary {
-            Some(s) if !s.trim().is_empty() => s,
-            Some(_) => return Err(RpcError::params("summary is empty")),
-            None => {
-                // No model here: the trimmed user prompts, after the previous summary.
-                let messages = self.store.messages(&id)?.messages;
-                let cut = freecode_core::compaction::keep_last_n_user_turns(&messages, keep)
-                    .map_err(|e| RpcError::params(e.to_string()))?;
-                let previous = self.store.compaction_memory(&id)?;
-                freecode_core::compaction::extractive_summary(
-                    previous
-                        .as_ref()
-                        .and_then(|m| m.latest_summary())
-                        .map(|s| s.content.as_str()),
-                    &messages[..cut],
-                )
-            }
+        let summary = match p.opt_str("summary")? {
+            Some(s) if s.trim().is_empty() => return Err(RpcError::params("summary is empty")),
+            s => s,
         };
-        let outcome = self.store.compact(&id, keep, &summary)?;
-        to_value(&ops::Compaction::new(id.as_str(), outcome))
+        sessions::visible(&self.store, &id)?;
+        to_value(&sessions::compact(
+            &self.store,
+            &id,
+            &CompactRequest { keep, summary },
+        )?)
     }
 
     fn export(&self, p: &Params) -> RpcResult {
         let id = p.session_id()?;
-        let opts = ShareOptions {
+        let req = ExportRequest {
             to: p.opt_str("to")?,
             plain: p.opt_bool("plain")?.unwrap_or(false),
-            expires_in: p
+            expires: p
                 .opt_u64("expiresInDays")?
                 .map(|d| Duration::from_secs(d.max(1).saturating_mul(86_400))),
             include_rollout: p.opt_bool("includeRollout")?.unwrap_or(false),
             include_memories: false,
         };
-        let SessionShare {
-            shared,
-            bundle,
-            logged,
-        } = share_session(&self.store, &id, &opts).map_err(|e| match e {
-            ClientError::Export(e) => RpcError::from(e),
-            e => client_error("Export failed", e),
-        })?;
-        let mut result = ops::Exported {
-            url: shared.url,
-            expires_at: shared.receipt.expires_at,
-            encrypted: shared.encrypted,
-            redactions: bundle.redactions.len(),
-            delete_token: None,
-            warning: None,
-        };
-        if let Err(e) = logged {
-            // The share is live: hand the caller the only way to revoke it.
-            result.delete_token = shared.receipt.delete_token;
-            result.warning = Some(format!("the share could not be recorded: {e}"));
-        }
-        to_value(&result)
+        let shared = share::share(&self.store, &id, &req, &mut freecode_ops::Silent).map_err(
+            |e| match e {
+                freecode_ops::Error::Client(ClientError::Export(e)) => RpcError::from(e),
+                freecode_ops::Error::Client(e) => client_error("Export failed", e),
+                e => RpcError::from(e),
+            },
+        )?;
+        to_value(&shared.exported)
     }
 
     fn import(&self, p: &Params) -> RpcResult {
@@ -660,31 +582,32 @@ impl Server {
         // directory), never to the path inside the bundle.
         let project = p.opt_str("projectPath")?;
         let project_path =
-            crate::commands::run::project_directory(project.as_deref().map(Path::new))
-                .map_err(|e| RpcError::params(format!("projectPath: {e:#}")))?;
-        let config = SyncConfig::load(self.store.home())?;
-        let (bundle, _) = Client::new(config.api_key)
-            .fetch(&url)
-            .map_err(|e| client_error("Import failed", e))?;
-        let imported = freecode_store::share::import_bundle(
+            freecode_ops::scope::project_directory(project.as_deref().map(Path::new)).map_err(
+                |e| RpcError::params(format!("projectPath: {}", freecode_ops::error::chain(&e))),
+            )?;
+        let (bundle, shape) = share::fetch(self.store.home(), &url).map_err(|e| match e {
+            freecode_ops::Error::Client(e) => client_error("Import failed", e),
+            e => RpcError::from(e),
+        })?;
+        let imported = share::import(
             &self.store,
             bundle,
-            &ImportOptions {
+            shape,
+            &ImportRequest {
                 source: url.split('#').next().unwrap_or("").to_owned(),
                 project_path,
                 with_memories: false,
             },
         )?;
         to_value(&ops::SessionRef {
-            session_id: imported.id.to_string(),
+            session_id: imported.session_id,
         })
     }
 
     fn trace(&self, p: &Params) -> RpcResult {
         let id = p.session_id()?;
         self.store.meta(&id)?;
-        let trace = crate::commands::trace::trace_of(self.store.home(), &id).map_err(rpc_error)?;
-        to_value(&trace)
+        to_value(&trace::trace(self.store.home(), &id)?)
     }
 }
 
@@ -714,21 +637,6 @@ fn to_value(v: &impl serde::Serialize) -> RpcResult {
 /// `{jsonrpc, id, error}`.
 fn error_reply(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-/// What chooses a provider, read as `session.send` reads it ([`ProviderInputs`]): `start` and
-/// `resume` take `current.provider` and `current.model` of `config.json` from it.
-fn configured(home: &Home) -> Result<ProviderInputs, RpcError> {
-    crate::commands::run::provider_inputs(home, None, None, None).map_err(rpc_error)
-}
-
-/// An error of the agent or the store as a JSON-RPC error: a store error by its kind, anything
-/// else -32603.
-fn rpc_error(e: anyhow::Error) -> RpcError {
-    match e.downcast::<StoreError>() {
-        Ok(se) => RpcError::from(se),
-        Err(e) => RpcError::new(-32603, format!("{e:#}")),
-    }
 }
 
 /// Typed access to a request's params; every accessor fails with -32602.

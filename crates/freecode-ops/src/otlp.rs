@@ -1,4 +1,4 @@
-//! OTLP export for `freecode trace` (SPEC §13.4, §16.3): the I/O around
+//! OTLP export of a trace (`freecode trace --otlp`, SPEC §13.4, §16.3): the I/O around
 //! [`freecode_core::rollout::otlp`].
 //!
 //! - [`write_file`] writes the OTLP/JSON document to a file (one compact line, the OTLP JSON
@@ -15,12 +15,11 @@ use std::io::{BufWriter, Seek as _, Write as _};
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use freecode_core::rollout::otlp::{OtlpTarget, target_from_env, traces_url, write_otlp};
 use freecode_core::rollout::trace::{Trace, TraceBuilder};
 use freecode_store::rollout::{OtlpSpans, write_otlp_streamed};
 
-use crate::UserError;
+use crate::error::{Error, Result};
 
 /// The whole export, connection to last byte of the answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,9 +50,9 @@ impl Source<'_> {
 
 /// Writes the OTLP/JSON document of `src` to `path` as it is produced: compact JSON plus a
 /// newline, created 0600 in a temp file beside `path`, synced, then renamed over it (see
-/// `ui::export::write_user_stream` for `-`, FIFOs and devices; a missing directory is an
+/// [`crate::output::write_user_stream`] for `-`, FIFOs and devices; a missing directory is an
 /// error).
-pub fn write_file(src: Source<'_>, path: &Path) -> anyhow::Result<()> {
+pub fn write_file(src: Source<'_>, path: &Path) -> Result<()> {
     write_document(path, |out| src.write(out))
 }
 
@@ -61,8 +60,8 @@ pub fn write_file(src: Source<'_>, path: &Path) -> anyhow::Result<()> {
 fn write_document(
     path: &Path,
     write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
-) -> anyhow::Result<()> {
-    crate::ui::export::write_user_stream(path, |out| {
+) -> Result<()> {
+    crate::output::write_user_stream(path, |out| {
         write(out)?;
         out.write_all(b"\n")?;
         out.flush()?;
@@ -77,31 +76,38 @@ pub struct Document(File);
 
 impl Document {
     /// The document of `src`.
-    pub fn new(src: Source<'_>) -> anyhow::Result<Self> {
+    pub fn new(src: Source<'_>) -> Result<Self> {
         Self::written(|out| src.write(out))
     }
 
-    fn written(
-        write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
-    ) -> anyhow::Result<Self> {
-        let file = tempfile::tempfile().context("create a temp file for the OTLP document")?;
+    fn written(write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> Result<Self> {
+        let file = tempfile::tempfile().map_err(|source| Error::Io {
+            context: "create a temp file for the OTLP document".into(),
+            source,
+        })?;
         let mut out = BufWriter::with_capacity(1 << 20, &file);
         write(&mut out)
             .and_then(|()| out.flush())
-            .context("write the OTLP document to a temp file")?;
+            .map_err(|source| Error::Io {
+                context: "write the OTLP document to a temp file".into(),
+                source,
+            })?;
         drop(out);
         Ok(Self(file))
     }
 
     /// The document from its first byte.
-    fn rewound(&self) -> anyhow::Result<&File> {
+    fn rewound(&self) -> Result<&File> {
         let mut file = &self.0;
-        file.rewind().context("rewind the OTLP document")?;
+        file.rewind().map_err(|source| Error::Io {
+            context: "rewind the OTLP document".into(),
+            source,
+        })?;
         Ok(file)
     }
 
     /// Writes the document and a newline to `path`, as [`write_file`] does.
-    pub fn write_to(&self, path: &Path) -> anyhow::Result<()> {
+    pub fn write_to(&self, path: &Path) -> Result<()> {
         let mut file = self.rewound()?;
         write_document(path, |out| std::io::copy(&mut file, out).map(drop))
     }
@@ -110,8 +116,9 @@ impl Document {
 /// Exports `doc` to an OTLP/HTTP collector and returns the endpoint as given (what the
 /// original prints: `Exported <id> to <endpoint>`); the request goes to
 /// [`traces_url`]`(endpoint)`. `endpoint` `None` (or empty) reads `OTEL_EXPORTER_OTLP_*` from
-/// the process environment; no endpoint at all is a [`UserError`].
-pub fn post_document(doc: &Document, endpoint: Option<&str>) -> anyhow::Result<String> {
+/// the process environment; no endpoint at all is an [`Error::Invalid`]. A collector that
+/// cannot be reached or refuses the document is an [`Error::Failed`].
+pub fn post_document(doc: &Document, endpoint: Option<&str>) -> Result<String> {
     post_with_env(doc, endpoint, |k| std::env::var(k).ok())
 }
 
@@ -120,15 +127,16 @@ fn post_with_env(
     doc: &Document,
     endpoint: Option<&str>,
     env: impl Fn(&str) -> Option<String>,
-) -> anyhow::Result<String> {
-    let target = target_from_env(endpoint, env).ok_or_else(|| UserError(NO_ENDPOINT.into()))?;
+) -> Result<String> {
+    let target =
+        target_from_env(endpoint, env).ok_or_else(|| Error::Invalid(NO_ENDPOINT.into()))?;
     send(doc, &target)?;
     Ok(target.url)
 }
 
 /// POSTs the document to `target`, read from its file with its length as `content-length`;
 /// returns the URL posted to.
-fn send(doc: &Document, target: &OtlpTarget) -> anyhow::Result<String> {
+fn send(doc: &Document, target: &OtlpTarget) -> Result<String> {
     let url = traces_url(&target.url);
     let body = doc.rewound()?;
     let agent = ureq::Agent::new_with_config(
@@ -145,11 +153,14 @@ fn send(doc: &Document, target: &OtlpTarget) -> anyhow::Result<String> {
     }
     let mut response = request
         .send(body)
-        .with_context(|| format!("OTLP export to {url} failed"))?;
+        .map_err(|e| Error::Failed(format!("OTLP export to {url} failed: {e}")))?;
     let status = response.status();
     if !status.is_success() {
         let text = response.body_mut().read_to_string().unwrap_or_default();
-        anyhow::bail!("OTLP export to {url} failed: {} {text}", status.as_u16());
+        return Err(Error::Failed(format!(
+            "OTLP export to {url} failed: {} {text}",
+            status.as_u16()
+        )));
     }
     Ok(url)
 }
@@ -175,7 +186,7 @@ mod tests {
 
     use super::*;
 
-    fn post(trace: &Trace, endpoint: Option<&str>) -> anyhow::Result<String> {
+    fn post(trace: &Trace, endpoint: Option<&str>) -> Result<String> {
         post_document(&Document::new(Source::Whole(trace))?, endpoint)
     }
 
@@ -571,9 +582,9 @@ mod tests {
             |_| None,
         )
         .unwrap_err();
-        let user = err.downcast_ref::<UserError>().unwrap();
+        assert_eq!(err.kind(), crate::ErrorKind::Invalid);
         assert_eq!(
-            user.0,
+            err.to_string(),
             "No OTLP endpoint. Pass --otlp-endpoint <url> or set OTEL_EXPORTER_OTLP_ENDPOINT."
         );
     }

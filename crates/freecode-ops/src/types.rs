@@ -1,5 +1,6 @@
-//! The typed results of the commands: one JSON vocabulary for `--json` and JSON-RPC
-//! (`freecode serve`), and the JSON Schemas generated from it (`docs/schemas`, `rpc.discover`).
+//! The typed results of the operations: one JSON vocabulary for `--json`, JSON-RPC
+//! (`freecode serve`), MCP and the web viewer's `/api/`, and the JSON Schemas generated from it
+//! (`docs/schemas`, `rpc.discover`).
 //!
 //! The rules: a session is the meta shape, keyed `id` ([`SessionMeta`]); a reference to one
 //! anywhere else is `sessionId`; every key is camelCase; a duration ends in `Ms`. A command's
@@ -20,7 +21,7 @@ use freecode_sync::client::ShareRecord;
 use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
 use serde::Serialize;
 
-use crate::agent::TurnOutcome;
+use crate::error::Result;
 
 /// A reference to one session: what `fork`, `import`, `session.start` and `session.import`
 /// answer.
@@ -59,8 +60,8 @@ pub fn write_detail(
     meta: &SessionMeta,
     blocks: MessageBlocks,
     style: JsonStyle,
-    mut write: impl FnMut(&[u8]) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+    mut write: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
     // The frame is the detail of no messages: its `messages` is last, so its final `[]`
     // (followed by the closing brace) is where the messages go.
     let empty = SessionDetail {
@@ -75,7 +76,9 @@ pub fn write_detail(
         .strip_suffix(close)
         .filter(|head| head.ends_with(b"["))
     else {
-        anyhow::bail!("a session's JSON does not end with its messages");
+        return Err(crate::Error::Failed(
+            "a session's JSON does not end with its messages".into(),
+        ));
     };
     write(open)?;
     // Each message is rendered with the separator before it; the very first one's comma goes.
@@ -483,6 +486,99 @@ pub struct DetectedAgent {
     pub bytes: u64,
 }
 
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// The model answered without calling more tools.
+    Completed,
+    /// Stopped by Ctrl+C (or a raised flag); what was streamed is saved and marked.
+    Interrupted,
+    /// A model call failed (stall or provider error).
+    Failed,
+    /// The model was still calling tools after the iteration cap.
+    IterationLimit,
+}
+
+/// One tool call of a turn.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallSummary {
+    /// Tool name.
+    pub name: String,
+    /// Arguments.
+    pub args: serde_json::Value,
+    /// `ok`, `failed`, `denied` or `interrupted`.
+    pub outcome: &'static str,
+    /// The result handed to the model.
+    pub result: String,
+}
+
+/// Why a turn failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct TurnError {
+    /// `stall` or `provider`.
+    pub kind: String,
+    /// What happened.
+    pub message: String,
+}
+
+/// What a turn did.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnOutcome {
+    /// The session.
+    pub session_id: String,
+    /// How it ended.
+    pub status: TurnStatus,
+    /// The text of the turn's model responses, one per line (as printed).
+    pub text: String,
+    /// Tool calls, in order.
+    pub tool_calls: Vec<ToolCallSummary>,
+    /// Model calls made.
+    pub model_calls: u32,
+    /// Input tokens reported.
+    pub input_tokens: u64,
+    /// Output tokens reported.
+    pub output_tokens: u64,
+    /// The provider id.
+    pub provider: String,
+    /// The model pinned to the session after the turn.
+    pub model: Option<String>,
+    /// The session's turn number (`turnCount` after it).
+    pub turn: u64,
+    /// For a failed turn: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<TurnError>,
+    /// For an interrupted turn: the message marked `interrupted`, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_message_id: Option<String>,
+}
+
+impl TurnOutcome {
+    /// Tool calls that were refused.
+    pub fn denied(&self) -> usize {
+        self.tool_calls
+            .iter()
+            .filter(|c| c.outcome == "denied")
+            .count()
+    }
+}
+
+/// One `--list` row.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Recorded {
+    /// The session.
+    pub session_id: String,
+    /// First event's timestamp (ms), if any.
+    pub started_at: Option<i64>,
+    /// Last event's timestamp (ms), if any.
+    pub ended_at: Option<i64>,
+    /// Lines that are events, including types this version does not know.
+    pub events: u64,
+}
+
 /// One file of `docs/schemas`: its name, the commands and methods whose output it describes,
 /// and its schema.
 pub struct SchemaFile {
@@ -550,7 +646,7 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
     SchemaFile {
         name: "trace-list.json",
         used_by: "`trace --list --json`",
-        generate: root::<Vec<crate::commands::trace::Recorded>>,
+        generate: root::<Vec<Recorded>>,
     },
     SchemaFile {
         name: "search.json",
@@ -706,202 +802,6 @@ pub struct Exported {
     /// Why the share could not be recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
-}
-
-/// A param of an RPC method.
-struct Param {
-    name: &'static str,
-    required: bool,
-    schema: fn(&mut SchemaGenerator) -> Schema,
-}
-
-/// An RPC method: its name, summary, params and result.
-struct Method {
-    name: &'static str,
-    summary: &'static str,
-    params: &'static [Param],
-    result: fn(&mut SchemaGenerator) -> Schema,
-}
-
-fn sub<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
-    g.subschema_for::<T>()
-}
-
-fn any_object(_: &mut SchemaGenerator) -> Schema {
-    schemars::json_schema!({"type": "object"})
-}
-
-const fn p(
-    name: &'static str,
-    required: bool,
-    schema: fn(&mut SchemaGenerator) -> Schema,
-) -> Param {
-    Param {
-        name,
-        required,
-        schema,
-    }
-}
-
-const SESSION_ID: Param = p("sessionId", true, sub::<String>);
-
-/// Every method `freecode serve` answers, as `rpc.discover` describes them.
-const METHODS: &[Method] = &[
-    Method {
-        name: "session.start",
-        summary: "Create a session (title default: \"Session <id>\")",
-        params: &[
-            p("projectPath", false, sub::<String>),
-            p("provider", false, sub::<String>),
-            p("model", false, sub::<String>),
-            p("title", false, sub::<String>),
-            p("agentMode", false, sub::<String>),
-        ],
-        result: sub::<SessionRef>,
-    },
-    Method {
-        name: "session.list",
-        summary: "Sessions not deleted, newest activity first (as `session list --json`)",
-        params: &[
-            p("projectPath", false, sub::<String>),
-            p("status", false, sub::<String>),
-            p("agent", false, sub::<String>),
-        ],
-        result: sub::<Vec<SessionMeta>>,
-    },
-    Method {
-        name: "session.get",
-        summary: "One session's meta and messages (as `session show --json`)",
-        params: &[SESSION_ID],
-        result: sub::<SessionDetail>,
-    },
-    Method {
-        name: "session.resume",
-        summary: "Resume a session: its provider, model, messages and summary",
-        params: &[SESSION_ID],
-        result: sub::<Resumed>,
-    },
-    Method {
-        name: "session.send",
-        summary: "Run one agent turn; answered when the turn ends",
-        params: &[
-            SESSION_ID,
-            p("message", true, sub::<String>),
-            p("model", false, sub::<String>),
-            p("agentMode", false, sub::<String>),
-        ],
-        result: sub::<TurnOutcome>,
-    },
-    Method {
-        name: "session.stop",
-        summary: "Stop the turn running in a session",
-        params: &[SESSION_ID],
-        result: sub::<Stopped>,
-    },
-    Method {
-        name: "session.delete",
-        summary: "Soft-delete a session, or erase it with purge",
-        params: &[SESSION_ID, p("purge", false, sub::<bool>)],
-        result: sub::<()>,
-    },
-    Method {
-        name: "session.archive",
-        summary: "Archive a session",
-        params: &[SESSION_ID],
-        result: sub::<()>,
-    },
-    Method {
-        name: "session.fork",
-        summary: "Copy a session; the new id as a bare string (the original's protocol)",
-        params: &[SESSION_ID],
-        result: sub::<String>,
-    },
-    Method {
-        name: "session.compact",
-        summary: "Trim to the last keep user turns (default 2), recording a summary",
-        params: &[
-            SESSION_ID,
-            p("keep", false, sub::<u64>),
-            p("summary", false, sub::<String>),
-        ],
-        result: sub::<Compaction>,
-    },
-    Method {
-        name: "session.getInterrupted",
-        summary: "The latest interrupted session and its interrupted message, or null",
-        params: &[],
-        result: sub::<Option<InterruptedRef>>,
-    },
-    Method {
-        name: "session.export",
-        summary: "Share a session: redacted, encrypted end to end, expiring",
-        params: &[
-            SESSION_ID,
-            p("to", false, sub::<String>),
-            p("plain", false, sub::<bool>),
-            p("expiresInDays", false, sub::<u64>),
-            p("includeRollout", false, sub::<bool>),
-        ],
-        result: sub::<Exported>,
-    },
-    Method {
-        name: "session.import",
-        summary: "Import a shared session (URL with its #key) as a new session of projectPath",
-        params: &[
-            p("url", true, sub::<String>),
-            p("projectPath", false, sub::<String>),
-        ],
-        result: sub::<SessionRef>,
-    },
-    Method {
-        name: "session.trace",
-        summary: "The session's trace (as `trace --json`), or null without a rollout log",
-        params: &[SESSION_ID],
-        result: sub::<Option<Trace>>,
-    },
-    Method {
-        name: "rpc.discover",
-        summary: "This document",
-        params: &[],
-        result: any_object,
-    },
-];
-
-/// The OpenRPC document `rpc.discover` answers: every method with its params and result, the
-/// types under `components.schemas` (the same ones `docs/schemas` is generated from).
-pub fn openrpc_document() -> serde_json::Value {
-    let mut generator = SchemaSettings::draft2020_12()
-        .with(|s| s.definitions_path = "/components/schemas".into())
-        .into_generator();
-    let methods: Vec<serde_json::Value> = METHODS
-        .iter()
-        .map(|m| {
-            let params: Vec<serde_json::Value> = m
-                .params
-                .iter()
-                .map(|p| {
-                    serde_json::json!({
-                        "name": p.name,
-                        "required": p.required,
-                        "schema": (p.schema)(&mut generator),
-                    })
-                })
-                .collect();
-            serde_json::json!({
-                "name": m.name,
-                "summary": m.summary,
-                "paramStructure": "by-name",
-                "params": params,
-                "result": {"name": "result", "schema": (m.result)(&mut generator)},
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "openrpc": "1.3.2",
-        "info": {"title": "freecode serve", "version": env!("CARGO_PKG_VERSION")},
-        "methods": methods,
-        "components": {"schemas": generator.take_definitions(true)},
-    })
 }
 
 /// The bounded, paged results of `freecode mcp`'s tools (the same vocabulary: a session is
@@ -1257,7 +1157,7 @@ mod tests {
         let err = write_detail(&meta, blocks, JsonStyle::Pretty, |_| {
             writes += 1;
             if writes == 3 {
-                anyhow::bail!("disk on fire");
+                return Err(crate::Error::Failed("disk on fire".into()));
             }
             Ok(())
         })

@@ -1,19 +1,21 @@
-//! Ctrl+C for the agent: per-turn [`InterruptFlag`]s, the process-wide [`Interrupts`] registry
-//! around the pure [`InterruptState`], and the SIGINT thread that feeds it.
+//! Ctrl+C for the agent: per-turn [`InterruptFlag`]s and the process-wide [`Interrupts`]
+//! registry around the pure [`InterruptState`].
 //!
-//! The signal handler itself only wakes a signal-hook iterator thread (a self-pipe; no unsafe
-//! code, nothing but an atomic write in signal context). That thread asks the state machine what
-//! the press means: raise the flags of the turns in flight (their loops notice within a tick,
-//! save what they had and mark the session), ignore it while idle, or — a second press within a
-//! second — exit with status 1 through [`exit_when_idle`], after any write in progress.
+//! The program that links the agent owns its signals: it feeds each SIGINT to
+//! [`Interrupts::on_sigint`], which asks the state machine what the press means — raise the
+//! flags of the turns in flight (their loops notice within a tick, save what they had and mark
+//! the session), ignore it while idle, or, a second press within a second,
+//! [`Action::ForceExit`], which the program carries out once no write is in progress
+//! ([`FORCE_EXIT_MAX_WAIT`], `freecode_store::fsutil::exit_when_idle`). A host without
+//! signals (a server's `session.stop`) raises a turn's flag itself.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use freecode_core::interrupt::{Action, InterruptState};
-use freecode_store::fsutil::exit_when_idle;
+pub use freecode_core::interrupt::Action;
+use freecode_core::interrupt::InterruptState;
 
 /// How long a forced exit waits for a write in progress before exiting anyway.
 pub const FORCE_EXIT_MAX_WAIT: Duration = Duration::from_secs(10);
@@ -98,37 +100,6 @@ impl Interrupts {
             }
         }
         action
-    }
-
-    /// Takes over SIGINT for the rest of the process: a thread receives each signal and acts
-    /// on it (see the module docs). Messages go to stderr.
-    pub fn install_sigint_handler(&self) -> std::io::Result<()> {
-        let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT])?;
-        let me = self.clone();
-        std::thread::Builder::new()
-            .name("sigint".into())
-            .spawn(move || {
-                for _ in signals.forever() {
-                    match me.on_sigint(freecode_store::now_ms()) {
-                        Action::ForceExit => {
-                            eprintln!("\ninterrupted twice: exiting");
-                            exit_when_idle(1, FORCE_EXIT_MAX_WAIT);
-                        }
-                        Action::Interrupt(targets) => {
-                            let ids: Vec<&str> =
-                                targets.iter().map(|t| t.session.as_str()).collect();
-                            eprintln!(
-                                "\ninterrupting {} (Ctrl+C again within 1 s exits at once)",
-                                ids.join(", ")
-                            );
-                        }
-                        Action::Ignore => {
-                            tracing::debug!("Ctrl+C while idle: nothing to interrupt");
-                        }
-                    }
-                }
-            })?;
-        Ok(())
     }
 }
 

@@ -12,7 +12,7 @@ use freecode_core::rollout::replay::{Replay, ReplayTurn};
 use freecode_core::rollout::trace::{SpanStatus, Trace};
 use maud::{Markup, html};
 
-use crate::trace_render::format_duration;
+use freecode_ops::human::format_duration;
 
 /// Past this many spans a waterfall shows one bar per turn.
 pub const AGGREGATE_ABOVE: usize = 400;

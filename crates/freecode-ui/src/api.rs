@@ -10,17 +10,19 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use freecode_core::rollout::replay::{Replay, ReplayBuilder};
+use freecode_core::rollout::replay::Replay;
 use freecode_core::rollout::trace::Trace;
-use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
-use freecode_store::index::{SearchHit, SearchQuery, StatsScope, search_scan, stats_scan};
-use freecode_store::{Home, ListFilter, SessionStore};
+use freecode_core::{SessionId, SessionMeta};
+use freecode_ops::live::LiveTrace;
+use freecode_ops::scope::project_scope;
+use freecode_ops::sessions::{self, ListRequest, TranscriptPage, resolve_recorded_id};
+use freecode_ops::types::{SessionDetail, StatsReport};
+use freecode_ops::{Error, Home, Silent};
+use freecode_store::SessionStore;
+use freecode_store::index::{SearchHit, SearchQuery, StatsScope};
 use serde::Deserialize;
 
-use super::live::LiveTrace;
 use super::{ApiError, Ui, UiError, blocking};
-use crate::commands::index::{indexed_or_scanned, project_scope, warn_problems};
-use crate::ops::{Problem, SessionDetail, StatsReport};
 
 /// Messages per page of a transcript: a 100,000-message session is never rendered whole.
 pub const PAGE_MESSAGES: usize = 200;
@@ -48,42 +50,27 @@ pub struct ListQuery {
 }
 
 /// `session list --json`'s answer for `q`: newest activity first.
-pub fn list_sessions(home: &Home, q: &ListQuery) -> anyhow::Result<Vec<SessionMeta>> {
+pub fn list_sessions(home: &Home, q: &ListQuery) -> freecode_ops::Result<Vec<SessionMeta>> {
     let status = q
         .status
         .as_deref()
         .filter(|s| !s.is_empty())
-        .map(SessionStatus::parse);
-    if let Some(SessionStatus::Other(s)) = &status {
-        return Err(crate::UserError(format!(
-            "unknown status {s:?}: use active, interrupted, archived or deleted"
-        ))
-        .into());
-    }
-    let store = SessionStore::open(home.clone())?;
-    let filter = ListFilter {
-        status,
-        project_path: None,
-        include_deleted: q.all.as_deref().is_some_and(|a| !a.is_empty()),
-        agent: q.agent.clone().filter(|a| !a.is_empty()),
-    };
-    let listing = indexed_or_scanned(home, |ix| ix.list(&filter), || Ok(store.list(&filter)?))?;
-    warn_problems(&listing.problems);
-    let project = q
+        .map(sessions::parse_status)
+        .transpose()?;
+    let within = q
         .project
         .as_deref()
         .filter(|p| !p.is_empty())
         .map(project_scope)
         .transpose()?;
-    Ok(listing
-        .sessions
-        .into_iter()
-        .filter(|m| {
-            project
-                .as_deref()
-                .is_none_or(|p| freecode_core::project_key::within_project(&m.project_path, p))
-        })
-        .collect())
+    let req = ListRequest {
+        status,
+        within,
+        include_deleted: q.all.as_deref().is_some_and(|a| !a.is_empty()),
+        agent: q.agent.clone().filter(|a| !a.is_empty()),
+        ..ListRequest::default()
+    };
+    Ok(sessions::list(home, &req)?.sessions)
 }
 
 /// What a search asks, as `search` takes it: the words, and the `--project` and `--agent`
@@ -105,7 +92,7 @@ pub struct SearchParams {
 }
 
 /// `search --json`'s answer for `p` (at most `limit` hits).
-pub fn search(home: &Home, p: &SearchParams, limit: usize) -> anyhow::Result<Vec<SearchHit>> {
+pub fn search(home: &Home, p: &SearchParams, limit: usize) -> freecode_ops::Result<Vec<SearchHit>> {
     let q = SearchQuery {
         text: p.q.clone(),
         project: p
@@ -119,89 +106,26 @@ pub fn search(home: &Home, p: &SearchParams, limit: usize) -> anyhow::Result<Vec
         all: false,
         agent: p.agent.clone().filter(|a| !a.is_empty()),
     };
-    let (hits, problems) = indexed_or_scanned(
-        home,
-        |ix| {
-            ix.refresh(|_, _| {})?;
-            let hits = ix.search(&q)?;
-            Ok((hits, ix.problems().to_vec()))
-        },
-        || Ok(search_scan(&SessionStore::open(home.clone())?, &q)?),
-    )?;
-    warn_problems(&problems);
-    Ok(hits)
+    freecode_ops::search::search(home, &q, &mut Silent)
 }
 
 /// `stats --json`'s answer for the whole home.
-pub fn stats(home: &Home) -> anyhow::Result<StatsReport> {
-    let store = SessionStore::open(home.clone())?;
-    let scope = StatsScope::All;
-    let (stats, problems) = indexed_or_scanned(
-        home,
-        |ix| {
-            ix.refresh(|_, _| {})?;
-            let s = ix.stats(&scope)?;
-            Ok((s, ix.problems().to_vec()))
-        },
-        || Ok(stats_scan(&store, &scope)?),
-    )?;
-    warn_problems(&problems);
-    Ok(StatsReport {
-        stats,
-        problems: Problem::all(&problems),
-    })
-}
-
-/// One page of a transcript: the meta, messages `[skip, skip + take)`, and whether more follow.
-/// Reads block by block and stops once the page is full, so the first page of any session
-/// costs a block or two.
-pub struct TranscriptPage {
-    /// The session.
-    pub meta: SessionMeta,
-    /// Index of the first message shown.
-    pub first: usize,
-    /// The page's messages.
-    pub messages: Vec<StoredMessage>,
-    /// Whether messages follow this page.
-    pub more: bool,
+pub fn stats(home: &Home) -> freecode_ops::Result<StatsReport> {
+    freecode_ops::search::stats(home, &StatsScope::All, &mut Silent)
 }
 
 /// The session `id` names (a unique prefix too).
-pub fn resolve(home: &Home, id: &str) -> anyhow::Result<(SessionStore, SessionId)> {
-    let store = SessionStore::open(home.clone())?;
-    let id = crate::commands::session::resolve_id(&store, id)?;
+pub fn resolve(home: &Home, id: &str) -> freecode_ops::Result<(SessionStore, SessionId)> {
+    let store = sessions::open(home)?;
+    let id = sessions::resolve_id(&store, id)?;
     Ok((store, id))
 }
 
 /// Page `page` (1-based) of session `id`.
-pub fn transcript_page(home: &Home, id: &str, page: usize) -> anyhow::Result<TranscriptPage> {
+pub fn transcript_page(home: &Home, id: &str, page: usize) -> freecode_ops::Result<TranscriptPage> {
     let (store, id) = resolve(home, id)?;
-    let meta = store.meta(&id)?;
     let first = page.saturating_sub(1).saturating_mul(PAGE_MESSAGES);
-    let mut blocks = store.message_blocks(&id)?;
-    let mut seen = 0usize;
-    let mut messages = Vec::with_capacity(PAGE_MESSAGES);
-    let mut more = false;
-    while let Some(block) = blocks.next_block()? {
-        for m in block.items {
-            if seen >= first && messages.len() < PAGE_MESSAGES {
-                messages.push(m);
-            } else if messages.len() == PAGE_MESSAGES {
-                more = true;
-                break;
-            }
-            seen += 1;
-        }
-        if more {
-            break;
-        }
-    }
-    Ok(TranscriptPage {
-        meta,
-        first,
-        messages,
-        more,
-    })
+    sessions::transcript_page(&store, &id, first, PAGE_MESSAGES)
 }
 
 /// A log's identity and size: unchanged stamps, unchanged log.
@@ -229,10 +153,10 @@ const LIVE_KEPT: usize = 4;
 /// `trace --json`'s answer for `id`; `None` when it has no rollout log. A session with an
 /// open request is tailed from then on ([`LiveTraces`]); one with nothing open is folded whole
 /// and kept in the [`TraceCache`] while its log is unchanged.
-pub fn trace(ui: &Ui, id: &str) -> anyhow::Result<(SessionId, Option<Arc<Trace>>)> {
+pub fn trace(ui: &Ui, id: &str) -> freecode_ops::Result<(SessionId, Option<Arc<Trace>>)> {
     let home = &ui.home;
-    let id = crate::commands::session::resolve_recorded_id(home, id)?;
-    let path = freecode_store::rollout::events_path(home, &id);
+    let id = resolve_recorded_id(home, id)?;
+    let path = freecode_ops::trace::events_path(home, &id);
     let before = stamp(&path);
     if let (Some(st), Ok(cache)) = (before, ui.traces.0.lock())
         && let Some((cid, cst, t)) = cache.as_ref()
@@ -245,7 +169,7 @@ pub fn trace(ui: &Ui, id: &str) -> anyhow::Result<(SessionId, Option<Arc<Trace>>
         .live
         .0
         .lock()
-        .map_err(|_| anyhow::anyhow!("ui: the live traces' lock is poisoned"))?;
+        .map_err(|_| Error::Internal("ui: the live traces' lock is poisoned".into()))?;
     let kept = live.iter().position(|l| *l.id() == id);
     let mut tail = match kept {
         Some(i) => live.remove(i),
@@ -281,8 +205,8 @@ pub fn trace(ui: &Ui, id: &str) -> anyhow::Result<(SessionId, Option<Arc<Trace>>
 pub struct ReplayCache(std::sync::Mutex<Option<(SessionId, Stamp, Arc<Replay>)>>);
 
 /// `replay --json`'s fold of session `id`'s log; `None` without one.
-pub fn replay(ui: &Ui, id: &SessionId) -> anyhow::Result<Option<Arc<Replay>>> {
-    let path = freecode_store::rollout::events_path(&ui.home, id);
+pub fn replay(ui: &Ui, id: &SessionId) -> freecode_ops::Result<Option<Arc<Replay>>> {
+    let path = freecode_ops::trace::events_path(&ui.home, id);
     let before = stamp(&path);
     if let (Some(st), Ok(cache)) = (before, ui.replays.0.lock())
         && let Some((cid, cst, r)) = cache.as_ref()
@@ -291,8 +215,7 @@ pub fn replay(ui: &Ui, id: &SessionId) -> anyhow::Result<Option<Arc<Replay>>> {
     {
         return Ok(Some(r.clone()));
     }
-    let folded = freecode_store::rollout::fold_event_views(&path, ReplayBuilder::new(id.as_str()))?;
-    let replay = folded.map(|(b, _)| Arc::new(b.finish()));
+    let replay = freecode_ops::trace::replay(&ui.home, id)?.map(Arc::new);
     if let (Some(r), Some(st), Ok(mut cache)) = (&replay, stamp(&path), ui.replays.0.lock())
         && before == Some(st)
     {
@@ -329,9 +252,7 @@ async fn api_session(
     let home = ui.home.clone();
     blocking(move || {
         let (store, id) = resolve(&home, &id)?;
-        let meta = store.meta(&id)?;
-        let messages = store.messages(&id)?.messages;
-        Ok(Json(SessionDetail { meta, messages }))
+        Ok(Json(sessions::detail(&store, &id)?))
     })
     .await
     .map_err(ApiError)
@@ -385,9 +306,9 @@ async fn api_events(
 {
     let resolved = {
         let home = ui.home.clone();
-        blocking(move || Ok(crate::commands::session::resolve_recorded_id(&home, &id)?)).await?
+        blocking(move || Ok(resolve_recorded_id(&home, &id)?)).await?
     };
-    let path = freecode_store::rollout::events_path(&ui.home, &resolved);
+    let path = freecode_ops::trace::events_path(&ui.home, &resolved);
     let last = stamp(&path);
     let stream = futures_util::stream::unfold(
         (ui, resolved, path, last),

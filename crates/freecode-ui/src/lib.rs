@@ -1,4 +1,5 @@
-//! `freecode ui`: a local web viewer for sessions, search, traces and stats, on loopback only.
+//! freecode's local web viewer (`freecode ui`): sessions, search, traces and stats, on loopback
+//! only. Every page and every `/api/` answer is one call of [`freecode_ops`], rendered.
 //!
 //! Private by construction: the listener binds a 127.x address (anything else is refused), every
 //! request needs the per-run random token (128 bits from the OS; once in the printed URL, then
@@ -7,14 +8,13 @@
 //! `Sec-Fetch-Site` other than `same-origin`/`none`) is refused. Every response carries a
 //! Content-Security-Policy without inline script ([`CSP`]). Pages are [`maud`] templates
 //! ([`pages`]) that escape everything from a session; the JSON endpoints under `/api/` answer
-//! the types of the CLI's `--json` ([`crate::ops`], the core folds, the index's hits).
+//! the types of the CLI's `--json` ([`freecode_ops::types`], the core folds, the index's hits).
 //! `--html FILE` on `trace` and `session show` writes the same pages as one offline file
 //! ([`export`]).
 
 mod api;
 pub mod export;
 mod highlight;
-mod live;
 mod pages;
 mod waterfall;
 
@@ -26,10 +26,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use clap::Args;
-use freecode_store::Home;
-
-use crate::UserError;
+use freecode_ops::{Error, ErrorKind, Home};
 
 /// The Content-Security-Policy of every response: nothing but this server's own script,
 /// stylesheet and connections; images only from it or `data:` URLs; no inline script or style.
@@ -43,15 +40,13 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// The cookie holding the token after the first request.
 const COOKIE: &str = "freecode_ui";
 
-/// `freecode ui`.
-#[derive(Debug, Args)]
-pub struct UiArgs {
+/// How `freecode ui` serves.
+#[derive(Debug, Clone)]
+pub struct Options {
     /// Address to listen on: a loopback address (127.x.y.z); port 0 picks a free one.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
-    listen: String,
+    pub listen: String,
     /// Print the URL without opening a browser.
-    #[arg(long)]
-    no_open: bool,
+    pub no_open: bool,
 }
 
 /// What every handler shares: the home and the run's token and address.
@@ -68,26 +63,25 @@ pub(crate) struct Ui {
 }
 
 /// The address `--listen` names, refused unless it is IPv4 loopback.
-fn loopback(listen: &str) -> anyhow::Result<SocketAddr> {
+fn loopback(listen: &str) -> freecode_ops::Result<SocketAddr> {
     let addr: SocketAddr = listen.parse().map_err(|_| {
-        UserError(format!(
+        Error::Invalid(format!(
             "--listen {listen:?}: expected ADDRESS:PORT, such as 127.0.0.1:0"
         ))
     })?;
     match addr {
         SocketAddr::V4(v4) if v4.ip().is_loopback() => Ok(addr),
-        _ => Err(UserError(format!(
+        _ => Err(Error::Invalid(format!(
             "--listen {listen}: freecode ui serves your transcripts and listens on loopback only \
              (127.0.0.1); use an SSH tunnel to reach it from elsewhere"
-        ))
-        .into()),
+        ))),
     }
 }
 
 /// 128 random bits from the OS, as 32 hex digits.
-fn new_token() -> anyhow::Result<String> {
+fn new_token() -> freecode_ops::Result<String> {
     let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("random token: {e}"))?;
+    getrandom::fill(&mut bytes).map_err(|e| Error::Internal(format!("random token: {e}")))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
@@ -100,58 +94,61 @@ fn same_secret(a: &str, b: &str) -> bool {
             == 0
 }
 
-impl UiArgs {
-    /// Serves until Ctrl+C.
-    pub fn run(self, home: &Home) -> anyhow::Result<()> {
-        let addr = loopback(&self.listen)?;
-        let token = new_token()?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| UserError(format!("cannot listen on {addr}: {e}")))?;
-            let addr = listener.local_addr()?;
-            let url = format!("http://{addr}/?token={token}");
-            crate::render::print_line(&url)?;
-            let launcher = if self.no_open {
-                None
-            } else {
-                open_browser(home, addr, &url)
-            };
-            tracing::info!("serving {} on http://{addr}/", home.root().display());
-            let ui = Arc::new(Ui {
-                home: home.clone(),
-                token,
-                addr,
-                traces: api::TraceCache::default(),
-                replays: api::ReplayCache::default(),
-                live: api::LiveTraces::default(),
-            });
-            // Ctrl+C: stop accepting, let requests in progress finish, but not a live stream
-            // (server-sent events never end by themselves): they are cut after a grace period.
-            let stop = Arc::new(tokio::sync::Notify::new());
-            let stopping = stop.clone();
-            let serve = axum::serve(listener, router(ui)).with_graceful_shutdown(async move {
-                let _ = tokio::signal::ctrl_c().await;
-                stopping.notify_one();
-            });
-            let served = tokio::select! {
-                r = serve => r,
-                () = async {
-                    stop.notified().await;
-                    tokio::time::sleep(SHUTDOWN_GRACE).await;
-                } => Ok(()),
-            };
-            if let Some(path) = launcher
-                && let Err(e) = freecode_store::fsutil::remove_file(&path)
-            {
-                tracing::warn!("could not remove {}: {e}", path.display());
-            }
-            Ok(served?)
-        })
-    }
+/// Serves `home` as `opts` says until Ctrl+C; `announce` is handed the URL to open (with the
+/// run's token) once the server listens.
+pub fn serve(
+    home: &Home,
+    opts: &Options,
+    announce: impl FnOnce(&str) -> std::io::Result<()>,
+) -> freecode_ops::Result<()> {
+    let addr = loopback(&opts.listen)?;
+    let token = new_token()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| Error::Failed(format!("cannot listen on {addr}: {e}")))?;
+        let addr = listener.local_addr()?;
+        let url = format!("http://{addr}/?token={token}");
+        announce(&url)?;
+        let launcher = if opts.no_open {
+            None
+        } else {
+            open_browser(home, addr, &url)
+        };
+        tracing::info!("serving {} on http://{addr}/", home.root().display());
+        let ui = Arc::new(Ui {
+            home: home.clone(),
+            token,
+            addr,
+            traces: api::TraceCache::default(),
+            replays: api::ReplayCache::default(),
+            live: api::LiveTraces::default(),
+        });
+        // Ctrl+C: stop accepting, let requests in progress finish, but not a live stream
+        // (server-sent events never end by themselves): they are cut after a grace period.
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopping = stop.clone();
+        let serve = axum::serve(listener, router(ui)).with_graceful_shutdown(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            stopping.notify_one();
+        });
+        let served = tokio::select! {
+            r = serve => r,
+            () = async {
+                stop.notified().await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => Ok(()),
+        };
+        if let Some(path) = launcher
+            && let Err(e) = freecode_store::fsutil::remove_file(&path)
+        {
+            tracing::warn!("could not remove {}: {e}", path.display());
+        }
+        Ok(served?)
+    })
 }
 
 /// Opens the browser on the UI without putting the token on a command line (which other users
@@ -332,39 +329,25 @@ impl UiError {
     }
 }
 
-impl From<anyhow::Error> for UiError {
-    fn from(e: anyhow::Error) -> Self {
-        use freecode_store::StoreError;
-        let status = e
-            .chain()
-            .find_map(|c| {
-                if c.downcast_ref::<UserError>().is_some()
-                    || c.downcast_ref::<freecode_core::IdError>().is_some()
-                {
-                    return Some(StatusCode::BAD_REQUEST);
-                }
-                match c.downcast_ref::<StoreError>() {
-                    Some(StoreError::NotFound { .. }) => Some(StatusCode::NOT_FOUND),
-                    Some(StoreError::InvalidId(_) | StoreError::AmbiguousId { .. }) => {
-                        Some(StatusCode::BAD_REQUEST)
-                    }
-                    _ => None,
-                }
-            })
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+impl From<Error> for UiError {
+    fn from(e: Error) -> Self {
+        let status = match e.kind() {
+            ErrorKind::Invalid => StatusCode::BAD_REQUEST,
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::Busy => StatusCode::CONFLICT,
+            ErrorKind::Failed | ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let message = freecode_ops::error::chain(&e);
         if status == StatusCode::INTERNAL_SERVER_ERROR {
-            tracing::warn!("ui: {e:#}");
+            tracing::warn!("ui: {message}");
         }
-        Self {
-            status,
-            message: format!("{e:#}"),
-        }
+        Self { status, message }
     }
 }
 
 impl From<freecode_store::StoreError> for UiError {
     fn from(e: freecode_store::StoreError) -> Self {
-        anyhow::Error::new(e).into()
+        Error::from(e).into()
     }
 }
 
@@ -397,7 +380,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
 ) -> Result<T, UiError> {
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r,
-        Err(e) => Err(anyhow::anyhow!("ui worker: {e}").into()),
+        Err(e) => Err(Error::Internal(format!("ui worker: {e}")).into()),
     }
 }
 

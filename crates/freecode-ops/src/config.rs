@@ -1,0 +1,255 @@
+//! `config.json`: the keys freecode knows, in one place ([`KEYS`]) with their defaults, and the
+//! operations on them (`config list|get|set|path`).
+//!
+//! [`set`] validates the value for its key and rewrites the file atomically (0600), keeping
+//! every key it does not know; a file that does not parse is never overwritten (the error names
+//! its line and column, as for every operation that reads it).
+
+use freecode_store::Home;
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, Result};
+use crate::types::{ConfigEntry, ConfigPath};
+
+/// What a key's value must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An `http://` or `https://` URL.
+    Url,
+    /// Any non-empty string.
+    Text,
+    /// A whole number of at least 1.
+    Positive,
+}
+
+/// One key of `config.json`.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    /// Its name; a dot nests (`current.model` is `{"current": {"model": …}}`).
+    pub name: &'static str,
+    /// What its value must be.
+    pub kind: Kind,
+    /// The value used when it is not set, if any.
+    pub default: Option<&'static str>,
+    /// Whether `list` hides its value.
+    pub secret: bool,
+    /// What it does.
+    pub about: &'static str,
+}
+
+/// Every key freecode reads from `config.json`, with its default.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "syncEndpoint",
+        kind: Kind::Url,
+        default: None,
+        secret: false,
+        about: "the share server `session export` uploads to (none: pass --to or --file)",
+    },
+    Key {
+        name: "syncApiKey",
+        kind: Kind::Text,
+        default: None,
+        secret: true,
+        about: "bearer token sent with uploads, imports and revocations",
+    },
+    Key {
+        name: "syncUrlExpiryDays",
+        kind: Kind::Positive,
+        default: Some("7"),
+        secret: false,
+        about: "days a share lives unless `--expires` says otherwise",
+    },
+    Key {
+        name: "current.provider",
+        kind: Kind::Text,
+        default: None,
+        secret: false,
+        about: "provider of new sessions: openai or scripted (none: a base URL or \
+                OPENAI_API_KEY means openai, else scripted with a notice)",
+    },
+    Key {
+        name: "current.model",
+        kind: Kind::Text,
+        default: None,
+        secret: false,
+        about: "model of new sessions when --model is not given (a session keeps its pin)",
+    },
+    Key {
+        name: "baseUrl",
+        kind: Kind::Url,
+        default: None,
+        secret: false,
+        about: "base URL of the OpenAI-compatible endpoint when --base-url and \
+                OPENAI_BASE_URL are not set (none: the OpenAI API's public endpoint)",
+    },
+];
+
+/// The entry of key `k` in `config`; a secret's value replaced by a note unless `reveal`.
+fn entry(k: &Key, config: &Value, reveal: bool) -> ConfigEntry {
+    let value = lookup(config, k.name).cloned();
+    let source = if value.is_some() {
+        "config.json"
+    } else {
+        "default"
+    };
+    let value = match (value, k.secret && !reveal) {
+        (Some(_), true) => Some(json!("(set, hidden: use `config get`)")),
+        (v, _) => v,
+    };
+    ConfigEntry {
+        key: k.name.to_owned(),
+        value,
+        default: k.default.map(str::to_owned),
+        source: source.to_owned(),
+        about: k.about.to_owned(),
+    }
+}
+
+/// The value at a dotted `key` of `config`.
+pub fn lookup<'a>(config: &'a Value, key: &str) -> Option<&'a Value> {
+    key.split('.').try_fold(config, |v, part| v.get(part))
+}
+
+/// The trimmed, non-empty string at a dotted `key` of `config`.
+pub fn lookup_str(config: &Value, key: &str) -> Option<String> {
+    lookup(config, key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+/// The key named `name`.
+pub fn known(name: &str) -> Result<&'static Key> {
+    KEYS.iter().find(|k| k.name == name).ok_or_else(|| {
+        let names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+        Error::Invalid(format!(
+            "unknown key {name:?}; the keys are {}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// A value as printed: strings bare, anything else as JSON.
+pub fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn parse_value(key: &Key, raw: &str) -> Result<Value> {
+    let raw = raw.trim();
+    let bad = |what: &str| Error::Invalid(format!("{} must be {what}, not {raw:?}", key.name));
+    match key.kind {
+        Kind::Url => {
+            let ok = (raw.starts_with("https://") || raw.starts_with("http://"))
+                && raw
+                    .split_once("://")
+                    .is_some_and(|(_, rest)| !rest.is_empty());
+            if !ok {
+                return Err(bad("an http:// or https:// URL"));
+            }
+            Ok(Value::String(raw.to_owned()))
+        }
+        Kind::Text if raw.is_empty() => Err(bad("a non-empty string")),
+        Kind::Text => Ok(Value::String(raw.to_owned())),
+        Kind::Positive => match raw.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(json!(n)),
+            _ => Err(bad("a whole number of at least 1")),
+        },
+    }
+}
+
+/// Sets the dotted `key` of `config` (an object, or null for no file) to `value`, keeping
+/// every other key.
+fn set_in(config: Value, key: &str, value: Value) -> Result<Value> {
+    let mut root = match config {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().unwrap_or(key);
+    let mut cur = &mut root;
+    for part in parts {
+        let entry = cur
+            .entry(part.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !entry.is_object() {
+            return Err(Error::Invalid(format!(
+                "cannot set {key}: {part} in config.json is {}, not an object",
+                shown(entry)
+            )));
+        }
+        cur = match entry {
+            Value::Object(m) => m,
+            _ => return Err(Error::Invalid(format!("cannot set {key}"))),
+        };
+    }
+    cur.insert(last.to_owned(), value);
+    Ok(Value::Object(root))
+}
+
+/// The path of `config.json` (it may not exist yet).
+pub fn path(home: &Home) -> ConfigPath {
+    ConfigPath {
+        path: home.config_file(),
+    }
+}
+
+/// Every known key: its value (a secret's hidden), or its default.
+pub fn list(home: &Home) -> Result<Vec<ConfigEntry>> {
+    let config = home.read_config()?;
+    Ok(KEYS.iter().map(|k| entry(k, &config, false)).collect())
+}
+
+/// Key `key`: its value (shown even when secret), or its default; one with neither is an
+/// error naming the file.
+pub fn get(home: &Home, key: &str) -> Result<ConfigEntry> {
+    let k = known(key)?;
+    let config = home.read_config()?;
+    let row = entry(k, &config, true);
+    if row.value.is_none() && row.default.is_none() {
+        return Err(Error::Invalid(format!(
+            "{} is not set in {} and has no default",
+            k.name,
+            home.config_file().display()
+        )));
+    }
+    Ok(row)
+}
+
+/// Sets key `key` to `value` (checked for the key), keeping every other key of the file; the
+/// key as now set.
+pub fn set(home: &Home, key: &str, value: &str) -> Result<ConfigEntry> {
+    let k = known(key)?;
+    let value = parse_value(k, value)?;
+    // A file that does not parse is refused here, never replaced.
+    let config = home.read_config()?;
+    let config = set_in(config, k.name, value)?;
+    home.ensure()?;
+    let mut bytes = serde_json::to_vec_pretty(&config)?;
+    bytes.push(b'\n');
+    freecode_store::fsutil::write_atomic(&home.config_file(), &bytes, true)?;
+    Ok(entry(k, &config, false))
+}
+
+/// The provider and model new sessions take when none is given (`current.provider`,
+/// `current.model`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Current {
+    /// `current.provider`.
+    pub provider: Option<String>,
+    /// `current.model`.
+    pub model: Option<String>,
+}
+
+/// `current.provider` and `current.model` of `home`'s `config.json` (which must parse).
+pub fn current(home: &Home) -> Result<Current> {
+    let config = home.read_config()?;
+    Ok(Current {
+        provider: lookup_str(&config, "current.provider"),
+        model: lookup_str(&config, "current.model"),
+    })
+}

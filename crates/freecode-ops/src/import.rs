@@ -1,0 +1,172 @@
+//! Other agents' sessions brought into a home ([`freecode_import::importer`]): `import AGENT
+//! [PATH …]` and `import --detect`, answered as [`ImportReport`] and [`DetectReport`].
+
+use std::path::PathBuf;
+
+use freecode_import::importer::{self, Action, Options};
+use freecode_import::source::Agent;
+use freecode_store::Home;
+
+use crate::error::{Error, Result};
+use crate::types::{
+    DetectReport, DetectedAgent, ImportIssue, ImportReport, ImportSummary, ImportedItem,
+};
+
+fn env_var(name: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(name)
+}
+
+/// The agent named `name` (`claude-code`, `codex`, `gemini-cli`, `opencode`, `goose`).
+pub fn agent(name: &str) -> Result<Agent> {
+    Agent::from_name(name).ok_or_else(|| {
+        Error::Invalid(format!(
+            "unknown agent {name:?}: one of {}",
+            Agent::ALL.map(Agent::name).join(", ")
+        ))
+    })
+}
+
+/// What an import of another agent's sessions reads.
+#[derive(Debug, Clone)]
+pub struct ImportRequest {
+    /// The agent.
+    pub agent: Agent,
+    /// Files or directories to read; empty: the agent's own locations that exist here.
+    pub paths: Vec<PathBuf>,
+    /// Only sessions active since then, ms.
+    pub since: Option<i64>,
+    /// Write nothing; say what would be done (and how many secrets an export would redact).
+    pub dry_run: bool,
+    /// The project of sessions whose source names none (a path made absolute by
+    /// [`crate::scope::project_scope`]); without it they are skipped.
+    pub project: Option<String>,
+    /// The time of the import, ms.
+    pub now: i64,
+}
+
+/// Imports what `req` names into `home`.
+pub fn run(home: &Home, req: &ImportRequest) -> Result<ImportReport> {
+    let agent = req.agent;
+    let roots = if req.paths.is_empty() {
+        let roots = freecode_import::default_roots(agent, &env_var);
+        let found: Vec<PathBuf> = roots.iter().filter(|r| r.exists()).cloned().collect();
+        if found.is_empty() {
+            return Err(Error::NotFound(format!(
+                "no {agent} sessions at {}: pass a PATH",
+                roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        found
+    } else {
+        for p in &req.paths {
+            if std::fs::symlink_metadata(p).is_err() {
+                return Err(Error::NotFound(format!(
+                    "{}: no such file or directory",
+                    p.display()
+                )));
+            }
+        }
+        // Absolute, so `importedFrom.path` names the file from anywhere (links kept).
+        req.paths
+            .iter()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+            .collect()
+    };
+    let store = crate::sessions::open(home)?;
+    let report = importer::run(
+        &store,
+        agent,
+        &roots,
+        &Options {
+            since: req.since,
+            dry_run: req.dry_run,
+            now: req.now,
+            fallback_project: req.project.clone(),
+        },
+    )
+    .map_err(|e| Error::from(e).context("import failed"))?;
+    Ok(report_of(agent, req.dry_run, &report))
+}
+
+fn report_of(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport {
+    let mut summary = ImportSummary {
+        units: r.units,
+        unchanged_units: r.unchanged_units,
+        imported: 0,
+        updated: 0,
+        replaced: 0,
+        unchanged: 0,
+        skipped: 0,
+        messages: 0,
+        bytes_read: r.bytes_read,
+        redactions: 0,
+    };
+    let sessions = r
+        .sessions
+        .iter()
+        .map(|s| {
+            match s.action {
+                Action::Imported => summary.imported += 1,
+                Action::Updated => summary.updated += 1,
+                Action::Replaced => summary.replaced += 1,
+                Action::Unchanged => summary.unchanged += 1,
+                Action::Skipped => summary.skipped += 1,
+            }
+            summary.messages += s.added_messages as u64;
+            summary.redactions += s.redactions as u64;
+            ImportedItem {
+                session_id: s.id.clone(),
+                source_id: s.source_id.clone(),
+                path: s.path.clone(),
+                action: s.action.name().to_owned(),
+                title: s.title.clone(),
+                parent_id: s.parent_id.clone(),
+                messages: s.messages,
+                added_messages: s.added_messages,
+                events: s.events,
+                redactions: s.redactions,
+                last_activity: s.last_activity,
+                reason: s.reason.clone(),
+            }
+        })
+        .collect();
+    ImportReport {
+        agent: agent.name().to_owned(),
+        dry_run,
+        sessions,
+        summary,
+        issues: r
+            .issues
+            .iter()
+            .map(|i| ImportIssue {
+                path: i.path.clone(),
+                line: i.line,
+                message: i.message.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// For each agent: where its sessions are on this machine and what an import would bring,
+/// and what could not be read on the way (for a person: each issue's text).
+pub fn detect() -> (DetectReport, Vec<String>) {
+    let mut issues = Vec::new();
+    let found = importer::detect(&env_var, &mut issues);
+    let report = DetectReport {
+        agents: found
+            .into_iter()
+            .map(|d| DetectedAgent {
+                agent: d.agent.name().to_owned(),
+                roots: d.roots,
+                sessions: d.sessions,
+                messages: d.messages,
+                bytes: d.bytes,
+            })
+            .collect(),
+    };
+    (report, issues.iter().map(ToString::to_string).collect())
+}
