@@ -42,3 +42,314 @@ fn every_module_starts_with_a_doc_comment() {
         "files without a leading //! comment: {missing:#?}"
     );
 }
+
+/// The workspace root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+/// The Rust files under `dir`, each with its text.
+fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    rust_files(dir, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let text = read(&p);
+            (p, text)
+        })
+        .collect()
+}
+
+/// No front end reaches into another: the JSON-RPC server names no CLI command, the MCP server
+/// and the web viewer name neither each other nor the CLI, and no CLI command names the
+/// JSON-RPC server. (`freecode-ops/tests/deps.rs` holds the crates' links to the same rule.)
+#[test]
+fn no_front_end_names_another() {
+    let crates = root().join("crates");
+    let cli = crates.join("freecode-cli/src");
+    let rules: [(PathBuf, &[&str]); 4] = [
+        (
+            cli.join("commands/serve"),
+            &[
+                "crate::commands",
+                "freecode_mcp",
+                "freecode_ui",
+                "crate::trace_render",
+            ],
+        ),
+        (
+            crates.join("freecode-mcp/src"),
+            &["freecode_ui", "freecode_cli", "freecode_agent"],
+        ),
+        (
+            crates.join("freecode-ui/src"),
+            &["freecode_mcp", "freecode_cli", "freecode_agent"],
+        ),
+        (cli.join("commands"), &["commands::serve", "serve::"]),
+    ];
+    let mut seen = 0;
+    for (dir, forbidden) in rules {
+        for (path, text) in sources(&dir) {
+            // The CLI's commands may not name the JSON-RPC server, which is one of them.
+            if dir.ends_with("commands") && path.starts_with(cli.join("commands/serve")) {
+                continue;
+            }
+            seen += 1;
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                for f in forbidden {
+                    assert!(
+                        !code.contains(f),
+                        "{}:{}: a front end names another ({f}): {line}",
+                        path.display(),
+                        n + 1
+                    );
+                }
+            }
+        }
+    }
+    assert!(seen > 10, "only {seen} files looked at");
+}
+
+/// One row of the operations table of ARCHITECTURE.md.
+struct Row {
+    operation: String,
+    ops: Vec<String>,
+    cli: Vec<String>,
+    rpc: Vec<String>,
+    mcp: Vec<String>,
+    ui: Vec<String>,
+}
+
+/// The cells of a column: each backticked entry (none for `—`).
+fn entries(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|s| s.trim().to_owned())
+        .collect()
+}
+
+fn operations_table() -> Vec<Row> {
+    let text = read(&root().join("ARCHITECTURE.md"));
+    let (_, rest) = text
+        .split_once("<!-- operations -->")
+        .expect("ARCHITECTURE.md has an operations table");
+    let (table, _) = rest.split_once("<!-- /operations -->").expect("its end");
+    let rows: Vec<Row> = table
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            let cells: Vec<&str> = l.trim().trim_matches('|').split('|').collect();
+            assert_eq!(cells.len(), 6, "six columns: {l}");
+            Row {
+                operation: cells[0].trim().to_owned(),
+                ops: entries(cells[1]),
+                cli: entries(cells[2]),
+                rpc: entries(cells[3]),
+                mcp: entries(cells[4]),
+                ui: entries(cells[5]),
+            }
+        })
+        .collect();
+    assert!(rows.len() > 20, "{} rows", rows.len());
+    rows
+}
+
+/// `freecode_agent::module::[Type::]function` or `module::[Type::]function` (of
+/// `freecode-ops`) is a public function of that module.
+fn assert_function(path: &str, operation: &str) {
+    let (krate, rest) = match path.strip_prefix("freecode_agent::") {
+        Some(rest) => ("freecode-agent", rest),
+        None => ("freecode-ops", path),
+    };
+    let parts: Vec<&str> = rest.split("::").collect();
+    assert!(parts.len() >= 2, "{operation}: {path} names no module");
+    let file = root()
+        .join("crates")
+        .join(krate)
+        .join("src")
+        .join(format!("{}.rs", parts[0]));
+    let text = read(&file);
+    let function = parts[parts.len() - 1];
+    assert!(
+        text.contains(&format!("pub fn {function}("))
+            || text.contains(&format!("pub fn {function}<")),
+        "{operation}: no `pub fn {function}` in {}",
+        file.display()
+    );
+    if parts.len() == 3 {
+        assert!(
+            text.contains(&format!("impl {}", parts[1])),
+            "{operation}: no `impl {}` in {}",
+            parts[1],
+            file.display()
+        );
+    }
+}
+
+fn freecode(args: &[&str]) -> std::process::Output {
+    let home = tempfile::tempdir().unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_freecode"))
+        .args(args)
+        .env("FREECODE_HOME", home.path())
+        .output()
+        .unwrap()
+}
+
+/// The subcommands a `--help` lists (under "Commands:"), `help` left out.
+fn subcommands(path: &[&str]) -> Vec<String> {
+    let mut args = path.to_vec();
+    args.push("--help");
+    let out = freecode(&args);
+    assert!(out.status.success(), "freecode {args:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let Some((_, rest)) = text.split_once("Commands:\n") else {
+        return Vec::new();
+    };
+    rest.lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every method `rpc.discover` lists.
+fn rpc_methods() -> Vec<String> {
+    use std::io::Write;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_freecode"))
+        .arg("serve")
+        .env("FREECODE_HOME", home.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"rpc.discover\"}\n")
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    reply["result"]["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap().to_owned())
+        .filter(|m| m != "rpc.discover")
+        .collect()
+}
+
+/// The quoted strings of `text` that follow `marker` (`name = "…"`, `.route("…"`).
+fn quoted_after(text: &str, marker: &str) -> Vec<String> {
+    text.split(marker)
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The operations table of ARCHITECTURE.md is the code: each function it names exists, each
+/// CLI command runs (`--help`), and the JSON-RPC methods, MCP tools, UI routes and CLI commands
+/// that exist are all in it.
+#[test]
+fn the_operations_table_is_the_code() {
+    let rows = operations_table();
+    for r in &rows {
+        assert!(!r.ops.is_empty(), "{}: no function", r.operation);
+        for f in &r.ops {
+            assert_function(f, &r.operation);
+        }
+        for c in &r.cli {
+            let words: Vec<&str> = c.split_whitespace().collect();
+            let command: Vec<&str> = words
+                .iter()
+                .copied()
+                .take_while(|w| !w.starts_with("--"))
+                .collect();
+            let mut args = command.clone();
+            args.push("--help");
+            let out = freecode(&args);
+            assert!(
+                out.status.success(),
+                "{}: `freecode {c}` does not run",
+                r.operation
+            );
+            let help = String::from_utf8_lossy(&out.stdout);
+            for flag in words.iter().filter(|w| w.starts_with("--")) {
+                assert!(
+                    help.contains(flag),
+                    "{}: `freecode {c}`: no {flag}",
+                    r.operation
+                );
+            }
+        }
+    }
+    let column = |f: fn(&Row) -> &Vec<String>| {
+        sorted(rows.iter().flat_map(|r| f(r).iter().cloned()).collect())
+    };
+
+    // Every JSON-RPC method, MCP tool and UI route there is, and nothing else.
+    assert_eq!(
+        column(|r| &r.rpc),
+        sorted(rpc_methods()),
+        "JSON-RPC methods"
+    );
+    let mcp = read(&root().join("crates/freecode-mcp/src/lib.rs"));
+    let tools = quoted_after(&mcp, "#[tool(\n        name = \"");
+    assert_eq!(tools.len(), 5, "{tools:?}");
+    assert_eq!(column(|r| &r.mcp), sorted(tools), "MCP tools");
+    let routes: Vec<String> = sources(&root().join("crates/freecode-ui/src"))
+        .iter()
+        .flat_map(|(_, text)| quoted_after(text, ".route(\""))
+        .filter(|r| !r.starts_with("/assets/"))
+        .collect();
+    assert_eq!(column(|r| &r.ui), sorted(routes), "UI routes");
+
+    // Every CLI command that is an operation (the front ends and the tools around them are
+    // not: they run the servers, print the shell's files or run the tour).
+    let not_operations = ["serve", "mcp", "ui", "sync", "demo", "completions", "man"];
+    let mut commands = Vec::new();
+    for top in subcommands(&[]) {
+        if not_operations.contains(&top.as_str()) {
+            continue;
+        }
+        let subs = subcommands(&[top.as_str()]);
+        if subs.is_empty() {
+            commands.push(top);
+        } else {
+            commands.extend(subs.into_iter().map(|s| format!("{top} {s}")));
+        }
+    }
+    let listed: Vec<String> = column(|r| &r.cli)
+        .into_iter()
+        .map(|c| {
+            c.split_whitespace()
+                .take_while(|w| !w.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    for c in &commands {
+        assert!(
+            listed.contains(c),
+            "`freecode {c}` is not in the operations table"
+        );
+    }
+}
