@@ -91,7 +91,7 @@ mod tests {
         let home = Home::new(dir.path().join("home"));
         let report = run(&home, dir.path()).unwrap();
         assert_eq!(report.turn.status, freecode_agent::TurnStatus::Completed);
-        assert_eq!(report.listed, [report.session_id.clone()]);
+        assert_eq!(report.listed, std::slice::from_ref(&report.session_id));
         assert!(!report.turn.text.is_empty());
         assert_eq!(u64::from(report.turn.model_calls), report.model_calls);
         assert_eq!(report.turn.tool_calls.len(), report.tool_calls);

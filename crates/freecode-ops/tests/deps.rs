@@ -7,6 +7,8 @@
 //! - no front end links another front end: the MCP server and the web viewer never link each
 //!   other, the CLI, or the agent they have no use for.
 
+#![allow(clippy::expect_used)]
+
 use std::process::Command;
 
 /// The names of the packages a build of `package` alone links (normal dependencies).
