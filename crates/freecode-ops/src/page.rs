@@ -30,7 +30,7 @@ use crate::scope::{parse_since, project_scope};
 use crate::sessions::{ListRequest, open, parse_status};
 
 use crate::types::StatsReport;
-use crate::types::mcp::{
+use crate::types::page::{
     HitsPage, Message, MessagePart, MessagesPage, PageInfo, SessionSummary, SessionsPage, ToolCall,
     UNTRUSTED, cap_text,
 };
@@ -454,7 +454,7 @@ pub fn trace(home: &Home, p: TraceParams) -> Result<serde_json::Value> {
         _ => session_of(&store, &p.session_id)?,
     };
     let Some((builder, now)) =
-        crate::trace::fold_trace_json::<freecode_store::rollout::CompactJson>(home, &id)?
+        crate::trace::fold_trace_json::<crate::trace::CompactJson>(home, &id)?
     else {
         return Err(Error::NotFound(format!(
             "session {id} has no rollout log: nothing was recorded for it"

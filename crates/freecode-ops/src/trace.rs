@@ -18,8 +18,8 @@ use freecode_core::rollout::replay::{Replay, ReplayBuilder, TurnSink};
 use freecode_core::rollout::trace::{SpanSink, Spans, Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::rollout::{
-    CompactJson, EVENTS_FILE, ReadReport, SpooledTurns, StreamedReplay, TurnRecords,
-    fold_event_views, fold_trace_streamed, read_event_views,
+    EVENTS_FILE, ReadReport, SpooledTurns, TurnRecords, fold_event_views, fold_trace_streamed,
+    read_event_views,
 };
 use freecode_store::{Home, IssueKind, LineIssue};
 
@@ -28,8 +28,8 @@ use crate::human::plural;
 use crate::types::Recorded;
 
 pub use freecode_store::rollout::{
-    CompactSpans, JsonForm, OtlpSpans, PrettyJson, Spooled, TracePage, events_path, trace_page,
-    write_replay_json, write_trace_json,
+    CompactJson, CompactSpans, JsonForm, OtlpSpans, PrettyJson, Spooled, StreamedReplay, TracePage,
+    events_path, trace_page, write_replay_json, write_trace_json,
 };
 
 /// A session with no rollout log: [`crate::ErrorKind::NotFound`], whatever the output format.

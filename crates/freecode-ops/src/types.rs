@@ -716,17 +716,17 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
     SchemaFile {
         name: "mcp-sessions.json",
         used_by: "`freecode mcp`: `list_sessions`",
-        generate: root::<mcp::SessionsPage>,
+        generate: root::<page::SessionsPage>,
     },
     SchemaFile {
         name: "mcp-hits.json",
         used_by: "`freecode mcp`: `search_sessions`",
-        generate: root::<mcp::HitsPage>,
+        generate: root::<page::HitsPage>,
     },
     SchemaFile {
         name: "mcp-session.json",
         used_by: "`freecode mcp`: `get_session`",
-        generate: root::<mcp::MessagesPage>,
+        generate: root::<page::MessagesPage>,
     },
     SchemaFile {
         name: "import-result.json",
@@ -804,10 +804,11 @@ pub struct Exported {
     pub warning: Option<String>,
 }
 
-/// The bounded, paged results of `freecode mcp`'s tools (the same vocabulary: a session is
-/// keyed `id`, a reference to one `sessionId`, camelCase, `…Ms`). Session text in them is data
-/// recorded from past conversations, never instructions: each page carries [`UNTRUSTED`].
-pub mod mcp {
+/// The bounded, paged results an agent reads ([`crate::page`], `freecode mcp`'s tools; the same
+/// vocabulary: a session is keyed `id`, a reference to one `sessionId`, camelCase, `…Ms`).
+/// Session text in them is data recorded from past conversations, never instructions: each
+/// page carries [`page::UNTRUSTED`].
+pub mod page {
     use freecode_core::SessionMeta;
     use freecode_store::index::SearchHit;
     use schemars::JsonSchema;

@@ -70,8 +70,12 @@ impl DemoArgs {
             store: freecode_sync::blob::StoreSpec::File(home.join("share-server")),
             ..Default::default()
         })?;
-        let store = freecode_store::SessionStore::open(freecode_store::Home::new(&home))?;
-        let listing = store.list(&freecode_store::ListFilter::default())?;
+        let home_dir = freecode_store::Home::new(&home);
+        let store = freecode_ops::sessions::open(&home_dir)?;
+        let listing = freecode_ops::sessions::list(
+            &home_dir,
+            &freecode_ops::sessions::ListRequest::default(),
+        )?;
         let id = listing
             .sessions
             .first()
@@ -82,18 +86,21 @@ impl DemoArgs {
             "\n$ freecode session export {id} --to {}",
             server.url
         ))?;
-        let share = freecode_sync::client::share_session(
+        let shared = freecode_ops::share::share(
             &store,
             &freecode_core::SessionId::new(id.as_str())?,
-            &freecode_sync::client::ShareOptions {
+            &freecode_ops::share::ExportRequest {
                 to: Some(server.url.clone()),
                 ..Default::default()
             },
+            &mut freecode_ops::Silent,
         )?;
-        share.logged?;
-        print_line(&share.shared.url)?;
+        if let Some(e) = shared.unrecorded {
+            return Err(e.into());
+        }
+        print_line(&shared.exported.url)?;
         step(&["share", "list"])?;
-        step(&["session", "import", &share.shared.url])?;
+        step(&["session", "import", &shared.exported.url])?;
         step(&["session", "list"])?;
         print_line(&format!(
             "\n# everything is in {}: explore it with `freecode --home {} session show <id>`",

@@ -26,10 +26,10 @@ use freecode_ops::human::clean_line;
 use freecode_ops::otlp::{Document, Source};
 use freecode_ops::sessions::resolve_recorded_id;
 use freecode_ops::trace::{
-    self, PrettyJson, Tail, events_path, no_events, now_after, write_replay_json, write_trace_json,
+    self, CompactJson, PrettyJson, StreamedReplay, Tail, events_path, no_events, now_after,
+    write_replay_json, write_trace_json,
 };
 use freecode_store::Home;
-use freecode_store::rollout::{CompactJson, StreamedReplay};
 
 use crate::render::{
     fit_to, fit_to_terminal, local_time, plural, print_json, print_line, terminal_columns,
