@@ -326,6 +326,41 @@ fn the_browser_is_opened_without_the_token_on_a_command_line() {
     assert!(!page.exists(), "the launch page outlived the server");
 }
 
+/// `/api/progress` is a stream of server-sent events saying how far an index refresh has got,
+/// answered at once (nothing is being indexed here), behind the same token as every page.
+#[test]
+fn index_progress_is_a_stream_of_events() {
+    let f = fixture();
+    let s = Server::start(&f.home);
+    let mut stream = std::net::TcpStream::connect(&s.authority).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let req = format!(
+        "GET /api/progress HTTP/1.1\r\nHost: {}\r\nCookie: freecode_ui={}\r\n\r\n",
+        s.authority, s.token
+    );
+    std::io::Write::write_all(&mut stream, req.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("\n\n") || !got.windows(5).any(|w| w == b"data:")
+    {
+        let n = std::io::Read::read(&mut stream, &mut buf).unwrap();
+        assert!(n > 0, "the stream ended: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).to_lowercase();
+    assert!(text.starts_with("http/1.1 200"), "{text}");
+    assert!(text.contains("content-type: text/event-stream"), "{text}");
+    assert!(
+        text.contains("event: progress\r\ndata: {\"indexing\":false}")
+            || text.contains("event: progress\ndata: {\"indexing\":false}"),
+        "{text}"
+    );
+    let refused = http(&s.authority, "/api/progress", &[("Host", &s.authority)]);
+    assert_eq!(refused.status, 403);
+}
+
 #[test]
 fn session_show_html_is_written_as_the_messages_are_read() {
     let f = fixture();

@@ -1,7 +1,9 @@
 //! The UI's data: what the pages show, read the way the CLI reads it, and the JSON endpoints
 //! under `/api/`, which answer exactly the `--json` types (`session list`, `session show`,
 //! `trace`, `search`, `stats`) — one vocabulary — plus `/api/events/{id}`, server-sent events
-//! carrying the trace each time the log grows (as `trace --follow` re-renders).
+//! carrying the trace each time the log grows (as `trace --follow` re-renders), and
+//! `/api/progress`, server-sent events saying how far an index refresh a search or the stats
+//! wait on has got (the UI's [`freecode_ops::Progress`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +19,7 @@ use freecode_ops::live::LiveTrace;
 use freecode_ops::scope::project_scope;
 use freecode_ops::sessions::{self, ListRequest, TranscriptPage, resolve_recorded_id};
 use freecode_ops::types::{SessionDetail, StatsReport};
-use freecode_ops::{Error, Home, Silent};
+use freecode_ops::{Error, Home, Progress};
 use freecode_store::SessionStore;
 use freecode_store::index::{SearchHit, SearchQuery, StatsScope};
 use serde::Deserialize;
@@ -91,8 +93,41 @@ pub struct SearchParams {
     pub limit: Option<usize>,
 }
 
+/// How far the index refresh a request waits on has got: sessions done of all, or `None` while
+/// nothing is being indexed (what `/api/progress` streams).
+#[derive(Debug, Default)]
+pub struct Indexing(std::sync::Mutex<Option<(usize, usize)>>);
+
+impl Indexing {
+    fn get(&self) -> Option<(usize, usize)> {
+        self.0.lock().map_or(None, |g| *g)
+    }
+
+    fn set(&self, v: Option<(usize, usize)>) {
+        if let Ok(mut g) = self.0.lock() {
+            *g = v;
+        }
+    }
+}
+
+/// The UI's feedback for an operation: the sessions it has indexed so far, in [`Indexing`];
+/// cleared when the operation is over.
+struct Feedback<'a>(&'a Indexing);
+
+impl Progress for Feedback<'_> {
+    fn sessions(&mut self, done: usize, total: usize) {
+        self.0.set((done < total).then_some((done, total)));
+    }
+}
+
+impl Drop for Feedback<'_> {
+    fn drop(&mut self) {
+        self.0.set(None);
+    }
+}
+
 /// `search --json`'s answer for `p` (at most `limit` hits).
-pub fn search(home: &Home, p: &SearchParams, limit: usize) -> freecode_ops::Result<Vec<SearchHit>> {
+pub fn search(ui: &Ui, p: &SearchParams, limit: usize) -> freecode_ops::Result<Vec<SearchHit>> {
     let q = SearchQuery {
         text: p.q.clone(),
         project: p
@@ -106,12 +141,12 @@ pub fn search(home: &Home, p: &SearchParams, limit: usize) -> freecode_ops::Resu
         all: false,
         agent: p.agent.clone().filter(|a| !a.is_empty()),
     };
-    freecode_ops::search::search(home, &q, &mut Silent)
+    freecode_ops::search::search(&ui.home, &q, &mut Feedback(&ui.indexing))
 }
 
 /// `stats --json`'s answer for the whole home.
-pub fn stats(home: &Home) -> freecode_ops::Result<StatsReport> {
-    freecode_ops::search::stats(home, &StatsScope::All, &mut Silent)
+pub fn stats(ui: &Ui) -> freecode_ops::Result<StatsReport> {
+    freecode_ops::search::stats(&ui.home, &StatsScope::All, &mut Feedback(&ui.indexing))
 }
 
 /// The session `id` names (a unique prefix too).
@@ -233,6 +268,7 @@ pub(super) fn routes() -> Router<Arc<Ui>> {
         .route("/api/search", get(api_search))
         .route("/api/stats", get(api_stats))
         .route("/api/events/{id}", get(api_events))
+        .route("/api/progress", get(api_progress))
 }
 
 async fn api_sessions(
@@ -280,16 +316,14 @@ async fn api_search(
     if p.q.trim().is_empty() {
         return Err(UiError::bad_request("give words to search for: ?q=…").into());
     }
-    let home = ui.home.clone();
     let limit = p.limit.unwrap_or(20).min(500);
-    blocking(move || Ok(Json(search(&home, &p, limit)?)))
+    blocking(move || Ok(Json(search(&ui, &p, limit)?)))
         .await
         .map_err(ApiError)
 }
 
 async fn api_stats(State(ui): State<Arc<Ui>>) -> Result<Json<StatsReport>, ApiError> {
-    let home = ui.home.clone();
-    blocking(move || Ok(Json(stats(&home)?)))
+    blocking(move || Ok(Json(stats(&ui)?)))
         .await
         .map_err(ApiError)
 }
@@ -334,4 +368,54 @@ async fn api_events(
         },
     );
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// Server-sent events saying how far the index refresh that searches and the stats wait on has
+/// got: a `progress` event (`{"indexing": true, "done": N, "total": M}`, or `{"indexing":
+/// false}`) at once and at each change (looked at five times a second); comments keep the
+/// connection alive. The page a search or the stats are loading into shows it.
+async fn api_progress(
+    State(ui): State<Arc<Ui>>,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>> {
+    let stream = futures_util::stream::unfold((ui, None), |(ui, last)| async move {
+        loop {
+            let now = ui.indexing.get();
+            if last != Some(now) {
+                let data = match now {
+                    Some((done, total)) => {
+                        serde_json::json!({"indexing": true, "done": done, "total": total})
+                    }
+                    None => serde_json::json!({"indexing": false}),
+                };
+                let event = Event::default().event("progress").data(data.to_string());
+                return Some((Ok(event), (ui, Some(now))));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feedback_says_how_far_indexing_is_and_clears_when_done() {
+        let indexing = Indexing::default();
+        assert_eq!(indexing.get(), None);
+        {
+            let mut f = Feedback(&indexing);
+            f.sessions(0, 2_000);
+            assert_eq!(indexing.get(), Some((0, 2_000)));
+            f.sessions(1_500, 2_000);
+            assert_eq!(indexing.get(), Some((1_500, 2_000)));
+            // All done: nothing is being indexed any more.
+            f.sessions(2_000, 2_000);
+            assert_eq!(indexing.get(), None);
+            f.sessions(3, 4);
+        }
+        // The operation is over (even one that failed half way): cleared.
+        assert_eq!(indexing.get(), None);
+    }
 }

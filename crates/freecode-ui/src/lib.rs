@@ -60,6 +60,8 @@ pub(crate) struct Ui {
     pub(crate) replays: api::ReplayCache,
     /// Live sessions' traces, tailed ([`api::LiveTraces`]).
     pub(crate) live: api::LiveTraces,
+    /// How far an index refresh has got ([`api::Indexing`]).
+    pub(crate) indexing: api::Indexing,
 }
 
 /// The address `--listen` names, refused unless it is IPv4 loopback.
@@ -126,6 +128,7 @@ pub fn serve(
             traces: api::TraceCache::default(),
             replays: api::ReplayCache::default(),
             live: api::LiveTraces::default(),
+            indexing: api::Indexing::default(),
         });
         // Ctrl+C: stop accepting, let requests in progress finish, but not a live stream
         // (server-sent events never end by themselves): they are cut after a grace period.

@@ -305,12 +305,11 @@ async fn search_page(
     State(ui): State<Arc<Ui>>,
     Query(p): Query<api::SearchParams>,
 ) -> Result<Html<String>, UiError> {
-    let home = ui.home.clone();
     blocking(move || {
         let hits = if p.q.trim().is_empty() {
             Vec::new()
         } else {
-            api::search(&home, &p, 100)?
+            api::search(&ui, &p, 100)?
         };
         Ok(page_html(search_markup(&p, &hits)))
     })
@@ -657,9 +656,8 @@ pub fn trace_markup(
 }
 
 async fn stats_page(State(ui): State<Arc<Ui>>) -> Result<Html<String>, UiError> {
-    let home = ui.home.clone();
     blocking(move || {
-        let report = api::stats(&home)?;
+        let report = api::stats(&ui)?;
         Ok(page_html(stats_markup(&report)))
     })
     .await

@@ -66,6 +66,38 @@
     });
   }
 
+  // A search or the stats may wait for the index to catch up with a big home: while the next
+  // page loads, the server says how far it has got (`/api/progress`).
+  function progress(after) {
+    if (!window.EventSource || location.protocol.indexOf("http") !== 0) return;
+    var note = document.getElementById("indexing");
+    if (!note) {
+      note = document.createElement("p");
+      note.id = "indexing";
+      note.className = "note";
+      note.setAttribute("role", "status");
+      after.insertAdjacentElement("afterend", note);
+    }
+    var es = new EventSource("/api/progress");
+    es.addEventListener("progress", function (ev) {
+      var p;
+      try { p = JSON.parse(ev.data); } catch (e) { return; }
+      note.textContent = p.indexing
+        ? "indexing " + p.done.toLocaleString("en") + " of " + p.total.toLocaleString("en") + " sessions…"
+        : "";
+    });
+    window.addEventListener("pagehide", function () { es.close(); });
+  }
+
+  document.addEventListener("submit", function (ev) {
+    var form = ev.target;
+    if (form && form.getAttribute && form.getAttribute("action") === "/search") progress(form);
+  });
+  document.addEventListener("click", function (ev) {
+    var a = ev.target && ev.target.closest ? ev.target.closest("a[href='/stats']") : null;
+    if (a) progress(a);
+  });
+
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", live);
   else live();
 })();

@@ -44,11 +44,11 @@ use std::time::Duration;
 
 use freecode_agent::{AgentLoop, InterruptFlag, Interrupts, SessionTarget};
 use freecode_core::SessionId;
+use freecode_ops::ErrorKind;
 use freecode_ops::sessions::{self, CompactRequest, ListRequest, StartRequest};
 use freecode_ops::share::{self, ExportRequest, ImportRequest};
-use freecode_ops::types::{self as ops, JsonStyle};
 use freecode_ops::trace::{self, CompactJson};
-use freecode_ops::ErrorKind;
+use freecode_ops::types::{self as ops, JsonStyle};
 use freecode_store::{Home, SessionStore, StoreError};
 use freecode_sync::client::ClientError;
 use serde_json::{Map, Value, json};
