@@ -334,8 +334,8 @@ fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
         .iter()
         .map(|r| r["kind"].as_str().unwrap())
         .collect();
-    assert!(kinds.contains(&"aws_access_key_id"), "{kinds:?}");
-    assert!(kinds.contains(&"github_token"), "{kinds:?}");
+    assert!(kinds.contains(&"aws-access-token"), "{kinds:?}");
+    assert!(kinds.contains(&"github-pat"), "{kinds:?}");
     assert!(!dry.contains(aws) && !dry.contains(gh) && !dry.contains("hunter2hunter2"));
     let locs: Vec<&str> = v["redactions"]
         .as_array()
@@ -368,7 +368,7 @@ fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
         !all.contains(gl),
         "unknown part types are redacted too: {all}"
     );
-    assert!(all.contains("[REDACTED:aws_access_key_id]"), "{all}");
+    assert!(all.contains("[REDACTED:aws-access-token]"), "{all}");
     assert!(all.contains("came from the CI settings"), "{all}");
     assert!(all.contains("DB_PASSWORD="), "key names stay visible");
 }

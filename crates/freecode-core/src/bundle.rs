@@ -87,7 +87,8 @@ pub struct Counts {
 /// One redaction made before export: what kind, and where (never the value).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RedactionNote {
-    /// The kind of secret (`aws_access_key_id`, `env_assignment`, …).
+    /// The rule that found the secret: gitleaks' id (`github-pat`) or one of the redactor's own
+    /// (`secret-assignment`, `random-token`, …).
     pub kind: String,
     /// Where: `messages[3].parts[1].result`, `rollout[10].output`, …
     pub location: String,

@@ -1,47 +1,39 @@
 //! Secret redaction for session transcripts that are about to leave the machine.
 //!
-//! [`scan`] finds secrets in a text and [`redact`] replaces each one with `[REDACTED:<kind>]`
-//! ([`SecretKind::name`]). A finding covers only the secret *value*: in `PASSWORD=hunter2` or
-//! `"api_key": "…"` the key name and the quotes stay visible, in `https://user:pw@host` only `pw`
-//! goes, in `Authorization: Bearer …` only the token goes. The patterns are compiled once per
-//! process ([`Redactor::global`]). The format-specific ones run only on a window around a hit of
-//! one of their literal anchors (one full-DFA Aho-Corasick pass finds them all; a hit of a
-//! prefix anchor right after a byte of the token's own alphabet, as `EAAA` inside base64, gates
-//! nothing); the structural ones without a literal only on a whole run of their byte class whose
-//! length fits (a 40-character base64 run, a 59–74-character dotted token); the assignment
-//! pattern only from a `:` or `=` whose key (at most 200 key characters) names a secret word.
-//! So a text without secrets costs a few linear passes: over 400 MiB/s on prose, code and
-//! base64 image data. Nothing is skipped by content type: a base64 image is walked like any
-//! text; its long runs simply hold no token of a rule whose token must be a whole run.
+//! [`scan`] finds secrets in a text and [`redact`] replaces each one with `[REDACTED:<rule>]`
+//! ([`SecretKind::name`]: the rule's id, `github-pat`). A finding covers only the secret
+//! *value*: in `PASSWORD=hunter2` or `"api_key": "…"` the key name and the quotes stay visible,
+//! in `https://user:pw@host` only `pw` goes, in `Authorization: Bearer …` only the token goes.
+//! The detectors are compiled once per process ([`Redactor::global`]; with a user's rules,
+//! [`Redactor::with_rules`]). Each runs only where its literals occur: one Aho-Corasick pass
+//! finds every rule's keywords and anchors, and a rule's regex then runs on the text around
+//! them; the structural detectors without a literal run only on a whole run of their byte
+//! class whose length fits; the assignment pattern only from a `:` or `=` whose key names a
+//! secret word. Nothing is skipped by content type: a base64 image is walked like any text.
 //!
 //! # What is caught
 //!
-//! - **Tokens with a recognisable format**: AWS access key ids (`AKIA`/`ASIA` + 16 base-32
-//!   characters), GitHub (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_` + 36 or more, `github_pat_`),
-//!   GitLab (`glpat-`, `gldt-`, `glrt-`, …), Slack (`xoxb-`, `xoxp-`, …, `xapp-`, and the path
-//!   of incoming-webhook URLs), Stripe (`sk_live_`, `rk_live_`, `sk_test_`, `rk_test_`,
-//!   `whsec_`), Google API keys (`AIza` + 35), OpenAI (`sk-`, `sk-proj-`, `sk-svcacct-`,
-//!   `sk-admin-`), Anthropic (`sk-ant-`), npm (`npm_`), PyPI (`pypi-AgE…`), Hugging Face (`hf_`),
-//!   JWTs (`eyJ…` header, payload and signature), and PEM/PGP private key blocks from the `BEGIN`
-//!   line through the `END` line (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP … variants; literal `\n`
-//!   escapes as in a JSON string work too; a block cut off before its `END` line is redacted
-//!   through its last base64 line).
-//! - **Other providers' published formats** (`formats`): Azure Entra ID client secrets
-//!   (`…Q~…`), storage/Cosmos DB account keys (86 base64 + `==`), `AccountKey=`/
-//!   `SharedAccessKey=` values and container registry passwords ([`SecretKind::AzureKey`]); AWS
-//!   key ids `ABIA`/`ACCA`/`A3T…` and a lone 40-character secret key with the entropy of random
-//!   data; and ([`SecretKind::ApiToken`]) Twilio `SK…`, SendGrid `SG.…`, Shopify `shpat_`,
-//!   Discord bot tokens, Telegram bot tokens, Vault `hvs.`/`hvb.`, Terraform `….atlasv1.…`,
-//!   DigitalOcean, Cloudflare, Heroku, Fly.io, Grafana, Sentry, New Relic, Doppler, 1Password,
-//!   age, Atlassian, Airtable, Artifactory, Postman, Databricks, Tailscale, Mailchimp, Mailgun,
-//!   Notion, Linear, PlanetScale, Docker Hub, OpenRouter, xAI, Groq, Perplexity, Pinecone,
-//!   Replicate, LangSmith, Hugging Face `api_org_`, ClickHouse Cloud `4b1d…`, Okta `00…` (42
-//!   characters), Google OAuth refresh tokens `1//0…`, Gemini `master-`/`account-`, MaxMind
-//!   `…_mmk`, a Sumo Logic access id beside a `sumo…` key, more GitLab prefixes, … Each rule runs
-//!   only around its literal anchors; the structural rules without a literal (lone AWS secret,
-//!   Azure 64-byte key, Discord, ngrok, Mailgun, Twilio, Yandex, Airtable, Okta, a 44-character
-//!   random key — IBM Cloud IAM, older Azure DevOps tokens —, Twitter `<id>-<random>`) only on
-//!   whole runs of their byte class.
+//! - **gitleaks' rules** ([`gitleaks`]): the 222 rules of gitleaks' maintained configuration,
+//!   loaded as data (`rules/gitleaks.toml`), with their keywords, secret groups, entropy floors
+//!   and allowlists, and a user's own rules in the same format merged over them
+//!   (`~/.freecode/redact.toml`). A rule whose secret starts with a provider's literal prefix
+//!   (`NRJS-`, `sq0csp-`) also finds that secret standing alone, without the key name the rule
+//!   wants around it. freecode's changes to the set are data too (`rules/freecode.toml`):
+//!   gitleaks' generic rule is left to the assignment detector below, whose values gitleaks'
+//!   own allowlists still judge ([`gitleaks::RuleSet::keeps`]).
+//! - **Random tokens standing alone** ([`entropy`]): a run of the base64 alphabets of 32 to 256
+//!   characters with upper and lower case and a digit, as random as 99 in 100 random tokens of
+//!   its length, that is not a hash, a UUID, a path, part of a URL without credentials, an
+//!   integrity hash, base64 of a known non-secret shape or a typed example.
+//! - **Formats gitleaks does not catch** (`formats`): AWS's other key id prefixes (and
+//!   `AKIA`/`ASIA` with their published alphabet), Fly.io, Square, Sonar, Atlassian, Telegram,
+//!   Discord, Mailchimp, Mapbox, Google refresh tokens, Gemini, xAI/Groq/Perplexity/Replicate/
+//!   Tavily/LangSmith/Fireworks, Azure storage keys, Airtable personal access tokens, Discord
+//!   bot tokens, Twitter access tokens and 44-character random keys; JWTs (`eyJ…` header,
+//!   payload and signature), and PEM/PGP private key blocks from the `BEGIN` line through the
+//!   `END` line (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP … variants; literal `\n` escapes as in a
+//!   JSON string work too; a block cut off before its `END` line is redacted through its last
+//!   base64 line).
 //! - **Kubernetes Secrets**: in a `kind: Secret` manifest (a run of lines without a blank line
 //!   or `---`, `kind:` at the indentation of `data:`), every value of 10 or more characters under
 //!   `data:`/`stringData:`, whatever its key, block values (`|`) included; templates stay.
@@ -50,8 +42,7 @@
 //!   value="…"` setting are assignments too; Bundler's `BUNDLE_<HOST>__<TLD>` credentials and
 //!   keys ending in a qualified `key` (`softlayer_key`) with a random-looking value count.
 //! - Not redacted as secrets: documentation examples (`…EXAMPLE`), masks (`xxxxxx`), made-up
-//!   runs (`abcdefgh…`, 8 repeated characters; but an Anthropic key with the whole published
-//!   structure, `sk-ant-api03-` + 93 + `AA`, is redacted however it reads), elided values
+//!   runs (`abcdefgh…`, 8 repeated characters), elided values
 //!   (`…`/`...` at the end), keys named public/fake/not (`publicToken`), and a JWT whose header
 //!   does not decode to JSON.
 //! - **Secrets known by their context**: AWS secret access keys (40 base64 characters) after an
@@ -117,13 +108,14 @@
 //!   lower case and a 16-character alphanumeric run; `Bearer` in prose needs a 16+ character token
 //!   with a digit; header values need 8+ characters that are not a lone lowercase word, a type
 //!   name or a placeholder name (`Bearer OAUTH2_TOKEN`); a key block needs base64 in it.
-//! - Nothing is flagged for entropy alone: git SHAs, UUIDs, hex hashes, base64 blobs (images) and
-//!   paths such as `src/secret_store.rs` are left alone.
+//! - Entropy alone flags only a random token as [`entropy`] defines it: git SHAs, UUIDs, hex
+//!   hashes, base64 blobs (images), integrity hashes and paths such as `src/secret_store.rs`
+//!   are left alone.
 //!
 //! Overlaps are resolved by specificity first, then length: a private key block beats
 //! everything inside it, a format token beats the assignment, header or URL it sits in (so
-//! `GITHUB_TOKEN=ghp_…` is a [`SecretKind::GithubToken`]), and the remaining findings are sorted
-//! and disjoint. A text with findings is scanned again with them redacted until nothing new
+//! `GITHUB_TOKEN=ghp_…` is gitleaks' `github-pat`), a random token loses to anything that names
+//! it, and the remaining findings are sorted and disjoint. A text with findings is scanned again with them redacted until nothing new
 //! turns up, so redacting is idempotent.
 
 use std::borrow::Cow;
@@ -135,7 +127,9 @@ use std::sync::LazyLock;
 use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use regex::Regex;
 
+pub mod entropy;
 mod formats;
+pub mod gitleaks;
 
 /// What kind of secret a finding is: the stable snake_case [`name`](Self::name) appears in the
 /// placeholders and in `--dry-run` output.
@@ -145,29 +139,6 @@ pub enum SecretKind {
     AwsAccessKeyId,
     /// AWS secret access key (40 base64 characters after its key name).
     AwsSecretAccessKey,
-    /// GitHub token: `ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`.
-    GithubToken,
-    /// GitLab token: `glpat-` and the other `gl…-` prefixes.
-    GitlabToken,
-    /// Slack token: `xoxb-`, `xoxp-`, `xoxa-`, `xoxr-`, `xoxs-`, `xoxe-`, `xoxo-`, `xapp-`.
-    SlackToken,
-    /// The secret path of a Slack incoming-webhook URL.
-    SlackWebhook,
-    /// Stripe secret or restricted key (`sk_live_`, `rk_live_`, `sk_test_`, `rk_test_`) or
-    /// webhook signing secret (`whsec_`).
-    StripeKey,
-    /// Google API key, `AIza…`.
-    GoogleApiKey,
-    /// OpenAI API key: `sk-…`, `sk-proj-…`, `sk-svcacct-…`, `sk-admin-…`.
-    OpenAiKey,
-    /// Anthropic API key, `sk-ant-…`.
-    AnthropicKey,
-    /// npm access token, `npm_…`.
-    NpmToken,
-    /// PyPI upload token, `pypi-AgE…`.
-    PypiToken,
-    /// Hugging Face access token, `hf_…`.
-    HuggingFaceToken,
     /// A whole PEM/PGP private key block.
     PrivateKeyBlock,
     /// A JSON Web Token.
@@ -188,24 +159,17 @@ pub enum SecretKind {
     /// A token in another provider's published format (Twilio, SendGrid, Shopify, Discord,
     /// Telegram, Vault, Terraform, DigitalOcean, xAI, Groq, Pinecone, …: see the module docs).
     ApiToken,
+    /// A random-looking token standing alone, with no prefix or key name ([`entropy`]).
+    RandomToken,
+    /// A secret one rule of the rule set found ([`gitleaks::RuleSet`]): its id (`github-pat`).
+    Rule(&'static str),
 }
 
 impl SecretKind {
     /// Every kind, in declaration order.
-    pub const ALL: [SecretKind; 22] = [
+    pub const ALL: [SecretKind; 12] = [
         Self::AwsAccessKeyId,
         Self::AwsSecretAccessKey,
-        Self::GithubToken,
-        Self::GitlabToken,
-        Self::SlackToken,
-        Self::SlackWebhook,
-        Self::StripeKey,
-        Self::GoogleApiKey,
-        Self::OpenAiKey,
-        Self::AnthropicKey,
-        Self::NpmToken,
-        Self::PypiToken,
-        Self::HuggingFaceToken,
         Self::PrivateKeyBlock,
         Self::JwtToken,
         Self::BearerToken,
@@ -215,33 +179,27 @@ impl SecretKind {
         Self::EnvAssignment,
         Self::AzureKey,
         Self::ApiToken,
+        Self::RandomToken,
     ];
 
-    /// The stable snake_case name, as used in `[REDACTED:<name>]`.
+    /// The stable rule id, as `[REDACTED:<id>]` and `--dry-run` name it: a rule of the rule set
+    /// by its own id (gitleaks' `github-pat`), the redactor's own detectors by ids of the same
+    /// style (an AWS key id is gitleaks' `aws-access-token`, found by either).
     pub fn name(&self) -> &'static str {
         match self {
-            Self::AwsAccessKeyId => "aws_access_key_id",
-            Self::AwsSecretAccessKey => "aws_secret_access_key",
-            Self::GithubToken => "github_token",
-            Self::GitlabToken => "gitlab_token",
-            Self::SlackToken => "slack_token",
-            Self::SlackWebhook => "slack_webhook",
-            Self::StripeKey => "stripe_key",
-            Self::GoogleApiKey => "google_api_key",
-            Self::OpenAiKey => "openai_key",
-            Self::AnthropicKey => "anthropic_key",
-            Self::NpmToken => "npm_token",
-            Self::PypiToken => "pypi_token",
-            Self::HuggingFaceToken => "huggingface_token",
-            Self::PrivateKeyBlock => "private_key_block",
-            Self::JwtToken => "jwt_token",
-            Self::BearerToken => "bearer_token",
-            Self::BasicAuth => "basic_auth",
-            Self::UrlCredentials => "url_credentials",
-            Self::CliFlag => "cli_flag",
-            Self::EnvAssignment => "env_assignment",
-            Self::AzureKey => "azure_key",
-            Self::ApiToken => "api_token",
+            Self::AwsAccessKeyId => "aws-access-token",
+            Self::AwsSecretAccessKey => "aws-secret-access-key",
+            Self::PrivateKeyBlock => "private-key",
+            Self::JwtToken => "jwt",
+            Self::BearerToken => "authorization-token",
+            Self::BasicAuth => "basic-auth",
+            Self::UrlCredentials => "url-credentials",
+            Self::CliFlag => "cli-flag",
+            Self::EnvAssignment => "secret-assignment",
+            Self::AzureKey => "azure-key",
+            Self::ApiToken => "api-token",
+            Self::RandomToken => "random-token",
+            Self::Rule(id) => id,
         }
     }
 
@@ -254,26 +212,18 @@ impl SecretKind {
     fn rank(self) -> u8 {
         match self {
             Self::PrivateKeyBlock => 100,
-            Self::AnthropicKey => 95,
-            Self::AwsAccessKeyId
-            | Self::GithubToken
-            | Self::GitlabToken
-            | Self::SlackToken
-            | Self::SlackWebhook
-            | Self::StripeKey
-            | Self::GoogleApiKey
-            | Self::OpenAiKey
-            | Self::NpmToken
-            | Self::PypiToken
-            | Self::HuggingFaceToken
-            | Self::AzureKey
-            | Self::ApiToken => 90,
+            Self::AwsAccessKeyId | Self::AzureKey | Self::ApiToken => 90,
+            // A generic rule (a key name and a random value) is an assignment; the others
+            // name a provider's format.
+            Self::Rule(id) if id.starts_with("generic") => 15,
+            Self::Rule(_) => 90,
             Self::JwtToken => 80,
             Self::AwsSecretAccessKey => 70,
             Self::BearerToken | Self::BasicAuth => 60,
             Self::UrlCredentials => 50,
             Self::CliFlag => 20,
             Self::EnvAssignment => 10,
+            Self::RandomToken => 5,
         }
     }
 }
@@ -363,6 +313,8 @@ pub struct Redactor {
     /// Structural rules without a literal: each runs only on a maximal run of its boundary
     /// class whose length fits the rule (see [`formats::RUN_RULES`]).
     run_rules: Vec<(Simple, formats::RunClass, usize, usize)>,
+    /// The rule set run beside the detectors (gitleaks' rules, a user's merged over them).
+    rules: std::sync::Arc<gitleaks::RuleSet>,
     comparison: Regex,
     xml_key_value: Regex,
     authorization: Regex,
@@ -489,97 +441,6 @@ const SIMPLE_SPECS: &[SimpleSpec] = &[
         group: 0,
         boundary: Some(is_alnum),
         validate: always,
-    },
-    SimpleSpec {
-        kind: SecretKind::GithubToken,
-        anchors: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
-        pattern: r"gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255}",
-        group: 0,
-        boundary: Some(is_word),
-        validate: always,
-    },
-    SimpleSpec {
-        kind: SecretKind::GitlabToken,
-        anchors: &[
-            "glpat-", "gldt-", "glrt-", "glptt-", "gloas-", "glcbt-", "glsoat-", "glffct-",
-            "glimt-",
-        ],
-        pattern: r"gl(?:pat|dt|rt|ptt|oas|cbt|soat|ffct|imt)-[A-Za-z0-9_.-]{20,}",
-        group: 0,
-        boundary: Some(is_token_byte),
-        validate: has_digit,
-    },
-    SimpleSpec {
-        kind: SecretKind::SlackToken,
-        anchors: &["xox", "xapp-"],
-        pattern: r"xox[abposer]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,}",
-        group: 0,
-        boundary: Some(is_token_byte),
-        validate: has_digit,
-    },
-    SimpleSpec {
-        kind: SecretKind::SlackWebhook,
-        anchors: &["hooks.slack.com/"],
-        pattern: r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/]{16,})",
-        group: 1,
-        boundary: Some(is_word),
-        validate: has_digit,
-    },
-    SimpleSpec {
-        kind: SecretKind::StripeKey,
-        anchors: &["k_live_", "k_test_", "whsec_"],
-        pattern: r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,247}|whsec_[A-Za-z0-9]{24,}",
-        group: 0,
-        boundary: Some(is_word),
-        validate: always,
-    },
-    SimpleSpec {
-        kind: SecretKind::GoogleApiKey,
-        anchors: &["AIza"],
-        pattern: r"AIza[0-9A-Za-z_-]{35}",
-        group: 0,
-        boundary: Some(is_token_byte),
-        validate: formats::google_key,
-    },
-    SimpleSpec {
-        kind: SecretKind::AnthropicKey,
-        anchors: &["sk-ant-"],
-        pattern: r"sk-ant-[A-Za-z0-9_-]{20,}",
-        group: 0,
-        boundary: Some(is_token_byte),
-        validate: valid_anthropic_key,
-    },
-    SimpleSpec {
-        kind: SecretKind::OpenAiKey,
-        anchors: &["sk-"],
-        pattern: r"sk-[A-Za-z0-9_-]{20,}",
-        group: 0,
-        boundary: Some(is_token_byte),
-        validate: valid_openai_key,
-    },
-    SimpleSpec {
-        kind: SecretKind::NpmToken,
-        anchors: &["npm_"],
-        pattern: r"npm_[A-Za-z0-9]{36}",
-        group: 0,
-        boundary: Some(is_word),
-        validate: has_digit_and_letter,
-    },
-    SimpleSpec {
-        kind: SecretKind::PypiToken,
-        anchors: &["pypi-AgE"],
-        pattern: r"pypi-AgE[A-Za-z0-9_-]{100,}",
-        group: 0,
-        boundary: Some(is_token_byte),
-        validate: always,
-    },
-    SimpleSpec {
-        kind: SecretKind::HuggingFaceToken,
-        anchors: &["hf_"],
-        pattern: r"hf_[A-Za-z0-9]{34}",
-        group: 0,
-        boundary: Some(is_word),
-        validate: has_both_cases,
     },
     SimpleSpec {
         kind: SecretKind::JwtToken,
@@ -735,8 +596,15 @@ fn window(text: &str, kind: SecretKind, prefix: bool, start: usize, end: usize) 
 }
 
 impl Redactor {
-    /// Compiles the detectors (a few milliseconds; prefer [`Redactor::global`]).
+    /// Compiles the detectors with the built-in rule set (a few milliseconds; prefer
+    /// [`Redactor::global`]).
     pub fn new() -> Self {
+        Self::with_rules(std::sync::Arc::new(gitleaks::RuleSet::builtin().clone()))
+    }
+
+    /// Compiles the detectors with `rules` (the built-in rule set with a user's merged over it:
+    /// [`gitleaks::RuleSet::with_user`]).
+    pub fn with_rules(rules: std::sync::Arc<gitleaks::RuleSet>) -> Self {
         let specs: Vec<&SimpleSpec> = SIMPLE_SPECS.iter().chain(formats::FORMAT_SPECS).collect();
         let simple: Vec<Simple> = specs.iter().map(|s| build(s)).collect();
         let mut patterns: Vec<&str> = Vec::new();
@@ -774,6 +642,7 @@ impl Redactor {
                 .iter()
                 .map(|r| (build(&r.spec), r.class, r.min, r.max))
                 .collect(),
+            rules,
             comparison: compile(COMPARISON_PATTERN),
             xml_key_value: compile(XML_KEY_VALUE_PATTERN),
             authorization: compile(AUTHORIZATION_PATTERN),
@@ -854,6 +723,27 @@ impl Redactor {
             }
         }
         same_user_as_password(text, &mut found);
+        let mut hits = Vec::new();
+        self.rules.find(text, &mut hits);
+        for h in hits {
+            // The name of a secret (`OAUTH2_TOKEN`, `githubToken`) is not one, whichever rule
+            // found it. (Repetition and sequences are a format's own business here: a Twitter
+            // bearer token starts with twenty `A`s.)
+            if is_secret_name(&text[h.secret.clone()]) {
+                continue;
+            }
+            push(
+                &mut found,
+                SecretKind::Rule(self.rules.id(h.rule)),
+                h.secret.start,
+                h.secret.end,
+            );
+        }
+        let mut tokens = Vec::new();
+        entropy::find(text, &mut tokens);
+        for t in tokens {
+            push(&mut found, SecretKind::RandomToken, t.start, t.end);
+        }
         formats::for_each_run(text, |class, start, end| {
             for (s, c, min, max) in &self.run_rules {
                 if *c == class && (*min..=*max).contains(&(end - start)) {
@@ -880,6 +770,13 @@ impl Redactor {
         if gates.has(Gates::CLI_USER) {
             self.collect_cli_users(text, &mut found);
         }
+        // A value that gitleaks' own allowlists keep stays (`${VAR}`, `true`, a word list's).
+        found.retain(|f| {
+            !matches!(
+                f.kind,
+                SecretKind::EnvAssignment | SecretKind::CliFlag | SecretKind::RandomToken
+            ) || !self.rules.keeps(&text[f.start..f.end])
+        });
         resolve(text, found)
     }
 
@@ -1478,7 +1375,7 @@ fn placeholder_ranges(text: &str) -> Vec<Range<usize>> {
         let start = from + i;
         let body = start + PLACEHOLDER_PREFIX.len();
         let end = text[body..]
-            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
             .map_or(text.len(), |j| body + j);
         let end = if text.as_bytes().get(end) == Some(&b']') {
             end + 1
@@ -2102,35 +1999,6 @@ fn credential_like(s: &str) -> bool {
 fn has_key_material(s: &str) -> bool {
     s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '+' || c == '/' || c == '='))
         .any(|run| run.len() >= 16)
-}
-
-fn valid_openai_key(s: &str) -> bool {
-    let body = s.strip_prefix("sk-").unwrap_or(s);
-    let body = ["proj-", "svcacct-", "admin-", "None-"]
-        .iter()
-        .find_map(|p| body.strip_prefix(p))
-        .unwrap_or(body);
-    body.len() >= 20
-        && has_digit(body)
-        && has_both_cases(body)
-        && longest_alnum_run(body) >= 16
-        && not_made_up(body)
-}
-
-/// An Anthropic key that is not a made-up sample, or one with the whole published structure
-/// (`sk-ant-<kind><nn>-`, 93 more characters, `AA`): a sample of that shape is redacted all the
-/// same, as nothing tells it from a real key.
-fn valid_anthropic_key(s: &str) -> bool {
-    let full = s.ends_with("AA")
-        && s.len() >= 7 + 93
-        && s.get(7..)
-            .and_then(|r| r.split_once('-'))
-            .is_some_and(|(kind, rest)| {
-                kind.len() >= 5
-                    && kind.bytes().rev().take(2).all(|b| b.is_ascii_digit())
-                    && rest.len() >= 95
-            });
-    full || not_made_up(s)
 }
 
 fn valid_loose_bearer(s: &str) -> bool {

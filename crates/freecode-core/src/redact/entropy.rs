@@ -1,0 +1,282 @@
+//! Shapeless secrets: a random-looking token standing alone, with no provider prefix and no key
+//! name around it (an AWS secret key, an Azure storage key, a pasted API token).
+//!
+//! A token is a maximal run of the base64 and base64url alphabets (`A-Z a-z 0-9 + / _ - =`) of
+//! [`MIN_LEN`]..=[`MAX_LEN`] characters (padding aside). It is taken for a secret when it has an
+//! upper-case letter, a lower-case letter and a digit, and its Shannon entropy reaches that of
+//! random tokens of its length: the floor is the 1st percentile of the entropy of random
+//! base62 strings of that length ([`floor`], computed once from a fixed-seed generator), so 99 in
+//! 100 random tokens pass whatever their length, and words, identifiers and sentences, whose
+//! letters repeat, do not.
+//!
+//! Left alone, as detect-secrets leaves them: hex (git and SHA hashes, one case), UUIDs, runs
+//! of a single case (`snake_case`, base32 ids), ids shorter than [`MIN_LEN`] (nanoid, Firebase
+//! and similar), file paths (a run with `/` whose parts are not random), the path and query of
+//! a URL without credentials (`https://host/…`), digests named by their hash (`sha256-…` in a
+//! lock file, `h1:…` in `go.sum`), base64 that starts as a known non-secret shape (an image, a
+//! PDF, a gzip or zip stream, a JSON object), and typed examples (`EXAMPLE`, `fake`, `abcd`,
+//! `1234`).
+
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use super::gitleaks::shannon;
+
+/// The shortest token considered (padding aside).
+pub const MIN_LEN: usize = 32;
+/// The longest: past it a run is data (an image, a blob), and a key block has its own rule.
+pub const MAX_LEN: usize = 256;
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'_' | b'-')
+}
+
+/// The entropy floor for a token of `len` characters: the 1st percentile of the entropy of
+/// random base62 strings of that length.
+pub fn floor(len: usize) -> f64 {
+    FLOORS[len.clamp(MIN_LEN, MAX_LEN) - MIN_LEN]
+}
+
+/// Random strings drawn per length to place the percentile.
+const SAMPLES: usize = 400;
+
+static FLOORS: LazyLock<Vec<f64>> = LazyLock::new(|| {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    // xorshift64*: the same floors on every run and machine.
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    (MIN_LEN..=MAX_LEN)
+        .map(|len| {
+            let mut e: Vec<f64> = (0..SAMPLES)
+                .map(|_| {
+                    let s: String = (0..len)
+                        .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize] as char)
+                        .collect();
+                    shannon(&s)
+                })
+                .collect();
+            e.sort_by(f64::total_cmp);
+            e[SAMPLES / 100]
+        })
+        .collect()
+});
+
+/// Every random-looking token of `text`, as byte ranges.
+pub fn find(text: &str, out: &mut Vec<Range<usize>>) {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !is_token_byte(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && is_token_byte(bytes[i]) {
+            i += 1;
+        }
+        // `=` is padding at the end of a token; inside a run it is an assignment (`Key=…`).
+        let body_end = i;
+        while i < bytes.len() && bytes[i] == b'=' && i - body_end < 3 {
+            i += 1;
+        }
+        if i < bytes.len() && is_token_byte(bytes[i]) {
+            // `a=b`: the run ends before the `=`, and the value is a run of its own.
+            i = body_end;
+        }
+        let run = start..i;
+        let len = run.len();
+        if (MIN_LEN..=MAX_LEN + 2).contains(&len) && random_token(text, run.clone()) {
+            out.push(trim(text, run));
+        }
+    }
+}
+
+/// The run without what cannot be part of a token at its ends (`-`, `_`, `/` around it), but
+/// with its `=` padding.
+fn trim(text: &str, mut r: Range<usize>) -> Range<usize> {
+    let b = text.as_bytes();
+    while r.start < r.end && matches!(b[r.start], b'-' | b'_' | b'/' | b'=' | b'+') {
+        r.start += 1;
+    }
+    while r.end > r.start && matches!(b[r.end - 1], b'-' | b'_' | b'/') {
+        r.end -= 1;
+    }
+    r
+}
+
+fn random_token(text: &str, run: Range<usize>) -> bool {
+    let r = trim(text, run.clone());
+    let token = &text[r.clone()];
+    let body = token.trim_end_matches('=');
+    if !(MIN_LEN..=MAX_LEN).contains(&body.len()) {
+        return false;
+    }
+    let has = |f: fn(&u8) -> bool| body.as_bytes().iter().any(f);
+    if !(has(u8::is_ascii_uppercase) && has(u8::is_ascii_lowercase) && has(u8::is_ascii_digit)) {
+        return false;
+    }
+    if body.contains('/') && path_like(body) {
+        return false;
+    }
+    let bytes = text.as_bytes();
+    if in_url(bytes, run.start)
+        || after_integrity_prefix(bytes, run.start)
+        || ["sha1-", "sha256-", "sha384-", "sha512-"]
+            .iter()
+            .any(|p| token.starts_with(p))
+    {
+        return false;
+    }
+    if known_base64_shape(body) || made_up(body) {
+        return false;
+    }
+    shannon(body) >= floor(body.len())
+}
+
+/// Whether a run with `/` reads as a path: every part between the slashes is below the
+/// entropy of random tokens of its length, or short (`src/lib/Foo2Bar`); a base64 secret with a
+/// `/` in it has random parts.
+fn path_like(body: &str) -> bool {
+    body.split('/').filter(|p| !p.is_empty()).all(|p| {
+        p.len() < 12
+            || shannon(p) < floor(MIN_LEN) - 0.4
+            || !(p.bytes().any(|b| b.is_ascii_digit()) && p.bytes().any(|b| b.is_ascii_uppercase()))
+    })
+}
+
+/// Whether the run at `start` is the path or query of a URL without credentials: its word
+/// (back to the previous blank or quote) has `://` and no `@`.
+fn in_url(bytes: &[u8], start: usize) -> bool {
+    let word_start = bytes[..start]
+        .iter()
+        .rposition(|b| b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b'`' | b'(' | b'<'))
+        .map_or(0, |i| i + 1);
+    let word = &bytes[word_start..start];
+    memchr::memmem::find(word, b"://").is_some() && memchr::memchr(b'@', word).is_none()
+}
+
+/// Whether the run at `start` follows the name of a hash it is the digest of: a subresource
+/// integrity prefix (`sha512-` in a lock file) or a Go module sum (`h1:` in `go.sum`).
+fn after_integrity_prefix(bytes: &[u8], start: usize) -> bool {
+    let before = &bytes[start.saturating_sub(7)..start];
+    [
+        &b"sha1-"[..],
+        b"sha256-",
+        b"sha384-",
+        b"sha512-",
+        b" h1:",
+        b"\th1:",
+    ]
+    .iter()
+    .any(|p| before.ends_with(p))
+}
+
+/// Words that mark an example or a placeholder, not a secret (case-insensitive).
+const MADE_UP_WORDS: &[&str] = &[
+    "example",
+    "sample",
+    "dummy",
+    "fake",
+    "test",
+    "xxxx",
+    "placeholder",
+    "changeme",
+    "redacted",
+    "your",
+];
+
+/// Whether `body` was typed rather than generated: it holds a word of [`MADE_UP_WORDS`], or
+/// four letters or digits in a row of the alphabet (`abcd`, `wxyz`, `1234`, `DCBA`), which a
+/// random token of this length holds about once in a million.
+fn made_up(body: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    if MADE_UP_WORDS.iter().any(|w| lower.contains(w)) {
+        return true;
+    }
+    lower.as_bytes().windows(4).any(|w| {
+        w.iter().all(u8::is_ascii_alphanumeric)
+            && w.iter().all(|b| b.is_ascii_digit()) == w[0].is_ascii_digit()
+            && (w.windows(2).all(|p| p[1] == p[0] + 1) || w.windows(2).all(|p| p[0] == p[1] + 1))
+    })
+}
+
+/// Whether `body` is base64 of a known non-secret shape: the magic numbers of images, PDF,
+/// gzip and zip, or a JSON object (`eyJ`: a JWT has its own rule).
+fn known_base64_shape(body: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "iVBORw0KGgo",
+        "/9j/",
+        "R0lGOD",
+        "JVBERi",
+        "H4sI",
+        "UEsDB",
+        "eyJ",
+    ];
+    PREFIXES.iter().any(|p| body.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(text: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        find(text, &mut out);
+        out.into_iter().map(|r| &text[r]).collect()
+    }
+
+    #[test]
+    fn random_tokens_are_found_and_padding_kept() {
+        let key = "wJalrXUtnFEMIK7MDENGbPxRfiCYzK4pQ2vT8sLm";
+        assert_eq!(found(&format!("the key is {key} ok")), [key]);
+        let b64 = "qYaZm3m8+Z2aYAiSDzzvStkTUgZXl29U76lDJ0qiob7bbV4g7kjtwO+FI2QoptGdZgEdtsAYzG8T0hl5TeftWA==";
+        assert_eq!(found(b64), [b64]);
+    }
+
+    #[test]
+    fn hashes_ids_words_paths_and_urls_are_left_alone() {
+        for text in [
+            "commit 3f786850e387550fdab836ed7e6dc881de23001b",
+            "id 123e4567-e89b-12d3-a456-426614174000",
+            "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "getUserProfileByIdentifier2",
+            "the_quick_brown_fox_jumps_over_123",
+            "see src/components/UserProfileCard2/index.tsx",
+            "https://example.com/api/v2/Users2Profile/AbCdEfGh12345678",
+            "integrity sha512-Xq3UfIm1bl2gvM9v5hW7bXtY4ZnX0Rz4pHf9tQ2aVcL8sK3jD6mN1oP5rS7uW9y==",
+            "github.com/pkg/errors v0.9.1 h1:FEBLx1zS214owpjy7qsBeixbURkuhQAwrK5UwLGTwt4=",
+            "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk",
+            "ThisIsAVeryLongIdentifierName2WithWords",
+        ] {
+            assert_eq!(found(text), Vec::<&str>::new(), "{text}");
+        }
+    }
+
+    #[test]
+    fn typed_tokens_are_not_secrets_and_assignments_split() {
+        for text in [
+            "AIzaSyabcdefghijklmnopqrstuvwxyz1234567",
+            "da2-ABCDEFGHIJKLMNOPQRSTUVWXYZ0",
+            "ABSKQmVkcm9ja0FQSUtleS1EXAMPLE9",
+            "FakeeP35zYGPXaEUfakeU7S8kcOY7I7id8dd",
+        ] {
+            assert_eq!(found(text), Vec::<&str>::new(), "{text}");
+        }
+        assert_eq!(
+            found("Key=AKCp5e2gMx8TtJNDtrsuPq7Jz24Rqjkjf1d1iiy1GuEjmd"),
+            ["AKCp5e2gMx8TtJNDtrsuPq7Jz24Rqjkjf1d1iiy1GuEjmd"]
+        );
+    }
+
+    #[test]
+    fn the_floor_lets_99_in_100_random_tokens_through() {
+        assert!(floor(20) > 3.5 && floor(20) < floor(40) && floor(40) < floor(200));
+        assert_eq!(floor(5), floor(MIN_LEN));
+        assert_eq!(floor(10_000), floor(MAX_LEN));
+    }
+}

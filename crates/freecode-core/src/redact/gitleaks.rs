@@ -1,0 +1,933 @@
+//! gitleaks' rule set, loaded as data: the maintained rules secret scanners' users already
+//! trust, in gitleaks' own configuration format (`rules/gitleaks.toml`, MIT, embedded at build
+//! time), and a user's own rules in the same format merged over them
+//! (`~/.freecode/redact.toml`, [`RuleSet::with_user`]).
+//!
+//! Every field a transcript can use is honoured as gitleaks does:
+//!
+//! - `keywords`: a rule runs only where one of its keywords occurs (case-insensitively); one
+//!   Aho-Corasick pass over the text finds them all, and a rule's regex then runs on the text
+//!   around its keywords' hits only (the whole text when it is small);
+//! - `regex`, `secretGroup`: the secret is that group of the match, else the first non-empty
+//!   group, else the whole match;
+//! - `entropy`: the secret's Shannon entropy must be above it;
+//! - a secret standing alone: where a rule's secret group starts with a literal long enough to
+//!   name its format (`NRJS-`, `sq0csp-`, `xoxb-`), the group's pattern is also run on its own,
+//!   so the token is found without the key name or assignment the rule wants around it
+//!   ([`standalone`]); the rule's entropy floor and allowlists still apply;
+//! - `allowlists` of a rule and the global `[allowlist]`: `regexes` (against the secret, the
+//!   match or the line: `regexTarget`), `stopwords` (contained in the secret, case-insensitively)
+//!   and `condition` (`OR`, the default, or `AND` of what the allowlist names). Path and commit
+//!   allowlists, and rules that match paths only or only in files of a path (`path`), do not
+//!   apply to a transcript, which has no path.
+//!
+//! Regexes are gitleaks' RE2 syntax, which Rust's `regex` accepts for every rule of the file once
+//! a brace that repeats nothing is escaped ([`translate_re2`]; `tests`: each compiles); a user's
+//! rule that does not is an error naming its line. They are compiled ASCII-only, as RE2 reads
+//! `\w`, `\d`, `\s` and `\b` (and 60 times faster to compile than with Unicode classes: the
+//! whole set in about 40 ms), and run on the text's bytes; a secret is widened to whole
+//! characters.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use regex::bytes::Regex;
+use serde::Deserialize;
+use toml::Spanned;
+
+/// gitleaks' default configuration (`config/gitleaks.toml` of gitleaks/gitleaks; its licence is
+/// `rules/gitleaks-LICENSE`), as the build embeds it.
+pub const BUILTIN: &str = include_str!("../../rules/gitleaks.toml");
+
+/// A rule file that cannot be used: where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct RuleError {
+    /// The 1-based line of the file the problem is on.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    #[allow(dead_code)]
+    title: Option<String>,
+    #[serde(default, rename = "minVersion")]
+    #[allow(dead_code)]
+    min_version: Option<String>,
+    #[serde(default)]
+    extend: Option<ExtendSpec>,
+    #[serde(default)]
+    allowlist: Option<AllowlistSpec>,
+    #[serde(default)]
+    allowlists: Vec<AllowlistSpec>,
+    #[serde(default)]
+    rules: Vec<RuleSpec>,
+}
+
+/// `[extend]`: how a user's file stands on the built-in rules.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExtendSpec {
+    /// `false`: the user's rules alone (default `true`).
+    #[serde(default, rename = "useDefault")]
+    use_default: Option<bool>,
+    /// Built-in rules to leave out.
+    #[serde(default, rename = "disabledRules")]
+    disabled_rules: Vec<String>,
+    /// gitleaks reads another file here; a transcript redactor reads only the one.
+    #[serde(default)]
+    path: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AllowlistSpec {
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+    #[serde(default)]
+    condition: Option<Spanned<String>>,
+    #[serde(default, rename = "regexTarget")]
+    regex_target: Option<Spanned<String>>,
+    #[serde(default)]
+    regexes: Vec<Spanned<String>>,
+    #[serde(default)]
+    stopwords: Vec<String>,
+    #[serde(default)]
+    paths: Vec<String>,
+    #[serde(default)]
+    commits: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleSpec {
+    id: Spanned<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+    #[serde(default)]
+    regex: Option<Spanned<String>>,
+    #[serde(default, rename = "secretGroup")]
+    secret_group: Option<usize>,
+    #[serde(default)]
+    entropy: Option<f64>,
+    #[serde(default)]
+    keywords: Vec<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    /// The older single form of `allowlists`.
+    #[serde(default)]
+    allowlist: Option<AllowlistSpec>,
+    #[serde(default)]
+    allowlists: Vec<AllowlistSpec>,
+}
+
+/// What an allowlist's regexes are matched against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Secret,
+    Match,
+    Line,
+}
+
+/// One compiled allowlist.
+#[derive(Debug, Clone)]
+struct Allowlist {
+    /// `AND`: every criterion it names must hold; `OR`: one is enough.
+    all: bool,
+    target: Target,
+    regexes: Vec<Regex>,
+    /// Lowercase.
+    stopwords: Vec<String>,
+}
+
+/// One compiled rule.
+#[derive(Debug, Clone)]
+struct Rule {
+    id: &'static str,
+    regex: Regex,
+    secret_group: Option<usize>,
+    entropy: Option<f64>,
+    /// Lowercase.
+    keywords: Vec<String>,
+    allowlists: Vec<Allowlist>,
+    /// The secret group's pattern on its own and its literal prefixes (lowercase), when they
+    /// name the format ([`standalone`]).
+    alone: Option<(Regex, Vec<String>)>,
+}
+
+/// How long a literal prefix of a rule's secret must be for the secret to be recognised on its
+/// own: `NRJS-` or `sq0csp-` name a provider, `pk.` or a digit do not.
+pub const MIN_PREFIX: usize = 3;
+/// The shortest secret a rule's secret group may match to be recognised on its own.
+pub const MIN_ALONE_LEN: usize = 16;
+
+/// The pattern of `pattern`'s secret group (`group`, else the first group) when it starts with
+/// literals of at least [`MIN_PREFIX`] bytes each and matches at least [`MIN_ALONE_LEN`]
+/// bytes, and those literals (lowercase): the shape of a provider's token that is recognisable
+/// with nothing around it. `None` for a rule whose secret is the whole match (its regex is
+/// already the token's) or whose secret has no such prefix (`[a-z0-9]{32}`).
+pub fn standalone(pattern: &str, group: Option<usize>) -> Option<(String, Vec<String>)> {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    use regex_syntax::hir::{Hir, HirKind};
+    let hir = regex_syntax::ParserBuilder::new()
+        .unicode(false)
+        .utf8(false)
+        .build()
+        .parse(&translate_re2(pattern))
+        .ok()?;
+    let want = u32::try_from(group.filter(|&g| g > 0).unwrap_or(1)).ok()?;
+    fn find(h: &Hir, want: u32) -> Option<&Hir> {
+        match h.kind() {
+            HirKind::Capture(c) if c.index == want => Some(&c.sub),
+            HirKind::Capture(c) => find(&c.sub, want),
+            HirKind::Repetition(r) => find(&r.sub, want),
+            HirKind::Concat(hs) | HirKind::Alternation(hs) => hs.iter().find_map(|h| find(h, want)),
+            _ => None,
+        }
+    }
+    let sub = find(&hir, want)?;
+    if sub.properties().minimum_len().unwrap_or(0) < MIN_ALONE_LEN {
+        return None;
+    }
+    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(sub);
+    let literals = seq.literals()?;
+    if literals.is_empty() || literals.iter().any(|l| l.as_bytes().len() < MIN_PREFIX) {
+        return None;
+    }
+    let mut keywords: Vec<String> = literals
+        .iter()
+        .map(|l| String::from_utf8_lossy(l.as_bytes()).to_lowercase())
+        .collect();
+    keywords.sort();
+    keywords.dedup();
+    Some((sub.to_string(), keywords))
+}
+
+/// A secret a rule found: the rule's index, the secret and the whole match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    /// The rule ([`RuleSet::id`]).
+    pub rule: usize,
+    /// The secret's bytes in the text.
+    pub secret: Range<usize>,
+    /// The whole match's bytes in the text.
+    pub matched: Range<usize>,
+}
+
+/// A compiled rule set: the built-in rules ([`RuleSet::builtin`]), or those with a user's file
+/// merged over them ([`RuleSet::with_user`]).
+#[derive(Debug, Clone)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    /// Every keyword of every rule (and every literal prefix of a secret recognised on its
+    /// own), ASCII case-insensitively.
+    keywords: AhoCorasick,
+    /// The rules each keyword (by pattern index) lets run, and whether it lets the rule's
+    /// secret be looked for on its own (`true`) or the rule's whole regex (`false`).
+    keyword_rules: Vec<Vec<(usize, bool)>>,
+    /// Rules without keywords: they run on every text.
+    unkeyed: Vec<usize>,
+    global: Vec<Allowlist>,
+    /// The allowlists of gitleaks' generic rule (`generic-api-key`) that judge a secret alone
+    /// (its stopwords, its pattern of words without digits): what [`RuleSet::keeps`] applies to
+    /// the values the redactor's own detectors find, which do that rule's work.
+    generic: Vec<Allowlist>,
+}
+
+/// gitleaks' rule for a key name and a random value.
+const GENERIC_RULE: &str = "generic-api-key";
+
+/// freecode's own changes to gitleaks' rules, in the same format (`rules/freecode.toml`): the
+/// rules it leaves to the redactor's own detectors, with the reason for each.
+pub const OVERLAY: &str = include_str!("../../rules/freecode.toml");
+
+static BUILTIN_SET: LazyLock<RuleSet> = LazyLock::new(|| {
+    // The embedded files are checked by the tests: every rule compiles.
+    let gitleaks = parse(BUILTIN)
+        .and_then(|f| RuleSet::compile(&f, BUILTIN))
+        .unwrap_or_else(|e| panic!("rules/gitleaks.toml: {e}"));
+    gitleaks
+        .merged(OVERLAY)
+        .unwrap_or_else(|e| panic!("rules/freecode.toml: {e}"))
+});
+
+/// Texts up to this size are searched whole by every rule one of whose keywords they hold.
+const WHOLE_TEXT: usize = 16 << 10;
+/// Around a keyword's hit in a longer text, a rule searches this far back …
+const BACK: usize = 512;
+/// … and this far ahead (a match is a secret and its key, never kilobytes long; a private key
+/// block is the store's own rule).
+const AHEAD: usize = 2048;
+
+fn parse(text: &str) -> Result<ConfigFile, RuleError> {
+    toml::from_str(text).map_err(|e| RuleError {
+        line: e.span().map_or(1, |s| line_of(text, s.start)),
+        message: e.message().to_owned(),
+    })
+}
+
+/// The 1-based line of byte `at` of `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    1 + memchr::memchr_iter(b'\n', &text.as_bytes()[..at.min(text.len())]).count()
+}
+
+/// `pattern` (RE2 syntax) as Rust's `regex` reads the same thing. The one difference the rule
+/// files meet: RE2 takes a `{` that does not open a counted repetition (`{2}`, `{2,}`,
+/// `{2,5}`) as a literal brace, where `regex` refuses it; it is escaped.
+pub fn translate_re2(pattern: &str) -> String {
+    let b = pattern.as_bytes();
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut i = 0;
+    let mut in_class = false;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'\\' => {
+                // An escape: copy it and the (whole) character it escapes.
+                let next = pattern[i + 1..].chars().next().map_or(0, char::len_utf8);
+                out.push_str(&pattern[i..i + 1 + next]);
+                i += 1 + next;
+                continue;
+            }
+            b'[' if !in_class => {
+                in_class = true;
+                out.push('[');
+                i += 1;
+                // A `]` (or `^]`) right at the start of a class is a literal.
+                if b.get(i) == Some(&b'^') {
+                    out.push('^');
+                    i += 1;
+                }
+                if b.get(i) == Some(&b']') {
+                    out.push(']');
+                    i += 1;
+                }
+                continue;
+            }
+            b'[' if in_class && b.get(i + 1) == Some(&b':') => {
+                // A POSIX class inside a class: `[:alpha:]`.
+                if let Some(end) = pattern[i + 2..].find(":]") {
+                    out.push_str(&pattern[i..i + 2 + end + 2]);
+                    i += 2 + end + 2;
+                    continue;
+                }
+            }
+            b']' if in_class => in_class = false,
+            b'{' if !in_class && !counted_repetition(&b[i + 1..]) => {
+                out.push_str("\\{");
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let ch = pattern[i..].chars().next().unwrap_or('\0');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// Whether `rest` (what follows a `{`) is `n}`, `n,}` or `n,m}`.
+fn counted_repetition(rest: &[u8]) -> bool {
+    let digits = |s: &[u8]| s.iter().take_while(|b| b.is_ascii_digit()).count();
+    let n = digits(rest);
+    if n == 0 {
+        return false;
+    }
+    match rest.get(n) {
+        Some(b'}') => true,
+        Some(b',') => {
+            let m = digits(&rest[n + 1..]);
+            rest.get(n + 1 + m) == Some(&b'}')
+        }
+        _ => false,
+    }
+}
+
+fn compile_regex(text: &str, s: &Spanned<String>, what: &str) -> Result<Regex, RuleError> {
+    regex::bytes::RegexBuilder::new(&translate_re2(s.get_ref()))
+        .unicode(false)
+        .size_limit(64 << 20)
+        .build()
+        .map_err(|e| RuleError {
+            line: line_of(text, s.span().start),
+            message: format!("{what}: {e}"),
+        })
+}
+
+fn compile_allowlist(text: &str, a: &AllowlistSpec) -> Result<Option<Allowlist>, RuleError> {
+    let all = match a
+        .condition
+        .as_ref()
+        .map(|c| c.get_ref().to_ascii_uppercase())
+    {
+        None => false,
+        Some(c) if c == "OR" => false,
+        Some(c) if c == "AND" => true,
+        Some(c) => {
+            let at = a.condition.as_ref().map_or(0, |c| c.span().start);
+            return Err(RuleError {
+                line: line_of(text, at),
+                message: format!("condition {c:?}: use OR or AND"),
+            });
+        }
+    };
+    let target = match a.regex_target.as_ref().map(|t| t.get_ref().as_str()) {
+        None | Some("secret") => Target::Secret,
+        Some("match") => Target::Match,
+        Some("line") => Target::Line,
+        Some(t) => {
+            let at = a.regex_target.as_ref().map_or(0, |t| t.span().start);
+            return Err(RuleError {
+                line: line_of(text, at),
+                message: format!("regexTarget {t:?}: use secret, match or line"),
+            });
+        }
+    };
+    let regexes = a
+        .regexes
+        .iter()
+        .map(|r| compile_regex(text, r, "allowlist regex"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stopwords: Vec<String> = a.stopwords.iter().map(|w| w.to_lowercase()).collect();
+    // Only paths or commits: nothing of it applies to a transcript (with AND, such an
+    // allowlist can never hold here either).
+    let transcript_criteria = !regexes.is_empty() || !stopwords.is_empty();
+    let other_criteria = !a.paths.is_empty() || !a.commits.is_empty();
+    if !transcript_criteria || (all && other_criteria) {
+        return Ok(None);
+    }
+    Ok(Some(Allowlist {
+        all,
+        target,
+        regexes,
+        stopwords,
+    }))
+}
+
+/// A rule id kept for the life of the process: findings name their rule by it.
+fn leak(id: &str) -> &'static str {
+    Box::leak(id.to_owned().into_boxed_str())
+}
+
+impl RuleSet {
+    /// The built-in rules (gitleaks' default configuration), compiled once per process.
+    pub fn builtin() -> &'static RuleSet {
+        &BUILTIN_SET
+    }
+
+    /// The built-in rules with a user's file (`text`, gitleaks' format) merged over them:
+    /// `[[rules]]` are added, or replace the built-in rule of the same id (a rule without a
+    /// `regex` adds its keywords and allowlists to that built-in rule instead); `[allowlist]`
+    /// and `[[allowlists]]` entries join the global allowlist; `[extend] disabledRules` leaves
+    /// built-in rules out and `useDefault = false` all of them. An error names the line.
+    pub fn with_user(text: &str) -> Result<RuleSet, RuleError> {
+        RuleSet::builtin().merged(text)
+    }
+
+    /// These rules with the file `text` merged over them ([`RuleSet::with_user`]).
+    fn merged(&self, text: &str) -> Result<RuleSet, RuleError> {
+        let user = parse(text)?;
+        let extend = user.extend.as_ref();
+        if let Some(p) = extend.and_then(|e| e.path.as_ref()) {
+            return Err(RuleError {
+                line: line_of(text, p.span().start),
+                message: "[extend] path: this file is read alone; put the rules in it".into(),
+            });
+        }
+        let mut merged = self.clone();
+        if extend.and_then(|e| e.use_default) == Some(false) {
+            merged.rules.clear();
+            merged.global.clear();
+        }
+        if let Some(e) = extend {
+            merged
+                .rules
+                .retain(|r| !e.disabled_rules.iter().any(|d| d == r.id));
+        }
+        for a in user.allowlist.iter().chain(&user.allowlists) {
+            merged.global.extend(compile_allowlist(text, a)?);
+        }
+        for spec in &user.rules {
+            let id = spec.id.get_ref().as_str();
+            let at = merged.rules.iter().position(|r| r.id == id);
+            match (at, compile_rule(text, spec)?) {
+                (Some(i), Some(rule)) => merged.rules[i] = rule,
+                (None, Some(rule)) => merged.rules.push(rule),
+                (Some(i), None) => {
+                    let r = &mut merged.rules[i];
+                    r.keywords
+                        .extend(spec.keywords.iter().map(|k| k.to_lowercase()));
+                    for a in spec.allowlist.iter().chain(&spec.allowlists) {
+                        r.allowlists.extend(compile_allowlist(text, a)?);
+                    }
+                    if let Some(e) = spec.entropy {
+                        r.entropy = Some(e);
+                    }
+                }
+                (None, None) => {
+                    return Err(RuleError {
+                        line: line_of(text, spec.id.span().start),
+                        message: format!("rule {id:?} has no regex and extends no built-in rule"),
+                    });
+                }
+            }
+        }
+        merged.index()
+    }
+
+    fn compile(file: &ConfigFile, text: &str) -> Result<RuleSet, RuleError> {
+        let mut global = Vec::new();
+        for a in file.allowlist.iter().chain(&file.allowlists) {
+            global.extend(compile_allowlist(text, a)?);
+        }
+        let mut rules = Vec::new();
+        for spec in &file.rules {
+            rules.extend(compile_rule(text, spec)?);
+        }
+        RuleSet {
+            rules,
+            keywords: AhoCorasick::new::<[&str; 0], _>([]).map_err(|e| RuleError {
+                line: 1,
+                message: e.to_string(),
+            })?,
+            keyword_rules: Vec::new(),
+            unkeyed: Vec::new(),
+            generic: Vec::new(),
+            global,
+        }
+        .index()
+        .map(|mut set| {
+            if let Some(r) = set.rules.iter().find(|r| r.id == GENERIC_RULE) {
+                set.generic = r
+                    .allowlists
+                    .iter()
+                    .filter(|a| a.target == Target::Secret)
+                    .cloned()
+                    .collect();
+            }
+            set
+        })
+    }
+
+    /// Builds the keyword automaton of the rules.
+    fn index(mut self) -> Result<RuleSet, RuleError> {
+        let mut patterns: Vec<String> = Vec::new();
+        let mut by_keyword: HashMap<String, usize> = HashMap::new();
+        let mut keyword_rules: Vec<Vec<(usize, bool)>> = Vec::new();
+        let mut unkeyed = Vec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            if r.keywords.is_empty() {
+                unkeyed.push(i);
+            }
+            let alone = r
+                .alone
+                .iter()
+                .flat_map(|(_, ks)| ks.iter().map(|k| (k, true)));
+            for (k, is_alone) in r.keywords.iter().map(|k| (k, false)).chain(alone) {
+                let at = *by_keyword.entry(k.clone()).or_insert_with(|| {
+                    patterns.push(k.clone());
+                    keyword_rules.push(Vec::new());
+                    patterns.len() - 1
+                });
+                if !keyword_rules[at].contains(&(i, is_alone)) {
+                    keyword_rules[at].push((i, is_alone));
+                }
+            }
+        }
+        self.keywords = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(&patterns)
+            .or_else(|_| {
+                AhoCorasick::builder()
+                    .ascii_case_insensitive(true)
+                    .match_kind(MatchKind::Standard)
+                    .build(&patterns)
+            })
+            .map_err(|e| RuleError {
+                line: 1,
+                message: format!("keywords: {e}"),
+            })?;
+        self.keyword_rules = keyword_rules;
+        self.unkeyed = unkeyed;
+        Ok(self)
+    }
+
+    /// Whether gitleaks' own allowlists keep `value` (a value the redactor's own detectors
+    /// found: an assignment's, a flag's, a random token): the global allowlist, and the
+    /// allowlists of gitleaks' generic rule that look at the secret alone.
+    pub fn keeps(&self, value: &str) -> bool {
+        self.global
+            .iter()
+            .chain(&self.generic)
+            .filter(|a| a.target == Target::Secret)
+            .any(|a| a.allows(value, value, value))
+    }
+
+    /// How many rules there are.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The id of rule `i` (`github-pat`), what a redaction marker names.
+    pub fn id(&self, i: usize) -> &'static str {
+        self.rules[i].id
+    }
+
+    /// The index of the rule with this id.
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.rules.iter().position(|r| r.id == id)
+    }
+
+    /// Every secret the rules find in `text`, in no particular order (overlaps included).
+    pub fn find(&self, text: &str, out: &mut Vec<Hit>) {
+        // Where each rule's keywords occur (and the prefixes of its secret alone).
+        let mut windows: HashMap<(usize, bool), Vec<Range<usize>>> = HashMap::new();
+        for m in self.keywords.find_overlapping_iter(text) {
+            for &key in &self.keyword_rules[m.pattern().as_usize()] {
+                windows.entry(key).or_default().push(m.start()..m.end());
+            }
+        }
+        for &rule in &self.unkeyed {
+            windows
+                .entry((rule, false))
+                .or_default()
+                .push(0..text.len());
+        }
+        let mut keys: Vec<(usize, bool)> = windows.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            let hits = &windows[&key];
+            if text.len() <= WHOLE_TEXT {
+                self.run(key, text, 0..text.len(), out);
+                continue;
+            }
+            for w in merge(text, hits) {
+                self.run(key, text, w, out);
+            }
+        }
+    }
+
+    /// Rule `i` (its whole regex, or its secret alone) over `text[window]`.
+    fn run(&self, (i, alone): (usize, bool), text: &str, window: Range<usize>, out: &mut Vec<Hit>) {
+        let rule = &self.rules[i];
+        let regex = match (&rule.alone, alone) {
+            (Some((r, _)), true) => r,
+            (None, true) => return,
+            (_, false) => &rule.regex,
+        };
+        let base = window.start;
+        let bytes = text.as_bytes();
+        let hay = &bytes[window];
+        for caps in regex.captures_iter(hay) {
+            let Some(whole) = caps.get(0) else { continue };
+            if alone && !delimited(bytes, base + whole.start(), base + whole.end()) {
+                continue;
+            }
+            let secret = match rule.secret_group {
+                _ if alone => Some(whole),
+                Some(g) if g > 0 => caps.get(g),
+                _ => (1..caps.len())
+                    .filter_map(|g| caps.get(g))
+                    .find(|m| !m.is_empty())
+                    .or(Some(whole)),
+            };
+            let Some(secret) = secret else { continue };
+            // gitleaks trims newlines off a match; a match is widened to whole characters.
+            let (mut start, mut end) = (base + secret.start(), base + secret.end());
+            while start < end && text.as_bytes()[start] == b'\n' {
+                start += 1;
+            }
+            while end > start && text.as_bytes()[end - 1] == b'\n' {
+                end -= 1;
+            }
+            if start == end {
+                continue;
+            }
+            while !text.is_char_boundary(start) {
+                start -= 1;
+            }
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            let s = &text[start..end];
+            if let Some(floor) = rule.entropy
+                && shannon(s) <= floor
+            {
+                continue;
+            }
+            let mut matched = base + whole.start()..base + whole.end();
+            while !text.is_char_boundary(matched.start) {
+                matched.start -= 1;
+            }
+            while !text.is_char_boundary(matched.end) {
+                matched.end += 1;
+            }
+            let line = line_around(text, &matched);
+            let allowed = |a: &Allowlist| a.allows(s, &text[matched.clone()], line);
+            if self.global.iter().any(allowed) || rule.allowlists.iter().any(allowed) {
+                continue;
+            }
+            out.push(Hit {
+                rule: i,
+                secret: start..end,
+                matched,
+            });
+        }
+    }
+}
+
+impl Allowlist {
+    /// Whether this allowlist keeps `secret` (of `matched`, on `line`).
+    fn allows(&self, secret: &str, matched: &str, line: &str) -> bool {
+        let target = match self.target {
+            Target::Secret => secret,
+            Target::Match => matched,
+            Target::Line => line,
+        };
+        let lower = secret.to_lowercase();
+        let regex = (!self.regexes.is_empty())
+            .then(|| self.regexes.iter().any(|r| r.is_match(target.as_bytes())));
+        let stop = (!self.stopwords.is_empty())
+            .then(|| self.stopwords.iter().any(|w| lower.contains(w.as_str())));
+        let criteria = [regex, stop];
+        if self.all {
+            criteria.iter().flatten().all(|&c| c)
+        } else {
+            criteria.iter().flatten().any(|&c| c)
+        }
+    }
+}
+
+fn compile_rule(text: &str, spec: &RuleSpec) -> Result<Option<Rule>, RuleError> {
+    let id = spec.id.get_ref();
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Err(RuleError {
+            line: line_of(text, spec.id.span().start),
+            message: format!(
+                "rule id {id:?}: use letters, digits, '-', '_' and '.' (it names the redaction)"
+            ),
+        });
+    }
+    let _ = &spec.tags;
+    let Some(pattern) = &spec.regex else {
+        // A rule on paths alone (or a rule that only extends another, see `with_user`).
+        return Ok(None);
+    };
+    let regex = compile_regex(text, pattern, &format!("rule {id:?}: regex"))?;
+    if spec.path.is_some() {
+        // A rule for one kind of file (`\.php$`): gitleaks runs it only on a file whose path
+        // matches, and a transcript's text has none.
+        return Ok(None);
+    }
+    if let Some(g) = spec.secret_group
+        && g >= regex.captures_len()
+    {
+        return Err(RuleError {
+            line: line_of(text, pattern.span().start),
+            message: format!(
+                "rule {id:?}: secretGroup {g}, but the regex has {} groups",
+                regex.captures_len() - 1
+            ),
+        });
+    }
+    let mut allowlists = Vec::new();
+    for a in spec.allowlist.iter().chain(&spec.allowlists) {
+        allowlists.extend(compile_allowlist(text, a)?);
+    }
+    let alone = if regex.captures_len() > 1 {
+        standalone(pattern.get_ref(), spec.secret_group).and_then(|(p, keywords)| {
+            let r = regex::bytes::RegexBuilder::new(&p)
+                .unicode(false)
+                .size_limit(64 << 20)
+                .build()
+                .ok()?;
+            Some((r, keywords))
+        })
+    } else {
+        None
+    };
+    Ok(Some(Rule {
+        id: leak(id),
+        regex,
+        secret_group: spec.secret_group,
+        entropy: spec.entropy,
+        keywords: spec.keywords.iter().map(|k| k.to_lowercase()).collect(),
+        allowlists,
+        alone,
+    }))
+}
+
+/// Whether `bytes[start..end]` stands as a token of its own: after the start of the text, a
+/// blank, a quote or an opening bracket, `=`, `:`, `,` or `|`; before the end, a blank, a quote,
+/// a closing bracket, `;`, `,`, `|`, `<`, `>`, a backslash (an escaped `\n`) or a `.` that ends a
+/// sentence. Not glued to more of a word, a file name (`box.ico-…png`) or a call (`GLC_Name(`).
+fn delimited(bytes: &[u8], start: usize, end: usize) -> bool {
+    let before = start.checked_sub(1).map(|i| bytes[i]);
+    let after = bytes.get(end).copied();
+    let opens = before.is_none_or(|b| {
+        b.is_ascii_whitespace()
+            || matches!(
+                b,
+                b'"' | b'\'' | b'`' | b'(' | b'[' | b'{' | b'<' | b'>' | b'=' | b':' | b',' | b'|'
+            )
+    });
+    let closes = after.is_none_or(|b| {
+        b.is_ascii_whitespace()
+            || matches!(
+                b,
+                b'"' | b'\'' | b'`' | b')' | b']' | b'}' | b';' | b',' | b'|' | b'<' | b'>' | b'\\'
+            )
+            || (b == b'.' && bytes.get(end + 1).is_none_or(|n| n.is_ascii_whitespace()))
+    });
+    opens && closes
+}
+
+/// The windows around `hits` (sorted and merged), each from a line start before the hit (at
+/// most [`BACK`] bytes back, further only to reach a byte that is not part of a word) to the
+/// [`AHEAD`] bytes after it, on character boundaries.
+fn merge(text: &str, hits: &[Range<usize>]) -> Vec<Range<usize>> {
+    let bytes = text.as_bytes();
+    let mut ws: Vec<Range<usize>> = hits
+        .iter()
+        .map(|h| {
+            let mut a = h.start.saturating_sub(BACK);
+            // Never start inside a word: a `\b` at the window's start would be a false one.
+            let floor = h.start.saturating_sub(2 * BACK);
+            while a > floor && bytes[a - 1].is_ascii_alphanumeric() {
+                a -= 1;
+            }
+            while !text.is_char_boundary(a) {
+                a -= 1;
+            }
+            let mut b = (h.end + AHEAD).min(text.len());
+            while b < text.len() && bytes[b].is_ascii_alphanumeric() && b < h.end + 2 * AHEAD {
+                b += 1;
+            }
+            while !text.is_char_boundary(b) {
+                b += 1;
+            }
+            a..b
+        })
+        .collect();
+    ws.sort_by_key(|w| w.start);
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for w in ws {
+        match out.last_mut() {
+            Some(last) if w.start <= last.end => last.end = last.end.max(w.end),
+            _ => out.push(w),
+        }
+    }
+    out
+}
+
+/// The line of `text` that holds the start of `r`.
+fn line_around<'t>(text: &'t str, r: &Range<usize>) -> &'t str {
+    let bytes = text.as_bytes();
+    let start = memchr::memrchr(b'\n', &bytes[..r.start]).map_or(0, |i| i + 1);
+    let end =
+        memchr::memchr(b'\n', &bytes[r.end.min(text.len())..]).map_or(text.len(), |i| r.end + i);
+    &text[start..end.max(start)]
+}
+
+/// The Shannon entropy of `s`'s bytes, in bits per byte (gitleaks' measure).
+pub fn shannon(s: &str) -> f64 {
+    if s.is_empty() {
+        return 0.0;
+    }
+    let mut counts = [0u32; 256];
+    for b in s.bytes() {
+        counts[usize::from(b)] += 1;
+    }
+    let n = s.len() as f64;
+    counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_rule_compiles() {
+        let file = parse(BUILTIN).unwrap();
+        let mut compiled = 0;
+        for r in &file.rules {
+            if let Some(p) = &r.regex {
+                compile_regex(BUILTIN, p, r.id.get_ref()).unwrap();
+                compiled += 1;
+            }
+        }
+        let for_files = file
+            .rules
+            .iter()
+            .filter(|r| r.regex.is_some() && r.path.is_some())
+            .count();
+        let set = RuleSet::builtin();
+        println!(
+            "{} rules in the file: {compiled} regexes, all compiled; {} run on transcripts \
+             ({for_files} only on files of a path)",
+            file.rules.len(),
+            set.len()
+        );
+        let disabled = parse(OVERLAY)
+            .unwrap()
+            .extend
+            .map_or(0, |e| e.disabled_rules.len());
+        assert_eq!(set.len(), compiled - for_files - disabled);
+        assert!(set.len() > 200, "{}", set.len());
+        assert!(!set.global.is_empty());
+    }
+
+    #[test]
+    fn re2_braces_that_repeat_nothing_are_literals() {
+        for (re2, rust) in [
+            (r"^\$(?:\d+|{\d+})$", r"^\$(?:\d+|\{\d+})$"),
+            (r"a{2}b{3,}c{1,4}", r"a{2}b{3,}c{1,4}"),
+            (r"[{}]x{", r"[{}]x\{"),
+            (r"\{\{ {{ x }}", r"\{\{ \{\{ x }}"),
+            (r"[[:alpha:]{]{2}", r"[[:alpha:]{]{2}"),
+            (r"[]{]", r"[]{]"),
+            (r"é{", r"é\{"),
+        ] {
+            assert_eq!(translate_re2(re2), rust, "{re2}");
+            assert!(regex::Regex::new(&translate_re2(re2)).is_ok(), "{re2}");
+        }
+    }
+
+    #[test]
+    fn entropy_is_bits_per_byte() {
+        assert_eq!(shannon(""), 0.0);
+        assert_eq!(shannon("aaaa"), 0.0);
+        assert!((shannon("ab") - 1.0).abs() < 1e-9);
+        assert!((shannon("abcd") - 2.0).abs() < 1e-9);
+    }
+}
