@@ -374,6 +374,93 @@ fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
 }
 
 #[test]
+fn a_users_redact_toml_names_its_rule_in_the_dry_run_and_a_bad_one_stops_the_export() {
+    let ctx = Ctx::fixture();
+    let (server, blobs) = ctx.server(None);
+    let log = ctx
+        .home
+        .join("sessions/home__dev__projects__my_h_app")
+        .join(S1)
+        .join("messages.jsonl");
+    let secret = "acme_live_7Hq2LmX9pQ4rT8vW";
+    let line = serde_json::json!({
+        "id": "acme-msg", "role": "user", "timestamp": 1768468300000i64,
+        "parts": [{"type": "text", "content": format!("déployé avec {secret} — ne pas partager")}]
+    });
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&serde_json::to_string(&line).unwrap());
+    text.push('\n');
+    std::fs::write(&log, text).unwrap();
+    let rules = ctx.home.join("redact.toml");
+    std::fs::write(
+        &rules,
+        "# nos clés de déploiement\n[[rules]]\nid = \"acme-deploy-key\"\n\
+         regex = '''\\bacme_live_[A-Za-z0-9]{16}\\b'''\nkeywords = [\"acme_live_\"]\n",
+    )
+    .unwrap();
+
+    let dry = ctx.ok(&[
+        "session",
+        "export",
+        S1,
+        "--to",
+        &server.url,
+        "--dry-run",
+        "--json",
+    ]);
+    assert!(!dry.contains(secret), "{dry}");
+    let v: Value = serde_json::from_str(&dry).unwrap();
+    let found: Vec<&Value> = v["redactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "acme-deploy-key")
+        .collect();
+    assert_eq!(found.len(), 1, "{dry}");
+    let preview = found[0]["preview"].as_str().unwrap();
+    assert!(
+        preview.starts_with("acm") && preview.contains('…'),
+        "{preview}"
+    );
+    assert_eq!(v["redactionsByRule"]["acme-deploy-key"], 1, "{dry}");
+    // The human dry run says the same: the rule, a masked preview, the count per rule.
+    let human = ctx.ok(&["session", "export", S1, "--to", &server.url, "--dry-run"]);
+    assert!(!human.contains(secret), "{human}");
+    assert!(human.contains("acme-deploy-key"), "{human}");
+    assert!(human.contains(preview), "{human}");
+    assert!(
+        human.contains("by rule:") && human.contains("acme-deploy-key 1"),
+        "{human}"
+    );
+
+    // A rule file that does not parse stops the export, naming its line; nothing is sent.
+    std::fs::write(
+        &rules,
+        "[[rules]]\nid = \"acme\"\nregex = '''(unclosed'''\n",
+    )
+    .unwrap();
+    let out = ctx.run(&["session", "export", S1, "--to", &server.url]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("redact.toml:3"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(all_files(&blobs).is_empty(), "{:?}", all_files(&blobs));
+    assert_eq!(
+        serde_json::from_str::<Vec<Value>>(&ctx.ok(&["share", "list", "--json"]))
+            .unwrap()
+            .len(),
+        0
+    );
+    // A dry run and an export to a file are refused alike.
+    let out = ctx.run(&["session", "export", S1, "--to", &server.url, "--dry-run"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let file = ctx.path("out.fcbundle");
+    let out = ctx.run(&["session", "export", S1, "--file", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!file.exists());
+}
+
+#[test]
 fn plain_http_is_refused_except_to_loopback() {
     let ctx = Ctx::fixture();
     let out = ctx.run(&["session", "export", S1, "--to", "http://example.com"]);

@@ -84,7 +84,8 @@ pub struct Counts {
     pub memories: u64,
 }
 
-/// One redaction made before export: what kind, and where (never the value).
+/// One redaction made before export: which rule, where, and a masked preview (never the
+/// value).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RedactionNote {
     /// The rule that found the secret: gitleaks' id (`github-pat`) or one of the redactor's own
@@ -92,6 +93,10 @@ pub struct RedactionNote {
     pub kind: String,
     /// Where: `messages[3].parts[1].result`, `rollout[10].output`, …
     pub location: String,
+    /// The secret's first and last few characters around an ellipsis, at most a quarter of it
+    /// (`ghp_…k2Q`; [`crate::redact::preview`]); empty in bundles of older versions.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub preview: String,
 }
 
 /// A session ready to leave the machine, or just arrived.

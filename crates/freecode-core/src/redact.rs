@@ -260,6 +260,23 @@ pub fn placeholder(kind: SecretKind) -> String {
     format!("{PLACEHOLDER_PREFIX}{}]", kind.name())
 }
 
+/// A masked preview of `secret` for `--dry-run`: its first and last characters around an
+/// ellipsis (`ghp_…k2Q`), never more than a quarter of it (at most 4 at the start and 3 at the
+/// end), only the ellipsis for a secret of fewer than 8 characters.
+pub fn preview(secret: &str) -> String {
+    let chars: Vec<char> = secret.chars().collect();
+    let n = chars.len();
+    if n < 8 {
+        return "…".to_owned();
+    }
+    let head = (n / 4).min(4);
+    let tail = (n / 8).min(3);
+    let mut out: String = chars[..head].iter().collect();
+    out.push('…');
+    out.extend(&chars[n - tail..]);
+    out
+}
+
 /// The secrets in `text`, sorted by start and non-overlapping (see the [module docs](self)).
 pub fn scan(text: &str) -> Vec<Finding> {
     Redactor::global().scan(text)
@@ -770,12 +787,16 @@ impl Redactor {
         if gates.has(Gates::CLI_USER) {
             self.collect_cli_users(text, &mut found);
         }
-        // A value that gitleaks' own allowlists keep stays (`${VAR}`, `true`, a word list's).
+        // A value the global allowlist keeps stays, whoever found it (`${VAR}`, `true`, a
+        // user's own entries); what a key name and a random value make is judged by gitleaks'
+        // generic rule's allowlists too (its stopwords).
         found.retain(|f| {
-            !matches!(
+            let value = &text[f.start..f.end];
+            let generic = matches!(
                 f.kind,
                 SecretKind::EnvAssignment | SecretKind::CliFlag | SecretKind::RandomToken
-            ) || !self.rules.keeps(&text[f.start..f.end])
+            );
+            !(self.rules.keeps(value) || (generic && self.rules.keeps_generic(value)))
         });
         resolve(text, found)
     }

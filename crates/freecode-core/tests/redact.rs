@@ -197,7 +197,10 @@ fn corpus() -> Vec<Case> {
              aws_secret_access_key = {aws_secret2}\n\
              region = eu-west-1\n"
         ),
-        secrets: vec![(AWS_ACCESS_KEY_ID, asia), (AWS_SECRET_ACCESS_KEY, aws_secret2)],
+        secrets: vec![
+            (AWS_ACCESS_KEY_ID, asia),
+            (AWS_SECRET_ACCESS_KEY, aws_secret2),
+        ],
         keep: vec![
             "[default]",
             "aws_access_key_id = ",

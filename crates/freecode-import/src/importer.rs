@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use freecode_core::meta::IMPORTED_FROM;
 use freecode_core::{SessionId, SessionStatus, StoredMessage};
+use freecode_store::redaction::HomeRedactor;
 use freecode_store::session::{Durability, NewSession, StoreConfig};
 use freecode_store::{SessionStore, StoreError, fsutil};
 use serde_json::Value;
@@ -90,6 +91,8 @@ pub struct SessionOutcome {
     pub events: usize,
     /// Secrets the export redactor finds in its messages (counted on `--dry-run` only).
     pub redactions: usize,
+    /// Of them, how many each rule found (`github-pat` → 2).
+    pub redaction_rules: std::collections::BTreeMap<String, usize>,
     /// Last activity, ms (0 when unknown).
     pub last_activity: i64,
     /// Why it was skipped.
@@ -157,6 +160,13 @@ pub fn run(
     units.sort_by(|a, b| a.path.cmp(&b.path));
     units.dedup_by(|a, b| a.path == b.path);
     report.units = units.len();
+    // A dry run counts what an export would redact, with the home's rules (an unusable
+    // `redact.toml` stops it here, as it would stop the export).
+    let redactor = if opts.dry_run {
+        Some(freecode_store::redaction::for_home(store.home())?)
+    } else {
+        None
+    };
     let mut state = ImportState::load(store.home());
     let mut changed = false;
     // Units are independent (each session belongs to one): read, planned and written on a
@@ -164,7 +174,14 @@ pub fn run(
     let locks = SessionLocks::default();
     let results = for_each_unit(&units, |unit| {
         let key = ImportState::key(&unit.path);
-        unit_pass(store, unit, state.units.get(&key), opts, &locks)
+        unit_pass(
+            store,
+            unit,
+            state.units.get(&key),
+            opts,
+            &locks,
+            redactor.as_ref(),
+        )
     });
     for (unit, result) in units.iter().zip(results) {
         report.issues.extend(result.issues);
@@ -271,6 +288,7 @@ fn unit_pass(
     old: Option<&UnitMark>,
     opts: &Options,
     locks: &SessionLocks,
+    redactor: Option<&HomeRedactor>,
 ) -> UnitResult {
     let mut out = UnitResult::default();
     let marks: Option<Vec<FileMark>> = unit.files().map(FileMark::stat).collect();
@@ -298,6 +316,7 @@ fn unit_pass(
                 added_messages: 0,
                 events: mark.events,
                 redactions: 0,
+                redaction_rules: Default::default(),
                 last_activity: 0,
                 reason: None,
             });
@@ -362,6 +381,7 @@ fn unit_pass(
             added_messages: 0,
             events: planned.events.len(),
             redactions: 0,
+            redaction_rules: Default::default(),
             last_activity: planned.last_activity,
             reason: None,
         };
@@ -375,8 +395,9 @@ fn unit_pass(
             planned_here.push(planned);
             continue;
         }
-        if opts.dry_run {
-            outcome.redactions = count_redactions(&planned.messages);
+        if let Some(r) = redactor {
+            outcome.redaction_rules = count_redactions(r.get(), &planned.messages);
+            outcome.redactions = outcome.redaction_rules.values().sum();
         }
         let prior = old.and_then(|u| u.sessions.get(planned.id.as_str()));
         let applied = {
@@ -580,21 +601,32 @@ fn same_meta(meta: &freecode_core::SessionMeta, p: &Planned) -> bool {
     want == *meta
 }
 
-/// Secrets the export redactor finds in the messages' strings.
-pub fn count_redactions(messages: &[StoredMessage]) -> usize {
-    fn walk(v: &Value) -> usize {
+/// Secrets the export redactor `r` finds in the messages' strings, by rule.
+pub fn count_redactions(
+    r: &freecode_core::redact::Redactor,
+    messages: &[StoredMessage],
+) -> std::collections::BTreeMap<String, usize> {
+    fn walk(
+        r: &freecode_core::redact::Redactor,
+        v: &Value,
+        out: &mut std::collections::BTreeMap<String, usize>,
+    ) {
         match v {
-            Value::String(s) => freecode_core::redact::redact(s).1.len(),
-            Value::Array(items) => items.iter().map(walk).sum(),
-            Value::Object(map) => map.values().map(walk).sum(),
-            _ => 0,
+            Value::String(s) => {
+                for f in r.scan(s) {
+                    *out.entry(f.kind.name().to_owned()).or_default() += 1;
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|x| walk(r, x, out)),
+            Value::Object(map) => map.values().for_each(|x| walk(r, x, out)),
+            _ => {}
         }
     }
-    messages
-        .iter()
-        .filter_map(|m| serde_json::to_value(m).ok())
-        .map(|v| walk(&v))
-        .sum()
+    let mut out = std::collections::BTreeMap::new();
+    for v in messages.iter().filter_map(|m| serde_json::to_value(m).ok()) {
+        walk(r, &v, &mut out);
+    }
+    out
 }
 
 /// Where `agent` keeps its sessions on this machine, and what an import would bring.

@@ -104,6 +104,7 @@ fn report_of(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport 
         messages: 0,
         bytes_read: r.bytes_read,
         redactions: 0,
+        redactions_by_rule: Default::default(),
     };
     let sessions = r
         .sessions
@@ -118,6 +119,9 @@ fn report_of(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport 
             }
             summary.messages += s.added_messages as u64;
             summary.redactions += s.redactions as u64;
+            for (rule, n) in &s.redaction_rules {
+                *summary.redactions_by_rule.entry(rule.clone()).or_default() += *n as u64;
+            }
             ImportedItem {
                 session_id: s.id.clone(),
                 source_id: s.source_id.clone(),
@@ -129,6 +133,7 @@ fn report_of(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport 
                 added_messages: s.added_messages,
                 events: s.events,
                 redactions: s.redactions,
+                redactions_by_rule: s.redaction_rules.clone(),
                 last_activity: s.last_activity,
                 reason: s.reason.clone(),
             }

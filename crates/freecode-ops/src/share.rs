@@ -171,11 +171,16 @@ pub fn dry_run(
     } else {
         config.endpoint_or(req.to.as_deref())?
     };
+    let mut redactions_by_rule = std::collections::BTreeMap::new();
+    for r in &bundle.redactions {
+        *redactions_by_rule.entry(r.kind.clone()).or_default() += 1;
+    }
     Ok(DryRun {
         destination,
         encrypted: !to_file && !req.plain,
         counts: bundle.counts.clone(),
         redactions: bundle.redactions,
+        redactions_by_rule,
     })
 }
 

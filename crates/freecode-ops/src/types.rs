@@ -7,6 +7,7 @@
 //! `--json` and the RPC method doing the same thing print the same type.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use freecode_core::bundle::{Counts, RedactionNote};
@@ -313,8 +314,10 @@ pub struct DryRun {
     pub encrypted: bool,
     /// What the bundle holds.
     pub counts: Counts,
-    /// Each redaction: kind and location, never the value.
+    /// Each redaction: the rule, the location and a masked preview, never the value.
     pub redactions: Vec<RedactionNote>,
+    /// How many each rule would redact (`github-pat` → 2).
+    pub redactions_by_rule: BTreeMap<String, usize>,
 }
 
 /// One item of `share list --json`: a share made from this home (the delete token left out).
@@ -418,6 +421,9 @@ pub struct ImportedItem {
     pub events: usize,
     /// Secrets an export would redact from its messages (counted with `--dry-run`).
     pub redactions: usize,
+    /// Of them, how many each rule would redact (with `--dry-run`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redactions_by_rule: BTreeMap<String, usize>,
     /// Last activity, ms since the epoch (0 when not read).
     pub last_activity: i64,
     /// Why it was skipped or failed.
@@ -448,6 +454,8 @@ pub struct ImportSummary {
     pub bytes_read: u64,
     /// Secrets an export would redact (with `--dry-run`).
     pub redactions: u64,
+    /// Of them, how many each rule would redact (with `--dry-run`).
+    pub redactions_by_rule: BTreeMap<String, u64>,
 }
 
 /// A bad input an import skipped.

@@ -127,6 +127,16 @@ pub enum StoreError {
         /// The command that fixes it.
         fix: String,
     },
+    /// A user's redaction rules (`redact.toml`) that cannot be used: nothing is exported.
+    #[error("{}:{line}: invalid redact.toml: {message}", path.display())]
+    BadRules {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// `config.json` that is not a JSON object: every command that reads it stops here rather
     /// than run on defaults the user did not choose.
     #[error("{}:{line}:{column}: invalid config.json: {message}", path.display())]

@@ -11,6 +11,7 @@
 //!   §19 bugs fixed.
 //! - [`settings`] holds what the store and the recorder share: [`Durability`] and
 //!   [`rollout::RecorderConfig`].
+//! - [`redaction`] is a home's redactor: the built-in rules, or `redact.toml` merged over them.
 //! - [`share`] exports a session as a redacted bundle and imports one as a new session.
 //! - [`doctor`] finds leftovers, damage and loose modes in a home, and repairs them on request.
 
@@ -24,6 +25,7 @@ pub mod index;
 pub mod iotrace;
 pub mod jsonl;
 pub mod lock;
+pub mod redaction;
 pub mod rollout;
 pub mod session;
 pub mod settings;

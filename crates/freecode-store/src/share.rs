@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use freecode_core::bundle::{Bundle, MemoryEntry, RedactionNote, valid_memory_name};
 use freecode_core::memory::CompactionMemory;
 use freecode_core::meta::IMPORTED_FROM;
-use freecode_core::redact;
+use freecode_core::redact::{self, Redactor};
 use freecode_core::{SessionId, SessionMeta, SessionStatus};
 use serde_json::Value;
 
@@ -95,7 +95,8 @@ pub fn export_bundle(
     let mut bundle = Bundle::new(meta, messages, crate::now_ms());
     gather_rest(store, id, opts, &mut bundle)?;
     if !opts.no_redact {
-        bundle.redactions = redact_bundle(&mut bundle)?;
+        let redactor = crate::redaction::for_home(store.home())?;
+        bundle.redactions = redact_bundle(redactor.get(), &mut bundle)?;
     }
     bundle.recount();
     Ok(bundle)
@@ -166,10 +167,11 @@ fn stream_bundle_ended(
     }
     let mut head = Bundle::new(meta, Vec::new(), crate::now_ms());
     gather_rest(store, id, opts, &mut head)?;
+    let redactor = crate::redaction::for_home(store.home())?;
     let head_notes = if opts.no_redact {
         Vec::new()
     } else {
-        redact_bundle(&mut head)?
+        redact_bundle(redactor.get(), &mut head)?
     };
     // The meta comes first in the walk; then the messages; then summaries, rollout, memories.
     let split = head_notes
@@ -204,7 +206,7 @@ fn stream_bundle_ended(
                 let mut v = serde_json::to_value(&m).map_err(ser)?;
                 let before = notes.len();
                 let mut path = vec![Seg::Key("messages"), Seg::Index(count as usize)];
-                redact_value(&mut v, &mut path, &mut notes);
+                redact_value(redactor.get(), &mut v, &mut path, &mut notes);
                 drop(path);
                 if notes.len() == before {
                     serde_json::to_writer(&mut line, &m).map_err(ser)?;
@@ -425,7 +427,7 @@ fn spool_then_copy(
 /// unknown keys kept from newer writers alike (reasoning parts, extra meta keys) — by a
 /// placeholder, and returns what was replaced, where.
 /// Fails closed: a bundle that cannot be walked is not exported.
-pub fn redact_bundle(b: &mut Bundle) -> Result<Vec<RedactionNote>, ShareError> {
+pub fn redact_bundle(r: &Redactor, b: &mut Bundle) -> Result<Vec<RedactionNote>, ShareError> {
     let mut tree = serde_json::to_value(&*b).map_err(|e| ShareError::Redaction(e.to_string()))?;
     let mut notes = Vec::new();
     if let Value::Object(map) = &mut tree {
@@ -433,7 +435,7 @@ pub fn redact_bundle(b: &mut Bundle) -> Result<Vec<RedactionNote>, ShareError> {
         for (key, v) in map.iter_mut() {
             if !matches!(key.as_str(), "format" | "counts" | "redactions") {
                 path.push(Seg::Key(key));
-                redact_value(v, &mut path, &mut notes);
+                redact_value(r, v, &mut path, &mut notes);
                 path.pop();
             }
         }
@@ -464,10 +466,15 @@ fn location(path: &[Seg<'_>]) -> String {
     s
 }
 
-fn redact_value<'a>(v: &'a mut Value, path: &mut Vec<Seg<'a>>, notes: &mut Vec<RedactionNote>) {
+fn redact_value<'a>(
+    r: &Redactor,
+    v: &'a mut Value,
+    path: &mut Vec<Seg<'a>>,
+    notes: &mut Vec<RedactionNote>,
+) {
     match v {
         Value::String(s) => {
-            let (out, findings) = redact::redact(s);
+            let (out, findings) = r.redact(s);
             if findings.is_empty() {
                 return;
             }
@@ -475,20 +482,21 @@ fn redact_value<'a>(v: &'a mut Value, path: &mut Vec<Seg<'a>>, notes: &mut Vec<R
             notes.extend(findings.iter().map(|f| RedactionNote {
                 kind: f.kind.name().to_owned(),
                 location: here.clone(),
+                preview: redact::preview(&s[f.range()]),
             }));
             *s = out.into_owned();
         }
         Value::Array(items) => {
             for (i, x) in items.iter_mut().enumerate() {
                 path.push(Seg::Index(i));
-                redact_value(x, path, notes);
+                redact_value(r, x, path, notes);
                 path.pop();
             }
         }
         Value::Object(map) => {
             for (k, x) in map.iter_mut() {
                 path.push(Seg::Key(k));
-                redact_value(x, path, notes);
+                redact_value(r, x, path, notes);
                 path.pop();
             }
         }

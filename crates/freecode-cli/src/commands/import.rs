@@ -131,6 +131,12 @@ impl ImportArgs {
                     "; {} an export would redact",
                     plural(s.redactions, "secret", "secrets")
                 ));
+                if !s.redactions_by_rule.is_empty() {
+                    summary.push_str(&format!(
+                        " ({})",
+                        crate::commands::share::by_rule(&s.redactions_by_rule)
+                    ));
+                }
             }
             if !out.issues.is_empty() {
                 summary.push_str(&format!(

@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use freecode_core::SessionId;
+use freecode_ops::human::clean_line;
 use freecode_ops::scope::{parse_expiry, parse_timeout};
 use freecode_ops::sessions::resolve_id;
 use freecode_ops::share::{self, ExportRequest, ImportRequest};
@@ -247,6 +248,18 @@ fn note_redactions(n: usize) {
     }
 }
 
+/// `github-pat 2, secret-assignment 1`: most first, then by name.
+pub fn by_rule<N: Copy + Ord + std::fmt::Display>(
+    counts: &std::collections::BTreeMap<String, N>,
+) -> String {
+    let mut v: Vec<(&String, N)> = counts.iter().map(|(k, n)| (k, *n)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v.iter()
+        .map(|(k, n)| format!("{} {n}", clean_line(k)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn print_dry_run(dry: &DryRun, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(dry);
@@ -276,8 +289,15 @@ fn print_dry_run(dry: &DryRun, json: bool) -> anyhow::Result<()> {
             plural(dry.redactions.len() as u64, "secret", "secrets")
         )?;
         for r in &dry.redactions {
-            writeln!(out, "  {}  {}", st.yellow(&r.kind), r.location)?;
+            writeln!(
+                out,
+                "  {}  {}  {}",
+                st.yellow(&r.kind),
+                r.location,
+                st.dim(&clean_line(&r.preview))
+            )?;
         }
+        writeln!(out, "by rule: {}", by_rule(&dry.redactions_by_rule))?;
     }
     Ok(())
 }

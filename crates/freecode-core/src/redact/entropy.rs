@@ -27,8 +27,20 @@ pub const MIN_LEN: usize = 32;
 /// The longest: past it a run is data (an image, a blob), and a key block has its own rule.
 pub const MAX_LEN: usize = 256;
 
+/// The bytes a token is made of, as a table: the scan looks each byte up once.
+static TOKEN_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'_' | b'-');
+        b += 1;
+    }
+    t
+};
+
 fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'_' | b'-')
+    TOKEN_BYTES[usize::from(b)]
 }
 
 /// The entropy floor for a token of `len` characters: the 1st percentile of the entropy of

@@ -566,15 +566,33 @@ impl RuleSet {
         Ok(self)
     }
 
-    /// Whether gitleaks' own allowlists keep `value` (a value the redactor's own detectors
-    /// found: an assignment's, a flag's, a random token): the global allowlist, and the
-    /// allowlists of gitleaks' generic rule that look at the secret alone.
+    /// Whether the global allowlist (gitleaks' and a user's) keeps `value`, a secret one of the
+    /// redactor's own detectors found.
     pub fn keeps(&self, value: &str) -> bool {
         self.global
             .iter()
-            .chain(&self.generic)
             .filter(|a| a.target == Target::Secret)
             .any(|a| a.allows(value, value, value))
+    }
+
+    /// Whether the allowlists of gitleaks' generic rule that look at the secret alone keep
+    /// `value` (their stopwords, their pattern of words without digits): applied to what the
+    /// redactor's own detectors of a key name and a value find (an assignment, a flag, a random
+    /// token), which do that rule's work.
+    pub fn keeps_generic(&self, value: &str) -> bool {
+        self.generic
+            .iter()
+            .filter(|a| a.target == Target::Secret)
+            .any(|a| a.allows(value, value, value))
+    }
+
+    /// These rules with only the one of id `id` (and the global allowlist): what gitleaks' own
+    /// tests run a rule's true and false positives against. `None` for an id it does not have.
+    pub fn only(&self, id: &str) -> Option<RuleSet> {
+        let rule = self.rules.iter().find(|r| r.id == id)?.clone();
+        let mut one = self.clone();
+        one.rules = vec![rule];
+        one.index().ok()
     }
 
     /// How many rules there are.
@@ -599,9 +617,16 @@ impl RuleSet {
 
     /// Every secret the rules find in `text`, in no particular order (overlaps included).
     pub fn find(&self, text: &str, out: &mut Vec<Hit>) {
-        // Where each rule's keywords occur (and the prefixes of its secret alone).
+        // Where each rule's keywords occur (and the prefixes of its secret alone); a hit inside
+        // a blob of data (a base64 image) gates nothing.
+        let mut blobs: Option<Vec<Range<usize>>> = None;
         let mut windows: HashMap<(usize, bool), Vec<Range<usize>>> = HashMap::new();
         for m in self.keywords.find_overlapping_iter(text) {
+            // Found only once a keyword is: most texts have none.
+            let blobs = blobs.get_or_insert_with(|| find_blobs(text.as_bytes()));
+            if in_blob(blobs, m.start(), m.end()) {
+                continue;
+            }
             for &key in &self.keyword_rules[m.pattern().as_usize()] {
                 windows.entry(key).or_default().push(m.start()..m.end());
             }
@@ -778,6 +803,40 @@ fn compile_rule(text: &str, spec: &RuleSpec) -> Result<Option<Rule>, RuleError> 
         allowlists,
         alone,
     }))
+}
+
+/// A run of the base64 alphabet this long is data (an image, an archive, a key block's body):
+/// a keyword that happens to spell itself in it (`ey`, `key`) is not one. Secrets are far
+/// shorter; a key block has its own rule.
+pub const BLOB_BYTES: usize = 1024;
+
+/// The runs of at least [`BLOB_BYTES`] base64 bytes of `bytes`, in order.
+fn find_blobs(bytes: &[u8]) -> Vec<Range<usize>> {
+    let is_b64 = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=');
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !is_b64(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && is_b64(bytes[i]) {
+            i += 1;
+        }
+        if i - start >= BLOB_BYTES {
+            out.push(start..i);
+        }
+    }
+    out
+}
+
+/// Whether `start..end` lies inside one of `blobs` (sorted), not at its edge.
+fn in_blob(blobs: &[Range<usize>], start: usize, end: usize) -> bool {
+    let at = blobs.partition_point(|b| b.end <= start);
+    blobs
+        .get(at)
+        .is_some_and(|b| b.start < start && end < b.end)
 }
 
 /// Whether `bytes[start..end]` stands as a token of its own: after the start of the text, a

@@ -10,6 +10,7 @@ mod crash;
 mod hostile;
 mod index;
 mod power_loss;
+mod redaction;
 mod rollout;
 mod rollout_crash;
 mod rollout_views;

@@ -1,0 +1,108 @@
+//! A user's own redaction rules (`redact.toml` in the home, gitleaks' format) merged over the
+//! built-in ones: a rule of theirs catches their own secret, an allowlist of theirs keeps a
+//! value, a built-in rule can be left out, and a file that cannot be used stops the export with
+//! its line, writing nothing.
+
+use std::io::Write as _;
+
+use freecode_core::message::Role;
+use freecode_store::share::{ExportOptions, export_bundle};
+
+use crate::support::{TestHome, text_msg};
+
+fn with_message(h: &TestHome, text: &str) -> freecode_core::SessionId {
+    let id = h.create("/p");
+    let mut w = h.store.writer(&id).unwrap();
+    w.append(&text_msg("m1", Role::User, text)).unwrap();
+    drop(w);
+    id
+}
+
+fn exported(h: &TestHome, id: &freecode_core::SessionId) -> (String, Vec<String>) {
+    let b = export_bundle(&h.store, id, &ExportOptions::default()).unwrap();
+    let text = b.messages[0].parts[0].content.clone().unwrap_or_default();
+    (text, b.redactions.iter().map(|r| r.kind.clone()).collect())
+}
+
+fn write_rules(h: &TestHome, toml: &str) {
+    let path = h.root().join("redact.toml");
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(toml.as_bytes()).unwrap();
+}
+
+#[test]
+fn a_users_rule_catches_their_own_secret_format() {
+    let h = TestHome::new();
+    let secret = "acme_live_7Hq2LmX9pQ4rT8vW";
+    let id = with_message(&h, &format!("the deploy key is {secret} for now"));
+    // The built-in rules do not know the format.
+    let (text, _) = exported(&h, &id);
+    assert!(text.contains(secret), "{text}");
+    write_rules(
+        &h,
+        "# our internal deploy keys\n[[rules]]\nid = \"acme-deploy-key\"\n\
+         regex = '''\\bacme_live_[A-Za-z0-9]{16}\\b'''\nkeywords = [\"acme_live_\"]\n",
+    );
+    let (text, kinds) = exported(&h, &id);
+    assert!(!text.contains(secret), "{text}");
+    assert!(text.contains("[REDACTED:acme-deploy-key]"), "{text}");
+    assert_eq!(kinds, ["acme-deploy-key"]);
+}
+
+#[test]
+fn a_users_allowlist_keeps_a_value_and_disabled_rules_stay_out() {
+    let h = TestHome::new();
+    let token = "ghp_0123456789ABCDEFGHIJabcdefghij012345";
+    let id = with_message(&h, &format!("CI uses {token} from the vault"));
+    let (text, kinds) = exported(&h, &id);
+    assert!(
+        !text.contains(token) && kinds.contains(&"github-pat".to_owned()),
+        "{text}"
+    );
+    // Their allowlist (a known test token) keeps it, whichever rule found it.
+    write_rules(
+        &h,
+        "[[allowlists]]\ndescription = \"our fixture token\"\nregexes = ['''^ghp_0123456789ABCDEFGHIJ''']\n",
+    );
+    let (text, _) = exported(&h, &id);
+    assert!(text.contains(token), "{text}");
+    // A built-in rule left out: the token is then found by no format rule.
+    write_rules(&h, "[extend]\ndisabledRules = [\"github-pat\"]\n");
+    let (_, kinds) = exported(&h, &id);
+    assert!(!kinds.contains(&"github-pat".to_owned()), "{kinds:?}");
+}
+
+#[test]
+fn an_unusable_rule_file_stops_the_export_and_names_its_line() {
+    let h = TestHome::new();
+    let id = with_message(&h, "nothing secret");
+    for (toml, line, what) in [
+        (
+            "[[rules]]\nid = \"x\"\nregex = '''(unclosed'''\n",
+            3,
+            "regex",
+        ),
+        ("title = \"mine\"\n\n[[rules]\nid = \"x\"\n", 3, ""),
+        (
+            "[[rules]]\nid = \"bad id!\"\nregex = '''x'''\n",
+            2,
+            "rule id",
+        ),
+        (
+            "[[rules]]\nid = \"x\"\nregex = '''a'''\nsecretGroup = 3\n",
+            3,
+            "secretGroup",
+        ),
+    ] {
+        write_rules(&h, toml);
+        let err = export_bundle(&h.store, &id, &ExportOptions::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("redact.toml:{line}: invalid redact.toml")) && msg.contains(what),
+            "{toml:?}: {msg}"
+        );
+    }
+    // A good file again: the export works (the unusable one was never cached).
+    write_rules(&h, "[[allowlists]]\nstopwords = [\"fixture\"]\n");
+    export_bundle(&h.store, &id, &ExportOptions::default()).unwrap();
+}
