@@ -333,6 +333,21 @@ impl AgentLoop {
             meta = pin(&mut writer, meta, &config, &id)?;
         }
         let project = std::path::PathBuf::from(&meta.project_path);
+        // The tools are rooted only where the path says, read as it is written: never a
+        // relative path (resolved from wherever this process runs) or one that climbs out
+        // with `..` (an older version's import kept a source's `/.x/../../etc` as it came).
+        if !project.is_absolute()
+            || project
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(Error::Failed(format!(
+                "session {id}'s project directory {:?} is not an absolute path without `..`, so \
+                 the tools would not be rooted where it says; import the session again \
+                 (`freecode import AGENT PATH --project DIR` names the directory)",
+                meta.project_path
+            )));
+        }
         let tools = Tools::new(&project, config.permission).map_err(|e| {
             Error::Failed(format!(
                 "the session's project directory {} is not usable: {e}",

@@ -4,8 +4,9 @@
 
 use serde_json::Value;
 
-/// The longest SSE line accepted (a guard against a server that never sends a newline).
-pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+/// The longest SSE line accepted (a guard against a server that never sends a newline): the
+/// one cap on a line ([`freecode_core::limits`]).
+pub use freecode_core::limits::MAX_LINE_BYTES;
 
 /// Splits a byte stream into SSE `data:` payloads.
 #[derive(Debug, Default)]

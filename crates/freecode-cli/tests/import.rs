@@ -1254,3 +1254,135 @@ fn unknown_agents_and_missing_paths_are_user_errors() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// A source's project directory is kept only as the absolute path it resolves to: `..` is
+/// resolved on the text (`/.x/../../etc` is `/etc`), a relative one is refused unless the user
+/// names a directory with `--project`, and `run -s` never roots its tools in a path with `..`
+/// (an older version kept one as it came).
+#[test]
+fn a_sources_project_directory_is_normalised_and_a_relative_one_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let src = tmp.path().join("claude/projects/-srv-app");
+    std::fs::create_dir_all(&src).unwrap();
+    let session = |sid: &str, cwd: &str| {
+        let line = |uuid: &str, parent: Option<&str>, ts: &str, role: &str, text: &str| {
+            serde_json::json!({"type": role, "uuid": uuid, "parentUuid": parent, "timestamp": ts,
+                "cwd": cwd, "sessionId": sid,
+                "message": {"role": role, "content": text}})
+            .to_string()
+        };
+        let text = [
+            line(
+                "u1",
+                None,
+                "2026-01-01T00:00:00.000Z",
+                "user",
+                "où en est le dépôt ?",
+            ),
+            line(
+                "a1",
+                Some("u1"),
+                "2026-01-01T00:00:01.000Z",
+                "assistant",
+                "tout va bien",
+            ),
+        ]
+        .join("\n")
+            + "\n";
+        std::fs::write(src.join(format!("{sid}.jsonl")), text).unwrap();
+    };
+    session("0b9b4c1e-0000-4000-8000-000000000001", "relative/../../etc");
+    session("0b9b4c1e-0000-4000-8000-000000000002", "/.x/../../etc");
+    let v = json(
+        &home,
+        &["import", "claude-code", src.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(v["summary"]["imported"], 1, "{v}");
+    let issues = v["issues"].to_string();
+    assert!(
+        issues.contains("relative/../../etc") && issues.contains("not an absolute path"),
+        "{issues}"
+    );
+    let list = json(&home, &["session", "list", "--json"]);
+    let paths: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["projectPath"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["/etc"], "{list}");
+
+    // Named by the user, relative to where they stand, the directory is taken.
+    let here = tmp.path().join("ici");
+    std::fs::create_dir_all(&here).unwrap();
+    let out = common::freecode(&home)
+        .current_dir(&here)
+        .args([
+            "import",
+            "claude-code",
+            src.to_str().unwrap(),
+            "--project",
+            "./projet",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list = json(&home, &["session", "list", "--json"]);
+    let mut paths: Vec<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["projectPath"].as_str().unwrap().to_owned())
+        .collect();
+    paths.sort();
+    let named = here.join("projet").to_string_lossy().into_owned();
+    assert_eq!(paths, ["/etc".to_owned(), named], "{list}");
+
+    // A session an older version imported with `..` in its path is not run there.
+    let id = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["projectPath"] == "/etc")
+        .and_then(|s| s["id"].as_str())
+        .unwrap()
+        .to_owned();
+    let meta = find_file(&home.join("sessions"), &id).join("meta.json");
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+    m["projectPath"] = Value::from("/.x/../../etc");
+    // A provider `run` can call, so only the directory stands in the way.
+    m["provider"] = Value::from("scripted");
+    m.as_object_mut().unwrap().remove("importedFrom");
+    std::fs::write(&meta, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    let out = common::freecode(&home)
+        .args(["run", "-s", &id, "liste les fichiers"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/.x/../../etc") && err.contains("not an absolute path"),
+        "{err}"
+    );
+}
+
+fn find_file(dir: &Path, name: &str) -> PathBuf {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_name() == name {
+            return e.path();
+        }
+        if e.file_type().unwrap().is_dir() {
+            let p = find_file(&e.path(), name);
+            if p.exists() {
+                return p;
+            }
+        }
+    }
+    PathBuf::from("/nonexistent")
+}

@@ -518,3 +518,66 @@ fn a_real_mcp_client_lists_the_tools_calls_each_and_every_result_is_bounded_and_
     assert_eq!(one, &ctx.json(&["stats", "--json", &native]));
     assert!(!one["tools"].as_array().unwrap().is_empty());
 }
+
+/// A line that is not JSON (broken, or past the 16 MiB a message may hold) is answered with a
+/// JSON-RPC Parse error (`-32700`, `id: null`), and the session goes on: the requests around
+/// it are answered as if it had not been sent.
+#[test]
+fn a_line_that_is_not_json_gets_a_parse_error_and_the_session_goes_on() {
+    use std::io::Write as _;
+    let ctx = Ctx::empty();
+    let mut cmd = common::freecode(&ctx.home);
+    cmd.arg("mcp").stdin(Stdio::piped());
+    let big = format!("{{\"pad\":\"{}\"}}\n", "é".repeat(9 << 20));
+    let input = [
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"raw\",\"version\":\"1\"}}}\n",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"\n",
+        "session list ‹pas du JSON›\n",
+        &big,
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"list_sessions\",\"arguments\":{}}}\n",
+    ]
+    .concat();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(input.as_bytes()).unwrap();
+        // Closing stdin ends the session once the answers are out.
+    });
+    let mut stdout = child.stdout.take().unwrap();
+    let mut text = String::new();
+    stdout.read_to_string(&mut text).unwrap();
+    writer.join().unwrap();
+    assert!(child.wait().unwrap().success());
+    let answers: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let parse_errors: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a["error"]["code"] == -32700)
+        .collect();
+    assert_eq!(parse_errors.len(), 3, "{text}");
+    assert!(parse_errors.iter().all(|e| e["id"].is_null()), "{text}");
+    let data: Vec<&str> = parse_errors
+        .iter()
+        .map(|e| e["error"]["data"].as_str().unwrap())
+        .collect();
+    assert!(data.iter().any(|d| d.starts_with("line 3")), "{data:?}");
+    assert!(data.iter().any(|d| d.contains("past the")), "{data:?}");
+    let by_id = |id: u64| answers.iter().find(|a| a["id"] == id);
+    assert!(
+        by_id(1).is_some_and(|a| a["result"]["serverInfo"]["name"] == "freecode"),
+        "{text}"
+    );
+    assert!(
+        by_id(2).is_none(),
+        "the broken request has no answer of its own: {text}"
+    );
+    let listed = by_id(3).unwrap_or_else(|| panic!("{text}"));
+    assert!(listed["result"]["content"].is_array(), "{listed}");
+}

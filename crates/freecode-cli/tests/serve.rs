@@ -347,6 +347,17 @@ fn bad_requests_get_json_rpc_errors_and_write_nothing() {
         .unwrap();
     rpc.stdin.flush().unwrap();
     assert_eq!(code(&rpc.read()), -32700);
+    // A line past the 16 MiB a message may hold: measured, not held, and answered.
+    let past = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"session.list\",\"params\":{{\"pad\":\"{}\"}}}}",
+        "ü".repeat(9 << 20)
+    );
+    let r = rpc.raw(&past);
+    assert_eq!((code(&r), &r["id"]), (-32700, &Value::Null), "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("past the"),
+        "{r}"
+    );
     // Not a request.
     assert_eq!(code(&rpc.raw("42")), -32600);
     assert_eq!(

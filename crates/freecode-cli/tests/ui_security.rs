@@ -413,3 +413,38 @@ fn session_show_html_is_written_as_the_messages_are_read() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8(out.stdout).unwrap(), page);
 }
+
+/// A client that sends half a request line and then nothing is cut off at the share server's
+/// header deadline (10 s), and holds nothing meanwhile: the page is still served to others.
+#[test]
+fn a_half_sent_request_is_cut_off_and_the_server_keeps_answering() {
+    use std::io::{Read as _, Write as _};
+    use std::time::{Duration, Instant};
+    let f = fixture();
+    let s = Server::start(&f.home);
+    let mut slow = std::net::TcpStream::connect(&s.authority).unwrap();
+    slow.write_all(b"GET /api/sessi").unwrap();
+    let t0 = Instant::now();
+    // Others are answered while it waits.
+    let host = [("Host", s.authority.as_str())];
+    let r = http(&s.authority, &format!("/?token={}", s.token), &host);
+    assert_eq!(r.status, 200, "{r:?}");
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut got = Vec::new();
+    let read = slow.read_to_end(&mut got);
+    let waited = t0.elapsed();
+    // Closed without an answer (EOF, or a reset), after the deadline and well before 30 s.
+    assert!(
+        read.is_ok()
+            || read
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{read:?}"
+    );
+    assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    assert!(
+        waited >= Duration::from_secs(8) && waited < Duration::from_secs(25),
+        "closed after {waited:?}"
+    );
+}

@@ -13,6 +13,7 @@ pub mod ids;
 pub mod interrupt;
 pub mod json;
 pub mod jsonw;
+pub mod limits;
 pub mod memory;
 pub mod message;
 pub mod meta;

@@ -274,8 +274,108 @@ pub fn within_project(path: &str, project: &str) -> bool {
     }
 }
 
+/// `path` in lexically normal form if it is absolute, `None` if it is not. Absolute is a Unix
+/// path from `/`, or one of the original's Windows paths from a drive (`C:\` or `C:/`) or a
+/// share (`\\host\share`). Empty and `.` components go, `..` takes away the component before it
+/// and never climbs above the root (`/.x/../../etc` is `/etc`), and no separator trails. Only
+/// Windows paths split at `\` too: on Unix it is a character of a name. Nothing is looked up on
+/// disk (the directory may be another machine's).
+pub fn normalize_absolute(path: &str) -> Option<String> {
+    let b = path.as_bytes();
+    let (root, rest, sep, is_sep): (String, &str, char, fn(char) -> bool) =
+        if let Some(rest) = path.strip_prefix('/') {
+            (String::new(), rest, '/', |c| c == '/')
+        } else if b.len() >= 3
+            && b[0].is_ascii_alphabetic()
+            && b[1] == b':'
+            && matches!(b[2], b'\\' | b'/')
+        {
+            (path[..2].to_owned(), &path[3..], '\\', |c| {
+                c == '/' || c == '\\'
+            })
+        } else if let Some(unc) = path.strip_prefix("\\\\") {
+            let mut parts = unc.splitn(3, ['\\', '/']);
+            let (host, share) = (parts.next()?, parts.next()?);
+            if host.is_empty()
+                || share.is_empty()
+                || [host, share].iter().any(|p| *p == "." || *p == "..")
+            {
+                return None;
+            }
+            (
+                format!("\\\\{host}\\{share}"),
+                parts.next().unwrap_or(""),
+                '\\',
+                |c| c == '/' || c == '\\',
+            )
+        } else {
+            return None;
+        };
+    let mut kept: Vec<&str> = Vec::new();
+    for part in rest.split(is_sep) {
+        match part {
+            "" | "." => {}
+            ".." => {
+                kept.pop();
+            }
+            name => kept.push(name),
+        }
+    }
+    let mut out = root;
+    if kept.is_empty() {
+        out.push(sep);
+    }
+    for name in kept {
+        out.push(sep);
+        out.push_str(name);
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn absolute_paths_are_normalised_lexically_and_relative_ones_refused() {
+        use super::normalize_absolute as n;
+        assert_eq!(n("/home/dev/proj").as_deref(), Some("/home/dev/proj"));
+        assert_eq!(n("/home//dev/./proj/").as_deref(), Some("/home/dev/proj"));
+        assert_eq!(n("/.x/../../etc").as_deref(), Some("/etc"));
+        assert_eq!(n("/../..").as_deref(), Some("/"));
+        assert_eq!(n("/").as_deref(), Some("/"));
+        assert_eq!(n("/tmp/a\\..\\b").as_deref(), Some("/tmp/a\\..\\b"));
+        assert_eq!(
+            n("/srv/projets/café/../thé").as_deref(),
+            Some("/srv/projets/thé")
+        );
+        assert_eq!(
+            n(r"C:\Users\john\..\jane\app").as_deref(),
+            Some(r"C:\Users\jane\app")
+        );
+        assert_eq!(
+            n("C:/Users/john/./app").as_deref(),
+            Some(r"C:\Users\john\app")
+        );
+        assert_eq!(n(r"C:\..").as_deref(), Some(r"C:\"));
+        assert_eq!(
+            n(r"\\host\share\x\..\..\y").as_deref(),
+            Some(r"\\host\share\y")
+        );
+        for relative in [
+            "",
+            "relative/../../etc",
+            "./proj",
+            "../proj",
+            "proj",
+            "[trimmed for fixture]",
+            "C:relative",
+            r"\\host",
+            r"\\..\share",
+            "~/proj",
+        ] {
+            assert_eq!(n(relative), None, "{relative:?}");
+        }
+    }
+
     #[test]
     fn within_project_is_by_whole_components() {
         use super::within_project;

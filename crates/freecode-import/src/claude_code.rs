@@ -20,7 +20,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use freecode_core::{Part, Usage};
@@ -201,9 +200,13 @@ fn collect_agents(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 /// The `sessionId` of a file's first record that has one (read from its first lines only).
 fn first_session_id(path: &Path) -> Option<String> {
     let file = std::fs::File::open(path).ok()?;
-    let reader = std::io::BufReader::new(file);
-    for line in reader.split(b'\n').take(20) {
-        let line = line.ok()?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::new();
+    for _ in 0..20 {
+        let read = lines::read_line(&mut reader, &mut line).ok()?;
+        if read.len == 0 {
+            break;
+        }
         if let Ok(v) = serde_json::from_slice::<Value>(&line)
             && let Some(sid) = v.get("sessionId").and_then(Value::as_str)
         {

@@ -36,7 +36,8 @@ pub struct Options {
     pub dry_run: bool,
     /// The import time, ms.
     pub now: i64,
-    /// The project path of sessions whose source names none (else they are skipped).
+    /// The project path of sessions whose source names none, or a relative one (else they
+    /// are skipped). Absolute: the front end makes the user's `--project` so.
     pub fallback_project: Option<String>,
 }
 
@@ -340,7 +341,11 @@ fn unit_pass(
     let mut planned_here: Vec<Planned> = Vec::new();
     for s in &read.sessions {
         let with_project;
-        let s = if s.project_path.as_deref().is_none_or(str::is_empty)
+        // `--project` stands in for a directory the source does not name, or names relative.
+        let s = if s
+            .project_path
+            .as_deref()
+            .is_none_or(|p| freecode_core::project_key::normalize_absolute(p).is_none())
             && let Some(project) = &opts.fallback_project
         {
             with_project = ImportedSession {
@@ -367,6 +372,8 @@ fn unit_pass(
             Err(e) => {
                 out.issues
                     .push(SourceIssue::in_file(&s.source_path, e.to_string()));
+                // Read again next time: a run with `--project` may write it.
+                complete = false;
                 continue;
             }
         };

@@ -1,14 +1,18 @@
 //! Streaming a JSON Lines source file line by line, as the agent may be writing it right now.
 //!
-//! [`for_each_line`] reads with a bounded buffer (a 50 MB line is read, never the whole file),
+//! [`for_each_line`] reads with a bounded buffer (a line is read, never the whole file),
 //! strips a UTF-8 byte-order mark and `\r\n`, skips blank and NUL-filled lines (torn writes of
 //! older builds) and stops at the last complete line: a tail without its newline is still being
-//! written, so it is reported and left for the next import. Every skip becomes a
-//! [`SourceIssue`] with its line number.
+//! written, so it is reported and left for the next import. A line past
+//! [`MAX_LINE_BYTES`] (the one cap of every log line) is measured to its end and skipped, never
+//! held, whether it is complete or the torn tail. Every skip becomes a [`SourceIssue`] with its
+//! line number.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
+
+use freecode_core::limits::MAX_LINE_BYTES;
 
 use crate::source::{ReadError, SourceIssue};
 
@@ -67,20 +71,31 @@ pub fn for_each_line_in(
     let mut extent = Extent::default();
     let mut number = 0u64;
     loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|source| StreamError {
-                line: number,
-                source,
-            })?;
+        let read = read_line(&mut reader, &mut buf).map_err(|source| StreamError {
+            line: number,
+            source,
+        })?;
+        let n = read.len;
         if n == 0 {
             break;
         }
         number += 1;
         let offset = extent.complete_len;
-        if buf.last() != Some(&b'\n') {
-            if !buf.iter().all(|b| b.is_ascii_whitespace() || *b == 0) {
+        if read.overlong && read.terminated {
+            extent.complete_len += n;
+            issues.push(SourceIssue::at_line(
+                path,
+                number,
+                format!(
+                    "line of {} bytes at offset {offset} skipped: longer than {MAX_LINE_BYTES} \
+                     bytes, the most a line may hold",
+                    n - 1
+                ),
+            ));
+            continue;
+        }
+        if !read.terminated {
+            if !read.blank {
                 extent.torn_tail = true;
                 issues.push(SourceIssue::at_line(
                     path,
@@ -93,7 +108,7 @@ pub fn for_each_line_in(
             }
             break;
         }
-        extent.complete_len += n as u64;
+        extent.complete_len += n;
         let mut bytes = &buf[..buf.len() - 1];
         if let Some(rest) = bytes.strip_suffix(b"\r") {
             bytes = rest;
@@ -123,6 +138,61 @@ pub fn for_each_line_in(
         });
     }
     Ok(extent)
+}
+
+/// What [`read_line`] read.
+pub(crate) struct Read {
+    /// Bytes consumed, the newline included.
+    pub len: u64,
+    /// Whether the line ended in a newline (not the end of the stream).
+    pub terminated: bool,
+    /// Whether it was past [`MAX_LINE_BYTES`] (and so not kept).
+    pub overlong: bool,
+    /// Whether every byte was whitespace or NUL.
+    pub blank: bool,
+}
+
+/// Reads one line into `buf` (cleared first; with its newline), keeping at most
+/// [`MAX_LINE_BYTES`] of it: past that the line is only measured, and `buf` is left empty.
+pub(crate) fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Read> {
+    buf.clear();
+    let mut read = Read {
+        len: 0,
+        terminated: false,
+        overlong: false,
+        blank: true,
+    };
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(read);
+        }
+        let (take, done) = match memchr::memchr(b'\n', chunk) {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let part = &chunk[..take];
+        if read.blank {
+            read.blank = part.iter().all(|b| b.is_ascii_whitespace() || *b == 0);
+        }
+        let content = part.len() - usize::from(done);
+        if !read.overlong && buf.len() + content <= MAX_LINE_BYTES {
+            buf.extend_from_slice(part);
+        } else if !read.overlong {
+            read.overlong = true;
+            *buf = Vec::new();
+        }
+        read.len += take as u64;
+        reader.consume(take);
+        if done {
+            read.terminated = true;
+            return Ok(read);
+        }
+    }
 }
 
 /// Parses a line as JSON (lone UTF-16 surrogates read as U+FFFD); a line that isn't JSON is

@@ -17,6 +17,8 @@
 //! `compact.occurred`; `model.request` + `model.error` for an error; `turn.aborted` for an
 //! aborted turn. Events are ordered by time (stably), their `seq` 1, 2, …
 
+use freecode_core::limits::MAX_LINE_BYTES;
+use freecode_core::project_key::normalize_absolute;
 use freecode_core::rollout::event::{DenySource, Event, EventKind, ModelErrorKind};
 use freecode_core::rollout::ulid;
 use freecode_core::{Part, Role, SessionId, StoredMessage, Usage};
@@ -44,6 +46,20 @@ pub enum PlanError {
         path: String,
         /// The source's session id.
         source_id: String,
+    },
+    /// The source's project directory is not absolute (`relative/../etc`): the tools of a later
+    /// run would be rooted wherever that resolves to from the run's own directory.
+    #[error(
+        "{path}: session {source_id} names the project directory {project:?}, which is not an \
+         absolute path; skipped: pass --project DIR to import it into one"
+    )]
+    RelativeProject {
+        /// The source file.
+        path: String,
+        /// The source's session id.
+        source_id: String,
+        /// The directory it names.
+        project: String,
     },
     /// The derived id is not a valid session id (never, for a UUID shape).
     #[error(transparent)]
@@ -135,14 +151,21 @@ fn subagent_session_id(s: &ImportedSession, run: &SubagentRun) -> String {
 
 /// Plans the files of `s`, imported at `now` (ms). Times after `now` are clamped to it.
 pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
-    let project_path = s
+    let named = s
         .project_path
-        .clone()
+        .as_deref()
         .filter(|p| !p.is_empty())
         .ok_or_else(|| PlanError::NoProject {
             path: s.source_path.display().to_string(),
             source_id: s.source_id.clone(),
         })?;
+    // Lexically normal: `/.x/../../etc` is kept as the `/etc` it is, never as a path that
+    // reads like a directory below `/.x`.
+    let project_path = normalize_absolute(named).ok_or_else(|| PlanError::RelativeProject {
+        path: s.source_path.display().to_string(),
+        source_id: s.source_id.clone(),
+        project: named.to_owned(),
+    })?;
     let id = session_id(s.agent, &s.source_id)?;
     let parent_id = match &s.parent {
         Some(p) => Some(session_id(s.agent, &p.source_id)?),
@@ -457,6 +480,9 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
         from.insert("parentKind".into(), Value::from(kind));
     }
     from.insert("importedAt".into(), Value::from(now));
+    for m in &mut messages {
+        fit_line(m);
+    }
     Ok(Planned {
         id,
         parent_id,
@@ -534,6 +560,85 @@ fn cut_title(text: &str) -> String {
     out
 }
 
+/// Makes a message fit one log line ([`MAX_LINE_BYTES`], which the store refuses to pass and
+/// every reader skips past): while it does not, its longest text, tool result or image is cut
+/// (an image is left out, its alt text saying so), with a note of how much went. A source's
+/// message that big is one tool output or file pasted whole; the rest of it, and the session,
+/// are kept. A message of many small parts past the cap stays as it is (the store refuses it,
+/// naming it).
+fn fit_line(m: &mut StoredMessage) {
+    // The line is at most ~6 bytes a byte of its strings (`\u00XX`) plus its keys: below
+    // this, nothing to measure.
+    let strings: usize = m
+        .parts
+        .iter()
+        .map(|p| {
+            [&p.content, &p.result, &p.data]
+                .iter()
+                .map(|s| s.as_ref().map_or(0, String::len))
+                .sum::<usize>()
+                + p.tool
+                    .as_ref()
+                    .and_then(|t| t.args.as_ref())
+                    .map_or(0, |a| a.to_string().len())
+        })
+        .sum();
+    if strings.saturating_mul(6) + (64 << 10) < MAX_LINE_BYTES {
+        return;
+    }
+    loop {
+        let len = m.to_line().len().saturating_sub(1);
+        if len <= MAX_LINE_BYTES {
+            return;
+        }
+        // The longest string to cut: (part, which) where 0 = content, 1 = result, 2 = data.
+        let longest = m
+            .parts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| {
+                [&p.content, &p.result, &p.data]
+                    .into_iter()
+                    .enumerate()
+                    .map(move |(w, s)| (s.as_ref().map_or(0, String::len), i, w))
+            })
+            .max();
+        let Some((n, i, which)) = longest.filter(|(n, ..)| *n > 0) else {
+            return;
+        };
+        let part = &mut m.parts[i];
+        if which == 2 {
+            part.data = None;
+            part.alt_text = Some(format!(
+                "[image of {n} bytes left out by the import: past the {MAX_LINE_BYTES} bytes a \
+                 message line may hold]"
+            ));
+            continue;
+        }
+        let over = len - MAX_LINE_BYTES;
+        let field = if which == 0 {
+            &mut part.content
+        } else {
+            &mut part.result
+        };
+        let Some(text) = field.as_mut() else { return };
+        // `over` is in bytes of the line, where an escaped character takes more than one:
+        // cut the share of the text that makes them.
+        let escaped = serde_json::to_string(text.as_str()).map_or(n, |j| j.len().max(n));
+        let cut = ((over as u128 * n as u128).div_ceil(escaped as u128) as usize + 256).min(n);
+        let note = format!(
+            "\n[cut by the import: {cut} of {n} bytes left out, past the {MAX_LINE_BYTES} bytes \
+             a message line may hold]"
+        );
+        let mut keep = n.saturating_sub(cut + note.len());
+        while !text.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        text.truncate(keep);
+        text.push_str(&note);
+    }
+}
+
 fn cut_bytes(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
@@ -589,6 +694,30 @@ mod tests {
             usage: Some(Usage::new(10, 5)),
         }));
         s
+    }
+
+    #[test]
+    fn a_message_past_the_line_cap_is_cut_to_fit_and_says_so() {
+        let mut s = session();
+        let big = format!("début {}", "é\"\n".repeat(MAX_LINE_BYTES / 3));
+        let Item::User(u) = &mut s.items[0] else {
+            panic!()
+        };
+        u.parts = vec![Part::text(big.clone())];
+        let p = plan(&s, 10_000).unwrap();
+        let line = p.messages[0].to_line();
+        assert!(line.len() <= MAX_LINE_BYTES + 1, "{}", line.len());
+        let text = p.messages[0].parts[0].content.as_deref().unwrap();
+        assert!(text.starts_with("début é\""), "{}", &text[..20]);
+        assert!(
+            text.contains("[cut by the import"),
+            "{}",
+            &text[text.len() - 200..]
+        );
+        assert!(text.len() > MAX_LINE_BYTES / 2, "{}", text.len());
+        // The rest of the session is as it was.
+        assert_eq!(p.messages.len(), 2);
+        assert_eq!(p.messages[1].parts[0].content.as_deref(), Some("on it"));
     }
 
     #[test]

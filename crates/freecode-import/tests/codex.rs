@@ -489,19 +489,23 @@ fn a_compressed_copy_reads_the_same_and_a_codex_home_is_discovered() {
 }
 
 #[test]
-fn a_50_mb_line_is_read_whole() {
+fn a_line_up_to_the_cap_is_read_whole_and_one_past_it_skipped() {
+    use freecode_core::limits::MAX_LINE_BYTES;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rollout-big.jsonl");
-    let big = "x".repeat(50 * 1024 * 1024);
+    let big = "x".repeat(MAX_LINE_BYTES - 1024);
+    let past = "y".repeat(MAX_LINE_BYTES);
     let lines = [
         r#"{"timestamp":"2026-01-01T00:00:00Z","type":"session_meta","payload":{"id":"big"}}"#.to_owned(),
         r#"{"timestamp":"2026-01-01T00:00:01Z","type":"event_msg","payload":{"type":"user_message","message":"cat it"}}"#.to_owned(),
         r#"{"timestamp":"2026-01-01T00:00:02Z","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"c"}}"#.to_owned(),
         format!(r#"{{"timestamp":"2026-01-01T00:00:09Z","type":"response_item","payload":{{"type":"function_call_output","call_id":"c","output":"{big}"}}}}"#),
-        r#"{"timestamp":"2026-01-01T00:00:10Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"after the big one"}]}}"#.to_owned(),
+        r#"{"timestamp":"2026-01-01T00:00:10Z","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"d"}}"#.to_owned(),
+        format!(r#"{{"timestamp":"2026-01-01T00:00:11Z","type":"response_item","payload":{{"type":"function_call_output","call_id":"d","output":"{past}"}}}}"#),
+        r#"{"timestamp":"2026-01-01T00:00:12Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"after the big one"}]}}"#.to_owned(),
     ];
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    let (session, _) = read_path(&path);
+    let (session, issues) = read_path(&path);
     assert_eq!(session.message_count(), 3);
     let Some(Item::Response(r)) = session.items.get(1) else {
         panic!()
@@ -511,6 +515,13 @@ fn a_50_mb_line_is_read_whole() {
     };
     assert_eq!(call.result.as_ref().map(String::len), Some(big.len()));
     assert_eq!(call.finished_ms.unwrap() - call.started_ms.unwrap(), 7000);
+    // The line past the cap is reported by number, and what follows it is read.
+    assert!(
+        issues
+            .iter()
+            .any(|i| i.line == Some(6) && i.to_string().contains("longer than")),
+        "{issues:?}"
+    );
 }
 
 #[test]

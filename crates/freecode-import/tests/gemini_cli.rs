@@ -350,10 +350,10 @@ fn the_project_path_comes_from_projects_json_by_the_hash() {
 }
 
 #[test]
-fn a_50_mb_line_is_read_whole() {
+fn a_line_just_under_the_cap_is_read_whole() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("session-big.jsonl");
-    let big = "y".repeat(50 * 1024 * 1024);
+    let big = "y".repeat(freecode_core::limits::MAX_LINE_BYTES - 1024);
     let lines = [
         r#"{"sessionId":"big","projectHash":"00","startTime":"2026-01-01T00:00:00Z"}"#.to_owned(),
         r#"{"id":"u","timestamp":"2026-01-01T00:00:01Z","type":"user","content":"read it"}"#.to_owned(),

@@ -444,10 +444,10 @@ fn a_torn_legacy_file_reads_its_complete_lines() {
 }
 
 #[test]
-fn a_50_mb_line_reads() {
+fn a_line_just_under_the_cap_reads() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("big.jsonl");
-    let big = "x".repeat(50 * 1024 * 1024);
+    let big = "x".repeat(freecode_core::limits::MAX_LINE_BYTES - 1024);
     let mut out = fs::File::create(&file).unwrap();
     writeln!(out, r#"{{"working_dir":"/w","description":"big"}}"#).unwrap();
     let user = serde_json::json!({"role": "user", "created": 1, "content": [{"type": "text", "text": big}]});

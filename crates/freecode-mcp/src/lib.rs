@@ -15,6 +15,8 @@
 //! **Errors.** Every error of an operation, whatever its [`freecode_ops::ErrorKind`], is a tool
 //! error (`isError`) with its message, never a protocol failure or a crash.
 
+pub mod stdio;
+
 use std::future::Future;
 
 use freecode_ops::Home;
@@ -54,8 +56,9 @@ pub fn serve_stdio(home: &Home) -> Result<(), McpError> {
         .map_err(McpError::Runtime)?;
     rt.block_on(async {
         tracing::info!(home = %home.root().display(), "MCP server on stdio");
+        let (transport, framing) = stdio::framed(tokio::io::stdin(), tokio::io::stdout());
         let service = Memory::new(home.clone())
-            .serve(rmcp::transport::stdio())
+            .serve(transport)
             .await
             .map_err(|e| McpError::Serve(e.to_string()))?;
         let reason = service
@@ -63,6 +66,12 @@ pub fn serve_stdio(home: &Home) -> Result<(), McpError> {
             .await
             .map_err(|e| McpError::Serve(e.to_string()))?;
         tracing::info!(?reason, "MCP server stopped");
+        // What the SDK wrote last is on stdout before the process ends.
+        match framing.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "MCP stdio ended with an error"),
+            Err(e) => tracing::debug!(error = %e, "MCP stdio framing task failed"),
+        }
         Ok(())
     })
 }

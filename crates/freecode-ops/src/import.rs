@@ -85,7 +85,13 @@ pub fn run(home: &Home, req: &ImportRequest) -> Result<ImportReport> {
             since: req.since,
             dry_run: req.dry_run,
             now: req.now,
-            fallback_project: req.project.clone(),
+            // The user's `--project`, from where they stand, in normal form.
+            fallback_project: req.project.as_deref().map(|p| {
+                let abs = std::path::absolute(p).unwrap_or_else(|_| p.into());
+                let abs = abs.to_string_lossy();
+                freecode_core::project_key::normalize_absolute(&abs)
+                    .unwrap_or_else(|| abs.into_owned())
+            }),
         },
     )
     .map_err(|e| Error::from(e).context("import failed"))?;

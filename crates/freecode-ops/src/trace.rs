@@ -10,13 +10,14 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read as _};
 use std::path::{Path, PathBuf};
 
 use freecode_core::SessionId;
 use freecode_core::rollout::replay::{Replay, ReplayBuilder, TurnSink};
 use freecode_core::rollout::trace::{SpanSink, Spans, Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
+use freecode_store::jsonl::MAX_LINE_BYTES;
 use freecode_store::rollout::{
     EVENTS_FILE, ReadReport, SpooledTurns, TurnRecords, fold_event_views, fold_trace_streamed,
     read_event_views,
@@ -296,6 +297,8 @@ pub struct Tail {
     reader: BufReader<File>,
     /// Bytes of a line whose newline has not arrived yet.
     partial: Vec<u8>,
+    /// A line past [`MAX_LINE_BYTES`] being passed over: its length so far (never held).
+    overlong: Option<u64>,
     /// 1-based number of the next line.
     line: u64,
     /// Byte offset of the next line.
@@ -316,6 +319,7 @@ impl Tail {
         Self {
             reader: BufReader::new(file),
             partial: Vec::new(),
+            overlong: None,
             line: 1,
             offset: 0,
         }
@@ -326,21 +330,46 @@ impl Tail {
     pub fn read_new(&mut self, path: &Path, mut on_event: impl FnMut(Event)) -> Result<u64> {
         let mut skipped = 0;
         loop {
-            let n = self
-                .reader
+            if let Some(so_far) = self.overlong {
+                let buf = self.reader.fill_buf().map_err(Error::io("read", path))?;
+                if buf.is_empty() {
+                    // The rest of the line comes later.
+                    return Ok(skipped);
+                }
+                let Some(i) = memchr::memchr(b'\n', buf) else {
+                    let n = buf.len();
+                    self.reader.consume(n);
+                    self.overlong = Some(so_far + n as u64);
+                    continue;
+                };
+                self.reader.consume(i + 1);
+                let len = so_far + i as u64;
+                tracing::warn!(
+                    "{}: skipped line {} (byte offset {}, {len} bytes): longer than {MAX_LINE_BYTES} bytes",
+                    path.display(),
+                    self.line,
+                    self.offset
+                );
+                skipped += 1;
+                self.overlong = None;
+                self.line += 1;
+                self.offset += len + 1;
+                continue;
+            }
+            // Room for a line of the cap and its newline, no more.
+            let room = (MAX_LINE_BYTES + 1).saturating_sub(self.partial.len()) as u64;
+            (&mut self.reader)
+                .take(room)
                 .read_until(b'\n', &mut self.partial)
                 .map_err(Error::io("read", path))?;
-            if n == 0 || self.partial.last() != Some(&b'\n') {
-                // End of file, possibly mid-line: the rest of the line comes later.
-                if self.partial.len() > freecode_store::jsonl::MAX_LINE_BYTES {
-                    tracing::warn!(
-                        "{}: line {} (byte offset {}) is too long to follow; dropped",
-                        path.display(),
-                        self.line,
-                        self.offset
-                    );
-                    self.partial.clear();
+            if self.partial.last() != Some(&b'\n') {
+                if self.partial.len() > MAX_LINE_BYTES {
+                    // Past the cap: measured to its end from here on, not kept.
+                    self.overlong = Some(self.partial.len() as u64);
+                    self.partial = Vec::new();
+                    continue;
                 }
+                // End of file, possibly mid-line: the rest of the line comes later.
                 return Ok(skipped);
             }
             let len = self.partial.len() as u64;

@@ -150,6 +150,18 @@ pub enum StoreError {
         /// What is wrong there.
         message: String,
     },
+    /// A record whose line would be past [`crate::jsonl::MAX_LINE_BYTES`]: no reader would take
+    /// it back, so it is not written.
+    #[error(
+        "cannot append to {}: the record is {} as one line, past the {} a log line may hold; nothing was written",
+        path.display(), human_bytes(*len), human_bytes(crate::jsonl::MAX_LINE_BYTES as u64)
+    )]
+    LineTooLong {
+        /// The log.
+        path: PathBuf,
+        /// The line's length, in bytes.
+        len: u64,
+    },
     /// A file past the size a reader accepts for it.
     #[error("{} is larger than {} ({what}); refusing to read it", path.display(), human_bytes(*cap))]
     TooLarge {

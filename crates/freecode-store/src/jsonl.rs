@@ -12,8 +12,10 @@ use std::io::{BufRead, Read};
 
 use serde::de::DeserializeOwned;
 
-/// Lines longer than this are reported as [`IssueKind::TooLong`] and not parsed.
-pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
+/// Lines longer than this are reported as [`IssueKind::TooLong`] (or, at the end of the file
+/// without a newline, [`IssueKind::Torn`]) and not parsed; no reader holds more of one than
+/// this (the one cap of [`freecode_core::limits`]).
+pub use freecode_core::limits::MAX_LINE_BYTES;
 
 /// Below this size a log is parsed on one thread.
 const PARALLEL_THRESHOLD: usize = 4 * 1024 * 1024;
@@ -266,7 +268,9 @@ pub struct Block<T> {
 /// Pulls a log a block at a time (about `block` bytes, cut after a newline), each block parsed
 /// by [`parse_block`] (on several threads when it is large). Memory: one block of the file plus
 /// the records of the block the caller holds, so a consumer that writes each block out as it
-/// arrives runs in bounded memory whatever the size of the log.
+/// arrives runs in bounded memory whatever the size of the log. A line past
+/// [`MAX_LINE_BYTES`] is read on to its end a block at a time, never held, and reported with
+/// the next block ([`IssueKind::TooLong`], or [`IssueKind::Torn`] at the end of the file).
 pub struct Blocks<R> {
     reader: R,
     buf: Vec<u8>,
@@ -276,6 +280,8 @@ pub struct Blocks<R> {
     done: bool,
     /// Whether a large block is parsed on several threads.
     parallel: bool,
+    /// Lines past the cap, skipped while filling, reported with the next block.
+    skipped: Vec<LineIssue>,
 }
 
 impl<R: Read> Blocks<R> {
@@ -289,6 +295,7 @@ impl<R: Read> Blocks<R> {
             block: block.max(1),
             done: false,
             parallel: true,
+            skipped: Vec::new(),
         }
     }
 
@@ -341,7 +348,7 @@ impl<R: Read> Blocks<R> {
             items,
         );
         self.advance(cut, lines, eof);
-        Ok(Some(issues))
+        Ok(Some(self.with_skipped(issues)))
     }
 
     /// Reads up to the next block's end: the length of its complete lines and whether it ends
@@ -364,10 +371,66 @@ impl<R: Read> Blocks<R> {
             }
             match memchr::memrchr(b'\n', &self.buf) {
                 Some(i) => return Ok(Some((i + 1, false))),
+                // A line past the cap: measured to its end, not kept.
+                None if self.buf.len() > MAX_LINE_BYTES => {
+                    self.skip_long_line()?;
+                    target = self.block;
+                }
                 // A line longer than the block: read on.
                 None => target = self.buf.len() + self.block,
             }
         }
+    }
+
+    /// The buffer holds the start of a line past [`MAX_LINE_BYTES`] and no newline: reads on a
+    /// block at a time (into the same buffer) to the line's end, and records it as skipped.
+    /// The buffer is left holding what follows the line's newline.
+    fn skip_long_line(&mut self) -> std::io::Result<()> {
+        let (line, offset) = (self.line, self.base);
+        let mut len = self.buf.len() as u64;
+        loop {
+            self.buf.clear();
+            (&mut self.reader)
+                .take(self.block as u64)
+                .read_to_end(&mut self.buf)?;
+            if self.buf.is_empty() {
+                // The end of the file: a torn tail.
+                self.base += len;
+                self.skipped.push(LineIssue {
+                    line,
+                    offset,
+                    len,
+                    kind: IssueKind::Torn,
+                });
+                break;
+            }
+            if let Some(i) = memchr::memchr(b'\n', &self.buf) {
+                len += i as u64;
+                self.buf.drain(..=i);
+                self.line += 1;
+                self.base += len + 1;
+                self.skipped.push(LineIssue {
+                    line,
+                    offset,
+                    len,
+                    kind: IssueKind::TooLong,
+                });
+                break;
+            }
+            len += self.buf.len() as u64;
+        }
+        self.buf.shrink_to(self.block);
+        Ok(())
+    }
+
+    /// `issues` after the lines skipped while filling (which come before them in the file).
+    fn with_skipped(&mut self, issues: Vec<LineIssue>) -> Vec<LineIssue> {
+        if self.skipped.is_empty() {
+            return issues;
+        }
+        let mut all = std::mem::take(&mut self.skipped);
+        all.extend(issues);
+        all
     }
 
     /// Moves past a parsed block of `cut` bytes and `lines` lines.
@@ -395,6 +458,7 @@ impl<R: Read> Blocks<R> {
             parse_range::<T>(buf, (0, buf.len()), self.line, self.base, eof, decode)
         };
         self.advance(cut, lines, eof);
+        let issues = self.with_skipped(issues);
         Ok(Some(Block { items, issues }))
     }
 
@@ -416,6 +480,7 @@ impl<R: Read> Blocks<R> {
             base: self.base,
             eof,
             bytes,
+            skipped: std::mem::take(&mut self.skipped),
         };
         // Every line but an unterminated last one ends in a newline, and nothing follows that.
         self.line += memchr::memchr_iter(b'\n', &block.bytes).count() as u64;
@@ -436,13 +501,15 @@ pub struct RawBlock {
     pub eof: bool,
     /// Its bytes: whole lines.
     pub bytes: Vec<u8>,
+    /// Lines past [`MAX_LINE_BYTES`] skipped just before it, never held.
+    pub skipped: Vec<LineIssue>,
 }
 
 impl RawBlock {
     /// Its records and issues, parsed on this thread as [`Blocks`] parses a block, with
     /// file-wide line numbers and offsets.
     pub fn parse_with<T: DeserializeOwned>(&self, decode: Decode<T>) -> Block<T> {
-        let (items, issues, _) = parse_range(
+        let (items, mut issues, _) = parse_range(
             &self.bytes,
             (0, self.bytes.len()),
             self.line,
@@ -450,6 +517,9 @@ impl RawBlock {
             self.eof,
             decode,
         );
+        if !self.skipped.is_empty() {
+            issues.splice(0..0, self.skipped.iter().cloned());
+        }
         Block { items, issues }
     }
 }

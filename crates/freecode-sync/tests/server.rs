@@ -25,7 +25,9 @@ fn logs() -> Arc<Mutex<Vec<u8>>> {
         let buffer = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&buffer);
         let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("freecode_sync=debug"))
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                "freecode_sync=debug,freecode_http=debug",
+            ))
             .with_ansi(false)
             .with_writer(move || LogSink(Arc::clone(&sink)))
             .finish();

@@ -130,27 +130,26 @@ pub fn serve(
             live: api::LiveTraces::default(),
             indexing: api::Indexing::default(),
         });
+        // The share server's connection bounds (a head within 10 s, idle for at most 60 s;
+        // the live streams' keep-alive comments every 15 s keep them from looking stalled).
         // Ctrl+C: stop accepting, let requests in progress finish, but not a live stream
         // (server-sent events never end by themselves): they are cut after a grace period.
-        let stop = Arc::new(tokio::sync::Notify::new());
-        let stopping = stop.clone();
-        let serve = axum::serve(listener, router(ui)).with_graceful_shutdown(async move {
-            let _ = tokio::signal::ctrl_c().await;
-            stopping.notify_one();
-        });
-        let served = tokio::select! {
-            r = serve => r,
-            () = async {
-                stop.notified().await;
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
-            } => Ok(()),
-        };
+        freecode_http::serve(
+            listener,
+            router(ui),
+            freecode_http::ConnLimits::default(),
+            SHUTDOWN_GRACE,
+            async {
+                let _ = tokio::signal::ctrl_c().await;
+            },
+        )
+        .await;
         if let Some(path) = launcher
             && let Err(e) = freecode_store::fsutil::remove_file(&path)
         {
             tracing::warn!("could not remove {}: {e}", path.display());
         }
-        Ok(served?)
+        Ok(())
     })
 }
 

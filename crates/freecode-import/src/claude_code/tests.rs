@@ -341,13 +341,18 @@ fn non_adjacent_split_lines_denials_api_errors_and_usage_once() {
 }
 
 #[test]
-fn bad_lines_torn_tails_and_a_50_mb_line() {
+fn bad_lines_torn_tails_and_lines_up_to_the_cap() {
+    use freecode_core::limits::MAX_LINE_BYTES;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
-    let big = "x".repeat(50 * 1024 * 1024);
+    // A line just under the cap is read whole; one past it is skipped, never held.
+    let big = "x".repeat(MAX_LINE_BYTES - 1024);
+    let past = "y".repeat(MAX_LINE_BYTES + 1);
     let mut text = String::from("\u{feff}");
     text.push_str(&user("u1", None, "2026-01-01T00:00:00Z", Value::from(big.clone())).to_string());
     text.push_str("\nnot json\n");
+    text.push_str(&user("u0", Some("u1"), "2026-01-01T00:00:00Z", Value::from(past)).to_string());
+    text.push('\n');
     text.push_str(
         &asst(
             "a1",
@@ -367,7 +372,17 @@ fn bad_lines_torn_tails_and_a_50_mb_line() {
     let Item::User(u) = &s.items[0] else { panic!() };
     assert_eq!(u.parts[0].content.as_ref().unwrap().len(), big.len());
     let lines: Vec<Option<u64>> = r.issues.iter().map(|i| i.line).collect();
-    assert_eq!(lines, vec![Some(1), Some(2), Some(4)], "{:?}", r.issues);
+    assert_eq!(
+        lines,
+        vec![Some(1), Some(2), Some(3), Some(5)],
+        "{:?}",
+        r.issues
+    );
+    assert!(
+        r.issues[2].to_string().contains("longer than"),
+        "{}",
+        r.issues[2]
+    );
 }
 
 #[test]

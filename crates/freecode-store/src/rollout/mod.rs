@@ -277,7 +277,16 @@ impl Recorder {
         rec.seq = seq;
         rec.ulid = UlidGenerator::after(&last_id);
         let mut unsynced = false;
-        if torn {
+        let len = file.metadata().ctx("stat", &rec.path)?.len();
+        if let Some(at) = torn
+            && len - at > crate::jsonl::MAX_LINE_BYTES as u64
+        {
+            // A fragment past the cap no reader takes: cut off in place, never copied.
+            fsutil::set_len(&file, &rec.path, at)
+                .and_then(|()| fsutil::sync_file(&file, &rec.path, true))
+                .ctx("truncate", &rec.path)?;
+            tracing::warn!(path = %rec.path.display(), offset = at, bytes = len - at, "cut a torn last line of the rollout log past the line cap");
+        } else if torn.is_some() {
             // Fence the torn tail: the fragment stays as its own (unreadable) line.
             fsutil::append_bytes(&mut file, &rec.path, b"\n").ctx("append to", &rec.path)?;
             if config.durability == Durability::EveryAppend {
@@ -424,11 +433,17 @@ impl Recorder {
             kind,
             extra: &self.extra,
         };
+        let before = log.buf.len();
         line.write_to(&mut log.buf)
             .map_err(|source| StoreError::BadJson {
                 path: self.path.clone(),
                 source,
             })?;
+        // An event no reader would take back is not written (the seq is not used).
+        if let Err(e) = crate::session::check_line(&self.path, &log.buf[before..]) {
+            log.buf.truncate(before);
+            return Err(e);
+        }
         log.last_seq = seq;
         if log.oldest.is_none() {
             log.buf_first_seq = seq;
@@ -741,13 +756,13 @@ impl ToolCall {
     }
 }
 
-/// The last `seq` in the log (0 when empty), the last event's id, and whether the log ends in
-/// a torn (unterminated) line. Reads backwards from the end: the cost is the length of the last
+/// The last `seq` in the log (0 when empty), the last event's id, and where the torn
+/// (unterminated) last line starts, if the log ends in one. Reads backwards from the end: the cost is the length of the last
 /// few lines, never of the log.
 ///
 /// A torn fragment that is nevertheless a whole event (a write cut just before its newline) is
 /// the last event: the fence makes it readable, so the next `seq` must follow it.
-fn tail_state(file: &File, path: &Path) -> Result<(u64, String, bool)> {
+fn tail_state(file: &File, path: &Path) -> Result<(u64, String, Option<u64>)> {
     let mut found = None;
     let torn = scan_back(file, path, |line| {
         let raw = freecode_core::json::from_slice_lossy::<RawEvent>(line)
@@ -761,26 +776,35 @@ fn tail_state(file: &File, path: &Path) -> Result<(u64, String, bool)> {
 }
 
 /// Visits the log's non-blank lines from the last to the first (a torn tail included, without
-/// newlines), reading back a chunk at a time, until `visit` returns `true`. Returns whether the
-/// file ends in a torn line.
-fn scan_back(file: &File, path: &Path, mut visit: impl FnMut(&[u8]) -> bool) -> Result<bool> {
+/// newlines), reading back a chunk at a time, until `visit` returns `true`; a line past
+/// [`crate::jsonl::MAX_LINE_BYTES`] is passed over unread. Returns where the torn last line
+/// starts, if the file ends in one.
+fn scan_back(
+    file: &File,
+    path: &Path,
+    mut visit: impl FnMut(&[u8]) -> bool,
+) -> Result<Option<u64>> {
     use std::os::unix::fs::FileExt;
-    const CHUNK: u64 = 64 * 1024;
+    const CHUNK: u64 = 1 << 20;
     let len = file.metadata().ctx("stat", path)?.len();
     if len == 0 {
-        return Ok(false);
+        return Ok(None);
     }
     let read = |from: u64, to: u64| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
         file.read_exact_at(&mut buf, from).ctx("read", path)?;
         Ok(buf)
     };
-    // The offset just after the last newline before `end`, scanning back a chunk at a time.
-    let line_start = |end: u64| -> Result<u64> {
+    // The offset just after the last newline before `end`, scanning back a chunk at a time
+    // (into one buffer: a torn tail may be gigabytes).
+    let mut chunk = Vec::new();
+    let mut line_start = |end: u64| -> Result<u64> {
         let mut pos = end;
         while pos > 0 {
             let from = pos.saturating_sub(CHUNK);
-            if let Some(i) = read(from, pos)?.iter().rposition(|&b| b == b'\n') {
+            chunk.resize((pos - from) as usize, 0);
+            file.read_exact_at(&mut chunk, from).ctx("read", path)?;
+            if let Some(i) = memchr::memrchr(b'\n', &chunk) {
                 return Ok(from + i as u64 + 1);
             }
             pos = from;
@@ -790,14 +814,21 @@ fn scan_back(file: &File, path: &Path, mut visit: impl FnMut(&[u8]) -> bool) -> 
     let torn = read(len - 1, len)?[0] != b'\n';
     // Lines from the end: [start, end) without the newline.
     let mut end = if torn { len } else { len - 1 };
+    let mut torn_at = None;
     loop {
         let start = line_start(end)?;
-        let line = read(start, end)?;
-        if !line.iter().all(u8::is_ascii_whitespace) && visit(&line) {
-            return Ok(torn);
+        if torn && torn_at.is_none() {
+            torn_at = Some(start);
+        }
+        // A line past the cap is no event: passed over, never read into memory.
+        if end - start <= crate::jsonl::MAX_LINE_BYTES as u64 {
+            let line = read(start, end)?;
+            if !line.iter().all(u8::is_ascii_whitespace) && visit(&line) {
+                return Ok(torn_at);
+            }
         }
         if start == 0 {
-            return Ok(torn);
+            return Ok(torn_at);
         }
         end = start - 1;
     }

@@ -26,6 +26,7 @@ use crate::lock::{LockWait, SessionLock};
 use crate::settings::RecorderConfig;
 
 mod writer;
+pub(crate) use writer::check_line;
 
 pub use crate::settings::Durability;
 pub use writer::SessionWriter;
@@ -643,7 +644,9 @@ impl SessionStore {
     ) -> Result<()> {
         let mut log = Vec::new();
         for m in messages {
-            log.extend_from_slice(&m.to_line());
+            let line = m.to_line();
+            writer::check_line(&staged.messages(), &line)?;
+            log.extend_from_slice(&line);
         }
         write_atomic(&staged.messages(), &log, sync)?;
         let mut meta = SessionMeta::new(
@@ -1405,12 +1408,12 @@ fn torn_tail_start(file: &mut File, path: &Path) -> Result<Option<u64>> {
         return Ok(None);
     }
     let mut end = len;
-    let mut chunk = vec![0u8; 64 * 1024];
+    let mut chunk = vec![0u8; 1 << 20];
     while end > 0 {
         let start = end.saturating_sub(chunk.len() as u64);
         let n = (end - start) as usize;
         read_at(file, start, &mut chunk[..n]).ctx("read", path)?;
-        if let Some(i) = chunk[..n].iter().rposition(|&b| b == b'\n') {
+        if let Some(i) = memchr::memrchr(b'\n', &chunk[..n]) {
             return Ok(Some(start + i as u64 + 1));
         }
         end = start;

@@ -16,6 +16,7 @@ use super::{
 };
 use crate::error::{IoContext, Result, StoreError};
 use crate::fsutil::{self, create_dir_private, read_optional, write_atomic, write_temp};
+use crate::jsonl::MAX_LINE_BYTES;
 use crate::lock::SessionLock;
 use crate::rollout::Recorder;
 
@@ -24,6 +25,22 @@ use crate::rollout::Recorder;
 pub(crate) struct Journal {
     messages: String,
     memory: String,
+}
+
+/// Of a torn last line past [`MAX_LINE_BYTES`], the bytes kept in `messages.jsonl.torn` (its
+/// start, enough to see what it was).
+const TORN_KEEP_PAST_CAP: u64 = 64 << 10;
+
+/// Refuses a line (its newline included) that no reader would take back.
+pub(crate) fn check_line(path: &Path, line: &[u8]) -> Result<()> {
+    let len = line.strip_suffix(b"\n").unwrap_or(line).len();
+    if len > MAX_LINE_BYTES {
+        return Err(StoreError::LineTooLong {
+            path: path.to_owned(),
+            len: len as u64,
+        });
+    }
+    Ok(())
 }
 
 /// Reads the compaction journal at `path`: `None` when there is none, `Some(Err(why))` when it
@@ -164,14 +181,21 @@ impl SessionWriter {
             return Ok(());
         };
         let len = self.log.metadata().ctx("stat", &path)?.len();
-        // Keep the cut bytes for inspection (streamed, whatever their size), each fragment on
-        // its own line.
+        // Keep the cut bytes for inspection, each fragment on its own line: a fragment a line
+        // could hold whole; of one past the cap (which no reader would take, and which may be
+        // gigabytes), only its start. The log itself is cut by truncation, never copied.
+        let torn = len - cut;
+        let kept = if torn <= MAX_LINE_BYTES as u64 {
+            torn
+        } else {
+            TORN_KEEP_PAST_CAP
+        };
         let torn_path = self.paths.dir.join(TORN_FILE);
         let mut keep = fsutil::open_append(&torn_path)?;
         let mut reader = &self.log;
         std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(cut)).ctx("seek", &path)?;
         fsutil::copy_into(
-            &mut std::io::Read::take(reader, len - cut),
+            &mut std::io::Read::take(reader, kept),
             &mut keep,
             &torn_path,
         )
@@ -181,7 +205,11 @@ impl SessionWriter {
         fsutil::set_len(&self.log, &path, cut)
             .and_then(|()| fsutil::sync_file(&self.log, &path, true))
             .ctx("truncate", &path)?;
-        tracing::warn!(path = %path.display(), offset = cut, bytes = len - cut, "cut a torn last line before appending");
+        if kept < torn {
+            tracing::warn!(path = %path.display(), offset = cut, bytes = torn, kept, torn = %torn_path.display(), "cut a torn last line past the line cap before appending; its start is kept");
+        } else {
+            tracing::warn!(path = %path.display(), offset = cut, bytes = torn, "cut a torn last line before appending");
+        }
         self.repaired_tail = Some((cut, len - cut));
         Ok(())
     }
@@ -253,10 +281,13 @@ impl SessionWriter {
     }
 
     /// Appends one message as one `write` of one whole line.
+    /// A message whose line would be past [`crate::jsonl::MAX_LINE_BYTES`] is refused
+    /// ([`StoreError::LineTooLong`]): no reader would take it back.
     pub fn append(&mut self, msg: &StoredMessage) -> Result<()> {
         let line = msg.to_line();
-        let _busy = crate::fsutil::busy();
         let path = self.paths.messages();
+        check_line(&path, &line)?;
+        let _busy = crate::fsutil::busy();
         fsutil::append_bytes(&mut self.log, &path, &line).ctx("append to", &path)?;
         if self.store.config.durability == Durability::EveryAppend {
             fsutil::sync_file(&self.log, &path, false).ctx("fsync", &path)?;

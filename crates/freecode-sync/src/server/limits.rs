@@ -15,8 +15,8 @@ use axum::response::Response;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::body::OnEnd;
 use super::handlers::error;
+use freecode_http::OnEnd;
 
 /// How long a request waits for a free slot before it is turned away with 503.
 pub(crate) const QUEUE_WAIT: Duration = Duration::from_secs(2);

@@ -42,8 +42,6 @@
 //! over one directory or bucket behave as one server. Logs never carry a whole code: store
 //! errors have the codes in their paths and keys shortened.
 
-mod body;
-mod conn;
 mod handlers;
 mod limits;
 mod record;
@@ -59,7 +57,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 
 use axum::routing::{get, post};
-use conn::ConnLimits;
+use freecode_http::ConnLimits;
 
 pub use handlers::{DELETE_TOKEN_HEADER, EXPIRES_AT_HEADER, EXPIRES_IN_HEADER};
 
@@ -117,6 +115,7 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
+        let conn = ConnLimits::default();
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
             store: StoreSpec::File(PathBuf::from("freecode-shares")),
@@ -129,10 +128,10 @@ impl Default for ServerConfig {
             max_concurrent: 64,
             request_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(30),
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            max_connections: 512,
-            max_connections_per_ip: 64,
+            header_timeout: conn.header_timeout,
+            idle_timeout: conn.idle_timeout,
+            max_connections: conn.max_connections,
+            max_connections_per_ip: conn.max_connections_per_ip,
         }
     }
 }
@@ -340,7 +339,7 @@ async fn run(
         max_connections: config.max_connections,
         max_connections_per_ip: config.max_connections_per_ip,
     };
-    conn::accept_loop(listener, router, limits, SHUTDOWN_GRACE, shutdown).await;
+    freecode_http::serve(listener, router, limits, SHUTDOWN_GRACE, shutdown).await;
     sweeper.abort();
     tracing::info!(%addr, "share server stopped");
     Ok(())

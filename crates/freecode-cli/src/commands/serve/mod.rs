@@ -37,7 +37,7 @@
 //! the bundle names.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -138,14 +138,20 @@ impl ServeArgs {
             workers: Mutex::new(Vec::new()),
         };
         let stdin = std::io::stdin();
-        let mut input = stdin.lock();
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            if input.read_until(b'\n', &mut buf)? == 0 {
-                break;
+        // At most a line of the cap is held; a longer one is measured and answered -32700.
+        let mut input = freecode_store::jsonl::LineReader::new(stdin.lock(), 0);
+        while let Some(line) = input.next_line()? {
+            if line.len > freecode_store::jsonl::MAX_LINE_BYTES as u64 {
+                let why = format!(
+                    "Parse error: line {} is {} bytes, past the {} a message may hold",
+                    line.no,
+                    line.len,
+                    freecode_store::jsonl::MAX_LINE_BYTES
+                );
+                write_reply(&out, &error_reply(Value::Null, -32700, &why))?;
+                continue;
             }
-            let reply = match std::str::from_utf8(&buf) {
+            let reply = match std::str::from_utf8(&line.bytes) {
                 Ok(line) if line.trim().is_empty() => continue,
                 Ok(line) => server.handle_line(line),
                 Err(e) => Some(error_reply(

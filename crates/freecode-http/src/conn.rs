@@ -11,7 +11,7 @@
 //! - idle keep-alive (a response done, no new byte) — closed after `idle_timeout` from the
 //!   last byte written (hyper may still be flushing the end of the response);
 //! - busy (a request in the handlers) — no deadline here: the handlers' request and body
-//!   timeouts bound it (see [`super::limits`]);
+//!   timeouts bound it (each server its own; the share server's in `freecode-sync`);
 //! - responding (the response body is being written) — closed when a write makes no
 //!   progress for `idle_timeout`, so a client that never reads cannot pin it.
 //!
@@ -45,19 +45,38 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::body::OnEnd;
+use crate::body::OnEnd;
 
 /// How long the accept loop pauses after an accept error that is not the client's (out of
 /// file descriptors, say) before trying again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(250);
 
-/// The connection settings of one server (see [`super::ServerConfig`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ConnLimits {
+/// The connection settings of one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// A request head must be complete within this of the accept (or of its first byte, on a
+    /// reused connection).
     pub header_timeout: Duration,
+    /// A keep-alive connection with no new request, or a response whose writes make no
+    /// progress, is closed after this.
     pub idle_timeout: Duration,
+    /// At most this many connections are open.
     pub max_connections: usize,
+    /// At most this many from one client address (at most `max_connections`).
     pub max_connections_per_ip: usize,
+}
+
+impl Default for ConnLimits {
+    /// The share server's defaults: heads within 10 s, idle for at most 60 s, 512 connections,
+    /// 64 from one address.
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 512,
+            max_connections_per_ip: 64,
+        }
+    }
 }
 
 /// What a connection is doing; see the module doc for the deadline of each.
@@ -221,13 +240,13 @@ enum Refused {
 
 /// The registry of open connections that enforces the caps.
 #[derive(Debug)]
-pub(crate) struct Tracker {
+struct Tracker {
     limits: ConnLimits,
     table: Mutex<Table>,
 }
 
 impl Tracker {
-    pub(crate) fn new(limits: ConnLimits) -> Self {
+    fn new(limits: ConnLimits) -> Self {
         Self {
             limits,
             table: Mutex::new(Table::default()),
@@ -462,7 +481,7 @@ async fn sleep_until(at: Option<Instant>) {
 /// Accepts connections on `listener` and serves `router` on them until `shutdown`
 /// completes; then closes idle connections at once, lets the busy ones finish for up to
 /// `grace`, and drops what is left.
-pub(crate) async fn accept_loop(
+pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnLimits,

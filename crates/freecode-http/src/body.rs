@@ -1,8 +1,8 @@
-//! The one body wrapper of the server: a body that says when it has been read to its end.
+//! The one body wrapper of the servers: a body that says when it has been read to its end.
 //!
-//! Used both ways: a request body records that it arrived in full (the body deadline of
-//! [`super::limits`]), a response body keeps its connection in flight until it is written
-//! ([`super::conn`]).
+//! Used both ways: a request body records that it arrived in full (the share server's body
+//! deadline), a response body keeps its connection in flight until it is written
+//! ([`crate::conn`]).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -13,14 +13,14 @@ use hyper::body::{Frame, SizeHint};
 /// `inner`, calling `on_end` once when its last frame has been polled (the end of the stream,
 /// or a frame after which it says it has ended). Dropped before that, `on_end` is dropped
 /// without being called.
-pub(crate) struct OnEnd<F: FnOnce()> {
+pub struct OnEnd<F: FnOnce()> {
     inner: Body,
     on_end: Option<F>,
 }
 
 impl<F: FnOnce() + Send + Unpin + 'static> OnEnd<F> {
     /// `inner` as an axum [`Body`] that calls `on_end` at its end.
-    pub(crate) fn wrap(inner: Body, on_end: F) -> Body {
+    pub fn wrap(inner: Body, on_end: F) -> Body {
         Body::new(Self {
             inner,
             on_end: Some(on_end),
