@@ -797,6 +797,8 @@ impl Redactor {
                 SecretKind::EnvAssignment | SecretKind::CliFlag | SecretKind::RandomToken
             );
             !(self.rules.keeps(value) || (generic && self.rules.keeps_generic(value)))
+                // A user's `disabledRules` names our own detectors too (`random-token`).
+                && !self.rules.disables(f.kind.name())
         });
         resolve(text, found)
     }

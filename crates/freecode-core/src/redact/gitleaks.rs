@@ -243,6 +243,10 @@ pub struct RuleSet {
     /// (its stopwords, its pattern of words without digits): what [`RuleSet::keeps`] applies to
     /// the values the redactor's own detectors find, which do that rule's work.
     generic: Vec<Allowlist>,
+    /// The ids a user's `[extend] disabledRules` names: gitleaks' rules are left out of
+    /// `rules`; the redactor's own detectors (`random-token`, `secret-assignment`, …) ask
+    /// [`RuleSet::disables`].
+    disabled: Vec<String>,
 }
 
 /// gitleaks' rule for a key name and a random value.
@@ -455,6 +459,7 @@ impl RuleSet {
             merged
                 .rules
                 .retain(|r| !e.disabled_rules.iter().any(|d| d == r.id));
+            merged.disabled.extend(e.disabled_rules.iter().cloned());
         }
         for a in user.allowlist.iter().chain(&user.allowlists) {
             merged.global.extend(compile_allowlist(text, a)?);
@@ -504,6 +509,7 @@ impl RuleSet {
             })?,
             keyword_rules: Vec::new(),
             unkeyed: Vec::new(),
+            disabled: Vec::new(),
             generic: Vec::new(),
             global,
         }
@@ -573,6 +579,12 @@ impl RuleSet {
             .iter()
             .filter(|a| a.target == Target::Secret)
             .any(|a| a.allows(value, value, value))
+    }
+
+    /// Whether a user's `[extend] disabledRules` names `id` (a rule of this set, or one of
+    /// the redactor's own detectors: `random-token`, `secret-assignment`, …).
+    pub fn disables(&self, id: &str) -> bool {
+        self.disabled.iter().any(|d| d == id)
     }
 
     /// Whether the allowlists of gitleaks' generic rule that look at the secret alone keep

@@ -106,3 +106,25 @@ fn an_unusable_rule_file_stops_the_export_and_names_its_line() {
     write_rules(&h, "[[allowlists]]\nstopwords = [\"fixture\"]\n");
     export_bundle(&h.store, &id, &ExportOptions::default()).unwrap();
 }
+
+#[test]
+fn a_user_can_leave_out_the_own_detectors_by_their_ids() {
+    let h = TestHome::new();
+    // A build id that looks random to the random-token detector, and a real assignment.
+    let build = "Qm9vdFN0cmFwX3YyLjEuMC1yYzQtZ2l0LWE5ZjNjMmQ";
+    let id = with_message(
+        &h,
+        &format!("artefact {build} publié; DB_PASSWORD=hunter2hunter2"),
+    );
+    let (text, kinds) = exported(&h, &id);
+    assert!(!text.contains(build), "{text}");
+    assert!(kinds.contains(&"random-token".to_owned()), "{kinds:?}");
+    write_rules(&h, "[extend]\ndisabledRules = [\"random-token\"]\n");
+    let (text, kinds) = exported(&h, &id);
+    assert!(text.contains(build), "{text}");
+    assert!(
+        !text.contains("hunter2hunter2"),
+        "the other detectors still run: {text}"
+    );
+    assert_eq!(kinds, ["secret-assignment"]);
+}
