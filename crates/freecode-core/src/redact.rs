@@ -796,9 +796,9 @@ impl Redactor {
                 f.kind,
                 SecretKind::EnvAssignment | SecretKind::CliFlag | SecretKind::RandomToken
             );
-            !(self.rules.keeps(value) || (generic && self.rules.keeps_generic(value)))
-                // A user's `disabledRules` names our own detectors too (`random-token`).
-                && !self.rules.disables(f.kind.name())
+            // A user's `disabledRules` names our own detectors too (`random-token`).
+            let disabled = self.rules.disables(f.kind.name());
+            !(disabled || self.rules.keeps(value) || (generic && self.rules.keeps_generic(value)))
         });
         resolve(text, found)
     }
