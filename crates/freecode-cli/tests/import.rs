@@ -1183,6 +1183,24 @@ fn dry_run_and_detect_write_nothing() {
     assert_eq!(v["dryRun"], true);
     assert_eq!(v["summary"]["imported"], 1);
     assert_eq!(v["summary"]["redactions"], 1);
+    assert_eq!(v["summary"]["redactionsByRule"]["github-pat"], 1, "{v}");
+    // Each finding by its rule, its place and a masked preview; never the value.
+    let f = &v["sessions"][0]["findings"][0];
+    assert_eq!(f["kind"], "github-pat", "{v}");
+    assert_eq!(f["location"], "messages[0].parts[0].content", "{v}");
+    assert_eq!(f["preview"], "ghp_…Ua2", "{v}");
+    assert!(!v["sessions"][0]["findings"].to_string().contains(&key));
+    let human = ctx
+        .cmd(&[])
+        .env("CLAUDE_CONFIG_DIR", &config)
+        .args(["import", "claude-code", "--dry-run"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("github-pat  messages[0].parts[0].content  ghp_…Ua2"),
+        "{text}"
+    );
     assert!(!ctx.home.exists(), "a dry run writes nothing");
 
     let out = ctx

@@ -94,6 +94,9 @@ pub struct SessionOutcome {
     pub redactions: usize,
     /// Of them, how many each rule found (`github-pat` → 2).
     pub redaction_rules: std::collections::BTreeMap<String, usize>,
+    /// The first of them ([`MAX_FINDINGS`]): rule, place and masked preview, as an export's
+    /// dry run lists them.
+    pub findings: Vec<freecode_core::bundle::RedactionNote>,
     /// Last activity, ms (0 when unknown).
     pub last_activity: i64,
     /// Why it was skipped.
@@ -318,6 +321,7 @@ fn unit_pass(
                 events: mark.events,
                 redactions: 0,
                 redaction_rules: Default::default(),
+                findings: Vec::new(),
                 last_activity: 0,
                 reason: None,
             });
@@ -389,6 +393,7 @@ fn unit_pass(
             events: planned.events.len(),
             redactions: 0,
             redaction_rules: Default::default(),
+            findings: Vec::new(),
             last_activity: planned.last_activity,
             reason: None,
         };
@@ -403,7 +408,8 @@ fn unit_pass(
             continue;
         }
         if let Some(r) = redactor {
-            outcome.redaction_rules = count_redactions(r.get(), &planned.messages);
+            (outcome.redaction_rules, outcome.findings) =
+                count_redactions(r.get(), &planned.messages);
             outcome.redactions = outcome.redaction_rules.values().sum();
         }
         let prior = old.and_then(|u| u.sessions.get(planned.id.as_str()));
@@ -608,32 +614,72 @@ fn same_meta(meta: &freecode_core::SessionMeta, p: &Planned) -> bool {
     want == *meta
 }
 
-/// Secrets the export redactor `r` finds in the messages' strings, by rule.
+/// Findings of a session listed one by one on a dry run (the count goes on past them).
+pub const MAX_FINDINGS: usize = 50;
+
+/// What the export redactor would find in `messages`: the count per rule, and the first
+/// [`MAX_FINDINGS`] findings with their place (`messages[3].parts[0].result`) and a masked
+/// preview, never the value.
 pub fn count_redactions(
     r: &freecode_core::redact::Redactor,
     messages: &[StoredMessage],
-) -> std::collections::BTreeMap<String, usize> {
-    fn walk(
-        r: &freecode_core::redact::Redactor,
-        v: &Value,
-        out: &mut std::collections::BTreeMap<String, usize>,
-    ) {
-        match v {
-            Value::String(s) => {
-                for f in r.scan(s) {
-                    *out.entry(f.kind.name().to_owned()).or_default() += 1;
+) -> (
+    std::collections::BTreeMap<String, usize>,
+    Vec<freecode_core::bundle::RedactionNote>,
+) {
+    struct Walk<'r> {
+        r: &'r freecode_core::redact::Redactor,
+        counts: std::collections::BTreeMap<String, usize>,
+        notes: Vec<freecode_core::bundle::RedactionNote>,
+        path: Vec<String>,
+    }
+    impl Walk<'_> {
+        fn value(&mut self, v: &Value) {
+            match v {
+                Value::String(s) => {
+                    for f in self.r.scan(s) {
+                        *self.counts.entry(f.kind.name().to_owned()).or_default() += 1;
+                        if self.notes.len() < MAX_FINDINGS {
+                            self.notes.push(freecode_core::bundle::RedactionNote {
+                                kind: f.kind.name().to_owned(),
+                                location: self.path.concat(),
+                                preview: freecode_core::redact::preview(&s[f.range()]),
+                            });
+                        }
+                    }
                 }
+                Value::Array(items) => {
+                    for (i, x) in items.iter().enumerate() {
+                        self.path.push(format!("[{i}]"));
+                        self.value(x);
+                        self.path.pop();
+                    }
+                }
+                Value::Object(map) => {
+                    for (k, x) in map {
+                        self.path.push(format!(".{k}"));
+                        self.value(x);
+                        self.path.pop();
+                    }
+                }
+                _ => {}
             }
-            Value::Array(items) => items.iter().for_each(|x| walk(r, x, out)),
-            Value::Object(map) => map.values().for_each(|x| walk(r, x, out)),
-            _ => {}
         }
     }
-    let mut out = std::collections::BTreeMap::new();
-    for v in messages.iter().filter_map(|m| serde_json::to_value(m).ok()) {
-        walk(r, &v, &mut out);
+    let mut walk = Walk {
+        r,
+        counts: Default::default(),
+        notes: Vec::new(),
+        path: vec!["messages".to_owned()],
+    };
+    for (i, m) in messages.iter().enumerate() {
+        if let Ok(v) = serde_json::to_value(m) {
+            walk.path.push(format!("[{i}]"));
+            walk.value(&v);
+            walk.path.pop();
+        }
     }
-    out
+    (walk.counts, walk.notes)
 }
 
 /// Where `agent` keeps its sessions on this machine, and what an import would bring.
@@ -846,6 +892,11 @@ mod tests {
         .unwrap();
         assert_eq!(actions(&r), ["imported"]);
         assert_eq!(r.sessions[0].redactions, 1);
+        // Each finding by rule, place and a masked preview, never the value.
+        let f = &r.sessions[0].findings;
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].location.starts_with("messages["), "{f:?}");
+        assert!(f[0].preview.contains('…'), "{f:?}");
         assert!(!store.home().root().exists(), "nothing written");
     }
 

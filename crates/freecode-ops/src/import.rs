@@ -140,6 +140,7 @@ fn report_of(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport 
                 events: s.events,
                 redactions: s.redactions,
                 redactions_by_rule: s.redaction_rules.clone(),
+                findings: s.findings.clone(),
                 last_activity: s.last_activity,
                 reason: s.reason.clone(),
             }

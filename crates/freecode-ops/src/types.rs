@@ -424,6 +424,10 @@ pub struct ImportedItem {
     /// Of them, how many each rule would redact (with `--dry-run`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub redactions_by_rule: BTreeMap<String, usize>,
+    /// The first 50 of them (with `--dry-run`): the rule, where, and a masked preview, as an
+    /// export's dry run lists them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<RedactionNote>,
     /// Last activity, ms since the epoch (0 when not read).
     pub last_activity: i64,
     /// Why it was skipped or failed.

@@ -96,6 +96,18 @@ impl ImportArgs {
                     line.push_str(&format!("  [{}]", clean_line(reason)));
                 }
                 writeln!(stdout, "{line}")?;
+                for f in &s.findings {
+                    writeln!(
+                        stdout,
+                        "    {}  {}  {}",
+                        clean_line(&f.kind),
+                        clean_line(&f.location),
+                        clean_line(&f.preview)
+                    )?;
+                }
+                if s.redactions > s.findings.len() {
+                    writeln!(stdout, "    … and {} more", s.redactions - s.findings.len())?;
+                }
             }
             stdout.flush()?;
             drop(stdout);
