@@ -112,36 +112,14 @@ fn home_with_a_session(ctx: &Ctx) -> (String, PathBuf) {
     let project = ctx.path("projet-été");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(project.join("A.md"), "# Architecture\n").unwrap();
-    let out = ctx
-        .cmd(&["run", "--json", "lis le dépôt"])
-        .current_dir(&project)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = common::json_of(
+        ctx.cmd(&["run", "--json", "lis le dépôt"])
+            .current_dir(&project),
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = v["sessionId"].as_str().unwrap().to_owned();
-    let log = find(&ctx.home.join("sessions"), &id).join("messages.jsonl");
+    let log = common::find_below(&ctx.home.join("sessions"), &id).join("messages.jsonl");
     assert!(log.exists(), "{}", log.display());
     (id, log)
-}
-
-fn find(dir: &Path, name: &str) -> PathBuf {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        if e.file_name() == name {
-            return e.path();
-        }
-        if e.file_type().unwrap().is_dir() {
-            let p = find(&e.path(), name);
-            if p.exists() {
-                return p;
-            }
-        }
-    }
-    PathBuf::from("/nonexistent")
 }
 
 fn texts(show: &str) -> Vec<String> {

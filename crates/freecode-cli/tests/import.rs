@@ -1334,23 +1334,14 @@ fn a_sources_project_directory_is_normalised_and_a_relative_one_refused() {
     // Named by the user, relative to where they stand, the directory is taken.
     let here = tmp.path().join("ici");
     std::fs::create_dir_all(&here).unwrap();
-    let out = common::freecode(&home)
-        .current_dir(&here)
-        .args([
-            "import",
-            "claude-code",
-            src.to_str().unwrap(),
-            "--project",
-            "./projet",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::json_of(common::freecode(&home).current_dir(&here).args([
+        "import",
+        "claude-code",
+        src.to_str().unwrap(),
+        "--project",
+        "./projet",
+        "--json",
+    ]));
     let list = json(&home, &["session", "list", "--json"]);
     let mut paths: Vec<String> = list
         .as_array()
@@ -1371,7 +1362,7 @@ fn a_sources_project_directory_is_normalised_and_a_relative_one_refused() {
         .and_then(|s| s["id"].as_str())
         .unwrap()
         .to_owned();
-    let meta = find_file(&home.join("sessions"), &id).join("meta.json");
+    let meta = common::find_below(&home.join("sessions"), &id).join("meta.json");
     let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
     m["projectPath"] = Value::from("/.x/../../etc");
     // A provider `run` can call, so only the directory stands in the way.
@@ -1388,19 +1379,4 @@ fn a_sources_project_directory_is_normalised_and_a_relative_one_refused() {
         err.contains("/.x/../../etc") && err.contains("not an absolute path"),
         "{err}"
     );
-}
-
-fn find_file(dir: &Path, name: &str) -> PathBuf {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        if e.file_name() == name {
-            return e.path();
-        }
-        if e.file_type().unwrap().is_dir() {
-            let p = find_file(&e.path(), name);
-            if p.exists() {
-                return p;
-            }
-        }
-    }
-    PathBuf::from("/nonexistent")
 }

@@ -56,6 +56,21 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    /// Appends `message` (one JSON line) to S1's log in the fixture home.
+    fn append_to_s1(&self, message: &Value) {
+        let log = self
+            .home
+            .join("sessions/home__dev__projects__my_h_app")
+            .join(S1)
+            .join("messages.jsonl");
+        let mut text = std::fs::read_to_string(&log).unwrap();
+        text.push_str(&serde_json::to_string(message).unwrap());
+        text.push('\n');
+        std::fs::write(&log, text).unwrap();
+    }
+}
+
 fn sessions_in(home: &Path) -> Vec<Value> {
     let out = common::freecode(home)
         .args(["session", "list", "--all", "--json"])
@@ -298,11 +313,6 @@ fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
     let ctx = Ctx::fixture();
     let (server, _) = ctx.server(None);
     // Append a tool output full of secrets to S1's log.
-    let log = ctx
-        .home
-        .join("sessions/home__dev__projects__my_h_app")
-        .join(S1)
-        .join("messages.jsonl");
     let aws = "AKIAQWERTYUIOPASDFGH";
     let gh = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
     let gl = "glpat-Xy7Kq2Lm9Np4Rs6Tu8Vw";
@@ -313,10 +323,7 @@ fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
                   // A part type this version does not know: its keys are kept, and redacted.
                   {"type": "reasoning", "text": format!("the key {gl} came from the CI settings")}]
     });
-    let mut text = std::fs::read_to_string(&log).unwrap();
-    text.push_str(&serde_json::to_string(&line).unwrap());
-    text.push('\n');
-    std::fs::write(&log, text).unwrap();
+    ctx.append_to_s1(&line);
 
     let dry = ctx.ok(&[
         "session",
@@ -377,20 +384,12 @@ fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
 fn a_users_redact_toml_names_its_rule_in_the_dry_run_and_a_bad_one_stops_the_export() {
     let ctx = Ctx::fixture();
     let (server, blobs) = ctx.server(None);
-    let log = ctx
-        .home
-        .join("sessions/home__dev__projects__my_h_app")
-        .join(S1)
-        .join("messages.jsonl");
     let secret = "acme_live_7Hq2LmX9pQ4rT8vW";
     let line = serde_json::json!({
         "id": "acme-msg", "role": "user", "timestamp": 1768468300000i64,
         "parts": [{"type": "text", "content": format!("déployé avec {secret} — ne pas partager")}]
     });
-    let mut text = std::fs::read_to_string(&log).unwrap();
-    text.push_str(&serde_json::to_string(&line).unwrap());
-    text.push('\n');
-    std::fs::write(&log, text).unwrap();
+    ctx.append_to_s1(&line);
     let rules = ctx.home.join("redact.toml");
     std::fs::write(
         &rules,

@@ -147,3 +147,31 @@ pub use freecode_testkit::{copy_tree, fixtures};
 
 pub mod logs;
 pub mod mock_openai;
+
+/// The first entry named `name` below `dir` (depth first), or a path that does not exist.
+pub fn find_below(dir: &Path, name: &str) -> PathBuf {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_name() == name {
+            return e.path();
+        }
+        if e.file_type().unwrap().is_dir() {
+            let p = find_below(&e.path(), name);
+            if p.exists() {
+                return p;
+            }
+        }
+    }
+    PathBuf::from("/nonexistent")
+}
+
+/// Runs `cmd`, which must succeed (else its stderr is the panic), and parses its stdout as JSON.
+pub fn json_of(cmd: &mut Command) -> Value {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{cmd:?}: stdout is not JSON ({e})"))
+}
