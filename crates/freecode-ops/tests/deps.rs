@@ -5,7 +5,8 @@
 //!   library: no clap, axum, rmcp, maud or indicatif (nor the share server's runtime: hyper,
 //!   object_store, tokio), so a program that embeds freecode gets none of them;
 //! - no front end links another front end: the MCP server and the web viewer never link each
-//!   other, the CLI, or the agent they have no use for.
+//!   other, the CLI, or the agent they have no use for; the viewer takes the servers'
+//!   connection layer (`freecode-http`) without the share server's blob store.
 
 #![allow(clippy::expect_used)]
 
@@ -87,8 +88,17 @@ fn no_front_end_links_another() {
             "maud",
         ],
     );
+    // The viewer shares the share server's connection layer (`freecode-http`), not the
+    // share server: no blob store comes with it.
     assert_links_none(
         "freecode-ui",
-        &["freecode-mcp", "freecode-cli", "freecode-agent", "rmcp"],
+        &[
+            "freecode-mcp",
+            "freecode-cli",
+            "freecode-agent",
+            "rmcp",
+            "object_store",
+        ],
     );
+    assert!(linked("freecode-ui").iter().any(|n| n == "freecode-http"));
 }
