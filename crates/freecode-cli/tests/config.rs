@@ -83,7 +83,12 @@ fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
             "syncUrlExpiryDays",
             "current.provider",
             "current.model",
-            "baseUrl"
+            "baseUrl",
+            "embed.provider",
+            "embed.path",
+            "embed.baseUrl",
+            "embed.model",
+            "embed.apiKey"
         ]
     );
     let row = |k: &str| rows.iter().find(|r| r["key"] == k).unwrap().clone();

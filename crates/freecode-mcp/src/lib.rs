@@ -54,7 +54,16 @@ pub fn serve_stdio(home: &Home) -> Result<(), McpError> {
         .enable_all()
         .build()
         .map_err(McpError::Runtime)?;
-    rt.block_on(async {
+    // Vectors for search by meaning are filled while the server runs (when an embedder is
+    // configured), so that `search_sessions` finds today's sessions by meaning too.
+    let stop_filler = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let filler = freecode_ops::meaning::spawn_filler(
+        home.clone(),
+        std::time::Duration::from_secs(5),
+        stop_filler.clone(),
+    )
+    .map_err(McpError::Runtime)?;
+    let served = rt.block_on(async {
         tracing::info!(home = %home.root().display(), "MCP server on stdio");
         let (transport, framing) = stdio::framed(tokio::io::stdin(), tokio::io::stdout());
         let service = Memory::new(home.clone())
@@ -73,7 +82,10 @@ pub fn serve_stdio(home: &Home) -> Result<(), McpError> {
             Err(e) => tracing::debug!(error = %e, "MCP stdio framing task failed"),
         }
         Ok(())
-    })
+    });
+    stop_filler.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = filler.join();
+    served
 }
 
 /// The server: the home it reads, and its tools.

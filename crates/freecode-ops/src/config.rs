@@ -83,6 +83,44 @@ pub const KEYS: &[Key] = &[
         about: "base URL of the OpenAI-compatible endpoint when --base-url and \
                 OPENAI_BASE_URL are not set (none: the OpenAI API's public endpoint)",
     },
+    Key {
+        name: "embed.provider",
+        kind: Kind::Text,
+        default: None,
+        secret: false,
+        about: "the embedder search by meaning uses: local (a model directory, embed.path) or \
+                openai (an OpenAI-compatible endpoint, embed.baseUrl and embed.model); none: \
+                search finds words only",
+    },
+    Key {
+        name: "embed.path",
+        kind: Kind::Text,
+        default: None,
+        secret: false,
+        about: "the local embedder's model directory (a sentence-transformers BERT: \
+                config.json, tokenizer.json, model.safetensors)",
+    },
+    Key {
+        name: "embed.baseUrl",
+        kind: Kind::Url,
+        default: None,
+        secret: false,
+        about: "the embeddings endpoint (…/v1; POST {url}/embeddings) of embed.provider openai",
+    },
+    Key {
+        name: "embed.model",
+        kind: Kind::Text,
+        default: None,
+        secret: false,
+        about: "the model the embeddings endpoint is asked for",
+    },
+    Key {
+        name: "embed.apiKey",
+        kind: Kind::Text,
+        default: None,
+        secret: true,
+        about: "bearer token sent to the embeddings endpoint",
+    },
 ];
 
 /// The entry of key `k` in `config`; a secret's value replaced by a note unless `reveal`.

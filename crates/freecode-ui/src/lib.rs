@@ -96,6 +96,9 @@ fn same_secret(a: &str, b: &str) -> bool {
             == 0
 }
 
+/// How often the viewer's filler embeds what is new (search by meaning).
+const FILL_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Serves `home` as `opts` says until Ctrl+C; `announce` is handed the URL to open (with the
 /// run's token) once the server listens.
 pub fn serve(
@@ -121,6 +124,11 @@ pub fn serve(
             open_browser(home, addr, &url)
         };
         tracing::info!("serving {} on http://{addr}/", home.root().display());
+        // Vectors for search by meaning are filled while the viewer runs (when an embedder
+        // is configured).
+        let stop_filler = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let filler =
+            freecode_ops::meaning::spawn_filler(home.clone(), FILL_EVERY, stop_filler.clone())?;
         let ui = Arc::new(Ui {
             home: home.clone(),
             token,
@@ -144,6 +152,8 @@ pub fn serve(
             },
         )
         .await;
+        stop_filler.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = filler.join();
         if let Some(path) = launcher
             && let Err(e) = freecode_store::fsutil::remove_file(&path)
         {

@@ -341,10 +341,20 @@ fn snippet(hit: &SearchHit) -> Markup {
     }
 }
 
+/// Which ranking found a hit, in words.
+fn found_by(by: freecode_store::index::FoundBy) -> &'static str {
+    match by {
+        freecode_store::index::FoundBy::Words => "words",
+        freecode_store::index::FoundBy::Meaning => "meaning",
+        freecode_store::index::FoundBy::Both => "words and meaning",
+    }
+}
+
 fn search_markup(p: &api::SearchParams, hits: &[SearchHit]) -> Markup {
     let q = p.q.as_str();
     let project = p.project.as_deref().unwrap_or("");
     let agent = p.agent.as_deref().unwrap_or("");
+    let mode = p.mode.as_deref().unwrap_or("");
     layout(
         "Search",
         Assets::Linked,
@@ -365,6 +375,14 @@ fn search_markup(p: &api::SearchParams, hits: &[SearchHit]) -> Markup {
                         }
                     }
                 }
+                label { "Find by "
+                    select name="mode" {
+                        option value="" selected[mode.is_empty()] { "the best there is" }
+                        @for m in ["words", "meaning", "both"] {
+                            option value=(m) selected[m == mode] { (m) }
+                        }
+                    }
+                }
                 button type="submit" { "Search" }
             }
             @if !q.trim().is_empty() {
@@ -375,6 +393,9 @@ fn search_markup(p: &api::SearchParams, hits: &[SearchHit]) -> Markup {
                             div.hit-head {
                                 a href=(format!("{}#m-{}", session_href(&h.session_id), h.message_id)) { @if h.title.is_empty() { "(no title)" } @else { (h.title) } }
                                 " " span.role { (h.role) } " " span.when { (local_time(h.timestamp)) }
+                                @if let Some(by) = h.found_by {
+                                    " " span.found-by { "by " (found_by(by)) }
+                                }
                             }
                             div { (snippet(h)) }
                         }

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use freecode_ops::scope::{parse_since, project_scope};
 use freecode_ops::sessions::resolve_recorded_id;
 use freecode_store::Home;
-use freecode_store::index::{MatchSpan, SearchHit, SearchQuery, Stats, StatsScope};
+use freecode_store::index::{MatchSpan, SearchHit, SearchMode, SearchQuery, Stats, StatsScope};
 
 use crate::progress::Feedback;
 use crate::render::{Style, local_time, plural, print_json, thousands, truncate};
@@ -38,11 +38,23 @@ pub struct SearchArgs {
     /// them from (`claude-code`, `codex`, …). A name no session has matches nothing.
     #[arg(long, value_name = "A")]
     agent: Option<String>,
+    /// How to find: `words` (every word begins a word of the message), `meaning` (the turns
+    /// nearest the query's sense, by the configured embedder: `embed.provider`), or `both`,
+    /// fused. Default: both when an embedder is configured, else words.
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    mode: Option<SearchMode>,
     /// Print a JSON array of hits: each with its plain `snippet` and the `matches` in it as
-    /// character offsets (`[{start, end}]`).
+    /// character offsets (`[{start, end}]`); by meaning or both, `foundBy` says which found it.
     #[arg(long)]
     json: bool,
 }
+
+fn parse_mode(s: &str) -> Result<SearchMode, String> {
+    s.parse()
+}
+
+/// How long a search embeds what is pending before it answers with the vectors there are.
+const SEARCH_EMBED_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `freecode stats`.
 #[derive(Debug, Args)]
@@ -67,6 +79,13 @@ pub enum IndexCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Embed every chunk of conversation that has no vector yet, for search by meaning (with
+    /// the embedder `embed.provider` names); the vectors are kept in the index.
+    Embed {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs `freecode search`.
@@ -86,7 +105,7 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
     };
     // A bare array: the problems go to stderr only.
     let mut feedback = Feedback::new("indexing");
-    let hits = freecode_ops::search::search(home, &q, &mut feedback);
+    let hits = freecode_ops::meaning::search(home, &q, a.mode, SEARCH_EMBED_BUDGET, &mut feedback);
     feedback.finish();
     let hits = hits?;
     if a.json {
@@ -269,6 +288,35 @@ impl IndexCommand {
                     plural(report.sessions as u64, "session", "sessions"),
                     plural(report.messages, "message", "messages"),
                     plural(report.events, "rollout event", "rollout events"),
+                    report.database.display()
+                )?;
+                Ok(())
+            }
+            Self::Embed { json } => {
+                let Some(embedder) = freecode_ops::meaning::embedder(home)? else {
+                    return Err(freecode_ops::Error::Invalid(
+                        "no embedder is configured: set embed.provider (local or openai) and \
+                         its keys (freecode config list)"
+                            .into(),
+                    )
+                    .into());
+                };
+                let mut feedback = Feedback::with_delay("embedding", std::time::Duration::ZERO);
+                let report =
+                    freecode_ops::meaning::fill(home, embedder.as_ref(), None, &mut feedback);
+                feedback.finish();
+                let report = report?;
+                if json {
+                    return print_json(&report);
+                }
+                writeln!(
+                    std::io::stdout().lock(),
+                    "{} of {} have vectors ({} now, in {:.1} s) from {}, in {}",
+                    thousands(report.embedded),
+                    plural(report.chunks, "chunk", "chunks"),
+                    thousands(report.embedded_now),
+                    report.seconds,
+                    report.model,
                     report.database.display()
                 )?;
                 Ok(())

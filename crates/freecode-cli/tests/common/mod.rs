@@ -20,8 +20,15 @@ pub fn freecode(home: &Path) -> std::process::Command {
         .env_remove("FREECODE_LOG")
         .env_remove("OPENAI_BASE_URL")
         .stdin(std::process::Stdio::null());
+    // No embedder but the one a test configures.
+    for (_, var) in EMBED_ENV {
+        c.env_remove(var);
+    }
     c
 }
+
+/// The `embed.*` keys' environment variables (`freecode_ops::meaning::ENV`).
+pub const EMBED_ENV: &[(&str, &str)] = freecode_ops::meaning::ENV;
 
 /// A temporary home and the binary run on it: the one test context of the CLI's tests. The home
 /// is `<tmp>/<name>`, so files can be put beside it ([`Ctx::path`]). [`Ctx::cmd`] is

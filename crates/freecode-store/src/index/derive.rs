@@ -83,6 +83,9 @@ fn forget_events(tx: &Connection, id: &str) -> rusqlite::Result<()> {
 pub(crate) fn forget_session(tx: &Connection, id: &str) -> rusqlite::Result<()> {
     forget_messages(tx, id)?;
     forget_events(tx, id)?;
+    // What was derived from its text goes with it (a purge leaves no vector behind).
+    tx.execute("DELETE FROM idx_chunks WHERE sessionId = ?1", [id])?;
+    tx.execute("DELETE FROM idx_chunk_state WHERE sessionId = ?1", [id])?;
     tx.execute("DELETE FROM threads WHERE id = ?1", [id])?;
     tx.execute("DELETE FROM idx_sessions WHERE id = ?1", [id])?;
     Ok(())

@@ -25,6 +25,7 @@
 
 mod derive;
 mod query;
+mod vectors;
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -39,6 +40,7 @@ pub use query::{
     DayStats, MatchSpan, ModelStats, RANK_LIMIT, SearchHit, SearchQuery, Stats, StatsScope,
     ToolStats, match_spans, search_scan, stats_scan, words,
 };
+pub use vectors::{ChunkStatus, ChunkSync, FoundBy, Meaning, PendingChunk, SearchMode};
 
 use crate::error::{IoContext, Result, StoreError};
 use crate::home::Home;
@@ -63,6 +65,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 20261201150000,
         name: "span_model_day",
         sql: include_str!("../../migrations/20261201150000_span_model_day.sql"),
+    },
+    Migration {
+        version: 20261202120000,
+        name: "chunks",
+        sql: include_str!("../../migrations/20261202120000_chunks.sql"),
     },
 ];
 

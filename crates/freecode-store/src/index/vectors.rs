@@ -1,0 +1,870 @@
+//! Search by meaning over the index: the conversation cut into chunks, their vectors, and the
+//! search that fuses them with the words' ranking.
+//!
+//! **Chunks follow the conversation.** A chunk opens at a user message and takes the messages
+//! after it (the answer, each tool step) until the next user message; a turn longer than the
+//! embedder's window goes on in a next chunk that starts at the message which did not fit. A
+//! user message gives up to a window of text, any other message up to [`STEP_CHARS`] (the
+//! start of an answer, a tool's name and the start of its result): enough to say what the
+//! step was about without letting one long output fill the window. Each chunk points at its
+//! session and first message (id and line), with that message's time.
+//!
+//! **Derived, incremental, rebuildable.** Chunks are made from the index's own message rows
+//! (`idx_messages` and their full text), never from the files, after a refresh. Each session
+//! remembers the `messages.jsonl` watermark its chunks were made from (`idx_chunk_state`): an
+//! appended log re-chunks from its last (open) chunk on, a replaced or shrunk one from the
+//! start, an unchanged one not at all. A vector is kept for a chunk whose text (by its hash) is
+//! unchanged, and reused for the same text anywhere (forks, imports of the same history).
+//! Chunks and vectors belong to one embedder (`idx_embed_model`: its id and window): another
+//! starts over. A session that goes from the index takes its chunks with it.
+//!
+//! **Vectors** are unit length, stored one signed byte a dimension (`round(x × 127)`); a query
+//! scores every stored vector of its scope by dot product (a scan: tens of thousands of chunks
+//! a query, in milliseconds). Missing vectors are only missing hits: word search answers
+//! without them.
+//!
+//! **Fusion** is reciprocal rank fusion (`Σ 1 / (60 + rank)`) of the words' ranking (BM25, as
+//! [`SessionIndex::search`] orders it) and the vectors' (by similarity), per chunk: a word hit
+//! counts for the chunk that holds its message, and a chunk's hit shows the best word hit in
+//! it when there is one (its snippet and matches), else the chunk's first message.
+
+use std::collections::HashMap;
+
+use freecode_core::project_key::trim_separators;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use serde::Serialize;
+
+use super::query::{WordHit, in_project_sql, one_line, title_of};
+use super::{SearchHit, SearchQuery, SessionIndex, db_err};
+use crate::error::Result;
+
+/// The most characters a message after the first of a chunk gives it.
+pub const STEP_CHARS: usize = 300;
+/// Reciprocal rank fusion's constant (the value its authors and most systems use).
+const RRF_K: f64 = 60.0;
+/// Characters of a meaning hit's snippet (about what FTS5's 16-token snippets hold).
+const SNIPPET_CHARS: usize = 120;
+
+/// How `search` finds messages.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// The words (FTS5, BM25): every query word begins a word of the message.
+    #[default]
+    Words,
+    /// The meaning: chunks nearest the query's vector.
+    Meaning,
+    /// Both, fused.
+    Both,
+}
+
+impl SearchMode {
+    /// Its name on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Words => "words",
+            SearchMode::Meaning => "meaning",
+            SearchMode::Both => "both",
+        }
+    }
+}
+
+impl std::str::FromStr for SearchMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "words" => Ok(SearchMode::Words),
+            "meaning" => Ok(SearchMode::Meaning),
+            "both" => Ok(SearchMode::Both),
+            other => Err(format!(
+                "unknown search mode {other:?}: words, meaning or both"
+            )),
+        }
+    }
+}
+
+/// Which rankings found a hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FoundBy {
+    /// Its words only.
+    Words,
+    /// Its meaning only.
+    Meaning,
+    /// Both.
+    Both,
+}
+
+/// The query's vector, and the embedder that made it.
+#[derive(Debug, Clone, Copy)]
+pub struct Meaning<'a> {
+    /// The embedder's id: vectors of another are not compared.
+    pub model: &'a str,
+    /// The query, unit length.
+    pub vector: &'a [f32],
+}
+
+/// What [`SessionIndex::sync_chunks`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChunkSync {
+    /// Sessions whose chunks were made again (whole or from their open chunk).
+    pub sessions: usize,
+    /// Chunks written.
+    pub chunks: usize,
+    /// Of them, how many kept or reused a vector.
+    pub reused: usize,
+}
+
+/// How far the vectors are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChunkStatus {
+    /// The embedder the chunks are for, if any.
+    pub model: Option<String>,
+    /// Chunks.
+    pub chunks: u64,
+    /// Of them, with a vector.
+    pub embedded: u64,
+}
+
+/// A chunk without its vector, with the text to embed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingChunk {
+    /// Its row.
+    pub id: i64,
+    /// The hash of `text` (a vector is stored only while the chunk still has this text).
+    pub hash: i64,
+    /// What to embed.
+    pub text: String,
+}
+
+/// A session whose chunks are behind: its id, its log's inode and offset now, and what its
+/// chunks were made from (inode, offset, open chunk's line), if anything.
+type ChangedSession = (String, i64, i64, Option<(i64, i64, i64)>);
+
+/// A chunk being made.
+struct Building {
+    line: i64,
+    end_line: i64,
+    msg_id: String,
+    at: i64,
+    text: String,
+    chars: usize,
+}
+
+/// 64-bit FNV-1a: stable across runs and builds (the hashes are stored).
+fn text_hash(text: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
+}
+
+/// A unit vector as stored: one signed byte a dimension.
+pub fn quantize(v: &[f32]) -> Vec<u8> {
+    v.iter()
+        .map(|x| (x * 127.0).round().clamp(-127.0, 127.0) as i8 as u8)
+        .collect()
+}
+
+/// The dot product of a stored vector and a quantized query, scaled back to `[-1, 1]`.
+fn score(stored: &[u8], query: &[i8]) -> f32 {
+    let dot: i32 = stored
+        .iter()
+        .zip(query)
+        .map(|(&a, &b)| i32::from(a as i8) * i32::from(b))
+        .sum();
+    dot as f32 / (127.0 * 127.0)
+}
+
+/// The first `max` characters of `s`, trimmed.
+fn cut(s: &str, max: usize) -> &str {
+    let s = s.trim();
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Cuts a session's messages (from the index, in line order) into chunks of at most `window`
+/// characters.
+struct Chunker {
+    window: usize,
+    current: Option<Building>,
+    done: Vec<Building>,
+}
+
+impl Chunker {
+    fn new(window: usize) -> Self {
+        Self {
+            window: window.max(STEP_CHARS * 2),
+            current: None,
+            done: Vec::new(),
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(b) = self.current.take()
+            && !b.text.is_empty()
+        {
+            self.done.push(b);
+        }
+    }
+
+    fn message(&mut self, line: i64, msg_id: &str, role: &str, at: i64, text: &str) {
+        let user = role == "user";
+        if user {
+            self.flush();
+        }
+        let piece = cut(text, if user { self.window } else { STEP_CHARS });
+        let n = piece.chars().count();
+        if let Some(b) = &self.current
+            && !b.text.is_empty()
+            && b.chars + 1 + n > self.window
+        {
+            self.flush();
+        }
+        let b = self.current.get_or_insert_with(|| Building {
+            line,
+            end_line: line,
+            msg_id: msg_id.to_owned(),
+            at,
+            text: String::new(),
+            chars: 0,
+        });
+        b.end_line = line;
+        if !piece.is_empty() {
+            if !b.text.is_empty() {
+                b.text.push('\n');
+                b.chars += 1;
+            }
+            b.text.push_str(piece);
+            b.chars += n;
+        }
+    }
+
+    fn finish(mut self) -> Vec<Building> {
+        self.flush();
+        self.done
+    }
+}
+
+/// The messages of `session` from `from_line` on, chunked.
+fn chunks_of(
+    conn: &rusqlite::Connection,
+    session: &str,
+    from_line: i64,
+    window: usize,
+) -> rusqlite::Result<Vec<Building>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.line, m.msgId, m.role, m.timestamp, f.text
+         FROM idx_messages m JOIN idx_messages_fts f ON f.rowid = m.rowid
+         WHERE m.sessionId = ?1 AND m.line >= ?2 ORDER BY m.line",
+    )?;
+    let mut rows = stmt.query(params![session, from_line])?;
+    let mut chunker = Chunker::new(window);
+    while let Some(r) = rows.next()? {
+        let text: Option<String> = r.get(4)?;
+        chunker.message(
+            r.get(0)?,
+            &r.get::<_, String>(1)?,
+            &r.get::<_, String>(2)?,
+            r.get(3)?,
+            text.as_deref().unwrap_or(""),
+        );
+    }
+    Ok(chunker.finish())
+}
+
+impl SessionIndex {
+    /// Brings the chunks up to date with the indexed messages, for the embedder `model` with
+    /// a window of `window` characters (call it after a refresh). One write transaction; none
+    /// when nothing changed.
+    pub fn sync_chunks(&mut self, model: &str, window: usize) -> Result<ChunkSync> {
+        let db = self.path().to_owned();
+        let mut report = ChunkSync::default();
+        let window_i = i64::try_from(window).unwrap_or(i64::MAX);
+        let current: Option<(String, i64)> = self
+            .conn
+            .query_row(
+                "SELECT model, windowSize FROM idx_embed_model WHERE only = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(db_err(&db))?;
+        let same_model = current
+            .as_ref()
+            .is_some_and(|(m, w)| m == model && *w == window_i);
+        if same_model && !self.chunks_stale()? {
+            return Ok(report);
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err(&db))?;
+        let model_now: Option<(String, i64)> = tx
+            .query_row(
+                "SELECT model, windowSize FROM idx_embed_model WHERE only = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(db_err(&db))?;
+        if model_now
+            .as_ref()
+            .is_none_or(|(m, w)| m != model || *w != window_i)
+        {
+            tx.execute_batch("DELETE FROM idx_chunks; DELETE FROM idx_chunk_state;")
+                .map_err(db_err(&db))?;
+            tx.execute(
+                "INSERT INTO idx_embed_model (only, model, windowSize) VALUES (1, ?1, ?2)
+                 ON CONFLICT(only) DO UPDATE SET model = ?1, windowSize = ?2",
+                params![model, window_i],
+            )
+            .map_err(db_err(&db))?;
+        }
+        tx.execute_batch(
+            "DELETE FROM idx_chunks WHERE sessionId NOT IN (SELECT id FROM idx_sessions);
+             DELETE FROM idx_chunk_state WHERE sessionId NOT IN (SELECT id FROM idx_sessions);",
+        )
+        .map_err(db_err(&db))?;
+        let changed: Vec<ChangedSession> = {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT s.id, s.logIno, s.logOffset, st.logIno, st.logOffset, st.openLine
+                     FROM idx_sessions s LEFT JOIN idx_chunk_state st ON st.sessionId = s.id
+                     WHERE st.sessionId IS NULL OR st.logIno != s.logIno OR st.logOffset != s.logOffset",
+                )
+                .map_err(db_err(&db))?;
+            let rows = stmt
+                .query_map([], |r| {
+                    let prior = match r.get::<_, Option<i64>>(3)? {
+                        Some(ino) => Some((ino, r.get(4)?, r.get(5)?)),
+                        None => None,
+                    };
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, prior))
+                })
+                .map_err(db_err(&db))?;
+            rows.collect::<rusqlite::Result<_>>().map_err(db_err(&db))?
+        };
+        for (id, ino, offset, prior) in changed {
+            // Appended: the chunks before the open one stand; else all go.
+            let from_line = match prior {
+                Some((p_ino, p_off, open)) if p_ino == ino && offset >= p_off => open,
+                _ => 0,
+            };
+            let mut kept: HashMap<i64, Vec<u8>> = HashMap::new();
+            {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT hash, vec FROM idx_chunks
+                         WHERE sessionId = ?1 AND line >= ?2 AND vec IS NOT NULL",
+                    )
+                    .map_err(db_err(&db))?;
+                let rows = stmt
+                    .query_map(params![id, from_line], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(db_err(&db))?;
+                for row in rows {
+                    let (h, v) = row.map_err(db_err(&db))?;
+                    kept.insert(h, v);
+                }
+            }
+            tx.execute(
+                "DELETE FROM idx_chunks WHERE sessionId = ?1 AND line >= ?2",
+                params![id, from_line],
+            )
+            .map_err(db_err(&db))?;
+            let chunks = chunks_of(&tx, &id, from_line, window).map_err(db_err(&db))?;
+            let mut open_line = from_line;
+            for c in &chunks {
+                let hash = text_hash(&c.text);
+                let vec = match kept.get(&hash) {
+                    Some(v) => Some(v.clone()),
+                    None => tx
+                        .prepare_cached(
+                            "SELECT vec FROM idx_chunks WHERE hash = ?1 AND vec IS NOT NULL LIMIT 1",
+                        )
+                        .and_then(|mut st| st.query_row([hash], |r| r.get(0)).optional())
+                        .map_err(db_err(&db))?,
+                };
+                report.reused += usize::from(vec.is_some());
+                tx.prepare_cached(
+                    "INSERT INTO idx_chunks (sessionId, line, endLine, msgId, at, hash, vec)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .and_then(|mut st| {
+                    st.execute(params![id, c.line, c.end_line, c.msg_id, c.at, hash, vec])
+                })
+                .map_err(db_err(&db))?;
+                open_line = c.line;
+            }
+            report.chunks += chunks.len();
+            report.sessions += 1;
+            tx.execute(
+                "INSERT INTO idx_chunk_state (sessionId, logIno, logOffset, openLine) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(sessionId) DO UPDATE SET logIno = ?2, logOffset = ?3, openLine = ?4",
+                params![id, ino, offset, open_line],
+            )
+            .map_err(db_err(&db))?;
+        }
+        tx.commit().map_err(db_err(&db))?;
+        Ok(report)
+    }
+
+    /// Whether any session's chunks are behind its messages (or gone with it): two counts.
+    fn chunks_stale(&self) -> Result<bool> {
+        let db = self.path();
+        let behind: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM idx_sessions s LEFT JOIN idx_chunk_state st ON st.sessionId = s.id
+                 WHERE st.sessionId IS NULL OR st.logIno != s.logIno OR st.logOffset != s.logOffset",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(db_err(db))?;
+        let orphans: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM idx_chunk_state WHERE sessionId NOT IN (SELECT id FROM idx_sessions)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(db_err(db))?;
+        Ok(behind > 0 || orphans > 0)
+    }
+
+    /// How many chunks there are and how many have vectors.
+    pub fn chunk_status(&self) -> Result<ChunkStatus> {
+        let db = self.path();
+        let model: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT model FROM idx_embed_model WHERE only = 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err(db))?;
+        let (chunks, embedded): (i64, i64) = self
+            .conn
+            .query_row("SELECT count(*), count(vec) FROM idx_chunks", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .map_err(db_err(db))?;
+        Ok(ChunkStatus {
+            model,
+            chunks: u64::try_from(chunks).unwrap_or(0),
+            embedded: u64::try_from(embedded).unwrap_or(0),
+        })
+    }
+
+    /// Up to `limit` chunks without a vector, oldest first, with their texts.
+    pub fn pending_chunks(&self, limit: usize) -> Result<Vec<PendingChunk>> {
+        let db = self.path().to_owned();
+        let window: i64 = self
+            .conn
+            .query_row(
+                "SELECT windowSize FROM idx_embed_model WHERE only = 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err(&db))?
+            .unwrap_or(0);
+        let rows: Vec<(i64, String, i64, i64, i64)> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "SELECT id, sessionId, line, endLine, hash FROM idx_chunks WHERE vec IS NULL
+                     ORDER BY id LIMIT ?1",
+                )
+                .map_err(db_err(&db))?;
+            let rows = stmt
+                .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })
+                .map_err(db_err(&db))?;
+            rows.collect::<rusqlite::Result<_>>().map_err(db_err(&db))?
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, session, line, end_line, hash) in rows {
+            // The chunk's text is made again from its messages, as `sync_chunks` made it.
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "SELECT m.line, m.msgId, m.role, m.timestamp, f.text
+                     FROM idx_messages m JOIN idx_messages_fts f ON f.rowid = m.rowid
+                     WHERE m.sessionId = ?1 AND m.line >= ?2 AND m.line <= ?3 ORDER BY m.line",
+                )
+                .map_err(db_err(&db))?;
+            let mut rows = stmt
+                .query(params![session, line, end_line])
+                .map_err(db_err(&db))?;
+            // Only its first message can be a user's (a user message opens a chunk), and its
+            // messages fitted the window: the chunker gives this one chunk again.
+            let mut chunker = Chunker::new(usize::try_from(window).unwrap_or(usize::MAX));
+            while let Some(r) = rows.next().map_err(db_err(&db))? {
+                let text: Option<String> = r.get(4).map_err(db_err(&db))?;
+                chunker.message(
+                    r.get(0).map_err(db_err(&db))?,
+                    &r.get::<_, String>(1).map_err(db_err(&db))?,
+                    &r.get::<_, String>(2).map_err(db_err(&db))?,
+                    r.get(3).map_err(db_err(&db))?,
+                    text.as_deref().unwrap_or(""),
+                );
+            }
+            let text = chunker
+                .finish()
+                .into_iter()
+                .map(|b| b.text)
+                .collect::<Vec<_>>()
+                .join("\n");
+            out.push(PendingChunk { id, hash, text });
+        }
+        Ok(out)
+    }
+
+    /// Stores vectors for chunks that still have the text they were made from; returns how
+    /// many were stored.
+    pub fn put_vectors(&mut self, vectors: &[(i64, i64, Vec<f32>)]) -> Result<usize> {
+        let db = self.path().to_owned();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err(&db))?;
+        let mut stored = 0;
+        for (id, hash, v) in vectors {
+            stored += tx
+                .prepare_cached("UPDATE idx_chunks SET vec = ?3 WHERE id = ?1 AND hash = ?2")
+                .and_then(|mut st| st.execute(params![id, hash, quantize(v)]))
+                .map_err(db_err(&db))?;
+        }
+        tx.commit().map_err(db_err(&db))?;
+        Ok(stored)
+    }
+
+    /// The `k` chunks nearest `meaning` in `q`'s scope (project, agent, status, since), best
+    /// first, with their similarity. None when the vectors are another embedder's.
+    fn nearest(&self, q: &SearchQuery, meaning: Meaning<'_>, k: usize) -> Result<Vec<(i64, f32)>> {
+        let db = self.path();
+        let model: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT model FROM idx_embed_model WHERE only = 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err(db))?;
+        if model.as_deref() != Some(meaning.model) || k == 0 {
+            return Ok(Vec::new());
+        }
+        let query: Vec<i8> = quantize(meaning.vector)
+            .into_iter()
+            .map(|b| b as i8)
+            .collect();
+        let sql = format!(
+            "SELECT c.id, c.vec FROM idx_chunks c JOIN idx_sessions s ON s.id = c.sessionId
+             WHERE c.vec IS NOT NULL
+               AND (?4 OR s.status NOT IN ('deleted', 'archived'))
+               AND (?1 IS NULL OR {in_project})
+               AND (?2 IS NULL OR c.at >= ?2)
+               AND (?3 IS NULL OR s.agent = ?3)",
+            in_project = in_project_sql(1),
+        );
+        let project = q.project.as_deref().map(trim_separators);
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(db_err(db))?;
+        let mut rows = stmt
+            .query(params![project, q.since, q.agent, q.all])
+            .map_err(db_err(db))?;
+        // The best k so far, worst first (k is small: a sorted vector beats a heap of floats).
+        let mut best: Vec<(i64, f32)> = Vec::with_capacity(k + 1);
+        while let Some(r) = rows.next().map_err(db_err(db))? {
+            let id: i64 = r.get(0).map_err(db_err(db))?;
+            let vec = r.get_ref(1).map_err(db_err(db))?;
+            let Ok(bytes) = vec.as_blob() else { continue };
+            if bytes.len() != query.len() {
+                continue;
+            }
+            let s = score(bytes, &query);
+            if best.len() == k && best.first().is_some_and(|&(_, worst)| s <= worst) {
+                continue;
+            }
+            let at = best.partition_point(|&(_, x)| x < s);
+            best.insert(at, (id, s));
+            if best.len() > k {
+                best.remove(0);
+            }
+        }
+        best.reverse();
+        Ok(best)
+    }
+
+    /// The chunk that holds message `line` of `session`.
+    fn chunk_at(&self, session: &str, line: i64) -> Result<Option<i64>> {
+        self.conn
+            .prepare_cached(
+                "SELECT id FROM idx_chunks WHERE sessionId = ?1 AND line <= ?2
+                 ORDER BY line DESC LIMIT 1",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![session, line], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(db_err(self.path()))
+    }
+
+    /// A chunk shown as a hit: its first message, with the start of its text as the snippet.
+    fn chunk_hit(&self, chunk: i64) -> Result<Option<SearchHit>> {
+        self.conn
+            .prepare_cached(
+                "SELECT c.sessionId, s.metaJson, s.projectPath, c.msgId, m.role, c.at, f.text
+                 FROM idx_chunks c JOIN idx_sessions s ON s.id = c.sessionId
+                 LEFT JOIN idx_messages m ON m.sessionId = c.sessionId AND m.line = c.line
+                 LEFT JOIN idx_messages_fts f ON f.rowid = m.rowid
+                 WHERE c.id = ?1",
+            )
+            .and_then(|mut st| {
+                st.query_row([chunk], |r| {
+                    let meta: String = r.get(1)?;
+                    let text: Option<String> = r.get(6)?;
+                    let text = text.unwrap_or_default();
+                    let mut snippet = one_line(cut(&text, SNIPPET_CHARS));
+                    if text.trim().chars().count() > SNIPPET_CHARS {
+                        snippet.push('…');
+                    }
+                    Ok(SearchHit {
+                        session_id: r.get(0)?,
+                        title: title_of(&meta),
+                        project_path: r.get(2)?,
+                        message_id: r.get(3)?,
+                        role: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+                        timestamp: r.get(5)?,
+                        snippet,
+                        matches: Vec::new(),
+                        rank: 0.0,
+                        found_by: Some(FoundBy::Meaning),
+                    })
+                })
+                .optional()
+            })
+            .map_err(db_err(self.path()))
+    }
+
+    /// Searches by `mode`: the words as [`SessionIndex::search`] does, the meaning (the chunks
+    /// nearest `meaning`), or both fused. `meaning` is needed for the last two (without it, or
+    /// with vectors of another embedder, they find by words alone). Brings the index up to date
+    /// first; the chunks are as the last [`SessionIndex::sync_chunks`] left them.
+    pub fn search_mode(
+        &mut self,
+        q: &SearchQuery,
+        mode: SearchMode,
+        meaning: Option<Meaning<'_>>,
+    ) -> Result<Vec<SearchHit>> {
+        let meaning = match (mode, meaning) {
+            (SearchMode::Words, _) | (_, None) => return self.search(q),
+            (_, Some(m)) => m,
+        };
+        self.refresh(|_, _| {})?;
+        if q.limit == 0 || q.text.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        // Deeper than the page: fusion reorders.
+        let depth = (q.limit * 3).max(30);
+        let near = self.nearest(
+            q,
+            meaning,
+            if mode == SearchMode::Meaning {
+                q.limit
+            } else {
+                depth
+            },
+        )?;
+        if mode == SearchMode::Meaning {
+            let mut hits = Vec::with_capacity(near.len());
+            for (chunk, s) in near {
+                if let Some(mut h) = self.chunk_hit(chunk)? {
+                    h.rank = -f64::from(s);
+                    hits.push(h);
+                }
+            }
+            return Ok(hits);
+        }
+        let words = self.word_hits(&SearchQuery {
+            limit: depth,
+            ..q.clone()
+        })?;
+        // Per chunk: the fused score, and the best word hit in it.
+        struct Fused {
+            score: f64,
+            word: Option<SearchHit>,
+            by_words: bool,
+            by_meaning: bool,
+            order: usize,
+        }
+        let mut fused: HashMap<(i64, String), Fused> = HashMap::new();
+        let mut order = 0;
+        let mut word_rank = 0usize;
+        for WordHit { hit, line } in words {
+            // A message not chunked (yet) stands for itself.
+            let key = match self.chunk_at(&hit.session_id, line)? {
+                Some(c) => (c, String::new()),
+                None => (-1, format!("{}\u{0}{}", hit.session_id, hit.message_id)),
+            };
+            if let Some(f) = fused.get_mut(&key) {
+                // A later word hit in a chunk already ranked adds nothing.
+                let _ = f;
+                continue;
+            }
+            word_rank += 1;
+            order += 1;
+            fused.insert(
+                key,
+                Fused {
+                    score: 1.0 / (RRF_K + word_rank as f64),
+                    word: Some(hit),
+                    by_words: true,
+                    by_meaning: false,
+                    order,
+                },
+            );
+        }
+        for (rank, (chunk, _)) in near.iter().enumerate() {
+            order += 1;
+            let f = fused.entry((*chunk, String::new())).or_insert(Fused {
+                score: 0.0,
+                word: None,
+                by_words: false,
+                by_meaning: false,
+                order,
+            });
+            f.score += 1.0 / (RRF_K + (rank + 1) as f64);
+            f.by_meaning = true;
+        }
+        let mut ranked: Vec<((i64, String), Fused)> = fused.into_iter().collect();
+        ranked.sort_by(|a, b| {
+            b.1.score
+                .total_cmp(&a.1.score)
+                .then(a.1.order.cmp(&b.1.order))
+        });
+        let mut hits = Vec::new();
+        for ((chunk, _), f) in ranked.into_iter().take(q.limit) {
+            let found_by = match (f.by_words, f.by_meaning) {
+                (true, true) => FoundBy::Both,
+                (true, false) => FoundBy::Words,
+                _ => FoundBy::Meaning,
+            };
+            let hit = match f.word {
+                Some(h) => Some(h),
+                None => self.chunk_hit(chunk)?,
+            };
+            if let Some(mut h) = hit {
+                h.rank = -f.score;
+                h.found_by = Some(found_by);
+                hits.push(h);
+            }
+        }
+        Ok(hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(messages: &[(&str, &str)], window: usize) -> Vec<(i64, i64, String)> {
+        let mut c = Chunker::new(window);
+        for (i, (role, text)) in messages.iter().enumerate() {
+            let line = i as i64 + 1;
+            c.message(line, &format!("m{line}"), role, line * 10, text);
+        }
+        c.finish()
+            .into_iter()
+            .map(|b| (b.line, b.end_line, b.text))
+            .collect()
+    }
+
+    #[test]
+    fn a_chunk_is_a_user_turn_with_what_followed() {
+        let got = chunk(
+            &[
+                ("user", "fix the login loop"),
+                ("assistant", "looking at auth.ts"),
+                ("assistant", ""),
+                ("user", "now the tests"),
+                ("assistant", "all green"),
+            ],
+            1000,
+        );
+        assert_eq!(
+            got,
+            vec![
+                (1, 3, "fix the login loop\nlooking at auth.ts".to_owned()),
+                (4, 5, "now the tests\nall green".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn steps_are_cut_and_a_long_turn_goes_on_in_a_next_chunk() {
+        let long = "x".repeat(5000);
+        let got = chunk(
+            &[
+                ("user", "go"),
+                ("assistant", &long),
+                ("assistant", &long),
+                ("assistant", &long),
+            ],
+            700,
+        );
+        // Each step gives STEP_CHARS; the window holds two of them after the prompt.
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!((got[0].0, got[0].1), (1, 3));
+        assert_eq!(
+            got[0].2.chars().count(),
+            2 + 1 + STEP_CHARS + 1 + STEP_CHARS
+        );
+        assert_eq!((got[1].0, got[1].1), (4, 4));
+        assert!(got.iter().all(|(_, _, t)| t.chars().count() <= 700));
+        // A user message longer than the window is cut to it.
+        let got = chunk(&[("user", &"é".repeat(2000))], 700);
+        assert_eq!(got[0].2.chars().count(), 700);
+    }
+
+    #[test]
+    fn a_log_that_starts_with_the_assistant_still_chunks() {
+        let got = chunk(&[("assistant", "hello"), ("user", "hi")], 1000);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].2, "hello");
+    }
+
+    #[test]
+    fn quantized_scores_keep_the_order() {
+        let a = [0.6f32, 0.8, 0.0];
+        let b = [0.8f32, 0.6, 0.0];
+        let c = [0.0f32, 0.0, 1.0];
+        let q: Vec<i8> = quantize(&a).into_iter().map(|x| x as i8).collect();
+        let (sa, sb, sc) = (
+            score(&quantize(&a), &q),
+            score(&quantize(&b), &q),
+            score(&quantize(&c), &q),
+        );
+        assert!((sa - 1.0).abs() < 0.02 && (sb - 0.96).abs() < 0.02 && sc.abs() < 0.02);
+        assert!(sa > sb && sb > sc);
+        assert_eq!(quantize(&[1.5, -1.5]), vec![127u8, (-127i8) as u8]);
+    }
+
+    #[test]
+    fn the_text_hash_is_stable() {
+        // FNV-1a's published value for "a": stored hashes must not change between builds.
+        assert_eq!(text_hash("a") as u64, 0xaf63_dc4c_8601_ec8c);
+        assert_ne!(text_hash("ab"), text_hash("ba"));
+    }
+}
