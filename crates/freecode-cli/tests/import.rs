@@ -442,9 +442,18 @@ fn every_claude_code_fixture_is_covered() {
     assert_eq!(files, rows, "a fixture without a row");
 }
 
-/// Runs `freecode` on `home` and returns its output, asserting success.
+/// Runs `freecode` on `home` and returns its output, asserting success. The other agents'
+/// directories (where a Gemini project hash is looked for) are the empty ones beside the home,
+/// never the user's.
 fn run_ok(home: &Path, args: &[&str]) -> std::process::Output {
-    let out = common::freecode(home).args(args).output().unwrap();
+    let beside = home.parent().unwrap_or(home).join("user-home");
+    let out = common::freecode(home)
+        .env("HOME", &beside)
+        .env("CODEX_HOME", beside.join(".codex"))
+        .env("CLAUDE_CONFIG_DIR", beside.join(".claude"))
+        .args(args)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "freecode {args:?}: {}\n{}",
@@ -906,12 +915,7 @@ fn check_torn_copy(row: &Expect, id: &str) {
     std::fs::write(&file, &bytes[..cut]).unwrap();
     let args = import_args(row, &src_dir, &file);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let first = common::freecode(&home).args(&args).output().unwrap();
-    assert!(
-        first.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    let first = run_ok(&home, &args);
     let first: Value = serde_json::from_slice(&first.stdout).unwrap();
     assert!(
         first["issues"]
@@ -1379,4 +1383,226 @@ fn a_sources_project_directory_is_normalised_and_a_relative_one_refused() {
         err.contains("/.x/../../etc") && err.contains("not an absolute path"),
         "{err}"
     );
+}
+
+/// A Gemini CLI chat `<gemini>/tmp/<slug>/chats/session-….jsonl` whose `projectHash` is the
+/// SHA-256 of `root` (the form Gemini CLI hashes: the root as given), with one prompt and one
+/// answer; no `projects.json`. Returns the chat file.
+fn gemini_chat(gemini: &Path, session_id: &str, root: &str) -> PathBuf {
+    use sha2::Digest as _;
+    let hash: String = sha2::Sha256::digest(root.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let chats = gemini.join("tmp/some-slug/chats");
+    std::fs::create_dir_all(&chats).unwrap();
+    let file = chats.join(format!(
+        "session-2026-01-01T00-00-{}.jsonl",
+        &session_id[..8]
+    ));
+    let lines = [
+        serde_json::json!({"sessionId": session_id, "projectHash": hash,
+            "startTime": "2026-01-01T00:00:00Z", "lastUpdated": "2026-01-01T00:00:02Z"}),
+        serde_json::json!({"id": "m1", "type": "user", "timestamp": "2026-01-01T00:00:00Z",
+            "content": "where is the parser"}),
+        serde_json::json!({"id": "m2", "type": "gemini", "timestamp": "2026-01-01T00:00:02Z",
+            "content": "in src/parse.rs", "model": "gemini-2.5-pro"}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// The binary on `home` with no other agent's directories of the user's (`HOME`, `CODEX_HOME`,
+/// `CLAUDE_CONFIG_DIR` point into `tmp`), run in `cwd`.
+fn isolated(home: &Path, tmp: &Path, cwd: &Path) -> std::process::Command {
+    let mut c = common::freecode(home);
+    c.env("HOME", tmp.join("user-home"))
+        .env("CODEX_HOME", tmp.join("user-home/.codex"))
+        .env("CLAUDE_CONFIG_DIR", tmp.join("user-home/.claude"))
+        .env_remove("GEMINI_CLI_HOME")
+        .current_dir(cwd);
+    c
+}
+
+/// A chat whose project cannot be found is skipped (counted, with its reason) and never
+/// watermarked: the run with `--project DIR` the message asks for imports it.
+#[test]
+fn a_skipped_gemini_chat_is_counted_and_imported_once_its_project_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let here = tmp.path().join("here");
+    std::fs::create_dir_all(&here).unwrap();
+    let chat = gemini_chat(
+        &tmp.path().join("gemini"),
+        "5c0ffee1-0000-4000-8000-000000000001",
+        "/nowhere/known/project",
+    );
+    let path = chat.to_str().unwrap();
+    let out = isolated(&home, tmp.path(), &here)
+        .args(["import", "gemini-cli", path, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    schema_check("import-result.json", &v);
+    assert_eq!(v["summary"]["units"], 1, "{v:#}");
+    assert_eq!(v["summary"]["imported"], 0, "{v:#}");
+    assert_eq!(v["summary"]["skipped"], 1, "{v:#}");
+    let s = &v["sessions"][0];
+    assert_eq!(s["action"], "skipped", "{v:#}");
+    assert!(s["reason"].as_str().unwrap().contains("--project"), "{v:#}");
+    // The human summary says so too.
+    let out = isolated(&home, tmp.path(), &here)
+        .args(["import", "gemini-cli", path])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("0 imported") && stderr.contains("1 skipped"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("skipped"), "{stdout}");
+
+    // Exactly what the message says to do.
+    let project = tmp.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let out = isolated(&home, tmp.path(), &here)
+        .args(["import", "gemini-cli", path, "--project"])
+        .arg(&project)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["summary"]["imported"], 1, "{v:#}");
+    assert_eq!(v["summary"]["skipped"], 0, "{v:#}");
+    assert_ne!(v["summary"]["bytesRead"], 0, "{v:#}");
+    let list = json(&home, &["session", "list", "--json"]);
+    assert_eq!(list[0]["projectPath"], project.to_str().unwrap(), "{list}");
+    // And once imported it is watermarked: unchanged next time.
+    let v = common::json_of(isolated(&home, tmp.path(), &here).args([
+        "import",
+        "gemini-cli",
+        path,
+        "--json",
+    ]));
+    assert_eq!(v["summary"]["unchanged"], 1, "{v:#}");
+}
+
+/// Without `projects.json`, a chat's `projectHash` is resolved by hashing the directories known
+/// here: the current directory and its parents, the home's sessions' projects, and the `cwd`s
+/// of Claude Code's transcripts and Codex's rollouts. Never from a directory name.
+#[test]
+fn a_gemini_project_hash_is_found_among_the_directories_known_here() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let home = t.join("home");
+    let gemini = t.join("gemini");
+    // The current directory's parent.
+    let here = t.join("work/repo/sub");
+    std::fs::create_dir_all(&here).unwrap();
+    let parent = t.join("work/repo").to_str().unwrap().to_owned();
+    gemini_chat(&gemini, "aaaaaaa1-0000-4000-8000-000000000001", &parent);
+    // A Claude Code transcript's cwd.
+    let claude = t.join("user-home/.claude/projects/-anything");
+    std::fs::create_dir_all(&claude).unwrap();
+    std::fs::write(
+        claude.join("s.jsonl"),
+        "{\"type\":\"user\",\"cwd\":\"/srv/from-claude\",\"sessionId\":\"s\"}\n",
+    )
+    .unwrap();
+    gemini_chat(
+        &gemini,
+        "aaaaaaa2-0000-4000-8000-000000000002",
+        "/srv/from-claude",
+    );
+    // A Codex rollout's session_meta cwd.
+    let day = t.join("user-home/.codex/sessions/2026/01/01");
+    std::fs::create_dir_all(&day).unwrap();
+    std::fs::write(
+        day.join("rollout-2026-01-01T00-00-00-x.jsonl"),
+        "{\"type\":\"session_meta\",\"payload\":{\"id\":\"x\",\"cwd\":\"/srv/from-codex\"}}\n",
+    )
+    .unwrap();
+    gemini_chat(
+        &gemini,
+        "aaaaaaa3-0000-4000-8000-000000000003",
+        "/srv/from-codex",
+    );
+    // A project of a session already in the home (imported from a file elsewhere).
+    let elsewhere = t.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let rec = serde_json::json!({"type": "user", "uuid": "u1", "parentUuid": null,
+        "timestamp": "2026-01-01T00:00:00Z", "cwd": "/srv/native", "sessionId": "n1",
+        "message": {"role": "user", "content": "hello"}});
+    std::fs::write(elsewhere.join("n1.jsonl"), format!("{rec}\n")).unwrap();
+    let first = common::json_of(isolated(&home, t, &here).args([
+        "import",
+        "claude-code",
+        elsewhere.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(first["summary"]["imported"], 1, "{first:#}");
+    gemini_chat(
+        &gemini,
+        "aaaaaaa4-0000-4000-8000-000000000004",
+        "/srv/native",
+    );
+    // Known nowhere.
+    gemini_chat(
+        &gemini,
+        "aaaaaaa5-0000-4000-8000-000000000005",
+        "/srv/unknown",
+    );
+
+    let v = common::json_of(isolated(&home, t, &here).args([
+        "import",
+        "gemini-cli",
+        gemini.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(v["summary"]["imported"], 4, "{v:#}");
+    assert_eq!(v["summary"]["skipped"], 1, "{v:#}");
+    let by_source: HashMap<&str, &Value> = v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["sourceId"].as_str().unwrap(), s))
+        .collect();
+    let skipped = by_source["aaaaaaa5-0000-4000-8000-000000000005"];
+    assert_eq!(skipped["action"], "skipped", "{v:#}");
+    assert!(
+        skipped["reason"]
+            .as_str()
+            .unwrap()
+            .contains("SHA-256 of none of the"),
+        "{v:#}"
+    );
+    let list = common::json_of(isolated(&home, t, &here).args(["session", "list", "--json"]));
+    let mut projects: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["projectPath"].as_str().unwrap())
+        .collect();
+    projects.sort();
+    let mut want = vec![
+        parent.as_str(),
+        "/srv/from-claude",
+        "/srv/from-codex",
+        "/srv/native",
+        "/srv/native",
+    ];
+    want.sort();
+    assert_eq!(projects, want, "{list:#}");
 }

@@ -20,7 +20,8 @@
 //!   `updated_ms`; `provider` is `google`; the model is the last `gemini` message's `model`.
 //! - `project_path`: never from a directory name. `projects.json` (`{"projects": {root: slug}}`)
 //!   is searched for the root whose sha256 is the chat's `projectHash`, else for the root whose
-//!   slug is the `<project>` the chat is filed under. Unresolved, it stays `None` with an issue.
+//!   slug is the `<project>` the chat is filed under. Unresolved, it stays `None` and the hash
+//!   goes to `project_hash`: the importer hashes the directories it knows ([`crate::projects`]).
 //! - `user` → [`UserTurn`]: `content` (a string, or parts `[{text}]`, `inlineData` images).
 //! - `gemini` (and the `model` + `parts` shape some tools write) → one [`Response`]: text from
 //!   `content`; each `toolCalls[]` entry a [`ToolCall`] (`id`, `name`, `args`, result = the
@@ -455,7 +456,7 @@ fn read_projects(path: &Path, issues: &mut Vec<SourceIssue>) -> Option<Map<Strin
 }
 
 /// Lowercase hex sha256, as Gemini CLI's `getProjectHash`.
-fn sha256_hex(text: &str) -> String {
+pub(crate) fn sha256_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -628,18 +629,8 @@ impl Chat {
         let hash = str_of(&self.meta, "projectHash");
         session.project_path = projects.and_then(|p| project_root(path, hash, p));
         if session.project_path.is_none() {
-            issues.push(SourceIssue::in_file(
-                path,
-                format!(
-                    "project path unresolved (projectHash {}, {}): its project is the one `--project` names (without it, skipped)",
-                    hash.unwrap_or("absent"),
-                    if projects.is_some() {
-                        "not in projects.json"
-                    } else {
-                        "no projects.json"
-                    }
-                ),
-            ));
+            // Resolved by the importer from the directories it knows, else skipped with why.
+            session.project_hash = hash.map(str::to_owned);
         }
         if let Some(parent) = subagent_parent(path) {
             session.parent = Some(ParentLink {
@@ -815,11 +806,7 @@ mod tests {
             read.issues
         );
         assert!(s.project_path.is_none());
-        assert!(
-            read.issues
-                .iter()
-                .any(|i| i.message.contains("project path unresolved"))
-        );
+        assert_eq!(s.project_hash.as_deref(), Some("h"));
     }
 
     #[test]
@@ -868,6 +855,10 @@ mod tests {
         assert_eq!(project(2).as_deref(), Some("/home/u/alpha"));
         assert_eq!(project(0).as_deref(), Some("/home/u/beta-repo"));
         assert_eq!(project(1), None);
+        let lost = read(&units[1]).unwrap();
+        assert_eq!(only(&lost).project_hash.as_deref(), Some("00"));
+        // Resolved sessions carry no hash to resolve.
+        assert_eq!(read(&units[2]).unwrap().sessions[0].project_hash, None);
         let child = read(&units[3]).unwrap();
         assert_eq!(
             only(&child).parent,

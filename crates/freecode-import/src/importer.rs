@@ -23,9 +23,10 @@ use freecode_store::{SessionStore, StoreError, fsutil};
 use serde_json::Value;
 
 use crate::model::{ImportedSession, ParentKind};
+use crate::projects::{KnownRoots, ProjectHints};
 use crate::source::{Agent, SourceIssue, SourceUnit};
 use crate::state::{FileMark, ImportState, SessionMark, UnitMark};
-use crate::write::{Planned, keep_own_events, plan};
+use crate::write::{Planned, keep_own_events, plan, session_id};
 
 /// What to import.
 #[derive(Debug, Clone, Default)]
@@ -39,6 +40,9 @@ pub struct Options {
     /// The project path of sessions whose source names none, or a relative one (else they
     /// are skipped). Absolute: the front end makes the user's `--project` so.
     pub fallback_project: Option<String>,
+    /// Where to look for a project the source names only by its hash (Gemini CLI), beyond the
+    /// source's own registry ([`crate::projects`]); `None`: nowhere.
+    pub project_hints: Option<ProjectHints>,
 }
 
 /// What happened to one session.
@@ -54,6 +58,8 @@ pub enum Action {
     Unchanged,
     /// Left out (older than `--since`, continued here since its import, no project).
     Skipped,
+    /// Writing it failed (the reason says why); read again next time.
+    Failed,
 }
 
 impl Action {
@@ -65,6 +71,7 @@ impl Action {
             Action::Replaced => "replaced",
             Action::Unchanged => "unchanged",
             Action::Skipped => "skipped",
+            Action::Failed => "failed",
         }
     }
 }
@@ -114,6 +121,8 @@ pub struct Report {
     pub units: usize,
     /// Units skipped on their stat alone.
     pub unchanged_units: usize,
+    /// Units that could not be read at all (each with an issue saying why).
+    pub failed_units: usize,
     /// Bytes of the units read.
     pub bytes_read: u64,
     /// Time the final file-system sync took, ms.
@@ -175,17 +184,15 @@ pub fn run(
     let mut changed = false;
     // Units are independent (each session belongs to one): read, planned and written on a
     // few threads, folded into the report in unit order.
-    let locks = SessionLocks::default();
+    let shared = Shared {
+        locks: SessionLocks::default(),
+        redactor: redactor.as_ref(),
+        hints: opts.project_hints.as_ref(),
+        known: std::sync::OnceLock::new(),
+    };
     let results = for_each_unit(&units, |unit| {
         let key = ImportState::key(&unit.path);
-        unit_pass(
-            store,
-            unit,
-            state.units.get(&key),
-            opts,
-            &locks,
-            redactor.as_ref(),
-        )
+        unit_pass(store, unit, state.units.get(&key), opts, &shared)
     });
     for (unit, result) in units.iter().zip(results) {
         report.issues.extend(result.issues);
@@ -193,6 +200,9 @@ pub fn run(
         report.bytes_read += result.bytes_read;
         if result.unchanged {
             report.unchanged_units += 1;
+        }
+        if result.failed {
+            report.failed_units += 1;
         }
         if let Some(mark) = result.mark {
             state.units.insert(ImportState::key(&unit.path), mark);
@@ -233,6 +243,28 @@ impl SessionLocks {
     }
 }
 
+/// What the units of one run share: the session locks, the dry run's redactor, and the
+/// project roots known by their hash (gathered once, when a session first needs one).
+struct Shared<'a> {
+    locks: SessionLocks,
+    redactor: Option<&'a HomeRedactor>,
+    hints: Option<&'a ProjectHints>,
+    known: std::sync::OnceLock<KnownRoots>,
+}
+
+impl Shared<'_> {
+    /// The known root whose hash is `hash`, and how many roots were tried.
+    fn resolve(&self, store: &SessionStore, hash: &str) -> (Option<String>, usize) {
+        let Some(hints) = self.hints else {
+            return (None, 0);
+        };
+        let known = self
+            .known
+            .get_or_init(|| KnownRoots::gather(hints, Some(store)));
+        (known.resolve(hash).map(str::to_owned), known.len())
+    }
+}
+
 /// What one unit gave.
 #[derive(Default)]
 struct UnitResult {
@@ -240,6 +272,8 @@ struct UnitResult {
     issues: Vec<SourceIssue>,
     bytes_read: u64,
     unchanged: bool,
+    /// It could not be read at all.
+    failed: bool,
     /// The new watermark, when every session of the unit was written.
     mark: Option<UnitMark>,
 }
@@ -291,12 +325,12 @@ fn unit_pass(
     unit: &SourceUnit,
     old: Option<&UnitMark>,
     opts: &Options,
-    locks: &SessionLocks,
-    redactor: Option<&HomeRedactor>,
+    shared: &Shared<'_>,
 ) -> UnitResult {
     let mut out = UnitResult::default();
     let marks: Option<Vec<FileMark>> = unit.files().map(FileMark::stat).collect();
     let Some(marks) = marks else {
+        out.failed = true;
         out.issues.push(SourceIssue::in_file(
             &unit.path,
             "a file of this session cannot be read (or is not a regular file), skipped",
@@ -332,6 +366,7 @@ fn unit_pass(
     let read = match crate::read(unit) {
         Ok(r) => r,
         Err(e) => {
+            out.failed = true;
             out.issues
                 .push(SourceIssue::in_file(&unit.path, e.to_string()));
             return out;
@@ -345,8 +380,30 @@ fn unit_pass(
     let mut planned_here: Vec<Planned> = Vec::new();
     for s in &read.sessions {
         let with_project;
+        // A project named only by its hash: the directories this machine is known to work in.
+        let mut unresolved = None;
+        let resolved = match (&s.project_path, &s.project_hash) {
+            (None, Some(hash)) => {
+                let (root, tried) = shared.resolve(store, hash);
+                if root.is_none() {
+                    unresolved = Some(format!(
+                        "its projectHash {hash} is the SHA-256 of none of the {tried} \
+                         directories known here (projects.json, the current directory and its \
+                         parents, the home's sessions, Claude Code's and Codex's records)"
+                    ));
+                }
+                root
+            }
+            _ => None,
+        };
         // `--project` stands in for a directory the source does not name, or names relative.
-        let s = if s
+        let s = if let Some(root) = resolved {
+            with_project = ImportedSession {
+                project_path: Some(root),
+                ..s.clone()
+            };
+            &with_project
+        } else if s
             .project_path
             .as_deref()
             .is_none_or(|p| freecode_core::project_key::normalize_absolute(p).is_none())
@@ -374,10 +431,15 @@ fn unit_pass(
                 p
             }
             Err(e) => {
-                out.issues
-                    .push(SourceIssue::in_file(&s.source_path, e.to_string()));
                 // Read again next time: a run with `--project` may write it.
                 complete = false;
+                let mut reason = e.reason();
+                if let Some(why) = &unresolved {
+                    reason = format!("{why}; {reason}");
+                }
+                out.issues
+                    .push(SourceIssue::in_file(&s.source_path, reason.clone()));
+                out.sessions.push(skipped_unplanned(s, reason));
                 continue;
             }
         };
@@ -407,14 +469,14 @@ fn unit_pass(
             planned_here.push(planned);
             continue;
         }
-        if let Some(r) = redactor {
+        if let Some(r) = shared.redactor {
             (outcome.redaction_rules, outcome.findings) =
                 count_redactions(r.get(), &planned.messages);
             outcome.redactions = outcome.redaction_rules.values().sum();
         }
         let prior = old.and_then(|u| u.sessions.get(planned.id.as_str()));
         let applied = {
-            let _one_writer = locks.lock(planned.id.as_str());
+            let _one_writer = shared.locks.lock(planned.id.as_str());
             apply(store, &planned, prior, opts.dry_run)
         };
         match applied {
@@ -431,6 +493,7 @@ fn unit_pass(
             }
             Err(e) => {
                 complete = false;
+                outcome.action = Action::Failed;
                 outcome.reason = Some(e.to_string());
                 out.issues
                     .push(SourceIssue::in_file(&s.source_path, e.to_string()));
@@ -451,6 +514,27 @@ fn unit_pass(
         out.mark = Some(UnitMark { files, sessions });
     }
     out
+}
+
+/// The outcome of a session that could not be planned: skipped, with the reason.
+fn skipped_unplanned(s: &ImportedSession, reason: String) -> SessionOutcome {
+    let id_of = |source: &str| session_id(s.agent, source).ok().map(|id| id.to_string());
+    SessionOutcome {
+        id: id_of(&s.source_id).unwrap_or_default(),
+        source_id: s.source_id.clone(),
+        path: s.source_path.clone(),
+        action: Action::Skipped,
+        title: s.title.clone().unwrap_or_default(),
+        parent_id: s.parent.as_ref().and_then(|p| id_of(&p.source_id)),
+        messages: s.message_count(),
+        added_messages: 0,
+        events: 0,
+        redactions: 0,
+        redaction_rules: Default::default(),
+        findings: Vec::new(),
+        last_activity: s.updated_ms.unwrap_or(0),
+        reason: Some(reason),
+    }
 }
 
 /// What discovery looks for in a directory, for the message when it finds nothing.
@@ -898,6 +982,56 @@ mod tests {
         assert!(f[0].location.starts_with("messages["), "{f:?}");
         assert!(f[0].preview.contains('…'), "{f:?}");
         assert!(!store.home().root().exists(), "nothing written");
+    }
+
+    #[test]
+    fn a_session_not_planned_is_counted_skipped_and_its_unit_never_watermarked() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        // No cwd on any record: no project directory.
+        let line = serde_json::json!({"type":"user","uuid":"u1","parentUuid":null,
+            "timestamp":"2026-01-01T00:00:00Z","sessionId":"s",
+            "message":{"role":"user","content":"hello"}});
+        std::fs::write(src.join("s.jsonl"), format!("{line}\n")).unwrap();
+        let store = store(dir.path());
+        let roots = vec![src];
+        let r = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(actions(&r), ["skipped"], "{:?}", r.issues);
+        let s = &r.sessions[0];
+        assert_eq!(s.id, session_id(Agent::ClaudeCode, "s").unwrap().as_str());
+        assert_eq!(s.messages, 1);
+        let reason = s.reason.as_deref().unwrap();
+        assert!(reason.contains("--project DIR"), "{reason}");
+        // The issue names the file once.
+        let issue = r.issues.iter().find(|i| i.message == reason).unwrap();
+        assert!(!issue.message.contains("s.jsonl"), "{issue:?}");
+        assert!(ImportState::load(store.home()).units.is_empty());
+        // Again, unchanged: still skipped (read again, not taken as unchanged).
+        let again = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(
+            (again.unchanged_units, actions(&again)),
+            (0, vec!["skipped"])
+        );
+        let named = Options {
+            fallback_project: Some("/p".into()),
+            ..opts()
+        };
+        let r = run(&store, Agent::ClaudeCode, &roots, &named).unwrap();
+        assert_eq!(actions(&r), ["imported"], "{:?}", r.issues);
+        assert_eq!(ImportState::load(store.home()).units.len(), 1);
+    }
+
+    #[test]
+    fn a_unit_that_cannot_be_read_is_counted_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("opencode.db");
+        std::fs::write(&db, b"not a database at all, not even close").unwrap();
+        let store = store(dir.path());
+        let r = run(&store, Agent::Opencode, &[db], &opts()).unwrap();
+        assert_eq!((r.units, r.failed_units), (1, 1), "{:?}", r.issues);
+        assert!(!r.issues.is_empty());
+        assert!(ImportState::load(store.home()).units.is_empty());
     }
 
     /// The `subagent.start/stop` events of `id`'s log: (event type, subagent id).

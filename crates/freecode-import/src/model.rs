@@ -48,6 +48,10 @@ pub struct ImportedSession {
     /// The project path from the records (`cwd`, `directory`, `working_dir`), never decoded from
     /// a directory name. `None` when the source has none.
     pub project_path: Option<String>,
+    /// The lowercase hex SHA-256 of the project root, when the source names its project only
+    /// so and its own registry does not resolve it (Gemini CLI's `projectHash`): the importer
+    /// hashes the directories it knows to find it ([`crate::projects`]).
+    pub project_hash: Option<String>,
     /// The title by the agent's own order of preference, if any (else the importer uses the
     /// first prompt).
     pub title: Option<String>,
@@ -240,6 +244,7 @@ impl ImportedSession {
             source_path: source_path.into(),
             version: None,
             project_path: None,
+            project_hash: None,
             title: None,
             provider: None,
             model: None,

@@ -33,14 +33,11 @@ const TITLE_CHARS: usize = 80;
 /// A tool output longer than this is cut in the rollout log (the message keeps it whole).
 const EVENT_OUTPUT_BYTES: usize = 16 * 1024;
 
-/// Why a session cannot be written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a session cannot be written. Its text names the source file; [`PlanError::reason`] is
+/// the same without it (for a report whose entry already names the file).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlanError {
     /// The source names no project directory: such a session would have no root for the tools.
-    #[error(
-        "{path}: session {source_id} names no project directory (no cwd); skipped: pass \
-         --project DIR to import it into one"
-    )]
     NoProject {
         /// The source file.
         path: String,
@@ -49,10 +46,6 @@ pub enum PlanError {
     },
     /// The source's project directory is not absolute (`relative/../etc`): the tools of a later
     /// run would be rooted wherever that resolves to from the run's own directory.
-    #[error(
-        "{path}: session {source_id} names the project directory {project:?}, which is not an \
-         absolute path; skipped: pass --project DIR to import it into one"
-    )]
     RelativeProject {
         /// The source file.
         path: String,
@@ -62,8 +55,52 @@ pub enum PlanError {
         project: String,
     },
     /// The derived id is not a valid session id (never, for a UUID shape).
-    #[error(transparent)]
-    Id(#[from] freecode_core::IdError),
+    Id(freecode_core::IdError),
+}
+
+impl PlanError {
+    /// What is wrong and what to do, without the source file's name.
+    pub fn reason(&self) -> String {
+        match self {
+            PlanError::NoProject { source_id, .. } => format!(
+                "session {source_id} names no project directory (no cwd); skipped: pass \
+                 --project DIR to import it into one"
+            ),
+            PlanError::RelativeProject {
+                source_id, project, ..
+            } => format!(
+                "session {source_id} names the project directory {project:?}, which is not an \
+                 absolute path; skipped: pass --project DIR to import it into one"
+            ),
+            PlanError::Id(e) => e.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanError::NoProject { path, .. } | PlanError::RelativeProject { path, .. } => {
+                write!(f, "{path}: {}", self.reason())
+            }
+            PlanError::Id(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PlanError::Id(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<freecode_core::IdError> for PlanError {
+    fn from(e: freecode_core::IdError) -> Self {
+        PlanError::Id(e)
+    }
 }
 
 /// Everything the store writes for one imported session.

@@ -11,6 +11,7 @@ use freecode_import::gemini_cli;
 use freecode_import::model::{Content, ImportedSession, Item, ToolOutcome, parse_iso_ms};
 use freecode_import::source::{Agent, SourceIssue, SourceUnit};
 use serde_json::{Value, json};
+use sha2::Digest as _;
 
 fn fixture_files() -> Vec<PathBuf> {
     let root = freecode_testkit::external_fixtures().join("gemini-cli");
@@ -337,16 +338,16 @@ fn the_project_path_comes_from_projects_json_by_the_hash() {
         Some("/home/wei/repo/discordbot")
     );
     assert!(!issues.iter().any(|i| i.message.contains("unresolved")));
-    // Without the registry: no project, and the import says so.
+    // Without the registry: no project, and its hash for the importer to resolve.
     std::fs::remove_file(gemini.join(gemini_cli::PROJECTS_FILE)).unwrap();
     let units = gemini_cli::discover(&roots[0], &mut Vec::new());
-    let (session, issues) = read_unit(&units[0]);
+    let (session, _) = read_unit(&units[0]);
     assert_eq!(session.project_path, None);
-    assert!(
-        issues
-            .iter()
-            .any(|i| i.message.contains("project path unresolved"))
-    );
+    let hash: String = sha2::Sha256::digest(b"/home/wei/repo/discordbot")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(session.project_hash, Some(hash));
 }
 
 #[test]

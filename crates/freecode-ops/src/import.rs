@@ -92,6 +92,12 @@ pub fn run(home: &Home, req: &ImportRequest) -> Result<ImportReport> {
                 freecode_core::project_key::normalize_absolute(&abs)
                     .unwrap_or_else(|| abs.into_owned())
             }),
+            // A Gemini CLI chat's project named only by its hash is looked for among the
+            // directories this machine works in: from here up, and the other agents' records.
+            project_hints: Some(freecode_import::projects::ProjectHints::of_machine(
+                std::env::current_dir().ok(),
+                &env_var,
+            )),
         },
     )
     .map_err(|e| Error::from(e).context("import failed"))?;
@@ -102,11 +108,13 @@ fn report_of(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport 
     let mut summary = ImportSummary {
         units: r.units,
         unchanged_units: r.unchanged_units,
+        failed_units: r.failed_units,
         imported: 0,
         updated: 0,
         replaced: 0,
         unchanged: 0,
         skipped: 0,
+        failed: 0,
         messages: 0,
         bytes_read: r.bytes_read,
         redactions: 0,
@@ -122,6 +130,7 @@ fn report_of(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport 
                 Action::Replaced => summary.replaced += 1,
                 Action::Unchanged => summary.unchanged += 1,
                 Action::Skipped => summary.skipped += 1,
+                Action::Failed => summary.failed += 1,
             }
             summary.messages += s.added_messages as u64;
             summary.redactions += s.redactions as u64;

@@ -462,6 +462,8 @@ pub struct ImportSummary {
     pub units: usize,
     /// Of them, skipped on their stat alone.
     pub unchanged_units: usize,
+    /// Of them, not readable at all (an issue says why); read again next time.
+    pub failed_units: usize,
     /// Sessions imported for the first time.
     pub imported: u64,
     /// Sessions that got new messages.
@@ -470,8 +472,10 @@ pub struct ImportSummary {
     pub replaced: u64,
     /// Sessions with nothing new.
     pub unchanged: u64,
-    /// Sessions left out.
+    /// Sessions left out (`reason` says why: no project, `--since`, continued here).
     pub skipped: u64,
+    /// Sessions whose writing failed (`reason` says why).
+    pub failed: u64,
     /// Messages written.
     pub messages: u64,
     /// Bytes of source read.

@@ -2,7 +2,7 @@
 //! brought into this home ([`freecode_import::importer`]).
 //!
 //! Human output: one line per session on stdout (`imported`, `updated`, `replaced`,
-//! `unchanged`, `skipped`, then the id and title), a summary and every issue as
+//! `unchanged`, `skipped`, `failed`, then the id, the title and why it was skipped or failed), a summary and every issue as
 //! `file:line: message` on stderr. `--json`: [`freecode_ops::types::ImportReport`] /
 //! [`freecode_ops::types::DetectReport`] ([`freecode_ops::import`]).
 
@@ -77,7 +77,9 @@ impl ImportArgs {
         } else {
             let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
             for s in &out.sessions {
-                let would = if self.dry_run && s.action != "unchanged" && s.action != "skipped" {
+                let would = if self.dry_run
+                    && !["unchanged", "skipped", "failed"].contains(&s.action.as_str())
+                {
                     "would be "
                 } else {
                     ""
@@ -123,7 +125,7 @@ impl ImportArgs {
             }
             let s = &out.summary;
             let mut summary = format!(
-                "{}{} of {agent}: {} imported, {} updated, {} replaced, {} unchanged, {} skipped; {} written; {} read",
+                "{}{} of {agent}: {} imported, {} updated, {} replaced, {} unchanged, {} skipped{}; {} written; {} read{}",
                 if self.dry_run {
                     "dry run, nothing written: "
                 } else {
@@ -135,8 +137,21 @@ impl ImportArgs {
                 s.replaced,
                 s.unchanged,
                 s.skipped,
+                if s.failed > 0 {
+                    format!(", {} failed", s.failed)
+                } else {
+                    String::new()
+                },
                 plural(s.messages, "message", "messages"),
                 bytes(s.bytes_read),
+                if s.failed_units > 0 {
+                    format!(
+                        "; {} could not be read",
+                        plural(s.failed_units as u64, "source file", "source files")
+                    )
+                } else {
+                    String::new()
+                },
             );
             if self.dry_run {
                 summary.push_str(&format!(
