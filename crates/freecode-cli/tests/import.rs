@@ -25,9 +25,14 @@ struct Expect {
     agent: &'static str,
     /// The file, under `../shared/fixtures/external/<agent>/`.
     file: &'static str,
-    /// Messages of the main session: the source's prompts and responses after merging.
+    /// Messages of the main session: the source's prompts and responses after merging, from
+    /// its last compaction on (the history our compaction would keep).
     messages: usize,
-    /// A word only this file holds (among the fixtures of its agent).
+    /// With a compaction that has a summary: the messages before the last one (the summaries
+    /// of `memory.json` stand for them, the last in force).
+    compacted: Option<usize>,
+    /// A word only this file holds (among the fixtures of its agent), in the history kept
+    /// after the last compaction; empty when that history holds none of its own.
     word: &'static str,
     /// Whether every tool pair of the file is on the imported branch, so the trace's tool
     /// durations are exactly those of the file's call/result timestamps (else a subset).
@@ -73,6 +78,7 @@ const CLAUDE: &[Expect] = &[
         agent: "claude-code",
         file: "genuine/ccviewer-1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
         messages: 8,
+        compacted: None,
         word: "placeholders",
         all_tools_on_branch: true,
         denied: &["Write"],
@@ -87,6 +93,7 @@ const CLAUDE: &[Expect] = &[
         agent: "claude-code",
         file: "genuine/spotter-short.jsonl",
         messages: 2,
+        compacted: None,
         word: "doesnt",
         all_tools_on_branch: true,
         // Both calls were rejected by the user.
@@ -96,13 +103,15 @@ const CLAUDE: &[Expect] = &[
         title: None,
     },
     // The live chain: compact boundary (its logical parent is before the excerpt), the
-    // isCompactSummary line (no message), four assistant lines of one id. The first two
+    // isCompactSummary line (no message: the summary in force, standing for nothing of the
+    // excerpt), four assistant lines of one id. The first two
     // assistant lines hang off a node outside the excerpt: another branch, with no prompt of
     // its own, so no fork. 0 + 1.
     Expect {
         agent: "claude-code",
         file: "genuine/spotter-4d5611e5-excerpt-lines742-765-compact.jsonl",
         messages: 1,
+        compacted: Some(0),
         word: "transcript_components",
         all_tools_on_branch: false,
         denied: &[],
@@ -116,6 +125,7 @@ const CLAUDE: &[Expect] = &[
         agent: "claude-code",
         file: "schema/agentsessions-small.jsonl",
         messages: 2,
+        compacted: None,
         word: "Listing",
         all_tools_on_branch: false,
         denied: &[],
@@ -129,6 +139,7 @@ const CLAUDE: &[Expect] = &[
         agent: "claude-code",
         file: "schema/agentsessions-subagent/0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f.jsonl",
         messages: 2,
+        compacted: None,
         word: "Delegate",
         all_tools_on_branch: false,
         denied: &[],
@@ -136,13 +147,14 @@ const CLAUDE: &[Expect] = &[
         kind: Kind::LinesInDir,
         title: None,
     },
-    // u1 a1, the second attempt b2u b2a b2u2 b2a2, the compaction, p1u p1a: 4 + 4; the first
-    // attempt (b1u b1a) is a fork.
+    // u1 a1, the second attempt b2u b2a b2u2 b2a2 (6, compacted), the compaction, p1u p1a:
+    // 1 + 1; the first attempt (b1u b1a) is a fork.
     Expect {
         agent: "claude-code",
         file: "schema/claudecodelog-dag_compact_after_rewind.jsonl",
-        messages: 8,
-        word: "attempt",
+        messages: 2,
+        compacted: Some(6),
+        word: "final",
         all_tools_on_branch: false,
         denied: &[],
         children: 1,
@@ -160,6 +172,7 @@ const CODEX: &[Expect] = &[
         agent: "codex",
         file: "genuine/localpush-rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl",
         messages: 29,
+        compacted: None,
         // The fixture's text is redacted to hashes: this one is its first prompt's.
         word: "a83ebe6f",
         all_tools_on_branch: true,
@@ -168,11 +181,13 @@ const CODEX: &[Expect] = &[
         kind: Kind::LinesFile,
         title: None,
     },
-    // An excerpt: no prompt of its own; 3 model calls around the `compacted` item.
+    // An excerpt: no prompt of its own; 3 model calls around the `compacted` item, 2 before
+    // it (compacted).
     Expect {
         agent: "codex",
         file: "genuine/localpush-rollout-2026-02-23T12-54-34-019c8a59-excerpt-line1+lines1776-1800-compacted.jsonl",
-        messages: 3,
+        messages: 1,
+        compacted: Some(2),
         word: "980b7167",
         all_tools_on_branch: true,
         denied: &[],
@@ -185,6 +200,7 @@ const CODEX: &[Expect] = &[
         agent: "codex",
         file: "genuine/vibecodingtracker-codex-0.39.0.jsonl",
         messages: 20,
+        compacted: None,
         word: "ClaudeCodeLog",
         all_tools_on_branch: true,
         denied: &[],
@@ -193,12 +209,16 @@ const CODEX: &[Expect] = &[
         title: None,
     },
     // The coverage file: 3 prompts and 8 model calls (calls of every kind, several
-    // `compacted` and `turn_aborted` inputs between them).
+    // `compacted` and `turn_aborted` inputs between them). The first `compacted` has no
+    // message (no summary: nothing trimmed); five with one follow, the last before the last
+    // model call: 10 compacted, 1 kept, a tool call whose every text is "[trimmed for
+    // fixture]".
     Expect {
         agent: "codex",
         file: "schema/agentsessions-small.jsonl",
-        messages: 11,
-        word: "queries",
+        messages: 1,
+        compacted: Some(10),
+        word: "",
         all_tools_on_branch: false,
         denied: &[],
         children: 0,
@@ -216,6 +236,7 @@ const GEMINI: &[Expect] = &[
         agent: "gemini-cli",
         file: "genuine/vibecodingtracker-gemini.jsonl",
         messages: 9,
+        compacted: None,
         word: "AliasChoices",
         all_tools_on_branch: true,
         denied: &[],
@@ -228,6 +249,7 @@ const GEMINI: &[Expect] = &[
         agent: "gemini-cli",
         file: "schema/agentsessions-jsonl_v040.jsonl",
         messages: 3,
+        compacted: None,
         word: "AgentSessions",
         all_tools_on_branch: true,
         denied: &[],
@@ -240,6 +262,7 @@ const GEMINI: &[Expect] = &[
         agent: "gemini-cli",
         file: "schema/agentsessions-large.json",
         messages: 6,
+        compacted: None,
         word: "multiline",
         all_tools_on_branch: true,
         denied: &[],
@@ -258,6 +281,7 @@ const OPENCODE: &[Expect] = &[
         agent: "opencode",
         file: "handwritten-from-schema/opencode.db",
         messages: 2,
+        compacted: None,
         word: "migration",
         all_tools_on_branch: true,
         denied: &[],
@@ -269,6 +293,7 @@ const OPENCODE: &[Expect] = &[
         agent: "opencode",
         file: "handwritten-from-schema/storage",
         messages: 2,
+        compacted: None,
         word: "migration",
         all_tools_on_branch: true,
         denied: &[],
@@ -282,6 +307,7 @@ const OPENCODE: &[Expect] = &[
         agent: "opencode",
         file: "schema/agentsessions/storage_v2",
         messages: 4,
+        compacted: None,
         word: "existent",
         all_tools_on_branch: false,
         denied: &[],
@@ -293,6 +319,7 @@ const OPENCODE: &[Expect] = &[
         agent: "opencode",
         file: "schema/agentsessions/storage_v2",
         messages: 2,
+        compacted: None,
         word: "Found",
         all_tools_on_branch: false,
         denied: &[],
@@ -304,6 +331,7 @@ const OPENCODE: &[Expect] = &[
         agent: "opencode",
         file: "schema/agentsessions/storage_legacy",
         messages: 2,
+        compacted: None,
         word: "extracted",
         all_tools_on_branch: true,
         denied: &[],
@@ -323,6 +351,7 @@ const GOOSE: &[Expect] = &[
         agent: "goose",
         file: "handwritten-from-schema/sessions.db",
         messages: 4,
+        compacted: None,
         word: "suite",
         all_tools_on_branch: true,
         denied: &[],
@@ -334,6 +363,7 @@ const GOOSE: &[Expect] = &[
         agent: "goose",
         file: "handwritten-from-schema/20260301_1.jsonl",
         messages: 4,
+        compacted: None,
         word: "suite",
         all_tools_on_branch: true,
         denied: &[],
@@ -346,6 +376,7 @@ const GOOSE: &[Expect] = &[
         agent: "goose",
         file: "handwritten/goose-session-analysis-sample_session.jsonl",
         messages: 3,
+        compacted: None,
         word: "Francisco",
         all_tools_on_branch: true,
         denied: &[],
@@ -803,6 +834,22 @@ fn check_fixture(row: &Expect) {
     let id = main["sessionId"].as_str().unwrap().to_owned();
     assert_eq!(main["messages"], row.messages, "{what}: {report:#}");
     assert_eq!(stored_messages(&home, &id), row.messages, "{what}");
+    // A compaction is ours: its summary in `memory.json`, standing for the messages before it.
+    let memory = home.join("memory").join(&id).join("memory.json");
+    if let Some(compacted) = row.compacted {
+        let memory: Value = serde_json::from_slice(&std::fs::read(&memory).unwrap()).unwrap();
+        let summaries = memory["summaries"].as_array().unwrap();
+        let replaced: u64 = summaries
+            .iter()
+            .map(|s| s["originalMessageCount"].as_u64().unwrap())
+            .sum();
+        assert_eq!(replaced, compacted as u64, "{what}: {memory:#}");
+        assert_eq!(memory["totalCompactions"], summaries.len(), "{what}");
+        let last = summaries.last().unwrap();
+        assert!(!last["content"].as_str().unwrap().is_empty(), "{what}");
+    } else {
+        assert!(!memory.exists(), "{what}");
+    }
     let children: Vec<&Value> = report["sessions"]
         .as_array()
         .unwrap()
@@ -838,16 +885,18 @@ fn check_fixture(row: &Expect) {
     );
 
     // Search finds the file's own word in this session.
-    let found = json(&home, &["search", row.word, "--json"]);
-    assert!(
-        found
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|hit| hit["sessionId"] == id.as_str()),
-        "{what}: search {:?} found {found:#}",
-        row.word
-    );
+    if !row.word.is_empty() {
+        let found = json(&home, &["search", row.word, "--json"]);
+        assert!(
+            found
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|hit| hit["sessionId"] == id.as_str()),
+            "{what}: search {:?} found {found:#}",
+            row.word
+        );
+    }
 
     // The trace: tool calls with the source's durations, refusals as denials.
     let trace = json(&home, &["trace", &id, "--json"]);
@@ -936,7 +985,7 @@ fn check_torn_copy(row: &Expect, id: &str) {
         .find(|s| s["sessionId"] == id)
     {
         assert!(
-            s["messages"].as_u64().unwrap() as usize <= row.messages,
+            s["messages"].as_u64().unwrap() as usize <= row.messages + row.compacted.unwrap_or(0),
             "{what}"
         );
         assert!(complete_lines > 0);
@@ -1605,4 +1654,103 @@ fn a_gemini_project_hash_is_found_among_the_directories_known_here() {
     ];
     want.sort();
     assert_eq!(projects, want, "{list:#}");
+}
+
+/// An imported compaction is ours: `run -s` on the imported session sends the summary (in the
+/// system prompt, as after our own compaction) and the history from the compaction on, never
+/// what the summary stands for; the source agent would send the same.
+#[test]
+fn a_resumed_import_sends_the_summary_and_the_history_kept_after_its_compaction() {
+    use common::mock_openai::{MockOpenAi, Reply, finish, text, usage};
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let project = tmp.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let src = tmp.path().join("codex");
+    std::fs::create_dir_all(&src).unwrap();
+    let rollout = src.join("rollout-2026-01-01T00-00-00-0199aaaa.jsonl");
+    let cwd = project.to_str().unwrap();
+    let records = [
+        serde_json::json!({"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta",
+            "payload": {"id": "0199aaaa-0000-7000-8000-000000000001", "cwd": cwd,
+                "model_provider": "openai", "cli_version": "0.50.0"}}),
+        serde_json::json!({"timestamp": "2026-01-01T00:00:00Z", "type": "turn_context",
+            "payload": {"cwd": cwd, "model": "gpt-5"}}),
+        serde_json::json!({"timestamp": "2026-01-01T00:00:01Z", "type": "event_msg",
+            "payload": {"type": "user_message", "message": "explain the ZEPPELIN module"}}),
+        serde_json::json!({"timestamp": "2026-01-01T00:00:02Z", "type": "response_item",
+            "payload": {"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "ZEPPELIN parses the config"}]}}),
+        serde_json::json!({"timestamp": "2026-01-01T00:00:03Z", "type": "compacted",
+            "payload": {"message": "SUMMARY-7F3A: the user learnt what the parser does",
+                "replacement_history": []}}),
+        serde_json::json!({"timestamp": "2026-01-01T00:00:03Z", "type": "event_msg",
+            "payload": {"type": "context_compacted"}}),
+        serde_json::json!({"timestamp": "2026-01-01T00:00:04Z", "type": "event_msg",
+            "payload": {"type": "user_message", "message": "now add a KESTREL flag"}}),
+        serde_json::json!({"timestamp": "2026-01-01T00:00:05Z", "type": "response_item",
+            "payload": {"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "KESTREL flag added"}]}}),
+    ];
+    let body: String = records.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&rollout, body).unwrap();
+    let v = json(
+        &home,
+        &["import", "codex", rollout.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(v["summary"]["imported"], 1, "{v:#}");
+    let id = v["sessions"][0]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(v["sessions"][0]["messages"], 2, "{v:#}");
+    // The trace still shows the whole history, the compaction included.
+    let replay = json(&home, &["replay", &id, "--json"]);
+    assert!(replay.to_string().contains("compact"), "{replay:#}");
+
+    let mock = MockOpenAi::start(vec![Reply::stream(vec![
+        text("Done."),
+        finish("stop"),
+        usage(30, 2),
+    ])]);
+    let out = common::freecode(&home)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("FREECODE_ROLLOUT", "on")
+        .current_dir(&project)
+        .args([
+            "run",
+            "--base-url",
+            &mock.base_url,
+            "-s",
+            &id,
+            "and document it",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1);
+    let sent = &requests[0].body;
+    assert_eq!(sent["model"], "gpt-5", "{sent:#}");
+    let messages = sent["messages"].as_array().unwrap();
+    let system = messages[0]["content"].to_string();
+    assert_eq!(messages[0]["role"], "system", "{sent:#}");
+    assert!(system.contains("SUMMARY-7F3A"), "{system}");
+    let rest = serde_json::to_string(&messages[1..]).unwrap();
+    assert!(
+        !rest.contains("ZEPPELIN"),
+        "the compacted history was sent: {rest}"
+    );
+    let texts: Vec<String> = messages[1..]
+        .iter()
+        .map(|m| format!("{}: {}", m["role"].as_str().unwrap(), m["content"]))
+        .collect();
+    assert_eq!(texts.len(), 3, "{texts:#?}");
+    assert!(
+        texts[0].starts_with("user: ") && texts[0].contains("KESTREL flag"),
+        "{texts:#?}"
+    );
+    assert!(texts[1].starts_with("assistant: ") && texts[1].contains("KESTREL flag added"));
+    assert!(texts[2].starts_with("user: ") && texts[2].contains("and document it"));
 }

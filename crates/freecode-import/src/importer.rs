@@ -8,7 +8,9 @@
 //! prefix of the new ones and the rollout log's events a prefix of the new events (only the
 //! rest appended, under the session's writer lock); left alone when nothing changed; replaced
 //! all or nothing otherwise. A session continued here since its import (a turn ended after
-//! `importedAt`) is never replaced. Source files are only read. `--dry-run` plans the same and
+//! `importedAt`) is never replaced. A session's `memory/<id>/memory.json` (its compactions,
+//! [`Planned::memory`]) is written with it, rewritten when it changes and removed when the
+//! source no longer holds one. Source files are only read. `--dry-run` plans the same and
 //! writes nothing, counting what the export redactor would redact. Units are independent and
 //! go through up to four threads; the report and the watermarks are folded in unit order.
 
@@ -450,7 +452,7 @@ fn unit_pass(
             action: Action::Skipped,
             title: planned.title.clone(),
             parent_id: planned.parent_id.as_ref().map(ToString::to_string),
-            messages: planned.messages.len(),
+            messages: planned.written().len(),
             added_messages: 0,
             events: planned.events.len(),
             redactions: 0,
@@ -471,7 +473,7 @@ fn unit_pass(
         }
         if let Some(r) = shared.redactor {
             (outcome.redaction_rules, outcome.findings) =
-                count_redactions(r.get(), &planned.messages);
+                count_redactions(r.get(), planned.written());
             outcome.redactions = outcome.redaction_rules.values().sum();
         }
         let prior = old.and_then(|u| u.sessions.get(planned.id.as_str()));
@@ -502,7 +504,7 @@ fn unit_pass(
         sessions.insert(
             planned.id.to_string(),
             SessionMark {
-                messages: planned.messages.len(),
+                messages: planned.written().len(),
                 events: planned.events.len(),
             },
         );
@@ -567,13 +569,14 @@ fn apply(
     prior: Option<&SessionMark>,
     dry_run: bool,
 ) -> Result<(Action, usize), StoreError> {
+    let written = p.written();
     let existing = match store.meta(&p.id) {
         Ok(meta) => Some(meta),
         Err(StoreError::NotFound { .. }) => None,
         // A session of ours a power cut (or anything else) damaged: written again whole.
         Err(_) if !dry_run => {
             put(store, p)?;
-            return Ok((Action::Replaced, p.messages.len()));
+            return Ok((Action::Replaced, written.len()));
         }
         Err(e) => return Err(e),
     };
@@ -581,7 +584,7 @@ fn apply(
         if !dry_run {
             put(store, p)?;
         }
-        return Ok((Action::Imported, p.messages.len()));
+        return Ok((Action::Imported, written.len()));
     };
     if !meta.is_untouched_import() {
         return Ok((Action::Skipped, 0));
@@ -590,18 +593,20 @@ fn apply(
     let old_events = prior
         .map(|m| m.events)
         .map_or_else(|| count_events(store, &p.id), Ok)?;
-    let prefix = old.len() <= p.messages.len()
-        && old.iter().zip(&p.messages).all(|(a, b)| a == b)
+    let prefix = old.len() <= written.len()
+        && old.iter().zip(written).all(|(a, b)| a == b)
         && old_events <= p.events.len();
     if !prefix {
         if !dry_run {
             put(store, p)?;
         }
-        return Ok((Action::Replaced, p.messages.len()));
+        return Ok((Action::Replaced, written.len()));
     }
-    let new_messages = &p.messages[old.len()..];
+    let new_messages = &written[old.len()..];
     let new_events = &p.events[old_events..];
-    if new_messages.is_empty() && new_events.is_empty() && same_meta(&meta, p) {
+    // An unreadable memory file is written again.
+    let same_memory = store.compaction_memory(&p.id).ok().flatten() == p.memory;
+    if new_messages.is_empty() && new_events.is_empty() && same_meta(&meta, p) && same_memory {
         return Ok((Action::Unchanged, 0));
     }
     if !dry_run {
@@ -625,6 +630,9 @@ fn apply(
                 source: e,
             })?;
         }
+        if !same_memory {
+            write_memory(store, p)?;
+        }
         writer.sync()?;
         writer.update_meta(|m| edit_meta(m, p, None))?;
     }
@@ -634,6 +642,32 @@ fn apply(
         Action::Updated
     };
     Ok((action, new_messages.len()))
+}
+
+/// `memory/<id>/memory.json` as planned: written atomically, or removed when the source holds
+/// no compaction (any more).
+fn write_memory(store: &SessionStore, p: &Planned) -> Result<(), StoreError> {
+    let path = store.home().memory_file(&p.id);
+    match &p.memory {
+        Some(memory) => {
+            fsutil::create_dir_private(&store.home().memory_dir(&p.id))?;
+            fsutil::write_atomic(&path, &memory_bytes(memory), false)
+        }
+        None => match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::Io {
+                op: "remove",
+                path,
+                source: e,
+            }),
+        },
+    }
+}
+
+/// The bytes of `memory.json`, as the session writer's compaction writes them.
+fn memory_bytes(memory: &freecode_core::memory::CompactionMemory) -> Vec<u8> {
+    serde_json::to_vec_pretty(memory).unwrap_or_default()
 }
 
 /// Events in the session's rollout log now (complete lines).
@@ -651,14 +685,23 @@ fn put(store: &SessionStore, p: &Planned) -> Result<(), StoreError> {
         provider: p.provider.clone(),
         model: p.model.clone(),
     };
-    let events = |id: &SessionId| {
+    let extra = |id: &SessionId| {
         let mut log = Vec::new();
         for e in &p.events {
             log.extend_from_slice(&e.to_line());
         }
-        vec![(freecode_store::rollout::events_path(store.home(), id), log)]
+        let mut files = vec![(freecode_store::rollout::events_path(store.home(), id), log)];
+        if let Some(memory) = &p.memory {
+            files.push((store.home().memory_file(id), memory_bytes(memory)));
+        }
+        files
     };
-    store.put_populated(&p.id, new, &p.messages, &events, |m| edit_meta(m, p, None))
+    store.put_populated(&p.id, new, p.written(), &extra, |m| edit_meta(m, p, None))?;
+    if p.memory.is_none() {
+        // A summary of an earlier import of a source that no longer holds its compaction.
+        write_memory(store, p)?;
+    }
+    Ok(())
 }
 
 /// The meta fields an import sets (on create, replace and growth alike). `importedAt` is this
@@ -915,12 +958,72 @@ mod tests {
             now: opts().now + 1,
             ..opts()
         };
-        // The rest written: the main session grows by what follows (compaction, p1u, p1a).
+        // The rest written: a compaction, then p1u and p1a. It becomes ours: the summary in
+        // `memory.json`, the log from the compaction on (replaced: it no longer starts as
+        // the first import's did).
         std::fs::write(&file, &text).unwrap();
-        let grown = run(&store, Agent::ClaudeCode, &roots, &later).unwrap();
+        let compacted = run(&store, Agent::ClaudeCode, &roots, &later).unwrap();
         let meta = store.meta(&main).unwrap();
         assert_eq!(meta.imported_from().unwrap()["importedAt"], later.now);
         assert!(meta.is_untouched_import());
+        assert_eq!(
+            actions(&compacted),
+            ["replaced", "unchanged"],
+            "{:?}",
+            compacted.issues
+        );
+        let texts = |s: &SessionStore| -> Vec<String> {
+            s.messages(&main)
+                .unwrap()
+                .messages
+                .iter()
+                .map(StoredMessage::text)
+                .collect()
+        };
+        assert_eq!(texts(&store).len(), 2);
+        assert!(
+            texts(&store)[0].starts_with("After compaction"),
+            "{:?}",
+            texts(&store)
+        );
+        let memory = store.compaction_memory(&main).unwrap().unwrap();
+        assert_eq!(memory.session_id, main.as_str());
+        assert_eq!(memory.total_compactions, 1);
+        let summary = memory.latest_summary().unwrap();
+        assert!(
+            summary
+                .content
+                .contains("Summary: the user asked for a plan."),
+            "{summary:?}"
+        );
+        // It replaced the six messages of the live branch before it.
+        assert_eq!(summary.original_message_count, 6);
+        assert_eq!(
+            Some(summary.created_at),
+            crate::model::parse_iso_ms("2025-07-01T10:30:00Z")
+        );
+        // The resumed session starts from the summary and the kept history.
+        let resumed = store.resume(&main).unwrap();
+        assert_eq!(resumed.summary.as_deref(), Some(summary.content.as_str()));
+        assert_eq!(resumed.messages.len(), 2);
+        // The rollout log keeps every event, the compaction's too.
+        let events = count_events(&store, &main).unwrap();
+        assert_eq!(events, compacted.sessions[0].events);
+
+        // A turn more: the session grows by it, the summary stays.
+        let p2: String = lines[lines.len() - 2..]
+            .iter()
+            .map(|l| {
+                l.replace("p1u", "p2u")
+                    .replace("p1a", "p2a")
+                    .replace("\"parentUuid\":\"cs\"", "\"parentUuid\":\"p1a\"")
+                    .replace("T10:4", "T10:5")
+                    + "\n"
+            })
+            .collect();
+        let grown_text = format!("{}{p2}", text.trim_end_matches('\n').to_owned() + "\n");
+        std::fs::write(&file, &grown_text).unwrap();
+        let grown = run(&store, Agent::ClaudeCode, &roots, &later).unwrap();
         assert_eq!(
             actions(&grown),
             ["updated", "unchanged"],
@@ -928,30 +1031,53 @@ mod tests {
             grown.issues
         );
         assert_eq!(grown.sessions[0].added_messages, 2);
-        let msgs = store.messages(&main).unwrap().messages;
-        assert_eq!(msgs.len(), 8);
-        let events = count_events(&store, &main).unwrap();
-        assert_eq!(events, grown.sessions[0].events);
-        // The grown log is the log a fresh import writes.
+        assert_eq!(texts(&store).len(), 4);
+        assert_eq!(store.compaction_memory(&main).unwrap().unwrap(), memory);
+        // The grown session is the one a fresh import writes.
         let fresh_dir = tempfile::tempdir().unwrap();
         let fresh = self::store(fresh_dir.path());
         run(&fresh, Agent::ClaudeCode, &roots, &opts()).unwrap();
-        let log = |s: &SessionStore| {
-            std::fs::read(freecode_store::rollout::events_path(s.home(), &main)).unwrap()
-        };
-        assert_eq!(log(&store), log(&fresh));
-        assert_eq!(
-            std::fs::read(store.locate(&main).unwrap().messages()).unwrap(),
-            std::fs::read(fresh.locate(&main).unwrap().messages()).unwrap()
-        );
+        for (a, b) in [
+            (
+                freecode_store::rollout::events_path(store.home(), &main),
+                freecode_store::rollout::events_path(fresh.home(), &main),
+            ),
+            (
+                store.locate(&main).unwrap().messages(),
+                fresh.locate(&main).unwrap().messages(),
+            ),
+            (
+                store.home().memory_file(&main),
+                fresh.home().memory_file(&main),
+            ),
+        ] {
+            assert_eq!(
+                std::fs::read(&a).unwrap(),
+                std::fs::read(&b).unwrap(),
+                "{}",
+                a.display()
+            );
+        }
 
-        // An earlier message changed: the session is replaced whole.
-        std::fs::write(&file, text.replace("Second attempt", "Second try")).unwrap();
+        // A kept message changed: the session is replaced whole.
+        std::fs::write(
+            &file,
+            grown_text.replace("After compaction", "After the compaction"),
+        )
+        .unwrap();
         let replaced = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
         assert_eq!(replaced.sessions[0].action, Action::Replaced);
-        let msgs = store.messages(&main).unwrap().messages;
-        assert_eq!(msgs.len(), 8);
-        assert!(serde_json::to_string(&msgs).unwrap().contains("Second try"));
+        assert_eq!(texts(&store).len(), 4);
+        assert!(texts(&store)[0].starts_with("After the compaction"));
+        assert!(store.compaction_memory(&main).unwrap().is_some());
+
+        // The source rewound before its compaction (the first import's text again): no
+        // summary is left in force.
+        std::fs::write(&file, &head).unwrap();
+        let rewound = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(rewound.sessions[0].action, Action::Replaced);
+        assert_eq!(texts(&store).len(), 6);
+        assert_eq!(store.compaction_memory(&main).unwrap(), None);
     }
 
     #[test]

@@ -16,8 +16,17 @@
 //! naming the child session by its derived id (`subagent_session_id`);
 //! `compact.occurred`; `model.request` + `model.error` for an error; `turn.aborted` for an
 //! aborted turn. Events are ordered by time (stably), their `seq` 1, 2, …
+//!
+//! Compactions become ours: each one with a summary is a summary of `memory/<id>/memory.json`
+//! (the last in force, as our compaction leaves it), and `messages.jsonl` holds the history
+//! from the last one on ([`Planned::written`]), so that resuming the session sends the summary
+//! and what came after it, as the source agent would. The rollout log keeps every event (our
+//! compaction never trims it either). A compaction whose summary the source does not hold
+//! (Codex's `context_compacted` without its `compacted` record) trims nothing: there is no
+//! summary to send in its place.
 
 use freecode_core::limits::MAX_LINE_BYTES;
+use freecode_core::memory::{CompactionMemory, Summary, estimate_tokens};
 use freecode_core::project_key::normalize_absolute;
 use freecode_core::rollout::event::{DenySource, Event, EventKind, ModelErrorKind};
 use freecode_core::rollout::ulid;
@@ -128,10 +137,24 @@ pub struct Planned {
     pub tokens: Option<u64>,
     /// `importedFrom` (its `importedAt` the given import time).
     pub imported_from: Value,
-    /// The `messages.jsonl` lines.
+    /// Every message of the source's history, the compacted ones included (a fork is told
+    /// from its parent by them); [`Planned::written`] is what goes to `messages.jsonl`.
     pub messages: Vec<StoredMessage>,
+    /// The first message written: the one after the last compaction with a summary, else 0.
+    pub kept_from: usize,
+    /// `memory/<id>/memory.json`: one summary per compaction with one, the last in force;
+    /// `None` without any.
+    pub memory: Option<CompactionMemory>,
     /// The synthesised rollout log.
     pub events: Vec<Event>,
+}
+
+impl Planned {
+    /// The `messages.jsonl` lines: the history from the last compaction on, as our own
+    /// compaction leaves it (the summary is in [`Planned::memory`]).
+    pub fn written(&self) -> &[StoredMessage] {
+        &self.messages[self.kept_from.min(self.messages.len())..]
+    }
 }
 
 /// Our session id for `source_id` of `agent`: a UUID-shaped hex of SHA-256 (version nibble 8,
@@ -224,6 +247,8 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
     let mut turns = 0u64;
     let mut tokens: Option<u64> = None;
     let mut first_prompt: Option<String> = None;
+    // (time, messages before it, summary) of each compaction with a summary.
+    let mut compactions: Vec<(i64, usize, &str)> = Vec::new();
     let open_turn = |kinds: &mut Vec<(i64, EventKind)>, at: i64, turn: &mut Option<String>| {
         if turn.is_none() {
             let turn_id = "turn-0".to_owned();
@@ -400,6 +425,9 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
                         after_tokens: c.after_tokens.unwrap_or(0),
                     },
                 ));
+                if !c.summary.trim().is_empty() {
+                    compactions.push((at, messages.len(), c.summary.as_str()));
+                }
                 last = at;
             }
             Item::Error(e) => {
@@ -520,6 +548,7 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
     for m in &mut messages {
         fit_line(m);
     }
+    let (kept_from, memory) = memory_of(&id, &compactions, &messages);
     Ok(Planned {
         id,
         parent_id,
@@ -533,8 +562,44 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
         tokens,
         imported_from: Value::Object(from),
         messages,
+        kept_from,
+        memory,
         events,
     })
+}
+
+/// The compaction state of an imported history, as our own compaction would have left it:
+/// each compaction a [`Summary`] (the messages it replaced are those since the one before), the
+/// last one in force and the history kept from it on. Returns the first message kept and the
+/// memory (`None`, keeping everything, when no compaction has a summary).
+fn memory_of(
+    id: &SessionId,
+    compactions: &[(i64, usize, &str)],
+    messages: &[StoredMessage],
+) -> (usize, Option<CompactionMemory>) {
+    let Some(&(last_at, kept_from, last_summary)) = compactions.last() else {
+        return (0, None);
+    };
+    let mut memory = CompactionMemory::new(id.as_str());
+    let mut from = 0;
+    for &(at, cut, summary) in compactions {
+        let replaced = messages.get(from..cut).unwrap_or_default();
+        memory.summaries.push(Summary {
+            id: format!("summary-{id}-{at}"),
+            created_at: at,
+            original_message_count: replaced.len() as u64,
+            original_token_count: replaced.iter().map(|m| estimate_tokens(&m.text())).sum(),
+            summary_token_count: estimate_tokens(summary),
+            content: summary.to_owned(),
+            extra: freecode_core::Extra::new(),
+        });
+        from = cut;
+    }
+    memory.total_compactions = compactions.len() as u64;
+    memory.last_compaction_at = Some(last_at);
+    // What the context held right after it: the summary (nothing was kept beside it).
+    memory.token_count = estimate_tokens(last_summary);
+    (kept_from, Some(memory))
 }
 
 /// Leaves out of a fork's rollout log what it shares with its parent (those events are the
