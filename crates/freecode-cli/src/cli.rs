@@ -104,7 +104,8 @@ impl Cli {
         }
     }
 
-    /// Whether the command may start a new home: the agent (`run`, `serve`), an import, the
+    /// Whether the command may start a new home: the agent (`run`, `serve`), an import (and
+    /// `mcp --watch`, which imports), the
     /// share server, the doctor (which reports on any path) and the demo (its own home). Every
     /// other command reads or changes what a home holds, so a missing home is a user error
     /// (a mistyped `--home`), never an empty one created on the way.
@@ -119,7 +120,7 @@ impl Cli {
                 | Command::Demo(_)
                 | Command::Session(commands::session::SessionCommand::Import(_))
                 | Command::Import(_)
-        )
+        ) || matches!(&self.command, Command::Mcp(args) if args.writes())
     }
 
     /// The log level `-q`/`-v` ask for, which beats the environment; `None` without either.

@@ -167,19 +167,24 @@ fn operations_table() -> Vec<Row> {
 }
 
 /// `freecode_agent::module::[Type::]function` or `module::[Type::]function` (of
-/// `freecode-ops`) is a public function of that module.
+/// `freecode-ops`) is a public function of that module; `module::child::function` names a
+/// function of the child module `src/module/child.rs`, when there is one.
 fn assert_function(path: &str, operation: &str) {
     let (krate, rest) = match path.strip_prefix("freecode_agent::") {
         Some(rest) => ("freecode-agent", rest),
         None => ("freecode-ops", path),
     };
-    let parts: Vec<&str> = rest.split("::").collect();
+    let mut parts: Vec<&str> = rest.split("::").collect();
     assert!(parts.len() >= 2, "{operation}: {path} names no module");
-    let file = root()
-        .join("crates")
-        .join(krate)
-        .join("src")
-        .join(format!("{}.rs", parts[0]));
+    let src = root().join("crates").join(krate).join("src");
+    let mut file = src.join(format!("{}.rs", parts[0]));
+    if parts.len() == 3 {
+        let child = src.join(parts[0]).join(format!("{}.rs", parts[1]));
+        if child.is_file() {
+            file = child;
+            parts.remove(0);
+        }
+    }
     let text = read(&file);
     let function = parts[parts.len() - 1];
     assert!(

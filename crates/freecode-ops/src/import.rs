@@ -1,5 +1,8 @@
 //! Other agents' sessions brought into a home ([`freecode_import::importer`]): `import AGENT
-//! [PATH …]` and `import --detect`, answered as [`ImportReport`] and [`DetectReport`].
+//! [PATH …]` and `import --detect`, answered as [`ImportReport`] and [`DetectReport`]; the
+//! agents' directories followed and imported as they change: [`watch`].
+
+pub mod watch;
 
 use std::path::PathBuf;
 
@@ -76,11 +79,21 @@ pub fn run(home: &Home, req: &ImportRequest) -> Result<ImportReport> {
             .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
             .collect()
     };
+    run_roots(home, req, &roots)
+}
+
+/// Imports `req`'s agent from `roots` (paths that exist, absolute) into `home`.
+pub(crate) fn run_roots(
+    home: &Home,
+    req: &ImportRequest,
+    roots: &[PathBuf],
+) -> Result<ImportReport> {
+    let agent = req.agent;
     let store = crate::sessions::open(home)?;
     let report = importer::run(
         &store,
         agent,
-        &roots,
+        roots,
         &Options {
             since: req.since,
             dry_run: req.dry_run,

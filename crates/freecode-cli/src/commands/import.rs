@@ -4,14 +4,19 @@
 //! Human output: one line per session on stdout (`imported`, `updated`, `replaced`,
 //! `unchanged`, `skipped`, `failed`, then the id, the title and why it was skipped or failed), a summary and every issue as
 //! `file:line: message` on stderr. `--json`: [`freecode_ops::types::ImportReport`] /
-//! [`freecode_ops::types::DetectReport`] ([`freecode_ops::import`]).
+//! [`freecode_ops::types::DetectReport`] ([`freecode_ops::import`]). `import --watch [AGENT …]`
+//! follows the agents' directories ([`freecode_ops::import::watch`]) until SIGINT or SIGTERM
+//! (exit 0): one line per batch that changed something on stdout (`--json`: one
+//! [`freecode_ops::types::ImportReport`] per line), issues and failures on stderr.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
+use freecode_import::source::Agent;
 use freecode_ops::human::clean_line;
 use freecode_ops::import::ImportRequest;
+use freecode_ops::import::watch::{WatchEvent, WatchRequest};
 use freecode_ops::scope::{parse_since, project_scope};
 use freecode_store::Home;
 
@@ -21,9 +26,10 @@ use crate::render::{plural, print_json};
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// The agent whose sessions to import: claude-code, codex, gemini-cli, opencode, goose.
-    #[arg(value_name = "AGENT", required_unless_present = "detect")]
+    #[arg(value_name = "AGENT", required_unless_present_any = ["detect", "watch"])]
     pub agent: Option<String>,
-    /// Files or directories to import from [default: the agent's own locations].
+    /// Files or directories to import from [default: the agent's own locations]; with
+    /// `--watch`, more agents.
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// Only sessions active since then: a duration (`3d`, `12h`) or a date (`2026-01-31`).
@@ -43,6 +49,11 @@ pub struct ImportArgs {
     /// For each agent: where its sessions are on this machine and what an import would bring.
     #[arg(long, conflicts_with_all = ["agent", "paths", "since", "dry_run", "project"])]
     pub detect: bool,
+    /// Follow the agents' directories (`import --watch [AGENT …]`, default every agent) and
+    /// import each change as it is written, until Ctrl+C or SIGTERM: one line per batch that
+    /// changed something (with `--json`, one JSON object per line).
+    #[arg(long, conflicts_with_all = ["detect", "since", "dry_run"])]
+    pub watch: bool,
 }
 
 impl ImportArgs {
@@ -50,6 +61,9 @@ impl ImportArgs {
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
         if self.detect {
             return detect(self.json);
+        }
+        if self.watch {
+            return self.watch(home);
         }
         let agent = freecode_ops::import::agent(&self.agent.clone().unwrap_or_default())?;
         let now = freecode_store::now_ms();
@@ -175,6 +189,168 @@ impl ImportArgs {
         }
         Ok(())
     }
+}
+
+impl ImportArgs {
+    /// `import --watch [AGENT …]`: the positionals are agents.
+    fn watch(self, home: &Home) -> anyhow::Result<()> {
+        let names: Vec<String> = self
+            .agent
+            .iter()
+            .cloned()
+            .chain(self.paths.iter().map(|p| p.to_string_lossy().into_owned()))
+            .collect();
+        let agents = watched_agents(&names)?;
+        let project = match &self.project {
+            Some(dir) => Some(project_scope(&dir.to_string_lossy())?),
+            None => None,
+        };
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // A second signal while a batch is still being written ends the process at once.
+            signal_hook::flag::register_conditional_shutdown(signal, 1, stop.clone())?;
+            signal_hook::flag::register(signal, stop.clone())?;
+        }
+        let json = self.json;
+        let mut failed = None;
+        freecode_ops::import::watch::watch(
+            home,
+            &WatchRequest::new(agents, project),
+            &stop,
+            &mut |event| {
+                if let Err(e) = show_watch_event(event, json) {
+                    // stdout closed (a pipe whose reader left): nothing more to say to anyone.
+                    failed = Some(e);
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            },
+        )?;
+        match failed {
+            Some(e) if !is_broken_pipe(&e) => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// The agents `names` name; none: every agent.
+pub fn watched_agents(names: &[String]) -> anyhow::Result<Vec<Agent>> {
+    if names.is_empty() {
+        return Ok(Agent::ALL.to_vec());
+    }
+    let mut agents = Vec::new();
+    for name in names {
+        let agent = freecode_ops::import::agent(name).map_err(|e| {
+            freecode_ops::Error::Invalid(format!(
+                "{e} (with --watch, name agents only: each is followed at its own locations, \
+                 set by CLAUDE_CONFIG_DIR, CODEX_HOME, GEMINI_CLI_HOME, XDG_DATA_HOME or HOME)"
+            ))
+        })?;
+        if !agents.contains(&agent) {
+            agents.push(agent);
+        }
+    }
+    Ok(agents)
+}
+
+/// Prints what the watcher did: a batch that changed something on stdout (one line, or one
+/// JSON object with `--json`), the rest on stderr.
+fn show_watch_event(event: WatchEvent, json: bool) -> anyhow::Result<()> {
+    match event {
+        WatchEvent::Watching {
+            agent,
+            root,
+            watched,
+            waiting,
+        } => {
+            if waiting {
+                tracing::info!(
+                    "{agent}: {} does not exist yet; watching {} for it",
+                    root.display(),
+                    watched.display()
+                );
+            } else {
+                tracing::info!("{agent}: watching {}", root.display());
+            }
+        }
+        WatchEvent::Failed { agent, error } => {
+            eprintln!(
+                "{agent}: import failed: {}",
+                clean_line(&freecode_ops::error::chain(&error))
+            );
+        }
+        WatchEvent::Imported(report) => {
+            let Some(line) = batch_line(&report) else {
+                tracing::debug!("{}: nothing new", report.agent);
+                return Ok(());
+            };
+            let mut stdout = std::io::stdout().lock();
+            if json {
+                serde_json::to_writer(&mut stdout, &report)?;
+                writeln!(stdout)?;
+            } else {
+                writeln!(stdout, "{line}")?;
+            }
+            stdout.flush()?;
+            for issue in &report.issues {
+                match issue.line {
+                    Some(n) => eprintln!(
+                        "{}:{n}: {}",
+                        issue.path.display(),
+                        clean_line(&issue.message)
+                    ),
+                    None => eprintln!("{}: {}", issue.path.display(), clean_line(&issue.message)),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One line for a watched batch that changed something (`codex: 1 imported, 2 updated; +5
+/// messages`), `None` when nothing did.
+pub fn batch_line(report: &freecode_ops::types::ImportReport) -> Option<String> {
+    let s = &report.summary;
+    let counts: Vec<String> = [
+        (s.imported, "imported"),
+        (s.updated, "updated"),
+        (s.replaced, "replaced"),
+        (s.skipped, "skipped"),
+        (s.failed, "failed"),
+        (s.failed_units as u64, "unreadable"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    if counts.is_empty() {
+        return None;
+    }
+    let titles: Vec<String> = report
+        .sessions
+        .iter()
+        .filter(|x| x.action != "unchanged")
+        .take(3)
+        .map(|x| {
+            let short: String = x.session_id.chars().take(8).collect();
+            if x.title.is_empty() {
+                short
+            } else {
+                format!("{short} {}", clean_line(&x.title))
+            }
+        })
+        .collect();
+    Some(format!(
+        "{}: {}; {} written: {}",
+        report.agent,
+        counts.join(", "),
+        plural(s.messages, "message", "messages"),
+        titles.join(", ")
+    ))
 }
 
 fn bytes(n: u64) -> String {
