@@ -105,6 +105,17 @@ pub fn embedder(home: &Home) -> Result<Option<Arc<dyn Embedder>>> {
     Ok(Some(e))
 }
 
+/// The configured embedder, loaded; an error saying what to set when none is configured.
+pub fn required(home: &Home) -> Result<Arc<dyn Embedder>> {
+    embedder(home)?.ok_or_else(|| {
+        Error::Invalid(
+            "no embedder is configured: set embed.provider (local or openai) and its keys \
+             (freecode config list)"
+                .into(),
+        )
+    })
+}
+
 /// Brings the chunks up to date and embeds those without a vector until none are left or
 /// `budget` is spent (`None`: no limit), telling `progress` how far it is. Needs the SQLite
 /// index.
@@ -237,13 +248,7 @@ fn query_vector(
     budget: Duration,
     progress: &mut dyn Progress,
 ) -> Result<(String, Vec<f32>)> {
-    let Some(embedder) = embedder(home)? else {
-        return Err(Error::Invalid(
-            "no embedder is configured: set embed.provider (local or openai) and its keys \
-             (freecode config list)"
-                .into(),
-        ));
-    };
+    let embedder = required(home)?;
     let report = fill(home, embedder.as_ref(), Some(budget), progress)?;
     if report.pending > 0 {
         tracing::warn!(

@@ -293,14 +293,7 @@ impl IndexCommand {
                 Ok(())
             }
             Self::Embed { json } => {
-                let Some(embedder) = freecode_ops::meaning::embedder(home)? else {
-                    return Err(freecode_ops::Error::Invalid(
-                        "no embedder is configured: set embed.provider (local or openai) and \
-                         its keys (freecode config list)"
-                            .into(),
-                    )
-                    .into());
-                };
+                let embedder = freecode_ops::meaning::required(home)?;
                 let mut feedback = Feedback::with_delay("embedding", std::time::Duration::ZERO);
                 let report =
                     freecode_ops::meaning::fill(home, embedder.as_ref(), None, &mut feedback);

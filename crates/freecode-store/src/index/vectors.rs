@@ -440,18 +440,22 @@ impl SessionIndex {
         Ok(behind > 0 || orphans > 0)
     }
 
-    /// How many chunks there are and how many have vectors.
-    pub fn chunk_status(&self) -> Result<ChunkStatus> {
-        let db = self.path();
-        let model: Option<String> = self
-            .conn
+    /// The embedder the chunks are for, if any.
+    fn embed_model(&self) -> Result<Option<String>> {
+        self.conn
             .query_row(
                 "SELECT model FROM idx_embed_model WHERE only = 1",
                 [],
                 |r| r.get(0),
             )
             .optional()
-            .map_err(db_err(db))?;
+            .map_err(db_err(self.path()))
+    }
+
+    /// How many chunks there are and how many have vectors.
+    pub fn chunk_status(&self) -> Result<ChunkStatus> {
+        let db = self.path();
+        let model = self.embed_model()?;
         let (chunks, embedded): (i64, i64) = self
             .conn
             .query_row("SELECT count(*), count(vec) FROM idx_chunks", [], |r| {
@@ -554,15 +558,7 @@ impl SessionIndex {
     /// first, with their similarity. None when the vectors are another embedder's.
     fn nearest(&self, q: &SearchQuery, meaning: Meaning<'_>, k: usize) -> Result<Vec<(i64, f32)>> {
         let db = self.path();
-        let model: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT model FROM idx_embed_model WHERE only = 1",
-                [],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(db_err(db))?;
+        let model = self.embed_model()?;
         if model.as_deref() != Some(meaning.model) || k == 0 {
             return Ok(Vec::new());
         }
