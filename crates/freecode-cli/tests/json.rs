@@ -121,6 +121,25 @@ fn every_session_command_prints_its_schema() {
     assert_eq!(shown["id"], S1);
     assert!(!shown["messages"].as_array().unwrap().is_empty());
 
+    // A page: the meta, the messages [1, 3), and where the next page starts.
+    let all = shown["messages"].as_array().unwrap();
+    assert!(
+        all.len() >= 3,
+        "the fixture session has a page after its first message"
+    );
+    let paged = ctx.json(&[
+        "session", "show", S1, "--json", "--offset", "1", "--limit", "2",
+    ]);
+    check("session-page.json", &paged);
+    assert_eq!(paged["id"], S1);
+    assert_eq!(paged["messages"].as_array().unwrap()[..], all[1..3]);
+    assert_eq!(paged["page"]["offset"], 1);
+    assert_eq!(paged["page"]["count"], 2);
+    assert_eq!(paged["page"]["hasMore"], all.len() > 3);
+    let past = ctx.json(&["session", "show", S1, "--json", "--offset", "100000"]);
+    assert_eq!(past["messages"], serde_json::json!([]));
+    assert_eq!(past["page"]["hasMore"], false);
+
     let fork = ctx.json(&["session", "fork", S1, "--json"]);
     check("session-ref.json", &fork);
     let fork_id = fork["sessionId"].as_str().unwrap().to_owned();

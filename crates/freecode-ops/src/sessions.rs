@@ -220,8 +220,8 @@ pub struct TranscriptPage {
     pub more: bool,
 }
 
-/// Messages `[first, first + take)` of session `id`, read block by block and stopped once the
-/// page is full, so the first page of any session costs a block or two.
+/// Messages `[first, first + take)` of session `id`, read from the log's offset index and
+/// stopped once the page is full, so any page of any session costs a block or two.
 pub fn transcript_page(
     store: &SessionStore,
     id: &SessionId,
@@ -229,9 +229,8 @@ pub fn transcript_page(
     take: usize,
 ) -> Result<TranscriptPage> {
     let meta = store.meta(id)?;
-    let mut blocks = store.message_blocks(id)?;
-    let mut seen = 0usize;
-    let mut messages = Vec::with_capacity(take);
+    let (mut blocks, mut seen) = store.message_blocks_from(id, first)?;
+    let mut messages = Vec::with_capacity(take.min(1024));
     let mut more = false;
     while let Some(block) = blocks.next_block()? {
         for m in block.items {

@@ -141,6 +141,43 @@ impl JsonSchema for SessionDetail {
     }
 }
 
+/// One page of a session's messages with the session: `session show --json --offset N
+/// --limit N`. The meta fields at the top level, as in [`SessionDetail`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionPage {
+    /// The meta fields, at the top level.
+    #[serde(flatten)]
+    pub meta: SessionMeta,
+    /// The page's messages, in order (`page.offset` is the number of the first, from 0).
+    pub messages: Vec<StoredMessage>,
+    /// Where the page starts and the next one does.
+    pub page: page::PageInfo,
+}
+
+impl JsonSchema for SessionPage {
+    fn schema_name() -> Cow<'static, str> {
+        "SessionPage".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let mut schema = SessionDetail::json_schema(generator);
+        let page = generator.subschema_for::<page::PageInfo>().to_value();
+        if let Some(props) = schema
+            .get_mut("properties")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            props.insert("page".into(), page);
+        }
+        if let Some(required) = schema
+            .get_mut("required")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            required.push("page".into());
+        }
+        schema
+    }
+}
+
 /// What `session delete --json` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -648,6 +685,11 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         name: "session-detail.json",
         used_by: "`session show --json`, `session.get`",
         generate: root::<SessionDetail>,
+    },
+    SchemaFile {
+        name: "session-page.json",
+        used_by: "`session show --json --offset N --limit N`",
+        generate: root::<SessionPage>,
     },
     SchemaFile {
         name: "session-ref.json",

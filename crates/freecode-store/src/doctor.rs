@@ -133,6 +133,7 @@ pub fn examine(home: &Home, fix: bool) -> Result<Report> {
     sessions(home, fix, &mut r)?;
     rollout(home, fix, &mut r);
     index(home, fix, &mut r);
+    offset_indexes(home, fix, &mut r);
     Ok(r)
 }
 
@@ -592,4 +593,67 @@ fn index(home: &Home, fix: bool, r: &mut Report) {
         format!("failed its check ({bad}); rebuilt from the files by --fix"),
         fixed,
     );
+}
+
+/// The logs' offset indexes (`state/offsets/`, derived): one that does not read or whose session
+/// is gone is removed by `--fix`; a stale one (its log replaced or rewritten) is rebuilt.
+fn offset_indexes(home: &Home, fix: bool, r: &mut Report) {
+    use crate::session::offsets::{self, Health};
+    let dir = home.state_dir().join("offsets");
+    let Ok(Some(entries)) = fsutil::list_dir(&dir) else {
+        return;
+    };
+    let store = fix.then(|| SessionStore::open(home.clone()).ok()).flatten();
+    for (name, is_dir) in entries {
+        let path = dir.join(&name);
+        let name = name.to_string_lossy();
+        if is_dir || name.starts_with('.') {
+            continue;
+        }
+        let id = SessionId::new(name.as_ref()).ok();
+        let log = id.as_ref().and_then(|id| log_of(home, id));
+        let health = match &log {
+            Some(log) => offsets::health(&path, log),
+            None => Health::Orphan,
+        };
+        let (detail, fixed) = match health {
+            Health::Good => continue,
+            Health::Unreadable | Health::Orphan => {
+                let what = if health == Health::Orphan {
+                    "the offset index of a session that is gone"
+                } else {
+                    "an offset index that does not read (cut, corrupt or of another version)"
+                };
+                let fixed = fix && fsutil::remove_file(&path).is_ok();
+                (format!("{what}; removed by --fix (derived)"), fixed)
+            }
+            Health::Stale => {
+                // Removed, then built again where a long log needs one.
+                let fixed = fix && fsutil::remove_file(&path).is_ok();
+                if let (true, Some(store), Some(id)) = (fixed, &store, &id) {
+                    let _ = store.message_blocks_from(id, usize::MAX);
+                }
+                (
+                    "an offset index of the log as it was (replaced or rewritten since); rebuilt by --fix"
+                        .to_owned(),
+                    fixed,
+                )
+            }
+        };
+        r.add(FindingKind::Index, &path, detail, fixed);
+    }
+}
+
+/// The `messages.jsonl` of session `id`, found without opening a store (a report changes
+/// nothing); `None` when no session directory of that id holds one.
+fn log_of(home: &Home, id: &SessionId) -> Option<PathBuf> {
+    let projects = fsutil::list_dir(&home.sessions_dir()).ok().flatten()?;
+    projects.into_iter().find_map(|(p, is_dir)| {
+        let log = home
+            .sessions_dir()
+            .join(p)
+            .join(id.as_str())
+            .join(MESSAGES_FILE);
+        (is_dir && log.is_file()).then_some(log)
+    })
 }

@@ -321,6 +321,16 @@ impl<R: Read> Blocks<R> {
         self.line
     }
 
+    /// The file offset of the next line to be read (after the last block handed out).
+    pub fn offset(&self) -> u64 {
+        self.base
+    }
+
+    /// Whether the last block handed out was the file's last.
+    pub fn at_end(&self) -> bool {
+        self.done
+    }
+
     /// The next block, or `None` after the last one.
     pub fn next_block<T: DeserializeOwned + Send>(&mut self) -> std::io::Result<Option<Block<T>>> {
         self.next_block_with(Decode::PLAIN)

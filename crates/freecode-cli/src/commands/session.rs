@@ -116,8 +116,16 @@ pub struct ShowArgs {
     #[arg(long)]
     no_pager: bool,
     /// Write the session as one self-contained HTML page to FILE (opens offline).
-    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "offset", "limit"])]
     html: Option<PathBuf>,
+    /// Only the messages from number N on (counted from 0). Read from the log's offset index
+    /// (`state/offsets/`), so a page deep in a long session costs a page.
+    #[arg(long, value_name = "N")]
+    offset: Option<usize>,
+    /// At most N messages (from --offset, or from the first); `--json` then adds `page`
+    /// (`offset`, `count`, `hasMore`, `nextOffset`).
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
 }
 
 /// A command taking one session id.
@@ -390,6 +398,9 @@ const SHORT_ID_MIN: usize = 8;
 
 fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
     let id = resolve_id(store, &a.id)?;
+    if a.offset.is_some() || a.limit.is_some() {
+        return show_page(store, &id, &a);
+    }
     let meta = store.meta(&id)?;
     if a.json {
         return show_json(store, &id, &meta);
@@ -469,6 +480,55 @@ fn write_show(
     }
     writeln!(out, "  messages  {}", thousands(count.into_inner()))?;
     std::io::copy(&mut spool, out)?;
+    Ok(())
+}
+
+/// `session show --offset N --limit N`: one page ([`sessions::transcript_page`]), as JSON
+/// ([`freecode_ops::types::SessionPage`]) or for a person (the header line, then the page's
+/// messages, each numbered).
+fn show_page(store: &SessionStore, id: &SessionId, a: &ShowArgs) -> anyhow::Result<()> {
+    let first = a.offset.unwrap_or(0);
+    let take = a.limit.unwrap_or(usize::MAX);
+    let page = sessions::transcript_page(store, id, first, take)?;
+    let count = page.messages.len();
+    if a.json {
+        let out = freecode_ops::types::SessionPage {
+            meta: page.meta,
+            messages: page.messages,
+            page: freecode_ops::types::page::PageInfo {
+                offset: first,
+                count,
+                has_more: page.more,
+                next_offset: page.more.then_some(first + count),
+                cut_by_size: false,
+            },
+        };
+        return print_json(&out);
+    }
+    let st = Style::stdout();
+    let mut out =
+        std::io::BufWriter::with_capacity(64 << 10, crate::pager::Pager::new(!a.no_pager));
+    let title = if page.meta.title.is_empty() {
+        "(no title)".into()
+    } else {
+        clean_line(&page.meta.title)
+    };
+    let range = match count {
+        0 => format!("no messages from #{first}"),
+        _ => format!("messages #{first}–#{}", first + count - 1),
+    };
+    let more = if page.more { ", more follow" } else { "" };
+    writeln!(
+        out,
+        "{}  {}  ({range}{more})",
+        st.id(&page.meta.id),
+        st.bold(&title)
+    )?;
+    for m in &page.messages {
+        writeln!(out)?;
+        render_message(&mut out, st, m)?;
+    }
+    out.into_inner().map_err(|e| e.into_error())?.finish()?;
     Ok(())
 }
 

@@ -25,6 +25,7 @@ use crate::jsonl::{self, LineIssue};
 use crate::lock::{LockWait, SessionLock};
 use crate::settings::RecorderConfig;
 
+pub mod offsets;
 mod writer;
 pub(crate) use writer::check_line;
 
@@ -510,6 +511,49 @@ impl SessionStore {
         })
     }
 
+    /// Session `id`'s messages from about message `first` on (counted from 0 as a full read
+    /// counts them), read as the file is (no repair), and the number of the first message
+    /// the blocks hold: at most `first`, within a stride ([`offsets::STRIDE`]) of it. The log's
+    /// offset index ([`offsets`]) is brought up to date first, which reads only what was
+    /// appended since it was last saved, so page N of a long session costs a page, not N.
+    pub fn message_blocks_from(
+        &self,
+        id: &SessionId,
+        first: usize,
+    ) -> Result<(MessageBlocks, usize)> {
+        self.read_located(id, |paths| {
+            let path = paths.messages();
+            let Some(mut file) = open_log(&path)? else {
+                return Ok((
+                    MessageBlocks {
+                        path,
+                        blocks: None,
+                        size: 0,
+                    },
+                    0,
+                ));
+            };
+            let meta = file.metadata().ctx("stat", &path)?;
+            let mark = if first == 0 || meta.len() < offsets::STRIDE as u64 {
+                offsets::Mark::START
+            } else {
+                offsets::current(&self.home, id, &path, &file, &meta, MESSAGE_DECODE)?
+                    .seek(first as u64)
+            };
+            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(mark.offset))
+                .ctx("seek", &path)?;
+            let blocks = jsonl::Blocks::part(file, PAGE_BLOCK, mark.line, mark.offset);
+            Ok((
+                MessageBlocks {
+                    path,
+                    blocks: Some(blocks),
+                    size: meta.len(),
+                },
+                usize::try_from(mark.ordinal).unwrap_or(usize::MAX),
+            ))
+        })
+    }
+
     /// Streams messages in constant memory, calling `on_issue` for each skipped line.
     pub fn stream_messages(
         &self,
@@ -928,6 +972,11 @@ impl SessionStore {
                 removed.push(extra);
             }
         }
+        // Derived, but it hashes some of the log's bytes: it goes with the session.
+        let offsets = offsets::index_path(&self.home, id);
+        if fsutil::remove_file(&offsets)? {
+            removed.push(offsets);
+        }
         for parent in parents {
             fsutil::sync_dir(&parent)?;
         }
@@ -1286,6 +1335,10 @@ const RENDER_DECODE: jsonl::Decode<StoredMessage> = jsonl::Decode {
     scan: StoredMessage::scan,
     finish: |_| {},
 };
+
+/// Bytes read at a time by a page read ([`SessionStore::message_blocks_from`]): a stride and
+/// a page of ordinary messages.
+const PAGE_BLOCK: usize = 2 * offsets::STRIDE;
 
 /// Logs from this size on are loaded as two halves on two threads ([`read_messages_at`]).
 const SPLIT_LOAD_BYTES: u64 = 2 * LOAD_BLOCK as u64;

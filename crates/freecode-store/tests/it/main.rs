@@ -9,6 +9,7 @@ mod compat;
 mod crash;
 mod hostile;
 mod index;
+mod offsets;
 mod power_loss;
 mod redaction;
 mod rollout;
