@@ -46,7 +46,7 @@ fn full_page(h: &TestHome, id: &SessionId, first: usize, take: usize) -> Vec<Str
 
 /// A message line of about `size` bytes, with text that is not ASCII.
 fn line(n: usize, size: usize) -> Vec<u8> {
-    let role = if n % 2 == 0 {
+    let role = if n.is_multiple_of(2) {
         Role::User
     } else {
         Role::Assistant
