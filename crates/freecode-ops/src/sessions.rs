@@ -220,6 +220,25 @@ pub struct TranscriptPage {
     pub more: bool,
 }
 
+impl TranscriptPage {
+    /// The page as `session show --json --offset N --limit N` answers it: the meta, the
+    /// messages and where the next page starts.
+    pub fn into_session_page(self) -> crate::types::SessionPage {
+        let count = self.messages.len();
+        crate::types::SessionPage {
+            meta: self.meta,
+            messages: self.messages,
+            page: crate::types::page::PageInfo {
+                offset: self.first,
+                count,
+                has_more: self.more,
+                next_offset: self.more.then_some(self.first + count),
+                cut_by_size: false,
+            },
+        }
+    }
+}
+
 /// Messages `[first, first + take)` of session `id`, read from the log's offset index and
 /// stopped once the page is full, so any page of any session costs a block or two.
 pub fn transcript_page(

@@ -485,26 +485,15 @@ fn write_show(
 
 /// `session show --offset N --limit N`: one page ([`sessions::transcript_page`]), as JSON
 /// ([`freecode_ops::types::SessionPage`]) or for a person (the header line, then the page's
-/// messages, each numbered).
+/// messages).
 fn show_page(store: &SessionStore, id: &SessionId, a: &ShowArgs) -> anyhow::Result<()> {
     let first = a.offset.unwrap_or(0);
     let take = a.limit.unwrap_or(usize::MAX);
     let page = sessions::transcript_page(store, id, first, take)?;
-    let count = page.messages.len();
     if a.json {
-        let out = freecode_ops::types::SessionPage {
-            meta: page.meta,
-            messages: page.messages,
-            page: freecode_ops::types::page::PageInfo {
-                offset: first,
-                count,
-                has_more: page.more,
-                next_offset: page.more.then_some(first + count),
-                cut_by_size: false,
-            },
-        };
-        return print_json(&out);
+        return print_json(&page.into_session_page());
     }
+    let count = page.messages.len();
     let st = Style::stdout();
     let mut out =
         std::io::BufWriter::with_capacity(64 << 10, crate::pager::Pager::new(!a.no_pager));
