@@ -21,7 +21,7 @@ pub use freecode_core::limits::MAX_LINE_BYTES;
 const PARALLEL_THRESHOLD: usize = 4 * 1024 * 1024;
 
 /// What was wrong with a skipped line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum IssueKind {
     /// The last line has no terminating newline: a crash mid-append.
     Torn,
@@ -41,7 +41,7 @@ impl IssueKind {
 }
 
 /// A skipped line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LineIssue {
     /// 1-based line number.
     pub line: u64,

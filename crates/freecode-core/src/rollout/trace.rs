@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::event::{DenySource, Event};
@@ -31,7 +31,7 @@ pub const HANG_THRESHOLD_MS: i64 = 300_000;
 pub const ABANDONED_AFTER_MS: i64 = 86_400_000;
 
 /// Where a span stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SpanStatus {
     /// Answered.
@@ -45,7 +45,7 @@ pub enum SpanStatus {
 }
 
 /// One model call.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct ModelSpan {
@@ -268,7 +268,7 @@ impl SpanSink for Spans {
 }
 
 /// What closed spans add up to (kept by the fold, so no sink has to).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Totals {
     model_ms: i64,
     tool_ms: i64,
@@ -349,6 +349,29 @@ impl<S: SpanSink> Clone for TraceMark<S> {
 }
 
 impl<S: SpanSink> Copy for TraceMark<S> {}
+
+/// Everything a trace fold holds but its sink and a tail's marks: saved at the end of a read so
+/// that a later read of the same log goes on from there ([`TraceBuilder::state`],
+/// [`TraceBuilder::resume`]). Open requests and pending calls are the only parts that grow,
+/// and only with what is open at once.
+#[derive(Serialize, Deserialize)]
+struct TraceState {
+    v: u32,
+    session_id: String,
+    first_ts: Option<i64>,
+    last_ts: Option<i64>,
+    next_model: u64,
+    open: Vec<(u64, ModelSpan)>,
+    pending: Vec<(String, i64, Value)>,
+    totals: Totals,
+    first_model: Option<(String, String)>,
+    redirects: u64,
+    redirects_skipped: u64,
+    seen: u64,
+}
+
+/// The version of [`TraceState`]: a saved state of another version is not taken up.
+const TRACE_STATE_VERSION: u32 = 1;
 
 /// A finished fold without its closed spans (those are in the sink): the [`Trace`] with empty
 /// span lists, and what is needed to write the spans and the waterfall's summary.
@@ -583,6 +606,71 @@ impl<S: SpanSink> TraceBuilder<S> {
     /// Whether a request is open (its span ends as in flight or hung).
     pub fn has_open(&self) -> bool {
         !self.open.is_empty()
+    }
+
+    /// The fold's state without its sink, as bytes (JSON): what [`TraceBuilder::resume`]
+    /// takes up. A tail fold (of a split read) has no state worth saving: `None`.
+    pub fn state(&self) -> Option<Vec<u8>> {
+        if self.marks.is_some() {
+            return None;
+        }
+        let mut pending: Vec<(String, i64, Value)> = self
+            .pending
+            .iter()
+            .map(|(k, (t, v))| (k.clone(), *t, v.clone()))
+            .collect();
+        pending.sort_by(|a, b| a.0.cmp(&b.0));
+        let state = TraceState {
+            v: TRACE_STATE_VERSION,
+            session_id: self.session_id.clone(),
+            first_ts: self.first_ts,
+            last_ts: self.last_ts,
+            next_model: self.next_model,
+            open: self.open.clone(),
+            pending,
+            totals: self.totals,
+            first_model: self.first_model.clone(),
+            redirects: self.redirects,
+            redirects_skipped: self.redirects_skipped,
+            seen: self.seen,
+        };
+        serde_json::to_vec(&state).ok()
+    }
+
+    /// The fold of session `session_id` as it stood when [`TraceBuilder::state`] saved
+    /// `state`, its closed spans in `sink` (which must hold exactly those the saved fold had
+    /// handed out): the same fold, so folding the rest of the log gives the answer of one
+    /// read. `None` when `state` does not read, is of another version or of another session.
+    pub fn resume(session_id: &str, state: &[u8], sink: S) -> Option<Self> {
+        let st: TraceState = serde_json::from_slice(state).ok()?;
+        if st.v != TRACE_STATE_VERSION || st.session_id != session_id {
+            return None;
+        }
+        Some(Self {
+            session_id: st.session_id,
+            first_ts: st.first_ts,
+            last_ts: st.last_ts,
+            next_model: st.next_model,
+            open: st.open,
+            pending: st
+                .pending
+                .into_iter()
+                .map(|(k, t, v)| (k, (t, v)))
+                .collect(),
+            sink,
+            totals: st.totals,
+            first_model: st.first_model,
+            redirects: st.redirects,
+            redirects_skipped: st.redirects_skipped,
+            seen: st.seen,
+            marks: None,
+            firsts: Vec::new(),
+        })
+    }
+
+    /// The sink, to bring what it holds up to date where it lives (a checkpoint's spools).
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.sink
     }
 
     /// Ends the fold as of `now` (see [`TraceBuilder::snapshot`]): the trace without its

@@ -102,12 +102,127 @@ pub struct Spool {
     index_down: Option<u64>,
     /// The first write error; reported when the records are read.
     err: Option<io::Error>,
+    /// Whether the first stream is a file of the caller's ([`Spool::on_file`]).
+    backed: bool,
+}
+
+/// What a spool on a file is besides the file's bytes ([`Spool::on_file`], [`Spool::persist`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpoolState {
+    /// Bytes of records.
+    pub len: u64,
+    /// Key and index of the last record.
+    pub last: Option<(i64, u64)>,
+    /// The last position where a key went down.
+    pub key_down: Option<u64>,
+    /// The last position where an index did not go up.
+    pub index_down: Option<u64>,
 }
 
 impl Spool {
     /// An empty spool.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A spool whose records are the first `state.len` bytes of `file` (a checkpoint's spool,
+    /// written by [`Spool::persist`]) and which appends new records to it. Bytes past
+    /// `state.len` (a save that did not finish) are written over.
+    pub fn on_file(file: File, state: &SpoolState) -> Self {
+        Self {
+            segs: vec![Seg {
+                stream: Stream {
+                    file: Some(file),
+                    file_len: state.len,
+                    buf: Vec::new(),
+                },
+                start: 0,
+                shift: 0,
+                own: true,
+            }],
+            len: state.len,
+            last: state.last,
+            key_down: state.key_down,
+            index_down: state.index_down,
+            err: None,
+            backed: true,
+        }
+    }
+
+    /// Writes every record not yet in the spool's file (those in memory, those spliced from a
+    /// tail's temp file) into it, in order with their indices shifted, so that the spool is
+    /// exactly the file's first [`SpoolState::len`] bytes, and returns the state that
+    /// [`Spool::on_file`] takes. Costs the bytes not yet in the file. Fails for a spool made
+    /// without a file, and with the first write error.
+    pub fn persist(&mut self) -> io::Result<SpoolState> {
+        if let Some(e) = self.err.take() {
+            return Err(e);
+        }
+        let not_backed = || io::Error::other("a spool without a file of its own");
+        if !self.backed {
+            return Err(not_backed());
+        }
+        let mut segs = std::mem::take(&mut self.segs).into_iter();
+        let mut base = segs.next().ok_or_else(not_backed)?;
+        if base.start != 0 || base.shift != 0 || base.stream.file.is_none() {
+            return Err(not_backed());
+        }
+        base.stream.spill()?;
+        let mut out = Vec::with_capacity(SPILL_BYTES);
+        for seg in segs {
+            let mut r = BufReader::with_capacity(
+                256 << 10,
+                SegRead {
+                    stream: &seg.stream,
+                    pos: seg.start,
+                },
+            );
+            loop {
+                let mut h = [0u8; HEADER];
+                match read_full(&mut r, &mut h)? {
+                    0 => break,
+                    HEADER => {}
+                    _ => return Err(io::ErrorKind::UnexpectedEof.into()),
+                }
+                let mut index = [0u8; 8];
+                index.copy_from_slice(&h[8..16]);
+                let index = u64::from_le_bytes(index).wrapping_add(seg.shift);
+                h[8..16].copy_from_slice(&index.to_le_bytes());
+                let mut len = [0u8; 4];
+                len.copy_from_slice(&h[16..20]);
+                let len = u32::from_le_bytes(len) as usize;
+                out.extend_from_slice(&h);
+                let at = out.len();
+                out.resize(at + len, 0);
+                r.read_exact(&mut out[at..])?;
+                if out.len() >= SPILL_BYTES {
+                    base.stream.buf.append(&mut out);
+                    base.stream.spill()?;
+                }
+            }
+        }
+        base.stream.buf.append(&mut out);
+        base.stream.spill()?;
+        base.own = true;
+        let len = base.stream.len();
+        self.segs = vec![base];
+        if len != self.len {
+            return Err(io::Error::other(format!(
+                "spool of {} bytes persisted as {len}",
+                self.len
+            )));
+        }
+        Ok(self.state())
+    }
+
+    /// Where the spool stands: what [`Spool::on_file`] needs besides the file.
+    pub fn state(&self) -> SpoolState {
+        SpoolState {
+            len: self.len,
+            last: self.last,
+            key_down: self.key_down,
+            index_down: self.index_down,
+        }
     }
 
     /// Bytes written so far: the position of the next record (a mark for [`Spool::splice`]).

@@ -35,10 +35,15 @@ use freecode_core::rollout::trace::{
     DeniedSpan, ModelSpan, SpanSink, ToolSpan, Trace, TraceBuilder,
 };
 
+use freecode_core::SessionId;
+use serde_json::value::RawValue;
+
 use super::ReadReport;
+use super::checkpoint::{self, Checkpointed, Saved};
 use super::spool::{Order, Spool};
 use super::views::fold_event_views;
 use crate::error::Result;
+use crate::home::Home;
 
 /// How a [`Spooled`] sink writes a closed span into its record.
 pub trait SpanRecords: Clone + std::fmt::Debug {
@@ -64,6 +69,22 @@ pub struct Spooled<R> {
 }
 
 impl<R> Spooled<R> {
+    /// A sink over spools of its own (a fold checkpoint's: model, tool, denied), which hold
+    /// `tools` tool and `denials` denied spans already.
+    fn on_spools(records: R, spools: Vec<Spool>, tools: u64, denials: u64) -> Self {
+        let mut it = spools.into_iter();
+        let mut next = || it.next().unwrap_or_default();
+        Self {
+            records,
+            model: next(),
+            tool: next(),
+            denied: next(),
+            tools,
+            denials,
+            out: Vec::new(),
+        }
+    }
+
     fn with(records: R) -> Self {
         Self {
             records,
@@ -233,6 +254,8 @@ fn model_spans_in_order(
 /// The form of a streamed JSON document: pretty (`trace --json`, `replay --json`) or compact
 /// (an RPC answer), what its arrays and span lists look like in it.
 pub trait JsonForm: SpanRecords {
+    /// The form's name in a fold checkpoint's file names (`trace-pretty`).
+    const NAME: &'static str;
     /// Before an array's first element, between elements, after the last.
     const ARRAY: [&'static [u8]; 3];
     /// The trace's span lists, empty, as the trace with no spans serialises them.
@@ -244,6 +267,7 @@ pub trait JsonForm: SpanRecords {
 }
 
 impl JsonForm for PrettyJson {
+    const NAME: &'static str = "pretty";
     const ARRAY: [&'static [u8]; 3] = [b"[\n    ", b",\n    ", b"\n  ]"];
     const SPAN_LISTS: [&'static [u8]; 3] = [
         b"\n  \"modelSpans\": []",
@@ -257,6 +281,7 @@ impl JsonForm for PrettyJson {
 }
 
 impl JsonForm for CompactJson {
+    const NAME: &'static str = "compact";
     const ARRAY: [&'static [u8]; 3] = [b"[", b",", b"]"];
     const SPAN_LISTS: [&'static [u8]; 3] = [
         b"\"modelSpans\":[]",
@@ -417,6 +442,61 @@ pub fn fold_trace_streamed<F: JsonForm + Default + Send + 'static>(
         path,
         TraceBuilder::with_sink(session_id, Spooled::with(F::default())),
     )
+}
+
+/// [`fold_trace_streamed`] of session `id`'s log, from its fold checkpoint
+/// ([`super::checkpoint`]): a log read before costs the bytes appended since, the answer
+/// that of a read from the start.
+pub fn fold_trace_checkpointed<F: JsonForm + Default + Send + 'static>(
+    home: &Home,
+    id: &SessionId,
+) -> Result<Option<(TraceBuilder<Spooled<F>>, ReadReport)>> {
+    checkpoint::fold_checkpointed(home, id)
+}
+
+impl<F: JsonForm + Default + Send + 'static> Checkpointed for TraceBuilder<Spooled<F>> {
+    fn kind() -> String {
+        format!("trace-{}", F::NAME)
+    }
+
+    const SPOOLS: &'static [&'static str] = checkpoint::TRACE_SPOOLS;
+
+    fn fresh(session_id: &str, spools: Vec<Spool>) -> Self {
+        TraceBuilder::with_sink(session_id, Spooled::on_spools(F::default(), spools, 0, 0))
+    }
+
+    fn resume(
+        session_id: &str,
+        state: &RawValue,
+        counts: &[u64],
+        spools: Vec<Spool>,
+    ) -> Option<Self> {
+        let [tools, denials] = counts else {
+            return None;
+        };
+        if spools.len() != 3 {
+            return None;
+        }
+        let sink = Spooled::on_spools(F::default(), spools, *tools, *denials);
+        TraceBuilder::resume(session_id, state.get().as_bytes(), sink)
+    }
+
+    fn save(&mut self) -> io::Result<Saved> {
+        let state = self
+            .state()
+            .ok_or_else(|| io::Error::other("a tail fold has no state"))?;
+        let sink = self.sink_mut();
+        let spools = vec![
+            sink.model.persist()?,
+            sink.tool.persist()?,
+            sink.denied.persist()?,
+        ];
+        Ok(Saved {
+            state,
+            counts: vec![sink.tools, sink.denials],
+            spools,
+        })
+    }
 }
 
 /// Writes the OTLP document (`trace --otlp FILE`: compact, no newline) of the trace a

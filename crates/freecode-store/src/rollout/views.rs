@@ -83,9 +83,43 @@ pub fn fold_event_views<F: SplitFold + Send + 'static>(
             read_views_from(file, BLOCK_BYTES, |v| fold.apply_view(v)).ctx("read", path)?;
         return Ok(Some((fold, report)));
     }
-    fold_split(&FileSource(&file), len, len / 2, BLOCK_BYTES, fold)
-        .ctx("read", path)
-        .map(|(fold, report, _)| Some((fold, report)))
+    fold_split(
+        &FileSource(&file),
+        Cursor::default(),
+        len,
+        len / 2,
+        BLOCK_BYTES,
+        fold,
+    )
+    .ctx("read", path)
+    .map(|(fold, report, _, _)| Some((fold, report)))
+}
+
+/// [`fold_file_views`] from the line at `start` (a checkpoint's end, with the number of lines
+/// before it) to `end`: the fold goes on from there as one sequential read would, and the read
+/// ends where the returned cursor says (the start of the first line it did not take in whole:
+/// a torn tail, an unterminated line past the limit, or `end`). Two halves on two threads from
+/// [`SPLIT_BYTES`] of new bytes on.
+pub(crate) fn fold_file_from<F: SplitFold + Send + 'static>(
+    file: &std::fs::File,
+    start: Cursor,
+    end: u64,
+    mut fold: F,
+) -> std::io::Result<(F, ReadReport, Cursor)> {
+    if end.saturating_sub(start.offset) < SPLIT_BYTES {
+        let range = fsutil::RangeReader::new(file, start.offset, end);
+        let mut report = ReadReport::default();
+        let stop = read_lines(
+            range,
+            BLOCK_BYTES,
+            start,
+            &mut report,
+            &mut Events(|v: &EventView<'_>| fold.apply_view(v)),
+        )?;
+        return Ok((fold, report, stop.cursor()));
+    }
+    let at = start.offset + (end - start.offset) / 2;
+    fold_split(&FileSource(file), start, end, at, BLOCK_BYTES, fold).map(|(f, r, _, c)| (f, r, c))
 }
 
 /// [`fold_event_views`] over the first `end` bytes of an open log `file` (a tailer folds up to
@@ -101,7 +135,15 @@ pub fn fold_file_views<F: SplitFold + Send + 'static>(
         let report = read_views_from(range, BLOCK_BYTES, |v| fold.apply_view(v))?;
         return Ok((fold, report));
     }
-    fold_split(&FileSource(file), end, end / 2, BLOCK_BYTES, fold).map(|(f, r, _)| (f, r))
+    fold_split(
+        &FileSource(file),
+        Cursor::default(),
+        end,
+        end / 2,
+        BLOCK_BYTES,
+        fold,
+    )
+    .map(|(f, r, _, _)| (f, r))
 }
 
 /// [`fold_event_views`] over bytes, split at the first line start at or past `at` (tests
@@ -113,7 +155,15 @@ pub fn fold_views_split<F: SplitFold + Send + 'static>(
     block: usize,
     fold: F,
 ) -> std::io::Result<(F, ReadReport, Option<u64>)> {
-    fold_split(&bytes, bytes.len() as u64, at, block, fold)
+    fold_split(
+        &bytes,
+        Cursor::default(),
+        bytes.len() as u64,
+        at,
+        block,
+        fold,
+    )
+    .map(|(f, r, at, _)| (f, r, at))
 }
 
 /// Where the two halves are read from.
@@ -163,24 +213,28 @@ fn line_start<S: Source>(src: &S, len: u64, at: u64) -> std::io::Result<u64> {
     crate::jsonl::line_start_in(src.range(at - 1, len), at, len)
 }
 
+/// Folds `src` from `start` to `len`, split at the first line start at or past `at`: the fold,
+/// the report, where the tail's results were taken (`None`: the head read to the end) and
+/// where the read ended.
 fn fold_split<S: Source, F: SplitFold + Send + 'static>(
     src: &S,
+    start: Cursor,
     len: u64,
     at: u64,
     block: usize,
     mut fold: F,
-) -> std::io::Result<(F, ReadReport, Option<u64>)> {
-    let split = line_start(src, len, at.min(len))?;
+) -> std::io::Result<(F, ReadReport, Option<u64>, Cursor)> {
+    let split = line_start(src, len, at.clamp(start.offset, len))?;
     let mut report = ReadReport::default();
-    if split >= len {
-        read_lines(
-            src.range(0, len),
+    if split >= len || split <= start.offset {
+        let stop = read_lines(
+            src.range(start.offset, len),
             block,
-            Cursor::default(),
+            start,
             &mut report,
             &mut Events(|v: &EventView<'_>| fold.apply_view(v)),
         )?;
-        return Ok((fold, report, None));
+        return Ok((fold, report, None, stop.cursor()));
     }
     // The tail on the helper thread (`crate::helper`), through a reader of its own.
     let tail_reader = src.owned_range(split, len)?;
@@ -193,19 +247,19 @@ fn fold_split<S: Source, F: SplitFold + Send + 'static>(
             offset: split,
         };
         let read = read_lines(tail_reader, block, start, &mut report, &mut Tail(&mut tail));
-        (tail, read.map(|_| report))
+        (tail, read.map(|stop| (report, stop)))
     });
     let head = read_lines(
-        src.range(0, split),
+        src.range(start.offset, split),
         block,
-        Cursor::default(),
+        start,
         &mut report,
         &mut Events(|v: &EventView<'_>| fold.apply_view(v)),
     );
     let (tail, tail_read) = pending
         .join()
         .map_err(|_| std::io::Error::other("the tail fold panicked"))?;
-    let (at_split, tail_report) = (head?, tail_read?);
+    let (at_split, (tail_report, tail_stop)) = (head?, tail_read?);
     // Read on past the split until the head can take the tail's results.
     let (events, unknown) = (report.events, report.unknown);
     let stop = read_lines(
@@ -237,16 +291,20 @@ fn fold_split<S: Source, F: SplitFold + Send + 'static>(
                     i
                 }),
         );
-        return Ok((fold, report, Some(from)));
+        let end = Cursor {
+            line_no: at_split.line_no + tail_stop.line_no,
+            offset: tail_stop.offset,
+        };
+        return Ok((fold, report, Some(from), end));
     }
-    Ok((fold, report, None))
+    Ok((fold, report, None, stop.cursor()))
 }
 
 /// Where a read stands: lines read before, and the offset of the next line.
-#[derive(Debug, Clone, Copy, Default)]
-struct Cursor {
-    line_no: u64,
-    offset: u64,
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Cursor {
+    pub(crate) line_no: u64,
+    pub(crate) offset: u64,
 }
 
 /// Where a read ended.
@@ -256,6 +314,15 @@ struct Stop {
     offset: u64,
     /// `before_line` asked to stop before the line at `offset`.
     stopped: bool,
+}
+
+impl Stop {
+    fn cursor(self) -> Cursor {
+        Cursor {
+            line_no: self.line_no,
+            offset: self.offset,
+        }
+    }
 }
 
 /// What a read feeds.

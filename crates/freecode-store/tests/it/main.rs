@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bad_input;
+mod checkpoint;
 mod compat;
 mod crash;
 mod hostile;

@@ -15,7 +15,7 @@ use freecode_store::rollout::{
 use proptest::prelude::*;
 
 /// One line of a generated log (without its newline).
-fn line() -> impl Strategy<Value = Vec<u8>> {
+pub(crate) fn line() -> impl Strategy<Value = Vec<u8>> {
     let turn = prop_oneof![Just("turn-0"), Just("turn-1"), Just("")];
     let tool = prop_oneof![Just("read_file"), Just("bash"), Just("t\\u00e9")];
     let call = prop_oneof![
@@ -73,7 +73,7 @@ fn line() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-fn log() -> impl Strategy<Value = Vec<u8>> {
+pub(crate) fn log() -> impl Strategy<Value = Vec<u8>> {
     (
         proptest::collection::vec(line(), 0..40),
         proptest::option::of(line()),

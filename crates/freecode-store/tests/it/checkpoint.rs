@@ -1,0 +1,338 @@
+//! Fold checkpoints (`rollout::checkpoint`): a trace read from a checkpoint is, byte for byte,
+//! the trace read from the start, for logs cut at every line start or at random bytes (torn
+//! tails) and grown in random steps; a checkpoint whose log was replaced, cut or rewritten, or
+//! whose own files were corrupted, cut, replaced or locked by another process, is detected and
+//! the answer is still right.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use freecode_core::SessionId;
+use freecode_core::rollout::trace::TraceBuilder;
+use freecode_store::Home;
+use freecode_store::rollout::checkpoint::{self, Health};
+use freecode_store::rollout::{
+    CompactJson, JsonForm, JsonSpans, PrettyJson, ReadReport, Spooled, events_path,
+    fold_trace_streamed, write_trace_json,
+};
+use proptest::prelude::*;
+
+use crate::rollout_views::log;
+
+const ID: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";
+/// Open requests are aged against this `now`, the same in both reads.
+const NOW: Option<i64> = Some(2_000_000);
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    home: Home,
+    id: SessionId,
+    log: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path().join(".freecode"));
+    let id = SessionId::new(ID).unwrap();
+    let log = events_path(&home, &id);
+    fs::create_dir_all(log.parent().unwrap()).unwrap();
+    fs::write(&log, b"").unwrap();
+    Fixture {
+        _dir: dir,
+        home,
+        id,
+        log,
+    }
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(bytes)
+        .unwrap();
+}
+
+/// `trace --json` (form `F`) of the log, and the read's report: from the checkpoint (made or
+/// brought up to date), every log checkpointed whatever its size.
+fn checkpointed<F: JsonForm + Default + Send + 'static>(f: &Fixture) -> (Vec<u8>, ReadReport) {
+    let (b, report) =
+        checkpoint::fold_checkpointed_from::<TraceBuilder<Spooled<F>>>(&f.home, &f.id, 0)
+            .unwrap()
+            .unwrap();
+    let mut out = Vec::new();
+    write_trace_json(&mut out, b, NOW).unwrap();
+    (out, report)
+}
+
+/// The same from the start, without a checkpoint.
+fn scratch<F: JsonForm + Default + Send + 'static>(f: &Fixture) -> (Vec<u8>, ReadReport) {
+    let (b, report) = fold_trace_streamed::<F>(&f.log, ID).unwrap().unwrap();
+    let mut out = Vec::new();
+    write_trace_json(&mut out, b, NOW).unwrap();
+    (out, report)
+}
+
+fn state_file(f: &Fixture) -> PathBuf {
+    checkpoint::dir(&f.home, &f.id).join("trace-pretty.state")
+}
+
+#[track_caller]
+fn same(f: &Fixture) {
+    let (got, got_report) = checkpointed::<PrettyJson>(f);
+    let (want, want_report) = scratch::<PrettyJson>(f);
+    assert_eq!(got_report, want_report);
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want)
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    /// Grown in random steps, cut anywhere (a torn line completed by the next step), the
+    /// checkpointed trace is the trace from the start, in both JSON forms, every step.
+    #[test]
+    fn grown_in_random_steps_the_checkpointed_trace_is_the_trace(
+        bytes in log(),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 1..6),
+    ) {
+        let f = fixture();
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+        cuts.push(bytes.len());
+        cuts.sort_unstable();
+        let mut at = 0;
+        for cut in cuts {
+            append(&f.log, &bytes[at..cut]);
+            at = cut;
+            let (got, got_report) = checkpointed::<PrettyJson>(&f);
+            let (want, want_report) = scratch::<PrettyJson>(&f);
+            prop_assert_eq!(&got_report, &want_report);
+            prop_assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
+            let (got, _) = checkpointed::<CompactJson>(&f);
+            let (want, _) = scratch::<CompactJson>(&f);
+            prop_assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
+        }
+        // Read again, unchanged: the same bytes.
+        let (again, _) = checkpointed::<PrettyJson>(&f);
+        let (want, _) = scratch::<PrettyJson>(&f);
+        prop_assert_eq!(again, want);
+    }
+}
+
+/// A log of `n` model calls and tool runs, some requests left open across calls.
+fn calls(from: u64, n: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    for k in from..from + n {
+        let t = format!("\"timestamp\":{k},\"turnId\":\"tür-{k}\"");
+        out.extend_from_slice(format!("{{\"type\":\"model.request\",{t},\"provider\":\"p\",\"model\":\"m\",\"messageCount\":3}}\n").as_bytes());
+        if k % 7 != 3 {
+            out.extend_from_slice(
+                format!(
+                    "{{\"type\":\"model.response\",{t},\"duration_ms\":{},\"inputTokens\":5}}\n",
+                    k % 13
+                )
+                .as_bytes(),
+            );
+        }
+        out.extend_from_slice(format!("{{\"type\":\"function.call\",{t},\"tool\":\"bash\",\"callId\":\"c{k}\",\"args\":{{\"cmd\":\"ls ünï\"}}}}\n").as_bytes());
+        if k % 5 != 1 {
+            out.extend_from_slice(format!("{{\"type\":\"function.output\",{t},\"tool\":\"bash\",\"callId\":\"c{k}\",\"output\":\"ok\",\"duration_ms\":2}}\n").as_bytes());
+        }
+        if k % 11 == 0 {
+            out.extend_from_slice(b"not json\n");
+        }
+    }
+    out
+}
+
+/// Cut at every line start and read each time: the checkpoint taken up at each.
+#[test]
+fn cut_at_every_line_start_the_checkpointed_trace_is_the_trace() {
+    let f = fixture();
+    let bytes = calls(0, 40);
+    let mut at = 0;
+    for (i, _) in bytes.iter().enumerate().filter(|(_, b)| **b == b'\n') {
+        append(&f.log, &bytes[at..=i]);
+        at = i + 1;
+        same(&f);
+    }
+}
+
+/// Folds the log once so that it has a checkpoint, and checks it was made.
+fn with_checkpoint(f: &Fixture, n: u64) {
+    append(&f.log, &calls(0, n));
+    same(f);
+    assert!(state_file(f).is_file(), "no checkpoint was made");
+    assert_eq!(
+        checkpoint::health(&f.home, &f.id, &state_file(f)),
+        Health::Good
+    );
+}
+
+fn spool(f: &Fixture, which: &str) -> PathBuf {
+    checkpoint::dir(&f.home, &f.id).join(format!("trace-pretty.{which}"))
+}
+
+#[test]
+fn a_corrupt_state_file_is_ignored_and_replaced() {
+    let f = fixture();
+    with_checkpoint(&f, 300);
+    let state = state_file(&f);
+    let mut bytes = fs::read(&state).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    fs::write(&state, &bytes).unwrap();
+    assert_eq!(
+        checkpoint::health(&f.home, &f.id, &state),
+        Health::Unreadable
+    );
+    append(&f.log, &calls(300, 20));
+    same(&f);
+    assert_eq!(checkpoint::health(&f.home, &f.id, &state), Health::Good);
+    // Cut short, or of another version.
+    fs::write(&state, &bytes[..10]).unwrap();
+    same(&f);
+    let mut other = fs::read(&state).unwrap();
+    other[7] = b'9';
+    fs::write(&state, &other).unwrap();
+    same(&f);
+}
+
+#[test]
+fn a_spool_cut_rewritten_replaced_or_grown_is_found() {
+    let f = fixture();
+    with_checkpoint(&f, 300);
+    let model = spool(&f, "model");
+    let len = fs::metadata(&model).unwrap().len();
+    // Cut.
+    OpenOptions::new()
+        .write(true)
+        .open(&model)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    append(&f.log, &calls(300, 5));
+    same(&f);
+    // Its end rewritten in place.
+    let tool = spool(&f, "tool");
+    let mut bytes = fs::read(&tool).unwrap();
+    let last = bytes.len() - 3;
+    bytes[last] ^= 1;
+    fs::write(&tool, &bytes).unwrap();
+    same(&f);
+    // Replaced by a copy (another inode).
+    let copy = fs::read(&model).unwrap();
+    fs::remove_file(&model).unwrap();
+    fs::write(&model, &copy).unwrap();
+    same(&f);
+    // Longer than saved (a save that did not finish): cut back, the answer unchanged.
+    append(&spool(&f, "denied"), b"half a record");
+    append(&model, b"half a record");
+    same(&f);
+    assert_eq!(
+        checkpoint::health(&f.home, &f.id, &state_file(&f)),
+        Health::Good
+    );
+    // A byte changed in the middle: `doctor` reads the whole spool and finds it.
+    let mut bytes = fs::read(&model).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    fs::write(&model, &bytes).unwrap();
+    assert!(matches!(
+        checkpoint::health(&f.home, &f.id, &state_file(&f)),
+        Health::Corrupt(_)
+    ));
+}
+
+#[test]
+fn a_log_replaced_cut_or_rewritten_is_folded_from_the_start() {
+    let f = fixture();
+    with_checkpoint(&f, 300);
+    // Replaced (a compaction writes a new file): other events, same length.
+    let mut other = calls(1000, 300);
+    other.truncate(fs::metadata(&f.log).unwrap().len() as usize);
+    let tmp = f.log.with_extension("tmp");
+    fs::write(&tmp, &other).unwrap();
+    fs::rename(&tmp, &f.log).unwrap();
+    assert_eq!(
+        checkpoint::health(&f.home, &f.id, &state_file(&f)),
+        Health::Stale
+    );
+    same(&f);
+    // Cut to half, then grown past where it was with other lines.
+    let bytes = fs::read(&f.log).unwrap();
+    let half = bytes.len() / 2;
+    OpenOptions::new()
+        .write(true)
+        .open(&f.log)
+        .unwrap()
+        .set_len(half as u64)
+        .unwrap();
+    same(&f);
+    append(&f.log, &calls(5000, 400));
+    same(&f);
+    // Rewritten in place at its end (same file, same length).
+    let mut bytes = fs::read(&f.log).unwrap();
+    let n = bytes.len();
+    bytes[n - 19..n - 1].copy_from_slice(b"\"x\":1}\nnot json   ");
+    fs::write(&f.log, &bytes).unwrap();
+    same(&f);
+    // Removed: no log, no trace; the checkpoint is an orphan for doctor.
+    fs::remove_file(&f.log).unwrap();
+    assert!(
+        checkpoint::fold_checkpointed_from::<TraceBuilder<JsonSpans>>(&f.home, &f.id, 0)
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        checkpoint::health(&f.home, &f.id, &state_file(&f)),
+        Health::Orphan
+    );
+}
+
+/// Deleting the checkpoints changes no answer; another process folding with one (the lock
+/// held) makes this one fold from the start, without waiting.
+#[test]
+fn deleted_or_locked_checkpoints_change_no_answer() {
+    let f = fixture();
+    with_checkpoint(&f, 200);
+    fs::remove_dir_all(checkpoint::dir(&f.home, &f.id)).unwrap();
+    same(&f);
+    assert!(state_file(&f).is_file());
+    let held = fs::File::options()
+        .read(true)
+        .write(true)
+        .open(spool(&f, "model"))
+        .unwrap();
+    held.lock().unwrap();
+    let before = fs::read(state_file(&f)).unwrap();
+    append(&f.log, &calls(200, 10));
+    same(&f);
+    assert_eq!(
+        fs::read(state_file(&f)).unwrap(),
+        before,
+        "a locked checkpoint was written"
+    );
+    drop(held);
+    same(&f);
+    assert_ne!(fs::read(state_file(&f)).unwrap(), before);
+}
+
+/// A link planted where a checkpoint file goes is never followed: the fold is still right and
+/// the link's target is untouched.
+#[test]
+fn a_planted_link_is_not_followed() {
+    let f = fixture();
+    append(&f.log, &calls(0, 50));
+    let dir = checkpoint::dir(&f.home, &f.id);
+    fs::create_dir_all(&dir).unwrap();
+    let target = f._dir.path().join("precious");
+    fs::write(&target, b"keep me").unwrap();
+    std::os::unix::fs::symlink(&target, dir.join("trace-pretty.model")).unwrap();
+    same(&f);
+    assert_eq!(fs::read(&target).unwrap(), b"keep me");
+}
