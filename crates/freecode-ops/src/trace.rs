@@ -19,7 +19,7 @@ use freecode_core::rollout::trace::{SpanSink, Spans, Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::jsonl::MAX_LINE_BYTES;
 use freecode_store::rollout::{
-    EVENTS_FILE, ReadReport, SpooledTurns, TurnRecords, fold_event_views, fold_trace_streamed,
+    EVENTS_FILE, ReadReport, SpooledTurns, TurnRecords, fold_event_views, fold_trace_checkpointed,
     read_event_views,
 };
 use freecode_store::{Home, IssueKind, LineIssue};
@@ -199,13 +199,14 @@ where
 
 /// The fold of session `id`'s log with spans spooled as JSON of form `F` as they close, to be
 /// written by [`write_trace_json`] (`trace --json`, `session.trace`) or paged by
-/// [`trace_page`] (MCP); `None` when it has no log.
+/// [`trace_page`] (MCP); `None` when it has no log. From the log's fold checkpoint
+/// (`state/folds/<id>/`): a log read before costs the bytes appended since.
 pub fn fold_trace_json<F: JsonForm + Default + Send + 'static>(
     home: &Home,
     id: &SessionId,
 ) -> Result<Option<Folded<Spooled<F>>>> {
     let path = events_path(home, id);
-    let Some((builder, report)) = fold_trace_streamed::<F>(&path, id.as_str())? else {
+    let Some((builder, report)) = fold_trace_checkpointed::<F>(home, id)? else {
         return Ok(None);
     };
     warn_skipped(&path, &report);

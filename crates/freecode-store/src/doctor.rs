@@ -134,6 +134,7 @@ pub fn examine(home: &Home, fix: bool) -> Result<Report> {
     rollout(home, fix, &mut r);
     index(home, fix, &mut r);
     offset_indexes(home, fix, &mut r);
+    fold_checkpoints(home, fix, &mut r);
     Ok(r)
 }
 
@@ -641,6 +642,75 @@ fn offset_indexes(home: &Home, fix: bool, r: &mut Report) {
             }
         };
         r.add(FindingKind::Index, &path, detail, fixed);
+    }
+}
+
+/// The rollout logs' fold checkpoints (`state/folds/<id>/`, derived): each is read in full
+/// against its saved checksums. One that does not read, is corrupt or is stale is removed by
+/// `--fix` and folded again (a trace checkpoint is rebuilt from its log); one whose session's
+/// log is gone is removed.
+fn fold_checkpoints(home: &Home, fix: bool, r: &mut Report) {
+    use crate::rollout::checkpoint::{self, Health};
+    let dir = home.state_dir().join("folds");
+    let Ok(Some(sessions)) = fsutil::list_dir(&dir) else {
+        return;
+    };
+    for (name, is_dir) in sessions {
+        let sdir = dir.join(&name);
+        let name = name.to_string_lossy();
+        if !is_dir || name.starts_with('.') {
+            continue;
+        }
+        let Some(id) = SessionId::new(name.as_ref()).ok() else {
+            continue;
+        };
+        if !crate::rollout::events_path(home, &id).is_file() {
+            let fixed = fix && fsutil::remove_tree(&sdir).is_ok();
+            r.add(
+                FindingKind::Index,
+                &sdir,
+                "fold checkpoints of a rollout log that is gone; removed by --fix (derived)"
+                    .to_owned(),
+                fixed,
+            );
+            continue;
+        }
+        let Ok(Some(files)) = fsutil::list_dir(&sdir) else {
+            continue;
+        };
+        for (file, _) in files {
+            let file = file.to_string_lossy();
+            let Some(kind) = file.strip_suffix(".state") else {
+                continue;
+            };
+            let state = sdir.join(file.as_ref());
+            let what = match checkpoint::health(home, &id, &state) {
+                Health::Good => continue,
+                Health::Orphan => "a fold checkpoint of a rollout log that is gone".to_owned(),
+                Health::Unreadable => {
+                    "a fold checkpoint that does not read (cut, corrupt or of another version)"
+                        .to_owned()
+                }
+                Health::Stale => {
+                    "a fold checkpoint of the log as it was (replaced or rewritten since)"
+                        .to_owned()
+                }
+                Health::Corrupt(why) => format!("a fold checkpoint whose spool changed: {why}"),
+            };
+            let fixed = fix && {
+                let mut ok = fsutil::remove_file(&state).is_ok();
+                for suffix in checkpoint::spool_suffixes(kind) {
+                    ok &= fsutil::remove_file(&sdir.join(format!("{kind}.{suffix}"))).is_ok();
+                }
+                ok && checkpoint::rebuild(home, &id, kind).is_ok()
+            };
+            r.add(
+                FindingKind::Index,
+                &state,
+                format!("{what}; rebuilt by --fix (derived)"),
+                fixed,
+            );
+        }
     }
 }
 

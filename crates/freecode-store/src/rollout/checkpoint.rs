@@ -467,6 +467,24 @@ pub fn health(home: &Home, id: &SessionId, state_path: &Path) -> Health {
     Health::Good
 }
 
+/// Folds session `id`'s log again into a checkpoint of `kind` (what `doctor --fix` does after
+/// removing a bad one), whatever the log's size: the trace forms are rebuilt; any other kind
+/// is left to its next read.
+pub fn rebuild(home: &Home, id: &SessionId, kind: &str) -> Result<()> {
+    use super::stream::{CompactJson, PrettyJson, Spooled};
+    use freecode_core::rollout::trace::TraceBuilder;
+    match kind {
+        "trace-pretty" => {
+            fold_checkpointed_from::<TraceBuilder<Spooled<PrettyJson>>>(home, id, 0)?;
+        }
+        "trace-compact" => {
+            fold_checkpointed_from::<TraceBuilder<Spooled<CompactJson>>>(home, id, 0)?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// The spool suffixes of a checkpoint kind (`trace-…`: three span spools; `replay-…`: turns).
 pub fn spool_suffixes(kind: &str) -> &'static [&'static str] {
     if kind.starts_with("trace-") {

@@ -977,6 +977,11 @@ impl SessionStore {
         if fsutil::remove_file(&offsets)? {
             removed.push(offsets);
         }
+        // The same for the rollout log's fold checkpoints (they hold the trace's spans).
+        let folds = crate::rollout::checkpoint::dir(&self.home, id);
+        if fsutil::remove_tree(&folds)? {
+            removed.push(folds);
+        }
         for parent in parents {
             fsutil::sync_dir(&parent)?;
         }

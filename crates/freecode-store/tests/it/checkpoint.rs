@@ -336,3 +336,61 @@ fn a_planted_link_is_not_followed() {
     same(&f);
     assert_eq!(fs::read(&target).unwrap(), b"keep me");
 }
+
+/// `doctor` finds a checkpoint that does not read, one whose spool changed in the middle and
+/// one whose log is gone; `--fix` removes them and rebuilds the first two from their logs.
+#[test]
+fn doctor_reports_and_rebuilds_checkpoints() {
+    use freecode_store::doctor::{FindingKind, examine};
+    let f = fixture();
+    with_checkpoint(&f, 300);
+    let folds = f.home.state_dir().join("folds");
+    let ours = |r: &freecode_store::doctor::Report| {
+        r.findings
+            .iter()
+            .filter(|x| x.kind == FindingKind::Index && x.path.starts_with(&folds))
+            .map(|x| (x.path.clone(), x.fixed))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ours(&examine(&f.home, false).unwrap()), vec![]);
+
+    let model = spool(&f, "model");
+    let mut bytes = fs::read(&model).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    fs::write(&model, &bytes).unwrap();
+    let gone = folds.join("0b16b16b-0000-4000-8000-00000000dead");
+    fs::create_dir_all(&gone).unwrap();
+    fs::write(gone.join("trace-pretty.state"), b"x").unwrap();
+    let found = ours(&examine(&f.home, false).unwrap());
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found.iter().all(|(_, fixed)| !fixed));
+    let fixed = ours(&examine(&f.home, true).unwrap());
+    assert!(fixed.iter().all(|(_, fixed)| *fixed), "{fixed:?}");
+    assert!(!gone.exists());
+    assert_eq!(
+        checkpoint::health(&f.home, &f.id, &state_file(&f)),
+        Health::Good,
+        "rebuilt"
+    );
+    same(&f);
+    assert_eq!(ours(&examine(&f.home, false).unwrap()), vec![]);
+}
+
+/// Purging a session removes its checkpoints (they hold its spans).
+#[test]
+fn purge_removes_the_checkpoints() {
+    use crate::support::TestHome;
+    let h = TestHome::new();
+    let id = h.create("/tmp/p");
+    let log = events_path(h.store.home(), &id);
+    fs::create_dir_all(log.parent().unwrap()).unwrap();
+    fs::write(&log, calls(0, 50)).unwrap();
+    checkpoint::fold_checkpointed_from::<TraceBuilder<JsonSpans>>(h.store.home(), &id, 0)
+        .unwrap()
+        .unwrap();
+    let dir = checkpoint::dir(h.store.home(), &id);
+    assert!(dir.join("trace-pretty.state").is_file());
+    h.store.purge(&id).unwrap();
+    assert!(!dir.exists());
+}
