@@ -19,8 +19,8 @@ use freecode_core::rollout::trace::{SpanSink, Spans, Trace, TraceBuilder};
 use freecode_core::rollout::{Event, RawEvent};
 use freecode_store::jsonl::MAX_LINE_BYTES;
 use freecode_store::rollout::{
-    EVENTS_FILE, ReadReport, SpooledTurns, TurnRecords, fold_event_views, fold_trace_checkpointed,
-    read_event_views,
+    EVENTS_FILE, ReadReport, SpooledTurns, TurnRecords, fold_event_views, fold_replay_checkpointed,
+    fold_trace_checkpointed, read_event_views,
 };
 use freecode_store::{Home, IssueKind, LineIssue};
 
@@ -242,16 +242,14 @@ fn with_report<S: TurnSink>(path: &Path, report: &ReadReport, builder: &mut Repl
 /// The replay fold of session `id`'s log with turns spooled as records `R` once newer ones
 /// start, what the read skipped added: to be written by [`write_replay_json`] (`replay
 /// --json`) or read back a turn at a time ([`StreamedReplay`]); `None` when it has no log.
+/// From the log's fold checkpoint (`state/folds/<id>/`): a log read before costs the bytes
+/// appended since.
 pub fn fold_replay<R: TurnRecords>(
     home: &Home,
     id: &SessionId,
 ) -> Result<Option<ReplayBuilder<SpooledTurns<R>>>> {
     let path = events_path(home, id);
-    let Some((mut builder, report)) = fold_event_views(
-        &path,
-        ReplayBuilder::with_sink(id.as_str(), SpooledTurns::<R>::new()),
-    )?
-    else {
+    let Some((mut builder, report)) = fold_replay_checkpointed::<R>(home, id)? else {
         return Ok(None);
     };
     with_report(&path, &report, &mut builder);

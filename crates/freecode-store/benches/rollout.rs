@@ -42,7 +42,7 @@ mod common;
 
 use common::{
     Res, bench_base as bench_base_in, fmt_dur, median, median3, median3_kept, open_append,
-    release_cli, run_original, settle, time, time_cli, vm_hwm_kib,
+    release_cli, run_original, settle, time, time_cli, time_cli_each, vm_hwm_kib,
 };
 
 /// The allocator of the `freecode` binary, so that the library rows are what the CLI runs: the
@@ -1169,6 +1169,43 @@ fn print_record_row(o: &serde_json::Value, rec: &RecordFigures) {
     );
 }
 
+/// Removes the fold checkpoints of the home at `home` (a first read has none).
+fn remove_checkpoints(home: &Path) -> Res<()> {
+    match fs::remove_dir_all(home.join("state/folds")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// 1,000 complete lines from the middle of the log at `path`.
+fn thousand_lines(path: &Path) -> Res<Vec<u8>> {
+    let bytes = fs::read(path)?;
+    let mid = bytes.len() / 2;
+    let start = memchr_after(&bytes, mid);
+    let mut end = start;
+    for _ in 0..1000 {
+        end = memchr_after(&bytes, end);
+    }
+    Ok(bytes[start..end].to_vec())
+}
+
+/// The offset just past the first newline at or after `from` (the length when none).
+fn memchr_after(bytes: &[u8], from: usize) -> usize {
+    bytes[from..]
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(bytes.len(), |i| from + i + 1)
+}
+
+/// Appends `lines` to the log at `path`.
+fn append_events(path: &Path, lines: &[u8]) -> Res<()> {
+    OpenOptions::new()
+        .append(true)
+        .open(path)?
+        .write_all(lines)?;
+    Ok(())
+}
+
 fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
     use freecode_store::rollout::{fold_event_views, read_event_views};
     let benches = if rec.is_some() {
@@ -1236,6 +1273,8 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
     )?;
     let cli = release_cli();
     let run_cli = |args: &[&str]| time_cli(&cli, Some(&home), args);
+    // 1,000 events to append, taken from the log itself (the lines of its middle).
+    let more = thousand_lines(&log)?;
     let otlp_to = std::env::temp_dir().join(format!("fc-otlp-{}.json", std::process::id()));
     let otlp_s = otlp_to.to_string_lossy().into_owned();
     let cli_rows: Vec<(&str, Res<(Duration, u64)>)> = if cli.is_file() {
@@ -1245,8 +1284,26 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
                 run_cli(&["trace", "bench-events", "--no-pager"]),
             ),
             (
-                "`freecode trace --json`",
+                "`freecode trace --json`, first read (no fold checkpoint)",
+                time_cli_each(
+                    &cli,
+                    Some(&home),
+                    &["trace", "bench-events", "--json"],
+                    &mut || remove_checkpoints(&home),
+                ),
+            ),
+            (
+                "`freecode trace --json` again, log unchanged (from its checkpoint)",
                 run_cli(&["trace", "bench-events", "--json"]),
+            ),
+            (
+                "`freecode trace --json` after 1,000 more events (each run)",
+                time_cli_each(
+                    &cli,
+                    Some(&home),
+                    &["trace", "bench-events", "--json"],
+                    &mut || append_events(&log, &more),
+                ),
             ),
             (
                 "`freecode replay --json`",
@@ -1258,6 +1315,9 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
             ),
         ];
         let _ = fs::remove_file(&otlp_to);
+        // The log as the original wrote it, for what follows; no checkpoint left behind.
+        OpenOptions::new().write(true).open(&log)?.set_len(bytes)?;
+        remove_checkpoints(&home)?;
         rows
     } else {
         eprintln!("  no release CLI at {}: CLI rows skipped", cli.display());
@@ -1325,7 +1385,7 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
             f64::NAN
         };
         row(name, o, "", secs(t), &format!(", {} MiB", kib / 1024));
-        if name.contains("--json") {
+        if name.contains("--json") && !name.contains("again") && !name.contains("more events") {
             let (what, base, lib) = if name.contains("replay") {
                 ("replay", replay2, replay_json_lib)
             } else {

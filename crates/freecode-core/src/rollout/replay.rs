@@ -98,7 +98,7 @@ impl Emit for ReplayTurn {
 }
 
 /// A line of the log that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[allow(missing_docs)]
 pub struct SkippedLine {
     pub line: u64,
@@ -107,7 +107,7 @@ pub struct SkippedLine {
 }
 
 /// The replay of one log.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(missing_docs)]
 pub struct Replay {
@@ -131,7 +131,7 @@ pub struct Replay {
 
 /// What an event does to a turn: applied at once to a turn the fold still holds, or kept and
 /// applied when the turns are written (to a turn already handed to the sink).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TurnPatch {
     /// A call made.
     Call(ReplayCall),
@@ -277,6 +277,24 @@ impl<S: TurnSink> Clone for ReplayMark<S> {
 }
 
 impl<S: TurnSink> Copy for ReplayMark<S> {}
+
+/// Everything a replay fold holds but its sink and a tail's marks: saved at the end of a read
+/// so that a later read of the same log goes on from there ([`ReplayBuilder::state`],
+/// [`ReplayBuilder::resume`]). `latest` (each turn id's newest turn) grows with the turns.
+#[derive(Serialize, Deserialize)]
+struct ReplayState {
+    v: u32,
+    r: Replay,
+    window: VecDeque<ReplayTurn>,
+    first: u64,
+    next: u64,
+    patches: Vec<(u64, TurnPatch)>,
+    latest: Vec<(String, u64)>,
+    window_len: usize,
+}
+
+/// The version of [`ReplayState`]: a saved state of another version is not taken up.
+const REPLAY_STATE_VERSION: u32 = 1;
 
 impl ReplayBuilder {
     /// A fold for the log of `session_id`, turns kept in memory.
@@ -494,6 +512,57 @@ impl<S: TurnSink> ReplayBuilder<S> {
             | EventType::ModelResponse
             | EventType::ModelError => {}
         }
+    }
+
+    /// The fold's state without its sink, as bytes (JSON): what [`ReplayBuilder::resume`]
+    /// takes up. A tail fold (of a split read) has none: `None`. Unknown events and skipped
+    /// lines are the read's to add at the end, so a fold that was given some has none either.
+    pub fn state(&self) -> Option<Vec<u8>> {
+        if self.marks.is_some() || self.r.unknown_events > 0 || !self.r.skipped_lines.is_empty() {
+            return None;
+        }
+        let mut latest: Vec<(String, u64)> =
+            self.latest.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        latest.sort_unstable_by_key(|(_, v)| *v);
+        serde_json::to_vec(&ReplayState {
+            v: REPLAY_STATE_VERSION,
+            r: self.r.clone(),
+            window: self.window.clone(),
+            first: self.first,
+            next: self.next,
+            patches: self.patches.clone(),
+            latest,
+            window_len: self.window_len,
+        })
+        .ok()
+    }
+
+    /// The fold of session `session_id` as it stood when [`ReplayBuilder::state`] saved
+    /// `state`, the turns it had handed out in `sink`: folding the rest of the log gives the
+    /// answer of one read. `None` when `state` does not read, is of another version or of
+    /// another session.
+    pub fn resume(session_id: &str, state: &[u8], sink: S) -> Option<Self> {
+        let st: ReplayState = serde_json::from_slice(state).ok()?;
+        if st.v != REPLAY_STATE_VERSION || st.r.session_id != session_id {
+            return None;
+        }
+        Some(Self {
+            r: st.r,
+            window: st.window,
+            first: st.first,
+            next: st.next,
+            patches: st.patches,
+            sink,
+            latest: st.latest.into_iter().collect(),
+            marks: None,
+            line: 0,
+            window_len: st.window_len,
+        })
+    }
+
+    /// The sink, to bring what it holds up to date where it lives (a checkpoint's spool).
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.sink
     }
 
     /// Counts an event of an unknown type.

@@ -197,8 +197,19 @@ pub fn release_cli() -> PathBuf {
 /// A program (the release CLI on `home`, or a bench's own child mode) as a whole process under
 /// `/usr/bin/time`, three times: the median wall time and the median peak RSS in KiB.
 pub fn time_cli(cli: &Path, home: Option<&Path>, args: &[&str]) -> Res<(Duration, u64)> {
+    time_cli_each(cli, home, args, &mut || Ok(()))
+}
+
+/// [`time_cli`], with `before` run (untimed) before each of the three runs.
+pub fn time_cli_each(
+    cli: &Path,
+    home: Option<&Path>,
+    args: &[&str],
+    before: &mut dyn FnMut() -> Res<()>,
+) -> Res<(Duration, u64)> {
     let (mut times, mut peaks) = (Vec::new(), Vec::new());
     for _ in 0..3 {
+        before()?;
         let mut cmd = Command::new("/usr/bin/time");
         cmd.args(["-f", "%e %M"]).arg(cli);
         if let Some(home) = home {

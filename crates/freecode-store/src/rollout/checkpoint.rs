@@ -468,10 +468,10 @@ pub fn health(home: &Home, id: &SessionId, state_path: &Path) -> Health {
 }
 
 /// Folds session `id`'s log again into a checkpoint of `kind` (what `doctor --fix` does after
-/// removing a bad one), whatever the log's size: the trace forms are rebuilt; any other kind
-/// is left to its next read.
+/// removing a bad one), whatever the log's size; a kind this version does not make is left.
 pub fn rebuild(home: &Home, id: &SessionId, kind: &str) -> Result<()> {
-    use super::stream::{CompactJson, PrettyJson, Spooled};
+    use super::stream::{CompactJson, PrettyJson, Spooled, SpooledTurns};
+    use freecode_core::rollout::replay::ReplayBuilder;
     use freecode_core::rollout::trace::TraceBuilder;
     match kind {
         "trace-pretty" => {
@@ -479,6 +479,12 @@ pub fn rebuild(home: &Home, id: &SessionId, kind: &str) -> Result<()> {
         }
         "trace-compact" => {
             fold_checkpointed_from::<TraceBuilder<Spooled<CompactJson>>>(home, id, 0)?;
+        }
+        "replay-pretty" => {
+            fold_checkpointed_from::<ReplayBuilder<SpooledTurns<PrettyJson>>>(home, id, 0)?;
+        }
+        "replay-compact" => {
+            fold_checkpointed_from::<ReplayBuilder<SpooledTurns<CompactJson>>>(home, id, 0)?;
         }
         _ => {}
     }

@@ -46,8 +46,8 @@ pub use crate::settings::{FLUSH_WINDOW, ROLLOUT_ENV, RecorderConfig};
 pub use stream::{
     CompactJson, CompactSpans, CompactTurns, JsonForm, JsonSpans, JsonTurns, OtlpSpans, PrettyJson,
     SpanPage, SpanRecords, Spooled, SpooledTurns, StreamedReplay, TracePage, TurnRecords,
-    fold_otlp_streamed, fold_replay_streamed, fold_trace_checkpointed, fold_trace_streamed,
-    trace_page, write_otlp_streamed, write_replay_json, write_trace_json,
+    fold_otlp_streamed, fold_replay_checkpointed, fold_replay_streamed, fold_trace_checkpointed,
+    fold_trace_streamed, trace_page, write_otlp_streamed, write_replay_json, write_trace_json,
 };
 pub use views::{
     BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_file_views, fold_views_split,

@@ -548,11 +548,14 @@ pub fn fold_otlp_streamed(
 
 /// How a [`SpooledTurns`] sink writes a turn it no longer holds into its record.
 pub trait TurnRecords: Clone + Default + Send + std::fmt::Debug + 'static {
+    /// The form's name in a fold checkpoint's file names (`replay-pretty`).
+    const NAME: &'static str;
     /// The turn's record: JSON that reads back as the turn.
     fn turn(&self, t: &ReplayTurn, out: &mut Vec<u8>);
 }
 
 impl TurnRecords for PrettyJson {
+    const NAME: &'static str = "pretty";
     fn turn(&self, t: &ReplayTurn, out: &mut Vec<u8>) {
         element_json(t, out);
     }
@@ -564,6 +567,7 @@ impl TurnRecords for PrettyJson {
 pub struct CompactJson;
 
 impl TurnRecords for CompactJson {
+    const NAME: &'static str = "compact";
     fn turn(&self, t: &ReplayTurn, out: &mut Vec<u8>) {
         compact_json(t, out);
     }
@@ -607,6 +611,67 @@ impl<R: TurnRecords> SpooledTurns<R> {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// A sink over a spool of its own (a fold checkpoint's).
+    fn on_spool(spool: Spool) -> Self {
+        Self {
+            records: R::default(),
+            spool,
+            out: Vec::new(),
+        }
+    }
+}
+
+impl<R: TurnRecords> Checkpointed for ReplayBuilder<SpooledTurns<R>> {
+    fn kind() -> String {
+        format!("replay-{}", R::NAME)
+    }
+
+    const SPOOLS: &'static [&'static str] = checkpoint::REPLAY_SPOOLS;
+
+    fn fresh(session_id: &str, spools: Vec<Spool>) -> Self {
+        let spool = spools.into_iter().next().unwrap_or_default();
+        ReplayBuilder::with_sink(session_id, SpooledTurns::on_spool(spool))
+    }
+
+    fn resume(
+        session_id: &str,
+        state: &RawValue,
+        counts: &[u64],
+        spools: Vec<Spool>,
+    ) -> Option<Self> {
+        let ([], [spool]) = (counts, <[Spool; 1]>::try_from(spools).ok()?) else {
+            return None;
+        };
+        ReplayBuilder::resume(
+            session_id,
+            state.get().as_bytes(),
+            SpooledTurns::on_spool(spool),
+        )
+    }
+
+    fn save(&mut self) -> io::Result<Saved> {
+        let state = self
+            .state()
+            .ok_or_else(|| io::Error::other("a tail fold has no state"))?;
+        let spools = vec![self.sink_mut().spool.persist()?];
+        Ok(Saved {
+            state,
+            counts: Vec::new(),
+            spools,
+        })
+    }
+}
+
+/// [`fold_replay_streamed`] of session `id`'s log, from its fold checkpoint
+/// ([`super::checkpoint`]): a log read before costs the bytes appended since, the answer
+/// that of a read from the start. Add the report's unknown events and skipped lines to the
+/// returned fold as after a read from the start.
+pub fn fold_replay_checkpointed<R: TurnRecords>(
+    home: &Home,
+    id: &SessionId,
+) -> Result<Option<(ReplayBuilder<SpooledTurns<R>>, ReadReport)>> {
+    checkpoint::fold_checkpointed(home, id)
 }
 
 impl<R: TurnRecords> TurnSink for SpooledTurns<R> {

@@ -1,6 +1,6 @@
-//! Fold checkpoints (`rollout::checkpoint`): a trace read from a checkpoint is, byte for byte,
-//! the trace read from the start, for logs cut at every line start or at random bytes (torn
-//! tails) and grown in random steps; a checkpoint whose log was replaced, cut or rewritten, or
+//! Fold checkpoints (`rollout::checkpoint`): a trace (both JSON forms) and a replay read from a
+//! checkpoint are, byte for byte, those read from the start, for logs cut at every line start
+//! or at random bytes (torn tails) and grown in random steps; a checkpoint whose log was replaced, cut or rewritten, or
 //! whose own files were corrupted, cut, replaced or locked by another process, is detected and
 //! the answer is still right.
 
@@ -9,12 +9,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use freecode_core::SessionId;
+use freecode_core::rollout::replay::ReplayBuilder;
 use freecode_core::rollout::trace::TraceBuilder;
 use freecode_store::Home;
 use freecode_store::rollout::checkpoint::{self, Health};
 use freecode_store::rollout::{
-    CompactJson, JsonForm, JsonSpans, PrettyJson, ReadReport, Spooled, events_path,
-    fold_trace_streamed, write_trace_json,
+    CompactJson, JsonForm, JsonSpans, JsonTurns, PrettyJson, ReadReport, Spooled, events_path,
+    fold_replay_streamed, fold_trace_streamed, write_replay_json, write_trace_json,
 };
 use proptest::prelude::*;
 
@@ -67,6 +68,27 @@ fn checkpointed<F: JsonForm + Default + Send + 'static>(f: &Fixture) -> (Vec<u8>
     (out, report)
 }
 
+/// `replay --json` of the log as the CLI writes it (the read's unknown events and skipped
+/// lines added), from the checkpoint or (`fresh`) from the start.
+fn replay(f: &Fixture, fresh: bool) -> Vec<u8> {
+    let (mut b, report) = if fresh {
+        fold_replay_streamed::<PrettyJson>(&f.log, ID)
+    } else {
+        checkpoint::fold_checkpointed_from::<ReplayBuilder<JsonTurns>>(&f.home, &f.id, 0)
+    }
+    .unwrap()
+    .unwrap();
+    for _ in 0..report.unknown {
+        b.unknown_event();
+    }
+    for i in report.issues.iter().filter(|i| i.kind.skipped()) {
+        b.skipped_line(i.line, i.offset, format!("{:?}", i.kind));
+    }
+    let mut out = Vec::new();
+    write_replay_json(&mut out, b).unwrap();
+    out
+}
+
 /// The same from the start, without a checkpoint.
 fn scratch<F: JsonForm + Default + Send + 'static>(f: &Fixture) -> (Vec<u8>, ReadReport) {
     let (b, report) = fold_trace_streamed::<F>(&f.log, ID).unwrap().unwrap();
@@ -81,6 +103,10 @@ fn state_file(f: &Fixture) -> PathBuf {
 
 #[track_caller]
 fn same(f: &Fixture) {
+    assert_eq!(
+        String::from_utf8_lossy(&replay(f, false)),
+        String::from_utf8_lossy(&replay(f, true))
+    );
     let (got, got_report) = checkpointed::<PrettyJson>(f);
     let (want, want_report) = scratch::<PrettyJson>(f);
     assert_eq!(got_report, want_report);
@@ -115,6 +141,8 @@ proptest! {
             let (got, _) = checkpointed::<CompactJson>(&f);
             let (want, _) = scratch::<CompactJson>(&f);
             prop_assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
+            let (got, want) = (replay(&f, false), replay(&f, true));
+            prop_assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
         }
         // Read again, unchanged: the same bytes.
         let (again, _) = checkpointed::<PrettyJson>(&f);
@@ -128,6 +156,12 @@ fn calls(from: u64, n: u64) -> Vec<u8> {
     let mut out = Vec::new();
     for k in from..from + n {
         let t = format!("\"timestamp\":{k},\"turnId\":\"tür-{k}\"");
+        out.extend_from_slice(format!("{{\"type\":\"turn.started\",{t}}}\n").as_bytes());
+        if k % 9 == 4 && k >= 70 {
+            // A late output for a turn the replay fold handed out long ago (a patch).
+            let old = k - 70;
+            out.extend_from_slice(format!("{{\"type\":\"function.output\",\"timestamp\":{k},\"turnId\":\"tür-{old}\",\"tool\":\"bash\",\"callId\":\"c{old}\",\"output\":\"late\",\"duration_ms\":9}}\n").as_bytes());
+        }
         out.extend_from_slice(format!("{{\"type\":\"model.request\",{t},\"provider\":\"p\",\"model\":\"m\",\"messageCount\":3}}\n").as_bytes());
         if k % 7 != 3 {
             out.extend_from_slice(
