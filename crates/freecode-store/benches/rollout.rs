@@ -1264,6 +1264,34 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
         write_replay_json(&mut std::io::sink(), b)?;
         Ok(())
     })?;
+    // The same, a fold checkpoint made on the way (each run a first read: none before it).
+    let bench_home = Home::new(&home);
+    let bench_id = SessionId::new("bench-events")?;
+    let first_with_checkpoint = |replay: bool| -> Res<Duration> {
+        use freecode_store::rollout::{
+            PrettyJson, fold_replay_checkpointed, fold_trace_checkpointed, write_replay_json,
+            write_trace_json,
+        };
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            remove_checkpoints(&home)?;
+            let t = Instant::now();
+            if replay {
+                let (b, _) = fold_replay_checkpointed::<PrettyJson>(&bench_home, &bench_id)?
+                    .ok_or("no log")?;
+                write_replay_json(&mut std::io::sink(), b)?;
+            } else {
+                let (b, _) = fold_trace_checkpointed::<PrettyJson>(&bench_home, &bench_id)?
+                    .ok_or("no log")?;
+                write_trace_json(&mut std::io::sink(), b, None)?;
+            }
+            v.push(t.elapsed());
+        }
+        remove_checkpoints(&home)?;
+        Ok(median(&mut v))
+    };
+    let json_lib_ckpt = first_with_checkpoint(false)?;
+    let replay_json_lib_ckpt = first_with_checkpoint(true)?;
     // The two-halves trace fold as a whole process, as the CLI is timed (`/usr/bin/time`).
     let log_s = log.to_string_lossy().into_owned();
     let fold_process = time_cli(
@@ -1306,8 +1334,30 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
                 ),
             ),
             (
-                "`freecode replay --json`",
+                "`freecode replay --json`, first read (no fold checkpoint)",
+                time_cli_each(
+                    &cli,
+                    Some(&home),
+                    &["replay", "bench-events", "--json"],
+                    &mut || {
+                        // The log as the original wrote it (the trace rows appended to it).
+                        OpenOptions::new().write(true).open(&log)?.set_len(bytes)?;
+                        remove_checkpoints(&home)
+                    },
+                ),
+            ),
+            (
+                "`freecode replay --json` again, log unchanged (from its checkpoint)",
                 run_cli(&["replay", "bench-events", "--json"]),
+            ),
+            (
+                "`freecode replay --json` after 1,000 more events (each run)",
+                time_cli_each(
+                    &cli,
+                    Some(&home),
+                    &["replay", "bench-events", "--json"],
+                    &mut || append_events(&log, &more),
+                ),
             ),
             (
                 "`freecode trace --otlp FILE` (the document written and synced)",
@@ -1386,10 +1436,10 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
         };
         row(name, o, "", secs(t), &format!(", {} MiB", kib / 1024));
         if name.contains("--json") && !name.contains("again") && !name.contains("more events") {
-            let (what, base, lib) = if name.contains("replay") {
-                ("replay", replay2, replay_json_lib)
+            let (what, base, lib, lib_ckpt) = if name.contains("replay") {
+                ("replay", replay2, replay_json_lib, replay_json_lib_ckpt)
             } else {
-                ("trace", fold2, json_lib)
+                ("trace", fold2, json_lib, json_lib_ckpt)
             };
             println!(
                 "|  └ vs our {what} fold alone (library, warm) | | | {:.2}× the fold | |",
@@ -1399,6 +1449,11 @@ fn bench_beside_original(quick: bool, rec: Option<&RecordFigures>) -> Res<()> {
                 "|  └ the same output from the library, warm: fold + spool + document to a sink | | {:.0} ms | {:.2}× the fold | |",
                 secs(lib),
                 secs(lib) / secs(base)
+            );
+            println!(
+                "|  └ the same, making its fold checkpoint (`fold_{what}_checkpointed`, no checkpoint before) | | {:.0} ms | {:.2}× the fold | |",
+                secs(lib_ckpt),
+                secs(lib_ckpt) / secs(base)
             );
             if what == "trace" {
                 println!(
