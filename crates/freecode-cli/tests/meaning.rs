@@ -73,15 +73,17 @@ fn home_with_sessions(ctx: &Ctx) -> Vec<String> {
     let store = SessionStore::open(Home::new(&ctx.home)).unwrap();
     let mut ids = Vec::new();
     for (n, (title, msgs)) in SESSIONS.iter().enumerate() {
-        let id = store
-            .create(NewSession {
+        // Created with its writer (creation's lock kept): a lock released and taken again
+        // could be held a moment by a `freecode` the other test forks meanwhile.
+        let mut w = store
+            .create_writer(NewSession {
                 title: (*title).into(),
                 project_path: "/work/ünïcode-app".into(),
                 provider: "scripted".into(),
                 model: Some("scripted-1".into()),
             })
             .unwrap();
-        let mut w = store.writer(&id).unwrap();
+        let id = w.id().clone();
         for (i, (role, text)) in msgs.iter().enumerate() {
             let at = 1_767_225_600_000 + (n * 10 + i) as i64 * 60_000;
             w.append(&message(format!("m{n}-{i}"), role, text, at))

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::event::{DenySource, Event};
 use super::split::{MAX_MARKS, SplitFold, find_mark};
@@ -245,7 +246,14 @@ pub struct ReplayBuilder<S: TurnSink = Turns> {
     /// Changes to turns already handed out, in fold order.
     patches: Vec<(u64, TurnPatch)>,
     sink: S,
+    /// Each turn id's newest turn (read with `older` under it: [`ReplayBuilder::newest`]).
     latest: HashMap<String, u64>,
+    /// Each turn id's newest turn as earlier reads saved it, not read yet: JSON arrays of
+    /// `[id, index]`, later entries winning, `latest` winning over all. A read taken up from
+    /// a checkpoint looks into them only when an event refers to a turn it has not seen
+    /// (rare: most refer to the newest turn), so taking up a fold of 100,000 turns does not
+    /// build a map of 100,000 ids.
+    older: Vec<Box<RawValue>>,
     /// A tail fold's marks (`turn.started` lines no later event looks behind), by offset.
     marks: Option<Vec<(u64, ReplayMark<S>)>>,
     /// A tail fold: the offset of the line being folded.
@@ -289,12 +297,29 @@ struct ReplayState {
     first: u64,
     next: u64,
     patches: Vec<(u64, TurnPatch)>,
-    latest: Vec<(String, u64)>,
+    /// Each turn id's newest turn: arrays of `[id, index]`, later entries winning.
+    latest: Vec<Box<RawValue>>,
     window_len: usize,
 }
 
+/// Saved `latest` arrays kept unread up to this many; past it they are read and merged into one.
+const OLDER_CHUNKS: usize = 8;
+
+/// The `[id, index]` entries of saved arrays, newest first (so the first of an id wins).
+fn read_older(chunks: &[Box<RawValue>]) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for c in chunks.iter().rev() {
+        let Ok(mut v) = serde_json::from_str::<Vec<(String, u64)>>(c.get()) else {
+            continue;
+        };
+        v.reverse();
+        out.extend(v);
+    }
+    out
+}
+
 /// The version of [`ReplayState`]: a saved state of another version is not taken up.
-const REPLAY_STATE_VERSION: u32 = 1;
+const REPLAY_STATE_VERSION: u32 = 2;
 
 impl ReplayBuilder {
     /// A fold for the log of `session_id`, turns kept in memory.
@@ -340,6 +365,7 @@ impl<S: TurnSink> ReplayBuilder<S> {
             patches: Vec::new(),
             sink,
             latest: HashMap::new(),
+            older: Vec::new(),
             marks: None,
             line: 0,
             window_len: WINDOW,
@@ -358,7 +384,7 @@ impl<S: TurnSink> ReplayBuilder<S> {
         // Most events are for the newest turn, which is the latest with its id: no hashing.
         let i = match self.window.back() {
             Some(t) if t.turn_id == turn_id => Some(self.next - 1),
-            _ => self.latest.get(turn_id).copied(),
+            _ => self.newest(turn_id),
         };
         if let Some(marks) = &mut self.marks {
             // A mark after the turn this event refers to (or all, for none) is not one.
@@ -370,6 +396,21 @@ impl<S: TurnSink> ReplayBuilder<S> {
             }
         }
         i
+    }
+
+    /// The newest turn of id `turn_id`, from `latest`, else from `older` (read into `latest`
+    /// once, the first time it is needed).
+    fn newest(&mut self, turn_id: &str) -> Option<u64> {
+        if let Some(i) = self.latest.get(turn_id) {
+            return Some(*i);
+        }
+        if self.older.is_empty() {
+            return None;
+        }
+        for (id, i) in read_older(&std::mem::take(&mut self.older)) {
+            self.latest.entry(id).or_insert(i);
+        }
+        self.latest.get(turn_id).copied()
     }
 
     /// Applies `p` to turn `i` (held), or keeps it (handed out).
@@ -521,9 +562,24 @@ impl<S: TurnSink> ReplayBuilder<S> {
         if self.marks.is_some() || self.r.unknown_events > 0 || !self.r.skipped_lines.is_empty() {
             return None;
         }
-        let mut latest: Vec<(String, u64)> =
-            self.latest.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        latest.sort_unstable_by_key(|(_, v)| *v);
+        let mut newer: Vec<(&String, u64)> = self.latest.iter().map(|(k, v)| (k, *v)).collect();
+        newer.sort_unstable_by_key(|(_, v)| *v);
+        let mut latest = self.older.clone();
+        if latest.len() >= OLDER_CHUNKS {
+            // Read and merged into one array (first of an id wins, newest first).
+            let mut seen = std::collections::HashSet::new();
+            let mut all: Vec<(String, u64)> = newer
+                .iter()
+                .rev()
+                .map(|(k, v)| ((*k).clone(), *v))
+                .chain(read_older(&latest))
+                .filter(|(k, _)| seen.insert(k.clone()))
+                .collect();
+            all.reverse();
+            latest = vec![serde_json::value::to_raw_value(&all).ok()?];
+        } else if !newer.is_empty() {
+            latest.push(serde_json::value::to_raw_value(&newer).ok()?);
+        }
         serde_json::to_vec(&ReplayState {
             v: REPLAY_STATE_VERSION,
             r: self.r.clone(),
@@ -553,7 +609,8 @@ impl<S: TurnSink> ReplayBuilder<S> {
             next: st.next,
             patches: st.patches,
             sink,
-            latest: st.latest.into_iter().collect(),
+            latest: HashMap::new(),
+            older: st.latest,
             marks: None,
             line: 0,
             window_len: st.window_len,
