@@ -18,7 +18,12 @@
 //! explicit [`S3Options`]).
 //!
 //! Paths and keys are built only from a [`ShareCode`], which can only hold 32 lowercase hex
-//! characters, so no request can address anything outside the store's two folders.
+//! characters, or a [`SyncKey`] of lowercase letters and digits, so no request can address
+//! anything outside the store's folders.
+//!
+//! Home sync (the `/sync/v1/` endpoints) keeps its objects under `<prefix>/sync/`:
+//! `logs/<log>/<host>/<index>` (sealed records, created only if absent) and
+//! `claims/<log>/<chain>` (who extended a log from a point, created only if absent).
 
 use std::fmt;
 use std::io::Write as _;
@@ -39,6 +44,8 @@ pub const CODE_LEN: usize = 32;
 const BLOBS_DIR: &str = "blobs";
 /// Folder (or key segment) holding the records.
 const META_DIR: &str = "meta";
+/// Folder (or key segment) holding the sync endpoints' objects.
+const SYNC_DIR: &str = "sync";
 /// Suffix of a record's file or key name.
 const RECORD_SUFFIX: &str = ".json";
 /// Prefix of the file store's temporary files (never a valid code, so never listed as one).
@@ -530,6 +537,174 @@ impl BlobStore {
     }
 }
 
+impl BlobStore {
+    /// Creates the sync object `key` with `data`, failing with [`BlobError::AlreadyExists`]
+    /// if it is there (a conditional put on S3: two replicas never both succeed).
+    pub async fn sync_create(&self, key: &SyncKey, data: Bytes) -> Result<(), BlobError> {
+        match self {
+            Self::File(s) => {
+                let path = s.sync_path(key);
+                if let Some(dir) = path.parent() {
+                    create_private_dir(dir)?;
+                }
+                s.create(path, data).await
+            }
+            Self::S3(s) => s.create(s.sync_key(key), data).await,
+        }
+    }
+
+    /// Reads the sync object `key`; `None` if there is none.
+    pub async fn sync_get(&self, key: &SyncKey) -> Result<Option<Bytes>, BlobError> {
+        match self {
+            Self::File(s) => s.read(s.sync_path(key)).await,
+            Self::S3(s) => s.read(s.sync_key(key)).await,
+        }
+    }
+
+    /// Whether the sync object `key` exists (without reading it).
+    pub async fn sync_exists(&self, key: &SyncKey) -> Result<bool, BlobError> {
+        match self {
+            Self::File(s) => {
+                let path = s.sync_path(key);
+                let p = path.clone();
+                blocking(&p, move || match std::fs::symlink_metadata(&path) {
+                    Ok(m) => Ok(m.is_file()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                    Err(source) => Err(BlobError::Io {
+                        op: "checking",
+                        path,
+                        source,
+                    }),
+                })
+                .await
+            }
+            Self::S3(s) => {
+                let k = s.sync_key(key);
+                match s.s3.head(&k).await {
+                    Ok(_) => Ok(true),
+                    Err(object_store::Error::NotFound { .. }) => Ok(false),
+                    Err(e) => Err(s.err("head", &k, e)),
+                }
+            }
+        }
+    }
+
+    /// Every sync object under `under` (recursively), as keys, in no particular order.
+    pub async fn sync_list(&self, under: &SyncKey) -> Result<Vec<SyncKey>, BlobError> {
+        match self {
+            Self::File(s) => {
+                let root = s.root.join(SYNC_DIR);
+                let dir = s.sync_path(under);
+                let d = dir.clone();
+                blocking(&d, move || list_tree(&root, &dir)).await
+            }
+            Self::S3(s) => {
+                use futures_util::TryStreamExt as _;
+                let prefix = s.sync_key(under);
+                let objects: Vec<object_store::ObjectMeta> = s
+                    .s3
+                    .list(Some(&prefix))
+                    .try_collect()
+                    .await
+                    .map_err(|e| s.err("list", &prefix, e))?;
+                let root: Vec<String> = s.sync_root.parts().map(|p| p.as_ref().to_owned()).collect();
+                Ok(objects
+                    .into_iter()
+                    .filter_map(|o| {
+                        let parts: Vec<String> =
+                            o.location.parts().map(|p| p.as_ref().to_owned()).collect();
+                        let rel = parts.strip_prefix(root.as_slice())?;
+                        SyncKey::new(rel.iter().map(String::as_str))
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// Removes the sync object `key` (already gone is not an error).
+    pub async fn sync_remove(&self, key: &SyncKey) -> Result<(), BlobError> {
+        match self {
+            Self::File(s) => {
+                let path = s.sync_path(key);
+                s.remove(path.clone()).await?;
+                // Empty folders left by a purge go too (best effort: a replica may be adding).
+                let root = s.root.join(SYNC_DIR);
+                let mut dir = path.parent().map(Path::to_path_buf);
+                while let Some(d) = dir {
+                    if d == root || !d.starts_with(&root) || std::fs::remove_dir(&d).is_err() {
+                        break;
+                    }
+                    dir = d.parent().map(Path::to_path_buf);
+                }
+                Ok(())
+            }
+            Self::S3(s) => s.remove(s.sync_key(key)).await,
+        }
+    }
+}
+
+/// The name of a sync object: one to eight segments of 1 to 64 lowercase ASCII letters and
+/// digits (hex ids, zero-padded indexes), so no request can name anything outside `sync/`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SyncKey(Vec<String>);
+
+impl SyncKey {
+    /// The key of `segments`; `None` unless each is a valid segment.
+    pub fn new<'a>(segments: impl IntoIterator<Item = &'a str>) -> Option<Self> {
+        let v: Vec<String> = segments.into_iter().map(str::to_owned).collect();
+        let ok = !v.is_empty()
+            && v.len() <= 8
+            && v.iter().all(|s| {
+                !s.is_empty()
+                    && s.len() <= 64
+                    && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            });
+        ok.then_some(Self(v))
+    }
+
+    /// The segments.
+    pub fn segments(&self) -> &[String] {
+        &self.0
+    }
+}
+
+/// Files below `dir` as keys relative to `root` (temporary files and links skipped).
+fn list_tree(root: &Path, dir: &Path) -> Result<Vec<SyncKey>, BlobError> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(BlobError::Io {
+                    op: "listing",
+                    path: d,
+                    source,
+                });
+            }
+        };
+        for entry in entries {
+            let entry = entry.map_err(|source| BlobError::Io {
+                op: "listing",
+                path: d.clone(),
+                source,
+            })?;
+            let Ok(kind) = entry.file_type() else { continue };
+            let path = entry.path();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file()
+                && let Ok(rel) = path.strip_prefix(root)
+                && let Some(key) = SyncKey::new(rel.iter().filter_map(|c| c.to_str()))
+            {
+                out.push(key);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// `<code>.json` → the code.
 fn record_code(name: &str) -> Option<ShareCode> {
     ShareCode::parse(name.strip_suffix(RECORD_SUFFIX)?)
@@ -573,6 +748,13 @@ impl FileStore {
     /// Where a code's blob lives.
     pub fn blob_path(&self, code: &ShareCode) -> PathBuf {
         self.root.join(BLOBS_DIR).join(code.as_str())
+    }
+
+    /// Where a sync object lives.
+    pub fn sync_path(&self, key: &SyncKey) -> PathBuf {
+        let mut p = self.root.join(SYNC_DIR);
+        p.extend(key.segments());
+        p
     }
 
     /// Where a code's record lives.
@@ -764,6 +946,7 @@ pub struct S3Store {
     prefix: ObjectPath,
     blobs_prefix: ObjectPath,
     meta_prefix: ObjectPath,
+    sync_root: ObjectPath,
 }
 
 impl fmt::Debug for S3Store {
@@ -817,6 +1000,7 @@ impl S3Store {
             bucket: bucket.to_owned(),
             blobs_prefix: prefix.clone().join(BLOBS_DIR),
             meta_prefix: prefix.clone().join(META_DIR),
+            sync_root: prefix.clone().join(SYNC_DIR),
             prefix,
         })
     }
@@ -829,6 +1013,13 @@ impl S3Store {
     /// A code's blob key.
     pub fn blob_key(&self, code: &ShareCode) -> ObjectPath {
         self.blobs_prefix.clone().join(code.as_str())
+    }
+
+    /// A sync object's key.
+    pub fn sync_key(&self, key: &SyncKey) -> ObjectPath {
+        key.segments()
+            .iter()
+            .fold(self.sync_root.clone(), |p, s| p.join(s.as_str()))
     }
 
     /// A code's record key.

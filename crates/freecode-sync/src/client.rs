@@ -553,7 +553,7 @@ fn parse_within(json: &[u8], limit: u64) -> Result<(Bundle, SourceShape), Client
     Ok(parse_bundle(json)?)
 }
 
-fn read_limited(
+pub(crate) fn read_limited(
     resp: &mut ureq::http::Response<ureq::Body>,
     url: &str,
     limit: u64,
@@ -583,14 +583,14 @@ fn read_limited(
         })
 }
 
-fn transport(url: &str, e: ureq::Error) -> ClientError {
+pub(crate) fn transport(url: &str, e: ureq::Error) -> ClientError {
     ClientError::Transport {
         url: url.to_owned(),
         why: e.to_string(),
     }
 }
 
-fn status_error(url: &str, status: u16, body: &[u8]) -> ClientError {
+pub(crate) fn status_error(url: &str, status: u16, body: &[u8]) -> ClientError {
     let message = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))

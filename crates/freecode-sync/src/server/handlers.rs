@@ -69,23 +69,30 @@ pub(crate) async fn fallback() -> Response {
     error(StatusCode::NOT_FOUND, "not found")
 }
 
+/// `401` unless the request carries the server's API key (when it has one).
+pub(crate) fn unauthorized(app: &App, headers: &HeaderMap) -> Option<Response> {
+    let key = app.api_key.as_ref()?;
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    if presented.is_some_and(|token| secrets_equal(token, key)) {
+        return None;
+    }
+    let mut response = error(StatusCode::UNAUTHORIZED, "missing or wrong API key");
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    Some(response)
+}
+
 /// `POST /upload`.
 pub(crate) async fn upload(State(app): State<Arc<App>>, request: Request) -> Response {
     let headers = request.headers();
-    if let Some(key) = &app.api_key {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim());
-        if !presented.is_some_and(|token| secrets_equal(token, key)) {
-            let mut response = error(StatusCode::UNAUTHORIZED, "missing or wrong API key");
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return response;
-        }
+    if let Some(refused) = unauthorized(&app, headers) {
+        return refused;
     }
     let ttl_ms = match requested_ttl_ms(headers, app.default_ttl, app.max_ttl) {
         Ok(ms) => ms,
@@ -192,7 +199,7 @@ pub(crate) async fn upload(State(app): State<Arc<App>>, request: Request) -> Res
     response
 }
 
-fn too_large(max: usize) -> Response {
+pub(crate) fn too_large(max: usize) -> Response {
     error(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!(

@@ -13,6 +13,7 @@
 //! - `GET /healthz` — `200 {"status":"ok"}` when the store answers, else 503.
 //! - `GET /limits` — `200 {"maxBodyBytes": N}`: the largest upload taken, for clients to check
 //!   before they build or send one (413 names the limit too).
+//! - `/sync/v1/…` — home sync: sealed records and claims ([`sync`]).
 //!
 //! Any request but `/healthz` waits up to 2 s for one of [`ServerConfig::max_concurrent`]
 //! slots, else `503 {"error": "server busy"}` with `Retry-After: 1`; a request not answered
@@ -47,6 +48,7 @@ mod limits;
 mod record;
 mod redact;
 mod sweep;
+mod sync;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -303,6 +305,14 @@ async fn run(
         .route("/upload", post(handlers::upload))
         .route("/healthz", get(handlers::health))
         .route("/limits", get(handlers::limits))
+        .route("/sync/v1/status", get(sync::status))
+        .route(
+            "/sync/v1/logs/{log}/{host}/{index}",
+            axum::routing::put(sync::put_record),
+        )
+        .route("/sync/v1/logs/{log}/{host}", get(sync::get_records))
+        .route("/sync/v1/logs/{log}", axum::routing::delete(sync::delete_log))
+        .route("/sync/v1/claims/{log}/{chain}", axum::routing::put(sync::put_claim))
         .route("/{code}", get(handlers::download).delete(handlers::revoke))
         .fallback(handlers::fallback)
         .layer(DefaultBodyLimit::max(config.max_body))

@@ -1,0 +1,261 @@
+//! The blocking client of the sync endpoints (`/sync/v1/`, see the server's `sync` module).
+//!
+//! Every request carries the API key as a bearer token when one is configured; every answer is
+//! read within a bound. The client trusts nothing it gets: records are opened by the caller
+//! with [`super::SyncKey::open`], and this module only checks the framing.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::seal::{Chain, HostId, LogId};
+use crate::client::{ClientError, check_transport, read_limited, status_error, transport};
+
+/// The largest answer read from the server: a batch of records, or a status.
+pub const MAX_ANSWER: u64 = 64 << 20;
+/// Overall timeout of one request.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+/// Response header of a download: the index after the last record sent.
+pub const NEXT_HEADER: &str = "x-freecode-next";
+
+/// One log of one host, as the server counts it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct LogCount {
+    /// The log.
+    pub log: LogId,
+    /// The host that appends to it.
+    pub host: HostId,
+    /// How many records it holds (indexes `0..count`).
+    pub count: u64,
+}
+
+#[derive(Deserialize)]
+struct Status {
+    logs: Vec<LogCount>,
+}
+
+/// What a record upload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Put {
+    /// Stored.
+    Created,
+    /// A record is already at that index (an earlier attempt's, or another writer's).
+    Exists,
+}
+
+/// What a claim did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
+    /// This claim is the one stored.
+    Created,
+    /// Another claim was there first: its sealed bytes.
+    Exists(Vec<u8>),
+}
+
+/// A sync server.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    agent: ureq::Agent,
+    base: String,
+    api_key: Option<String>,
+}
+
+impl Remote {
+    /// A client of the server at `base` (`https://…`, or `http://` to loopback).
+    pub fn new(base: &str, api_key: Option<String>) -> Result<Self, ClientError> {
+        let base = base.trim_end_matches('/').to_owned();
+        check_transport(&base)?;
+        let agent = ureq::Agent::new_with_config(
+            ureq::Agent::config_builder()
+                .timeout_global(Some(TIMEOUT))
+                .http_status_as_error(false)
+                .max_redirects(0)
+                .build(),
+        );
+        Ok(Self {
+            agent,
+            base,
+            api_key: api_key.filter(|k| !k.is_empty()),
+        })
+    }
+
+    /// The server's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/sync/v1/{path}", self.base)
+    }
+
+    fn auth<B>(&self, req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.api_key {
+            Some(k) => req.header("authorization", format!("Bearer {k}")),
+            None => req,
+        }
+    }
+
+    /// Every log on the server with its count.
+    pub fn status(&self) -> Result<Vec<LogCount>, ClientError> {
+        let url = self.url("status");
+        let mut resp = self
+            .auth(self.agent.get(&url))
+            .call()
+            .map_err(|e| transport(&url, e))?;
+        let status = resp.status().as_u16();
+        let body = read_limited(&mut resp, &url, MAX_ANSWER)?;
+        if status != 200 {
+            return Err(status_error(&url, status, &body));
+        }
+        serde_json::from_slice::<Status>(&body)
+            .map(|s| s.logs)
+            .map_err(|e| ClientError::Protocol {
+                url,
+                why: format!("status is not the expected JSON: {e}"),
+            })
+    }
+
+    /// Stores record `index` of `host`'s log `log`, only if that index is free.
+    pub fn put_record(
+        &self,
+        log: &LogId,
+        host: &HostId,
+        index: u64,
+        sealed: &[u8],
+    ) -> Result<Put, ClientError> {
+        let url = self.url(&format!("logs/{log}/{host}/{index}"));
+        let mut resp = self
+            .auth(self.agent.put(&url))
+            .header("content-type", "application/octet-stream")
+            .send(sealed)
+            .map_err(|e| transport(&url, e))?;
+        let status = resp.status().as_u16();
+        let body = read_limited(&mut resp, &url, 64 * 1024)?;
+        match status {
+            201 => Ok(Put::Created),
+            409 if is_code(&body, "exists") => Ok(Put::Exists),
+            _ => Err(status_error(&url, status, &body)),
+        }
+    }
+
+    /// Records of `host`'s log `log` from index `from` on, as many as one answer holds, with
+    /// the index after the last one. The records are consecutive: the first is `from`.
+    pub fn get_records(
+        &self,
+        log: &LogId,
+        host: &HostId,
+        from: u64,
+    ) -> Result<(Vec<Vec<u8>>, u64), ClientError> {
+        let url = self.url(&format!("logs/{log}/{host}?from={from}"));
+        let mut resp = self
+            .auth(self.agent.get(&url))
+            .call()
+            .map_err(|e| transport(&url, e))?;
+        let status = resp.status().as_u16();
+        let next = resp
+            .headers()
+            .get(NEXT_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let body = read_limited(&mut resp, &url, MAX_ANSWER)?;
+        if status != 200 {
+            return Err(status_error(&url, status, &body));
+        }
+        let protocol = |why: String| ClientError::Protocol {
+            url: url.clone(),
+            why,
+        };
+        let records = unframe(&body).ok_or_else(|| protocol("records are not framed".into()))?;
+        let next = next.ok_or_else(|| protocol(format!("no {NEXT_HEADER} header")))?;
+        if next != from + records.len() as u64 {
+            return Err(protocol(format!(
+                "{} records from {from} but {NEXT_HEADER} says {next}",
+                records.len()
+            )));
+        }
+        Ok((records, next))
+    }
+
+    /// Claims `log` at `base` (create-only): the first claim stands.
+    pub fn put_claim(
+        &self,
+        log: &LogId,
+        base: &Chain,
+        sealed: &[u8],
+    ) -> Result<Claimed, ClientError> {
+        let url = self.url(&format!("claims/{log}/{base}"));
+        let mut resp = self
+            .auth(self.agent.put(&url))
+            .header("content-type", "application/octet-stream")
+            .send(sealed)
+            .map_err(|e| transport(&url, e))?;
+        let status = resp.status().as_u16();
+        let body = read_limited(&mut resp, &url, 64 * 1024)?;
+        match status {
+            201 => Ok(Claimed::Created),
+            409 => Ok(Claimed::Exists(body)),
+            _ => Err(status_error(&url, status, &body)),
+        }
+    }
+
+    /// Removes every host's records of `log` and its claims (a purge).
+    pub fn delete_log(&self, log: &LogId) -> Result<(), ClientError> {
+        let url = self.url(&format!("logs/{log}"));
+        let mut resp = self
+            .auth(self.agent.delete(&url))
+            .call()
+            .map_err(|e| transport(&url, e))?;
+        let status = resp.status().as_u16();
+        let body = read_limited(&mut resp, &url, 64 * 1024)?;
+        match status {
+            204 | 200 => Ok(()),
+            _ => Err(status_error(&url, status, &body)),
+        }
+    }
+}
+
+fn is_code(body: &[u8], code: &str) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("code").and_then(|c| c.as_str()).map(|c| c == code))
+        .unwrap_or(false)
+}
+
+/// Records framed as `u32` big-endian length, then the bytes, one after the other.
+pub fn frame(records: &[impl AsRef<[u8]>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in records {
+        let r = r.as_ref();
+        out.extend_from_slice(&u32::try_from(r.len()).unwrap_or(u32::MAX).to_be_bytes());
+        out.extend_from_slice(r);
+    }
+    out
+}
+
+/// The records of [`frame`]'s output; `None` if it is not whole frames.
+pub fn unframe(mut body: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    while !body.is_empty() {
+        let len = u32::from_be_bytes(body.get(..4)?.try_into().ok()?) as usize;
+        let rest = &body[4..];
+        out.push(rest.get(..len)?.to_vec());
+        body = &rest[len..];
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_refuse_a_cut() {
+        let recs = [b"a".to_vec(), Vec::new(), vec![9; 300]];
+        let f = frame(&recs);
+        assert_eq!(unframe(&f).unwrap(), recs);
+        assert!(unframe(&f[..f.len() - 1]).is_none());
+        assert!(unframe(&f[..3]).is_none());
+        assert_eq!(unframe(&[]).unwrap(), Vec::<Vec<u8>>::new());
+    }
+}
