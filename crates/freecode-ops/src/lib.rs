@@ -24,6 +24,7 @@
 //! | trace, replay, the recorded sessions, a log followed | [`trace`], [`live`] |
 //! | OTLP export | [`otlp`] |
 //! | export, import, share list and revoke | [`share`] |
+//! | home sync across machines (end-to-end encrypted) | [`sync`] |
 //! | other agents' sessions | [`import`] |
 //! | doctor | [`doctor`] |
 //! | config | [`config`] |
@@ -49,6 +50,7 @@ pub mod scope;
 pub mod search;
 pub mod sessions;
 pub mod share;
+pub mod sync;
 pub mod trace;
 pub mod types;
 

@@ -601,13 +601,13 @@ impl BlobStore {
             Self::S3(s) => {
                 use futures_util::TryStreamExt as _;
                 let prefix = s.sync_key(under);
-                let objects: Vec<object_store::ObjectMeta> = s
-                    .s3
-                    .list(Some(&prefix))
-                    .try_collect()
-                    .await
-                    .map_err(|e| s.err("list", &prefix, e))?;
-                let root: Vec<String> = s.sync_root.parts().map(|p| p.as_ref().to_owned()).collect();
+                let objects: Vec<object_store::ObjectMeta> =
+                    s.s3.list(Some(&prefix))
+                        .try_collect()
+                        .await
+                        .map_err(|e| s.err("list", &prefix, e))?;
+                let root: Vec<String> =
+                    s.sync_root.parts().map(|p| p.as_ref().to_owned()).collect();
                 Ok(objects
                     .into_iter()
                     .filter_map(|o| {
@@ -657,7 +657,8 @@ impl SyncKey {
             && v.iter().all(|s| {
                 !s.is_empty()
                     && s.len() <= 64
-                    && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && s.bytes()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
             });
         ok.then_some(Self(v))
     }
@@ -690,7 +691,9 @@ fn list_tree(root: &Path, dir: &Path) -> Result<Vec<SyncKey>, BlobError> {
                 path: d.clone(),
                 source,
             })?;
-            let Ok(kind) = entry.file_type() else { continue };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
             let path = entry.path();
             if kind.is_dir() {
                 stack.push(path);

@@ -106,8 +106,107 @@ pub struct RevokeArgs {
 /// `freecode sync …`.
 #[derive(Debug, Subcommand)]
 pub enum SyncCommand {
-    /// Run the share server until Ctrl+C or SIGTERM.
+    /// Run the share server (and sync server) until Ctrl+C or SIGTERM.
     Serve(SyncServeArgs),
+    /// Start syncing this home: make the sync key and register with a server.
+    Init(SyncInitArgs),
+    /// Print the sync key as 24 words, to `sync join` another machine (last line of output).
+    Key(SyncJsonArgs),
+    /// Join the machines syncing with a server, with the phrase `sync key` printed there.
+    Join(SyncJoinArgs),
+    /// What would move: sessions to push, records to pull.
+    Status(SyncJsonArgs),
+    /// Send this machine's changes.
+    Push(SyncJsonArgs),
+    /// Take the other machines' changes.
+    Pull(SyncJsonArgs),
+    /// Pull, then push.
+    Now(SyncJsonArgs),
+}
+
+/// `sync init`.
+#[derive(Debug, Args)]
+pub struct SyncInitArgs {
+    /// The sync server (`freecode sync serve`): https://…, or http:// to loopback.
+    #[arg(long, value_name = "URL")]
+    server: String,
+    /// Set up again, with a new key, even if this machine already syncs.
+    #[arg(long)]
+    force: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `sync join`.
+#[derive(Debug, Args)]
+pub struct SyncJoinArgs {
+    /// The sync server the other machines use.
+    #[arg(long, value_name = "URL")]
+    server: String,
+    /// The 24 words `freecode sync key` printed (quoted, or as separate arguments).
+    #[arg(value_name = "PHRASE", required_unless_present = "key_file", num_args = 0..)]
+    phrase: Vec<String>,
+    /// Read the key (its words, or the 64 hex characters of `state/sync/key`) from a file.
+    #[arg(long, value_name = "PATH", conflicts_with = "phrase")]
+    key_file: Option<PathBuf>,
+    /// Set up again even if this machine already syncs.
+    #[arg(long)]
+    force: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `sync key|status|push|pull|now`.
+#[derive(Debug, Args)]
+pub struct SyncJsonArgs {
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn print_setup(setup: &freecode_ops::sync::SyncSetup, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(setup);
+    }
+    println!("syncing with {} as host {}", setup.server, setup.host);
+    println!("sync key id {}", setup.key_id);
+    Ok(())
+}
+
+fn run_sync(
+    json: bool,
+    f: impl FnOnce(&mut Feedback) -> freecode_ops::Result<freecode_ops::sync::SyncReport>,
+) -> anyhow::Result<()> {
+    let mut feedback = Feedback::new("syncing");
+    let report = f(&mut feedback);
+    feedback.finish();
+    print_report(&report?, json)
+}
+
+fn print_report(report: &freecode_ops::sync::SyncReport, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(report);
+    }
+    for f in &report.forks {
+        eprintln!(
+            "session {} was continued on another machine too: this machine's changes are kept as {}",
+            f.session_id, f.fork_id
+        );
+    }
+    for id in &report.busy {
+        eprintln!("session {id} is in use here; it syncs next time");
+    }
+    println!(
+        "pushed {} ({} bytes sent), pulled {} ({} bytes received), {} purged",
+        plural(report.sessions_pushed as u64, "session", "sessions"),
+        report.bytes_sent,
+        plural(report.sessions_pulled as u64, "session", "sessions"),
+        report.bytes_received,
+        report.purged.len()
+    );
+    Ok(())
 }
 
 /// `sync serve`.
@@ -412,7 +511,57 @@ impl ShareCommand {
 impl SyncCommand {
     /// Runs the command.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        use freecode_ops::sync;
         match self {
+            Self::Init(a) => {
+                let setup = sync::init(home, &a.server, a.force)?;
+                print_setup(&setup, a.json)?;
+                if !a.json {
+                    println!(
+                        "on another machine: freecode sync join --server {} \"$(freecode sync key)\" (run `freecode sync key` here for the words)",
+                        setup.server
+                    );
+                }
+                Ok(())
+            }
+            Self::Join(a) => {
+                let text = match &a.key_file {
+                    Some(p) => std::fs::read_to_string(p)
+                        .with_context(|| format!("reading the sync key from {}", p.display()))?,
+                    None => a.phrase.join(" "),
+                };
+                let setup = sync::join(home, &a.server, &text, a.force)?;
+                print_setup(&setup, a.json)
+            }
+            Self::Key(a) => {
+                let phrase = sync::key_phrase(home)?;
+                if a.json {
+                    return print_json(&serde_json::json!({ "phrase": phrase }));
+                }
+                eprintln!(
+                    "the sync key: anyone with these words can read this home's synced sessions"
+                );
+                println!("{phrase}");
+                Ok(())
+            }
+            Self::Status(a) => {
+                let st = sync::status(home)?;
+                if a.json {
+                    return print_json(&st);
+                }
+                println!("server {}  host {}  key {}", st.server, st.host, st.key_id);
+                println!(
+                    "{} on the server; {} synced here, {} to push, {} to pull",
+                    plural(st.hosts as u64, "machine", "machines"),
+                    plural(st.synced as u64, "session", "sessions"),
+                    plural(st.to_push as u64, "session", "sessions"),
+                    plural(st.to_pull, "record", "records"),
+                );
+                Ok(())
+            }
+            Self::Push(a) => run_sync(a.json, |p| sync::push(home, p)),
+            Self::Pull(a) => run_sync(a.json, |p| sync::pull(home, p)),
+            Self::Now(a) => run_sync(a.json, |p| sync::now(home, p)),
             Self::Serve(a) => {
                 let store = match a.store {
                     Some(s) => s

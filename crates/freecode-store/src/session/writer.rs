@@ -362,6 +362,76 @@ impl SessionWriter {
         Ok(())
     }
 
+    /// Home sync: appends `bytes`, whole lines as another machine's log holds them, in one
+    /// write, then fsyncs. Each line is checked as [`SessionWriter::append`] checks it; bytes
+    /// that do not end in a newline are refused.
+    pub fn append_lines(&mut self, bytes: &[u8]) -> Result<()> {
+        let path = self.paths.messages();
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if !bytes.ends_with(b"\n") {
+            return Err(StoreError::Io {
+                op: "append to",
+                path,
+                source: std::io::Error::other("the lines to append end in a torn line"),
+            });
+        }
+        for line in bytes.split_inclusive(|&b| b == b'\n') {
+            check_line(&path, line)?;
+        }
+        let _busy = crate::fsutil::busy();
+        fsutil::append_bytes(&mut self.log, &path, bytes).ctx("append to", &path)?;
+        fsutil::sync_file(&self.log, &path, false).ctx("fsync", &path)?;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Home sync: the log's bytes in full (for a comparison or a fork).
+    pub fn log_len(&self) -> Result<u64> {
+        let path = self.paths.messages();
+        self.log.metadata().map(|m| m.len()).ctx("stat", &path)
+    }
+
+    /// Home sync: cuts the log back to `len` bytes (this machine's changes that another
+    /// machine's won over, kept first in a fork).
+    pub fn truncate_log(&mut self, len: u64) -> Result<()> {
+        let path = self.paths.messages();
+        let _busy = crate::fsutil::busy();
+        fsutil::set_len(&self.log, &path, len).ctx("truncate", &path)?;
+        fsutil::sync_file(&self.log, &path, false).ctx("fsync", &path)
+    }
+
+    /// Home sync: replaces the log with `bytes` (a compaction made on another machine).
+    pub fn replace_log_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        let _busy = crate::fsutil::busy();
+        self.replace_log(bytes)
+    }
+
+    /// Home sync: writes `meta.json` as another machine wrote it. Refused unless it parses as
+    /// a meta of this session.
+    pub fn put_meta_bytes(&mut self, bytes: &[u8]) -> Result<SessionMeta> {
+        let path = self.paths.meta();
+        let meta = freecode_core::json::from_slice_lossy::<SessionMeta>(bytes)
+            .map_err(|source| StoreError::BadJson {
+                path: path.clone(),
+                source,
+            })?
+            .value;
+        if meta.id != self.id.as_str() {
+            return Err(StoreError::Io {
+                op: "replace",
+                path,
+                source: std::io::Error::other(format!(
+                    "the meta is session {}'s, not {}'s",
+                    meta.id, self.id
+                )),
+            });
+        }
+        write_atomic(&path, bytes, self.store.sync_rewrites())?;
+        Ok(meta)
+    }
+
     /// Marks message `message_id` (if given and found) `interrupted: true` with an atomic
     /// rewrite and sets the status to `interrupted`. Holding the lock, no append can be lost.
     /// Returns whether a message was marked.

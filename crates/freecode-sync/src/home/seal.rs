@@ -148,15 +148,18 @@ macro_rules! hex_id {
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = String::deserialize(d)?;
-                Self::parse(&s).ok_or_else(|| {
-                    serde::de::Error::custom(concat!("not a ", stringify!($name)))
-                })
+                Self::parse(&s)
+                    .ok_or_else(|| serde::de::Error::custom(concat!("not a ", stringify!($name))))
             }
         }
     };
 }
 
-hex_id!(HostId, 16, "A machine's id: 128 random bits, 32 lowercase hex characters.");
+hex_id!(
+    HostId,
+    16,
+    "A machine's id: 128 random bits, 32 lowercase hex characters."
+);
 hex_id!(
     LogId,
     16,
@@ -479,8 +482,7 @@ impl SyncKey {
         let what = || format!("the claim on log {log} at {base}");
         let tampered = || SealError::Tampered { what: what() };
         let head = 5 + KEY_ID + NONCE;
-        if sealed.len() != head + 24 + TAG || &sealed[..4] != CLAIM_MAGIC || sealed[4] != VERSION
-        {
+        if sealed.len() != head + 24 + TAG || &sealed[..4] != CLAIM_MAGIC || sealed[4] != VERSION {
             return Err(tampered());
         }
         if sealed[5..5 + KEY_ID] != self.key_id {
@@ -555,7 +557,10 @@ mod tests {
             bad[i] ^= 1;
             assert!(key.open(&host, &log, 3, &bad).is_err(), "byte {i}");
         }
-        assert!(key.open(&host, &log, 3, &sealed[..sealed.len() - 1]).is_err());
+        assert!(
+            key.open(&host, &log, 3, &sealed[..sealed.len() - 1])
+                .is_err()
+        );
         // Another key: told apart from tampering.
         let other = SyncKey::from_bytes([8; 32]);
         assert!(matches!(
@@ -584,6 +589,9 @@ mod tests {
         assert_ne!(a.control_log(), a.log_id(""));
         let g = a.genesis("s");
         assert_ne!(a.next(&g, b"1"), a.next(&g, b"2"));
-        assert_eq!(LogId::parse(&a.log_id("s").to_string()), Some(a.log_id("s")));
+        assert_eq!(
+            LogId::parse(&a.log_id("s").to_string()),
+            Some(a.log_id("s"))
+        );
     }
 }

@@ -311,8 +311,14 @@ async fn run(
             axum::routing::put(sync::put_record),
         )
         .route("/sync/v1/logs/{log}/{host}", get(sync::get_records))
-        .route("/sync/v1/logs/{log}", axum::routing::delete(sync::delete_log))
-        .route("/sync/v1/claims/{log}/{chain}", axum::routing::put(sync::put_claim))
+        .route(
+            "/sync/v1/logs/{log}",
+            axum::routing::delete(sync::delete_log),
+        )
+        .route(
+            "/sync/v1/claims/{log}/{chain}",
+            axum::routing::put(sync::put_claim),
+        )
         .route("/{code}", get(handlers::download).delete(handlers::revoke))
         .fallback(handlers::fallback)
         .layer(DefaultBodyLimit::max(config.max_body))

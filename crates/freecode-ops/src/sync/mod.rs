@@ -1,0 +1,1140 @@
+//! Home sync: every machine's sessions in one end-to-end encrypted memory (`freecode sync`).
+//!
+//! Each machine is a host ([`state::Settings::host`]). Pushing turns what changed in a session
+//! since it was last synced into records (see [`record`]): its `meta.json`, its memory, and the
+//! bytes appended to (or the whole of, after a compaction) its `messages.jsonl` and rollout
+//! log, in chunks of at most [`CHUNK`] bytes. They are sealed with the sync key and appended to
+//! this host's log of that session on the server. Pulling downloads the other hosts' new
+//! records, opens and checks every one of them before anything local changes, and applies
+//! them.
+//!
+//! **Order and forks.** A session's content is a chain: every content record names the chain
+//! point it extends, and before it is stored its host *claims* that point on the server with a
+//! create-only write. One claim per point stands, so when two machines continue a session
+//! from the same point at once, one wins; the other, on its next pull, keeps its own changes
+//! as a fork of the session (`parentId` the session), cuts the session back to the point and
+//! applies the winner's records. Nothing is merged silently and no message is lost. Metas are
+//! merged last-writer-wins by `updatedAt` (the host id breaks ties), so renames, archives and
+//! soft deletes travel with them.
+//!
+//! **Purges.** A session this machine synced that is gone from it (`session purge`) is purged
+//! everywhere: a control record names it, the server's records of it are deleted, and every
+//! other machine purges it on its next pull.
+//!
+//! **Faults.** Progress is saved after every record. A record stored whose progress was not
+//! saved is found again at its index (`409`) and adopted; a claim this host made for the
+//! record it is about to store is its own. Applying a record twice changes nothing (the bytes
+//! already there are recognised). A server that answers with fewer records than were seen,
+//! or records that do not open where they are, is refused before anything local changes.
+
+pub mod record;
+pub mod state;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use freecode_core::{SessionId, SessionMeta};
+use freecode_store::session::{NewSession, SessionStore};
+use freecode_store::{Home, StoreError, fsutil};
+use freecode_sync::home::{Chain, Claimed, HostId, Kind, LogId, Put, Remote, SealError, SyncKey};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+use record::{ControlRecord, Mode, Section, SectionHead, SessionRecord, What};
+use state::{Mark, SessionSync, State};
+
+/// The most bytes of sections one record carries (the server's default body limit is 16 MiB).
+pub const CHUNK: usize = 4 << 20;
+
+/// What `init` and `join` set up.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncSetup {
+    /// The server.
+    pub server: String,
+    /// This machine's host id.
+    pub host: String,
+    /// The sync key's id (not the key).
+    pub key_id: String,
+}
+
+/// What `status` finds.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncStatus {
+    /// The server.
+    pub server: String,
+    /// This machine's host id.
+    pub host: String,
+    /// The sync key's id.
+    pub key_id: String,
+    /// Machines with records on the server (this one included).
+    pub hosts: usize,
+    /// Sessions synced from or to this machine.
+    pub synced: usize,
+    /// Sessions with changes not pushed yet (new ones included).
+    pub to_push: usize,
+    /// Records on the server this machine has not pulled.
+    pub to_pull: u64,
+}
+
+/// A session kept as a fork because another machine continued it first.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncFork {
+    /// The session the other machine continued.
+    pub session_id: String,
+    /// The new session holding this machine's changes (its `parentId` is `sessionId`).
+    pub fork_id: String,
+}
+
+/// What a push, a pull or both did.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncReport {
+    /// Records stored on the server.
+    pub pushed: u64,
+    /// Records applied here.
+    pub pulled: u64,
+    /// Sessions pushed.
+    pub sessions_pushed: usize,
+    /// Sessions changed here by a pull (created ones included).
+    pub sessions_pulled: usize,
+    /// Sealed bytes sent.
+    pub bytes_sent: u64,
+    /// Sealed bytes received.
+    pub bytes_received: u64,
+    /// Forks made for changes another machine's won over.
+    pub forks: Vec<SyncFork>,
+    /// Sessions purged (here, or everywhere from here).
+    pub purged: Vec<String>,
+    /// Sessions skipped because another process holds them (synced next time).
+    pub busy: Vec<String>,
+}
+
+fn remote_for(home: &Home, server: &str) -> Result<Remote> {
+    let api_key = freecode_sync::client::SyncConfig::load(home)?.api_key;
+    Ok(Remote::new(server, api_key)?)
+}
+
+fn seal_err(e: SealError) -> Error {
+    Error::Failed(e.to_string())
+}
+
+/// `freecode sync init`: makes the sync key and this machine's host id, checks the server.
+pub fn init(home: &Home, server: &str, force: bool) -> Result<SyncSetup> {
+    let key = SyncKey::generate().map_err(seal_err)?;
+    setup(home, server, key, force)
+}
+
+/// `freecode sync join`: takes the key (a phrase, or a file's hex or phrase) of the machines
+/// already syncing.
+pub fn join(home: &Home, server: &str, key_text: &str, force: bool) -> Result<SyncSetup> {
+    let key = SyncKey::parse(key_text).map_err(|e| Error::Invalid(e.to_string()))?;
+    setup(home, server, key, force)
+}
+
+fn setup(home: &Home, server: &str, key: SyncKey, force: bool) -> Result<SyncSetup> {
+    let remote = remote_for(home, server)?;
+    remote.status()?;
+    home.ensure()?;
+    let settings = state::Settings {
+        server: remote.base().to_owned(),
+        host: HostId::generate().map_err(seal_err)?,
+        key_id: key.id(),
+    };
+    state::save_setup(home, &settings, &key, force)?;
+    Ok(SyncSetup {
+        server: settings.server,
+        host: settings.host.to_string(),
+        key_id: settings.key_id,
+    })
+}
+
+/// `freecode sync key`: the sync key as its 24 words.
+pub fn key_phrase(home: &Home) -> Result<String> {
+    Ok(state::load(home)?.key.to_phrase())
+}
+
+/// `freecode sync status`.
+pub fn status(home: &Home) -> Result<SyncStatus> {
+    let e = Engine::open(home)?;
+    let logs = e.remote.status()?;
+    let hosts: BTreeSet<_> = logs.iter().map(|l| l.host).collect();
+    let to_pull = logs
+        .iter()
+        .filter(|l| l.host != e.host)
+        .map(|l| l.count.saturating_sub(e.state.seen(&l.log, &l.host)))
+        .sum();
+    let mut to_push = 0;
+    for id in local_sessions(home)? {
+        let st = e.state.sessions.get(id.as_str());
+        if st.is_none_or(|st| e.changes(&id, st).is_ok_and(|c| !c.is_empty())) {
+            to_push += 1;
+        }
+    }
+    Ok(SyncStatus {
+        server: e.settings.server.clone(),
+        host: e.host.to_string(),
+        key_id: e.key.id(),
+        hosts: hosts.len(),
+        synced: e.state.sessions.len(),
+        to_push,
+        to_pull,
+    })
+}
+
+/// `freecode sync push`.
+pub fn push(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
+    let mut e = Engine::open(home)?;
+    e.push(progress)?;
+    Ok(e.report)
+}
+
+/// `freecode sync pull`.
+pub fn pull(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
+    let mut e = Engine::open(home)?;
+    e.pull(None)?;
+    let _ = progress;
+    Ok(e.report)
+}
+
+/// `freecode sync now`: pull, then push.
+pub fn now(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
+    let mut e = Engine::open(home)?;
+    e.pull(None)?;
+    e.push(progress)?;
+    Ok(e.report)
+}
+
+/// The sessions in this home (any status), by id.
+fn local_sessions(home: &Home) -> Result<Vec<SessionId>> {
+    let mut out = BTreeSet::new();
+    let Some(projects) = fsutil::list_dir(&home.sessions_dir())? else {
+        return Ok(Vec::new());
+    };
+    for (name, is_dir) in projects {
+        let Some(name) = name.to_str() else { continue };
+        if !is_dir || name.starts_with('.') {
+            continue;
+        }
+        let dir = home.sessions_dir().join(name);
+        let Some(children) = fsutil::list_dir(&dir)? else {
+            continue;
+        };
+        for (child, is_dir) in children {
+            let Some(child) = child.to_str() else {
+                continue;
+            };
+            if is_dir
+                && !child.starts_with('.')
+                && let Ok(id) = SessionId::new(child)
+                && dir.join(child).join("meta.json").is_file()
+            {
+                out.insert(id);
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// A file's change since its mark.
+#[derive(Debug)]
+enum Change {
+    Append { from: u64, bytes: Vec<u8> },
+    Set(Vec<u8>),
+}
+
+/// What changed in one session.
+#[derive(Debug, Default)]
+struct Changes {
+    meta: Option<Vec<u8>>,
+    memory: Option<Vec<u8>>,
+    messages: Option<Change>,
+    events: Option<Change>,
+}
+
+impl Changes {
+    fn is_empty(&self) -> bool {
+        self.meta.is_none()
+            && self.memory.is_none()
+            && self.messages.is_none()
+            && self.events.is_none()
+    }
+}
+
+/// The bytes of `path` from `from` on (empty when it is missing or shorter).
+fn read_from(path: &Path, from: u64) -> Result<Vec<u8>> {
+    fsutil::refuse_link(path)?;
+    let mut f = match fsutil::open_read(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("read", path)(e)),
+    };
+    let len = f.metadata().map_err(Error::io("stat", path))?.len();
+    if len <= from {
+        return Ok(Vec::new());
+    }
+    f.seek(SeekFrom::Start(from))
+        .map_err(Error::io("read", path))?;
+    let mut out = Vec::with_capacity((len - from) as usize);
+    f.read_to_end(&mut out).map_err(Error::io("read", path))?;
+    Ok(out)
+}
+
+fn file_len(path: &Path) -> u64 {
+    fs::symlink_metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The whole lines of `bytes` (up to its last newline).
+fn whole_lines(bytes: &[u8]) -> &[u8] {
+    match memchr::memrchr(b'\n', bytes) {
+        Some(i) => &bytes[..=i],
+        None => &[],
+    }
+}
+
+/// The mark of `path`'s first `len` bytes.
+fn mark_of(path: &Path, len: u64) -> Result<Mark> {
+    let start = len.saturating_sub(state::PROBE);
+    let tail = read_from(path, start)?;
+    let have = (tail.len() as u64).min(len - start);
+    Ok(state::mark(&tail[..have as usize], have).with_len(start + have))
+}
+
+impl Mark {
+    fn with_len(mut self, len: u64) -> Self {
+        self.len = len;
+        self
+    }
+}
+
+/// How `path` changed since `mark` (whole lines only).
+fn change_of(path: &Path, mark: &Mark) -> Result<Option<Change>> {
+    let start = mark.len.saturating_sub(state::PROBE);
+    let tail = read_from(path, start)?;
+    let probe_len = (mark.len - start) as usize;
+    if tail.len() >= probe_len && state::digest(&tail[..probe_len]) == mark.probe {
+        let new = whole_lines(&tail[probe_len..]);
+        if new.is_empty() {
+            return Ok(None);
+        }
+        return Ok(Some(Change::Append {
+            from: mark.len,
+            bytes: new.to_vec(),
+        }));
+    }
+    if mark.len == 0 && tail.is_empty() {
+        return Ok(None);
+    }
+    let all = read_from(path, 0)?;
+    Ok(Some(Change::Set(whole_lines(&all).to_vec())))
+}
+
+fn events_path(home: &Home, id: &SessionId) -> PathBuf {
+    home.rollout_dir(id)
+        .join(freecode_store::rollout::EVENTS_FILE)
+}
+
+/// Pieces of at most [`CHUNK`] bytes cut at line ends (a longer line is one piece).
+fn pieces(what: What, change: Change) -> Vec<Section> {
+    let (mut from, bytes, mut mode) = match change {
+        Change::Append { from, bytes } => (from, bytes, Mode::Append),
+        Change::Set(bytes) => (0, bytes, Mode::Set),
+    };
+    let mut out = Vec::new();
+    let mut rest = &bytes[..];
+    loop {
+        let cut = if rest.len() <= CHUNK {
+            rest.len()
+        } else {
+            memchr::memrchr(b'\n', &rest[..CHUNK])
+                .map(|i| i + 1)
+                .or_else(|| memchr::memchr(b'\n', rest).map(|i| i + 1))
+                .unwrap_or(rest.len())
+        };
+        let (piece, tail) = rest.split_at(cut);
+        out.push(Section {
+            head: SectionHead {
+                what,
+                mode,
+                from: if mode == Mode::Append { from } else { 0 },
+                len: piece.len() as u64,
+            },
+            bytes: piece.to_vec(),
+        });
+        from = if mode == Mode::Set {
+            piece.len() as u64
+        } else {
+            from + piece.len() as u64
+        };
+        mode = Mode::Append;
+        rest = tail;
+        if rest.is_empty() {
+            break;
+        }
+    }
+    out
+}
+
+/// Which of a section's bytes a local file already holds.
+#[derive(Debug, PartialEq, Eq)]
+enum Fit {
+    /// The file is at the section's start: apply it.
+    Apply,
+    /// The file already holds it (an earlier pull stopped before saving its progress).
+    Already,
+    /// The file holds other changes from that point: this machine's, not pushed.
+    Diverged,
+}
+
+fn fit(path: &Path, mark: &Mark, section: &Section) -> Result<Fit> {
+    match section.head.mode {
+        Mode::Append => {
+            let from = section.head.from;
+            if mark.len != from {
+                return Ok(Fit::Diverged);
+            }
+            let local_len = file_len(path);
+            if local_len == from {
+                return Ok(Fit::Apply);
+            }
+            let have = read_from(path, from)?;
+            if have.len() >= section.bytes.len() && have[..section.bytes.len()] == section.bytes[..]
+            {
+                return Ok(Fit::Already);
+            }
+            Ok(Fit::Diverged)
+        }
+        Mode::Set => {
+            let all = read_from(path, 0)?;
+            if whole_lines(&all) == &section.bytes[..] || all == section.bytes {
+                return Ok(Fit::Already);
+            }
+            if change_of(path, mark)?.is_none() {
+                return Ok(Fit::Apply);
+            }
+            Ok(Fit::Diverged)
+        }
+    }
+}
+
+struct Engine {
+    home: Home,
+    store: SessionStore,
+    key: SyncKey,
+    host: HostId,
+    settings: state::Settings,
+    remote: Remote,
+    state: State,
+    purged: BTreeSet<String>,
+    report: SyncReport,
+}
+
+/// A record downloaded and opened.
+struct Fetched {
+    host: HostId,
+    index: u64,
+    plain: Vec<u8>,
+    record: SessionRecord,
+}
+
+impl Engine {
+    fn open(home: &Home) -> Result<Self> {
+        let loaded = state::load(home)?;
+        let remote = remote_for(home, &loaded.settings.server)?;
+        let st = state::load_state(home)?;
+        Ok(Self {
+            home: home.clone(),
+            store: SessionStore::open(home.clone())?,
+            host: loaded.settings.host,
+            key: loaded.key,
+            settings: loaded.settings,
+            remote,
+            purged: st.purged.clone(),
+            state: st,
+            report: SyncReport::default(),
+        })
+    }
+
+    fn save(&mut self) -> Result<()> {
+        self.state.purged = self.purged.clone();
+        state::save_state(&self.home, &self.state)
+    }
+
+    fn fresh(&self, id: &SessionId) -> SessionSync {
+        let log = self.key.log_id(id.as_str());
+        SessionSync {
+            log,
+            chain: self.key.genesis(id.as_str()),
+            messages: Mark::default(),
+            events: Mark::default(),
+            meta: None,
+            memory: None,
+            next: self.state.seen(&log, &self.host),
+        }
+    }
+
+    /// What changed in session `id` since `st`.
+    fn changes(&self, id: &SessionId, st: &SessionSync) -> Result<Changes> {
+        let paths = self.store.locate(id)?;
+        let meta = fsutil::read_bounded(
+            &paths.meta(),
+            freecode_store::session::META_MAX_BYTES,
+            "meta.json",
+        )?
+        .unwrap_or_default();
+        let memory = fsutil::read_bounded(
+            &self.home.memory_file(id),
+            freecode_store::session::MEMORY_MAX_BYTES,
+            "memory.json",
+        )?;
+        Ok(Changes {
+            meta: (st.meta.as_deref() != Some(&state::digest(&meta))).then_some(meta),
+            memory: memory.filter(|m| st.memory.as_deref() != Some(&state::digest(m))),
+            messages: change_of(&paths.messages(), &st.messages)?,
+            events: change_of(&events_path(&self.home, id), &st.events)?,
+        })
+    }
+
+    // ----- push ---------------------------------------------------------------------------
+
+    fn push(&mut self, progress: &mut dyn Progress) -> Result<()> {
+        self.push_purges()?;
+        let ids = local_sessions(&self.home)?;
+        let total = ids.len();
+        for (n, id) in ids.into_iter().enumerate() {
+            progress.sessions(n, total);
+            if self.purged.contains(id.as_str()) {
+                continue;
+            }
+            self.push_session(&id)?;
+        }
+        progress.sessions(total, total);
+        Ok(())
+    }
+
+    fn push_session(&mut self, id: &SessionId) -> Result<()> {
+        let mut pushed_any = false;
+        // Each pass pushes what changed; a lost claim pulls the session (making a fork of
+        // this machine's changes) and tries again.
+        for _ in 0..4 {
+            let mut st = match self.state.sessions.get(id.as_str()) {
+                Some(st) => st.clone(),
+                None => self.fresh(id),
+            };
+            let changes = match self.changes(id, &st) {
+                Ok(c) => c,
+                Err(Error::Store(StoreError::NotFound { .. })) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            if changes.is_empty() {
+                break;
+            }
+            match self.push_changes(id, &mut st, changes)? {
+                Pushed::Done => {
+                    pushed_any = true;
+                    break;
+                }
+                Pushed::Again => pushed_any = true,
+                Pushed::Lost => {
+                    let log = st.log;
+                    self.pull(Some(&log))?;
+                }
+            }
+        }
+        if pushed_any {
+            self.report.sessions_pushed += 1;
+        }
+        Ok(())
+    }
+
+    fn push_changes(&mut self, id: &SessionId, st: &mut SessionSync, c: Changes) -> Result<Pushed> {
+        let mut sections = Vec::new();
+        if let Some(m) = c.meta {
+            sections.push(Section {
+                head: SectionHead {
+                    what: What::Meta,
+                    mode: Mode::Set,
+                    from: 0,
+                    len: m.len() as u64,
+                },
+                bytes: m,
+            });
+        }
+        if let Some(m) = c.memory {
+            sections.push(Section {
+                head: SectionHead {
+                    what: What::Memory,
+                    mode: Mode::Set,
+                    from: 0,
+                    len: m.len() as u64,
+                },
+                bytes: m,
+            });
+        }
+        if let Some(ch) = c.messages {
+            sections.extend(pieces(What::Messages, ch));
+        }
+        if let Some(ch) = c.events {
+            sections.extend(pieces(What::Events, ch));
+        }
+        // Records of at most CHUNK bytes, in order; a file's pieces stay in order.
+        let mut records: Vec<Vec<Section>> = Vec::new();
+        let mut size = 0;
+        for s in sections {
+            let same_file_twice = records
+                .last()
+                .is_some_and(|r| r.iter().any(|x| x.head.what == s.head.what));
+            if records.is_empty() || size + s.bytes.len() > CHUNK || same_file_twice {
+                records.push(Vec::new());
+                size = 0;
+            }
+            size += s.bytes.len();
+            if let Some(r) = records.last_mut() {
+                r.push(s);
+            }
+        }
+        for sections in records {
+            let content = sections.iter().any(|s| s.head.what != What::Meta);
+            let rec = SessionRecord {
+                session: id.to_string(),
+                base: content.then(|| st.chain.to_string()),
+                sections,
+            };
+            let plain = rec.encode();
+            let index = st.next;
+            if content {
+                let claim = self
+                    .key
+                    .seal_claim(&st.log, &st.chain, &self.host, index)
+                    .map_err(seal_err)?;
+                match self.remote.put_claim(&st.log, &st.chain, &claim)? {
+                    Claimed::Created => {}
+                    Claimed::Exists(theirs) => {
+                        let (host, at) = self
+                            .key
+                            .open_claim(&st.log, &st.chain, &theirs)
+                            .map_err(seal_err)?;
+                        if host != self.host || at != index {
+                            return Ok(Pushed::Lost);
+                        }
+                    }
+                }
+            }
+            let sealed = self
+                .key
+                .seal(Kind::Session, &self.host, &st.log, index, &plain)
+                .map_err(seal_err)?;
+            match self
+                .remote
+                .put_record(&st.log, &self.host, index, &sealed)?
+            {
+                Put::Created => {
+                    self.report.pushed += 1;
+                    self.report.bytes_sent += sealed.len() as u64;
+                    st.next = index + 1;
+                    self.state.saw(&st.log, &self.host, index + 1);
+                    self.advance(id, st, &rec, &plain)?;
+                }
+                Put::Exists => {
+                    // Stored by an attempt whose progress was not saved: take it as pushed.
+                    let (got, _) = self.remote.get_records(&st.log, &self.host, index)?;
+                    let first = got.first().ok_or_else(|| {
+                        Error::Failed(format!("the server lost record {index} of log {}", st.log))
+                    })?;
+                    let opened = self
+                        .key
+                        .open(&self.host, &st.log, index, first)
+                        .map_err(seal_err)?;
+                    let theirs = SessionRecord::decode(&opened.plaintext).ok_or_else(|| {
+                        Error::Failed(format!(
+                            "record {index} of log {} is not a session record",
+                            st.log
+                        ))
+                    })?;
+                    st.next = index + 1;
+                    self.state.saw(&st.log, &self.host, index + 1);
+                    self.advance(id, st, &theirs, &opened.plaintext)?;
+                    return Ok(Pushed::Again);
+                }
+            }
+        }
+        Ok(Pushed::Done)
+    }
+
+    /// `st` after `rec` (pushed from or applied to this machine's files); saved.
+    fn advance(
+        &mut self,
+        id: &SessionId,
+        st: &mut SessionSync,
+        rec: &SessionRecord,
+        plain: &[u8],
+    ) -> Result<()> {
+        if rec.base.is_some() {
+            st.chain = self.key.next(&st.chain, plain);
+        }
+        let paths = self.store.locate(id)?;
+        for s in &rec.sections {
+            let end = match s.head.mode {
+                Mode::Set => s.head.len,
+                Mode::Append => s.head.from + s.head.len,
+            };
+            match s.head.what {
+                What::Meta => st.meta = Some(state::digest(&s.bytes)),
+                What::Memory => st.memory = Some(state::digest(&s.bytes)),
+                What::Messages => st.messages = mark_of(&paths.messages(), end)?,
+                What::Events => st.events = mark_of(&events_path(&self.home, id), end)?,
+            }
+        }
+        self.state.sessions.insert(id.to_string(), st.clone());
+        self.save()
+    }
+
+    fn push_purges(&mut self) -> Result<()> {
+        let gone: Vec<String> = self
+            .state
+            .sessions
+            .keys()
+            .filter(|id| {
+                SessionId::new(id.as_str()).is_ok_and(|id| {
+                    matches!(self.store.locate(&id), Err(StoreError::NotFound { .. }))
+                })
+            })
+            .cloned()
+            .collect();
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let control = self.key.control_log();
+        let plain = serde_json::to_vec(&ControlRecord {
+            purged: gone.clone(),
+        })
+        .unwrap_or_default();
+        let index = self.state.control_next;
+        let sealed = self
+            .key
+            .seal(Kind::Control, &self.host, &control, index, &plain)
+            .map_err(seal_err)?;
+        match self
+            .remote
+            .put_record(&control, &self.host, index, &sealed)?
+        {
+            Put::Created | Put::Exists => {}
+        }
+        self.report.bytes_sent += sealed.len() as u64;
+        for id in &gone {
+            if let Some(st) = self.state.sessions.get(id) {
+                self.remote.delete_log(&st.log)?;
+                let prefix = format!("{}/", st.log);
+                self.state.seen.retain(|k, _| !k.starts_with(&prefix));
+            }
+            self.state.sessions.remove(id);
+            self.purged.insert(id.clone());
+            self.report.purged.push(id.clone());
+        }
+        self.state.control_next = index + 1;
+        self.state.saw(&control, &self.host, index + 1);
+        self.save()
+    }
+
+    // ----- pull ---------------------------------------------------------------------------
+
+    /// Downloads and applies the other hosts' new records (of `only` that log, if given).
+    fn pull(&mut self, only: Option<&LogId>) -> Result<()> {
+        let logs = self.remote.status()?;
+        let counts: BTreeMap<(LogId, HostId), u64> =
+            logs.iter().map(|l| ((l.log, l.host), l.count)).collect();
+        // Download and open everything first: nothing local changes unless all of it opens.
+        // Control logs first: a log purged everywhere is gone from the server, not stale.
+        let control = self.key.control_log();
+        let mut controls = Vec::new();
+        let me = self.host;
+        for lc in logs.iter().filter(|l| l.log == control && l.host != me) {
+            for (index, opened) in self.fetch(lc)? {
+                let bad = |why: &str| self.bad_record(lc, index, why);
+                if opened.kind != Kind::Control {
+                    return Err(bad("is of the wrong kind for its log"));
+                }
+                let c: ControlRecord = serde_json::from_slice(&opened.plaintext)
+                    .map_err(|_| bad("is not a control record"))?;
+                controls.push((lc.host, index, c));
+            }
+        }
+        let purged_logs: BTreeSet<LogId> = controls
+            .iter()
+            .flat_map(|(_, _, c)| c.purged.iter().map(|id| self.key.log_id(id)))
+            .chain(self.purged.iter().map(|id| self.key.log_id(id)))
+            .collect();
+        // A server that holds fewer records than this machine saw is stale or was rolled back.
+        for (key, seen) in &self.state.seen {
+            let Some((log, host)) = key.split_once('/') else {
+                continue;
+            };
+            let (Some(log), Some(host)) = (LogId::parse(log), HostId::parse(host)) else {
+                continue;
+            };
+            let count = counts.get(&(log, host)).copied().unwrap_or(0);
+            if count < *seen && !purged_logs.contains(&log) {
+                return Err(Error::Failed(format!(
+                    "{} holds {count} records of host {host}'s log {log}, but this machine has \
+                     seen {seen}: the server returned stale or truncated data, so nothing was \
+                     changed here",
+                    self.settings.server
+                )));
+            }
+        }
+        let mut sessions: BTreeMap<String, Vec<Fetched>> = BTreeMap::new();
+        for lc in &logs {
+            if lc.host == self.host
+                || lc.log == control
+                || purged_logs.contains(&lc.log)
+                || only.is_some_and(|o| *o != lc.log)
+            {
+                continue;
+            }
+            for (index, opened) in self.fetch(lc)? {
+                let bad = |why: &str| self.bad_record(lc, index, why);
+                if opened.kind != Kind::Session {
+                    return Err(bad("is of the wrong kind for its log"));
+                }
+                let record = SessionRecord::decode(&opened.plaintext)
+                    .ok_or_else(|| bad("is not a session record"))?;
+                if self.key.log_id(&record.session) != lc.log
+                    || SessionId::new(&record.session).is_err()
+                {
+                    return Err(bad("names a session of another log"));
+                }
+                sessions
+                    .entry(record.session.clone())
+                    .or_default()
+                    .push(Fetched {
+                        host: lc.host,
+                        index,
+                        plain: opened.plaintext,
+                        record,
+                    });
+            }
+        }
+        // Purges first.
+        controls.sort_by_key(|(h, i, _)| (*h, *i));
+        for (host, index, c) in controls {
+            for id in c.purged {
+                self.purge_here(&id)?;
+            }
+            self.state.saw(&control, &host, index + 1);
+        }
+        self.save()?;
+        for (id, mut records) in sessions {
+            if self.purged.contains(&id) {
+                continue;
+            }
+            records.sort_by_key(|f| (f.host, f.index));
+            let id = SessionId::new(&id)?;
+            self.apply_session(&id, records)?;
+        }
+        Ok(())
+    }
+
+    /// The records of `lc` this machine has not seen, each opened where it stands.
+    fn fetch(
+        &mut self,
+        lc: &freecode_sync::home::LogCount,
+    ) -> Result<Vec<(u64, freecode_sync::home::Opened)>> {
+        let mut out = Vec::new();
+        let mut from = self.state.seen(&lc.log, &lc.host);
+        while from < lc.count {
+            let (got, next) = self.remote.get_records(&lc.log, &lc.host, from)?;
+            if got.is_empty() {
+                return Err(Error::Failed(format!(
+                    "{} lists {} records of host {}'s log {} but returned none from {from}: \
+                     nothing was changed here",
+                    self.settings.server, lc.count, lc.host, lc.log
+                )));
+            }
+            for (i, sealed) in got.iter().enumerate() {
+                let index = from + i as u64;
+                self.report.bytes_received += sealed.len() as u64;
+                let opened = self
+                    .key
+                    .open(&lc.host, &lc.log, index, sealed)
+                    .map_err(seal_err)?;
+                out.push((index, opened));
+            }
+            from = next;
+        }
+        Ok(out)
+    }
+
+    fn bad_record(&self, lc: &freecode_sync::home::LogCount, index: u64, why: &str) -> Error {
+        Error::Failed(format!(
+            "record {index} of host {}'s log {} {why}: nothing was changed here",
+            lc.host, lc.log
+        ))
+    }
+
+    fn purge_here(&mut self, id: &str) -> Result<()> {
+        if let Ok(sid) = SessionId::new(id) {
+            match self.store.purge(&sid) {
+                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if let Some(st) = self.state.sessions.remove(id) {
+                let prefix = format!("{}/", st.log);
+                self.state.seen.retain(|k, _| !k.starts_with(&prefix));
+            }
+            if self.purged.insert(id.to_owned()) {
+                self.report.purged.push(id.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_session(&mut self, id: &SessionId, records: Vec<Fetched>) -> Result<()> {
+        let mut st = match self.state.sessions.get(id.as_str()) {
+            Some(st) => st.clone(),
+            None => self.fresh(id),
+        };
+        let mut done = vec![false; records.len()];
+        let mut changed = false;
+        loop {
+            let mut progressed = false;
+            for (i, f) in records.iter().enumerate() {
+                if done[i] || f.index != self.state.seen(&st.log, &f.host) {
+                    continue;
+                }
+                let applicable = match &f.record.base {
+                    None => true,
+                    Some(b) => Chain::parse(b) == Some(st.chain),
+                };
+                if !applicable {
+                    continue;
+                }
+                match self.apply_record(id, &mut st, f)? {
+                    Applied::Busy => {
+                        self.report.busy.push(id.to_string());
+                        return Ok(());
+                    }
+                    Applied::Done => {}
+                }
+                self.state.saw(&st.log, &f.host, f.index + 1);
+                self.state.sessions.insert(id.to_string(), st.clone());
+                self.save()?;
+                self.report.pulled += 1;
+                done[i] = true;
+                progressed = true;
+                changed = true;
+            }
+            if !progressed {
+                break;
+            }
+        }
+        if changed {
+            self.report.sessions_pulled += 1;
+        }
+        Ok(())
+    }
+
+    fn apply_record(
+        &mut self,
+        id: &SessionId,
+        st: &mut SessionSync,
+        f: &Fetched,
+    ) -> Result<Applied> {
+        let rec = &f.record;
+        // The session, created from the record's meta when this machine does not have it.
+        let exists = match self.store.locate(id) {
+            Ok(_) => true,
+            Err(StoreError::NotFound { .. }) => false,
+            Err(e) => return Err(e.into()),
+        };
+        if !exists {
+            let Some(meta) = rec.section(What::Meta) else {
+                return Err(Error::Failed(format!(
+                    "session {id}'s first record from host {} has no meta",
+                    f.host
+                )));
+            };
+            let m = parse_meta(&meta.bytes, id)?;
+            self.store.create_with_id(
+                NewSession {
+                    title: m.title.clone(),
+                    project_path: m.project_path.clone(),
+                    provider: m.provider.clone(),
+                    model: m.model.clone(),
+                },
+                id,
+            )?;
+        }
+        let mut writer = match self.store.writer(id) {
+            Ok(w) => w,
+            Err(StoreError::Locked { .. }) => return Ok(Applied::Busy),
+            Err(e) => return Err(e.into()),
+        };
+        let paths = writer.paths().clone();
+        let events = events_path(&self.home, id);
+        let events_lock = match lock_events(&events)? {
+            Some(l) => l,
+            None => return Ok(Applied::Busy),
+        };
+        // Does this machine hold changes of its own from the record's point?
+        let mut diverged = false;
+        let mut fits = Vec::new();
+        for s in &rec.sections {
+            let fit = match s.head.what {
+                What::Messages => fit(&paths.messages(), &st.messages, s)?,
+                What::Events => fit(&events, &st.events, s)?,
+                What::Meta | What::Memory => Fit::Apply,
+            };
+            diverged |= fit == Fit::Diverged;
+            fits.push(fit);
+        }
+        if diverged {
+            let fork = self.store.fork(id, None)?;
+            let local_events = read_from(&events, 0)?;
+            if !local_events.is_empty() {
+                let to = events_path(&self.home, &fork);
+                fsutil::create_dir_private(&self.home.rollout_dir(&fork))?;
+                fsutil::write_atomic(&to, &local_events, true)?;
+            }
+            self.report.forks.push(SyncFork {
+                session_id: id.to_string(),
+                fork_id: fork.to_string(),
+            });
+            // Back to the point the record extends.
+            for (file, mark) in [
+                (paths.messages(), &st.messages),
+                (events.clone(), &st.events),
+            ] {
+                if mark_of(&file, mark.len)? != *mark {
+                    return Err(Error::Failed(format!(
+                        "session {id} was compacted here while another machine continued it: \
+                         this machine's version is kept as session {fork}; {} cannot be cut \
+                         back to the synced point",
+                        file.display()
+                    )));
+                }
+            }
+            writer.truncate_log(st.messages.len)?;
+            events_lock.truncate(st.events.len)?;
+            fits = rec.sections.iter().map(|_| Fit::Apply).collect();
+        }
+        for (s, fit) in rec.sections.iter().zip(fits) {
+            if fit == Fit::Already {
+                continue;
+            }
+            match (s.head.what, s.head.mode) {
+                (What::Meta, _) => {
+                    let remote = parse_meta(&s.bytes, id)?;
+                    let local = writer.meta().ok();
+                    let take = local.is_none_or(|l| {
+                        remote.updated_at > l.updated_at
+                            || (remote.updated_at == l.updated_at && f.host > self.host)
+                    });
+                    if take || !exists {
+                        writer.put_meta_bytes(&s.bytes)?;
+                    } else {
+                        // Ours is newer: it stays, and goes out with the next push.
+                        continue;
+                    }
+                }
+                (What::Memory, _) => {
+                    fsutil::create_dir_private(&self.home.memory_dir(id))?;
+                    fsutil::write_atomic(&self.home.memory_file(id), &s.bytes, true)?;
+                }
+                (What::Messages, Mode::Append) => writer.append_lines(&s.bytes)?,
+                (What::Messages, Mode::Set) => writer.replace_log_bytes(&s.bytes)?,
+                (What::Events, Mode::Append) => events_lock.append(&s.bytes)?,
+                (What::Events, Mode::Set) => events_lock.set(&s.bytes)?,
+            }
+        }
+        drop(events_lock);
+        drop(writer);
+        // The meta digest is the record's only when it was taken.
+        let before_meta = st.meta.clone();
+        self.advance(id, st, rec, &f.plain)?;
+        if let Some(meta) = rec.section(What::Meta) {
+            let local = fsutil::read_bounded(
+                &paths.meta(),
+                freecode_store::session::META_MAX_BYTES,
+                "meta.json",
+            )?
+            .unwrap_or_default();
+            st.meta = if local == meta.bytes {
+                Some(state::digest(&meta.bytes))
+            } else {
+                before_meta
+            };
+        }
+        Ok(Applied::Done)
+    }
+}
+
+enum Pushed {
+    Done,
+    Again,
+    Lost,
+}
+
+enum Applied {
+    Done,
+    Busy,
+}
+
+fn parse_meta(bytes: &[u8], id: &SessionId) -> Result<SessionMeta> {
+    let m = freecode_core::json::from_slice_lossy::<SessionMeta>(bytes)
+        .map_err(|e| Error::Failed(format!("session {id}'s synced meta does not parse: {e}")))?
+        .value;
+    if m.id != id.as_str() {
+        return Err(Error::Failed(format!(
+            "a synced meta of session {id} names session {}",
+            m.id
+        )));
+    }
+    Ok(m)
+}
+
+/// The rollout log held as its recorder holds it (an advisory lock on the file).
+struct EventsLock {
+    file: fs::File,
+    path: PathBuf,
+}
+
+fn lock_events(path: &Path) -> Result<Option<EventsLock>> {
+    if let Some(dir) = path.parent() {
+        fsutil::create_dir_private(dir)?;
+    }
+    fsutil::refuse_link(path)?;
+    let file = fsutil::open_append(path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(EventsLock {
+            file,
+            path: path.to_owned(),
+        })),
+        Err(fs::TryLockError::WouldBlock) => Ok(None),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock", path)(e)),
+    }
+}
+
+impl EventsLock {
+    fn append(&self, bytes: &[u8]) -> Result<()> {
+        let mut f = &self.file;
+        std::io::Write::write_all(&mut f, bytes).map_err(Error::io("append to", &self.path))?;
+        self.file
+            .sync_data()
+            .map_err(Error::io("fsync", &self.path))
+    }
+
+    fn set(&self, bytes: &[u8]) -> Result<()> {
+        self.truncate(0)?;
+        self.append(bytes)
+    }
+
+    fn truncate(&self, len: u64) -> Result<()> {
+        fsutil::set_len(&self.file, &self.path, len).map_err(Error::io("truncate", &self.path))
+    }
+}
