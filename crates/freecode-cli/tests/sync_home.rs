@@ -1,0 +1,462 @@
+//! Home sync end to end: two and three homes, the real `freecode` binary, and a real server on
+//! loopback (filesystem store), with sessions, turns, forks, renames, deletes and purges
+//! travelling both ways, a server that tampers, and pushes and pulls killed part way.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use common::Ctx;
+use freecode_sync::blob::StoreSpec;
+use freecode_sync::server::{ServerConfig, ServerHandle, spawn};
+use serde_json::Value;
+
+struct Net {
+    ctx: Ctx,
+    server: ServerHandle,
+    store: PathBuf,
+    url: String,
+}
+
+fn net() -> Net {
+    let ctx = Ctx::empty();
+    let store = ctx.path("server");
+    let server = spawn(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: StoreSpec::File(store.clone()),
+        ..ServerConfig::default()
+    })
+    .unwrap();
+    let url = server.url.clone();
+    Net {
+        ctx,
+        server,
+        store,
+        url,
+    }
+}
+
+impl Net {
+    fn home(&self, name: &str) -> PathBuf {
+        self.ctx.path(name)
+    }
+
+    fn run(&self, home: &Path, args: &[&str]) -> Output {
+        let project = self.ctx.path("project");
+        std::fs::create_dir_all(&project).unwrap();
+        common::freecode(home)
+            .env_remove("FREECODE_ROLLOUT")
+            .current_dir(project)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, home: &Path, args: &[&str]) -> String {
+        let out = self.run(home, args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, home: &Path, args: &[&str]) -> Value {
+        serde_json::from_str(&self.ok(home, args)).unwrap()
+    }
+
+    fn fails(&self, home: &Path, args: &[&str]) -> String {
+        let out = self.run(home, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?} should fail");
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    /// A first machine (`init`) and the phrase its `sync key` prints last.
+    fn first(&self, home: &Path) -> String {
+        self.ok(home, &["sync", "init", "--server", &self.url]);
+        let key = self.ok(home, &["sync", "key"]);
+        key.lines().last().unwrap().to_owned()
+    }
+
+    fn join(&self, home: &Path, phrase: &str) {
+        self.ok(home, &["sync", "join", "--server", &self.url, phrase]);
+    }
+
+    /// A turn of the scripted agent: in a new session, or in `session`.
+    fn turn(&self, home: &Path, session: Option<&str>, prompt: &str) -> String {
+        let mut args = vec!["run", "--provider", "scripted"];
+        if let Some(s) = session {
+            args.extend(["-s", s]);
+        }
+        args.push(prompt);
+        self.ok(home, &args);
+        newest(home)
+    }
+}
+
+/// Every session of a home: id → meta.
+fn sessions(home: &Path) -> BTreeMap<String, Value> {
+    let out = common::freecode(home)
+        .args(["session", "list", "--all", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["id"].as_str().unwrap().to_owned(), s.clone()))
+        .collect()
+}
+
+fn newest(home: &Path) -> String {
+    sessions(home)
+        .into_values()
+        .max_by_key(|m| m["updatedAt"].as_i64())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A session's `messages.jsonl` and rollout log, byte for byte.
+fn files_of(home: &Path, id: &str) -> (Vec<u8>, Vec<u8>) {
+    let msgs = common::find_below(&home.join("sessions"), id).join("messages.jsonl");
+    let events = home.join("rollout/sessions").join(id).join("events.jsonl");
+    (
+        std::fs::read(msgs).unwrap_or_default(),
+        std::fs::read(events).unwrap_or_default(),
+    )
+}
+
+/// Every file of a tree with its bytes (state/ aside: what a user's sessions are).
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.file_name().is_some_and(|n| n == "state") {
+                continue;
+            }
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+fn server_files(store: &Path) -> Vec<PathBuf> {
+    snapshot(&store.join("sync")).into_keys().collect()
+}
+
+#[test]
+fn sessions_turns_renames_deletes_and_purges_travel_both_ways() {
+    let n = net();
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let s = n.turn(&a, None, "plan the zebra-crossing refactor, ünïcödé 漢字");
+    let phrase = n.first(&a);
+    assert_eq!(phrase.split(' ').count(), 24);
+    let pushed = n.json(&a, &["sync", "push", "--json"]);
+    assert_eq!(pushed["sessionsPushed"], 1);
+
+    n.join(&b, &phrase);
+    let pulled = n.json(&b, &["sync", "pull", "--json"]);
+    assert_eq!(pulled["sessionsPulled"], 1);
+    assert_eq!(files_of(&a, &s), files_of(&b, &s));
+    assert!(!files_of(&b, &s).1.is_empty(), "the rollout log travels");
+    assert_eq!(sessions(&a)[&s], sessions(&b)[&s]);
+
+    // A turn on beta reaches alpha.
+    n.turn(&b, Some(&s), "second turn from beta");
+    n.ok(&b, &["sync", "now"]);
+    n.ok(&a, &["sync", "now"]);
+    assert_eq!(files_of(&a, &s), files_of(&b, &s));
+    assert_eq!(sessions(&a)[&s]["turnCount"], 2);
+
+    // A rename on alpha, a soft delete on beta after it: both arrive, the later wins.
+    n.ok(&a, &["session", "rename", &s, "zèbre renamed"]);
+    n.ok(&a, &["sync", "now"]);
+    n.ok(&b, &["sync", "now"]);
+    assert_eq!(sessions(&b)[&s]["title"], "zèbre renamed");
+    n.ok(&b, &["session", "delete", &s]);
+    n.ok(&b, &["sync", "now"]);
+    n.ok(&a, &["sync", "now"]);
+    assert_eq!(sessions(&a)[&s]["status"], "deleted");
+    n.ok(&a, &["session", "restore", &s]);
+    n.ok(&a, &["sync", "now"]);
+    n.ok(&b, &["sync", "now"]);
+    assert_eq!(sessions(&b)[&s]["status"], "active");
+
+    // The server holds none of the words.
+    for f in server_files(&n.store) {
+        let bytes = std::fs::read(&f).unwrap();
+        for word in ["zebra", "ünïcödé", "漢字", "second turn", "zèbre"] {
+            assert!(
+                !bytes.windows(word.len()).any(|w| w == word.as_bytes()),
+                "{word} in {}",
+                f.display()
+            );
+        }
+    }
+
+    // A purge on beta purges alpha's copy and the server's records.
+    let before = server_files(&n.store).len();
+    n.ok(&b, &["session", "delete", "--purge", "--yes", &s]);
+    let r = n.json(&b, &["sync", "now", "--json"]);
+    assert_eq!(r["purged"], serde_json::json!([s]));
+    n.ok(&a, &["sync", "now"]);
+    assert!(!sessions(&a).contains_key(&s));
+    let left = server_files(&n.store);
+    assert!(left.len() < before, "{left:?}");
+    assert!(
+        left.iter().all(|p| p.to_string_lossy().contains("logs")),
+        "claims of the purged log are gone: {left:?}"
+    );
+    // And it does not come back from either side.
+    n.ok(&a, &["sync", "now"]);
+    n.ok(&b, &["sync", "now"]);
+    assert!(!sessions(&a).contains_key(&s) && !sessions(&b).contains_key(&s));
+    drop(n.server);
+}
+
+#[test]
+fn a_session_continued_on_two_machines_at_once_becomes_a_fork_and_nothing_is_lost() {
+    let n = net();
+    let (a, b, c) = (n.home("alpha"), n.home("beta"), n.home("gamma"));
+    let s = n.turn(&a, None, "the shared start");
+    let phrase = n.first(&a);
+    n.ok(&a, &["sync", "push"]);
+    n.join(&b, &phrase);
+    n.ok(&b, &["sync", "pull"]);
+
+    n.turn(&a, Some(&s), "alpha's own continuation");
+    n.turn(&b, Some(&s), "beta's own continuation");
+    n.ok(&a, &["sync", "now"]);
+    let r = n.json(&b, &["sync", "now", "--json"]);
+    let forks = r["forks"].as_array().unwrap();
+    assert_eq!(forks.len(), 1, "{r}");
+    assert_eq!(forks[0]["sessionId"], s.as_str());
+    let fork = forks[0]["forkId"].as_str().unwrap().to_owned();
+    n.ok(&a, &["sync", "now"]);
+
+    // A third machine joining later sees the same two sessions.
+    n.join(&c, &phrase);
+    n.ok(&c, &["sync", "now"]);
+    for home in [&a, &b, &c] {
+        let all = sessions(home);
+        assert_eq!(all.len(), 2, "{}", home.display());
+        assert_eq!(all[&fork]["parentId"], s.as_str());
+        let (msgs, _) = files_of(home, &s);
+        let text = String::from_utf8_lossy(&msgs);
+        assert!(text.contains("alpha's own continuation"));
+        assert!(!text.contains("beta's own continuation"));
+        let (fork_msgs, _) = files_of(home, &fork);
+        let text = String::from_utf8_lossy(&fork_msgs);
+        assert!(text.contains("beta's own continuation") && text.contains("the shared start"));
+    }
+    assert_eq!(files_of(&a, &s), files_of(&c, &s));
+    assert_eq!(files_of(&a, &fork), files_of(&b, &fork));
+}
+
+#[test]
+fn a_tampering_server_is_refused_and_nothing_local_changes() {
+    let n = net();
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let s = n.turn(&a, None, "first");
+    let t = n.turn(&a, None, "second session");
+    let phrase = n.first(&a);
+    n.ok(&a, &["sync", "push"]);
+    n.join(&b, &phrase);
+    n.ok(&b, &["sync", "pull"]);
+    n.turn(&a, Some(&s), "more for s");
+    n.ok(&a, &["sync", "push"]);
+    n.turn(&a, Some(&s), "and more for s");
+    n.turn(&a, Some(&t), "more for t");
+    n.ok(&a, &["sync", "push"]);
+
+    let records: Vec<PathBuf> = server_files(&n.store)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("/logs/"))
+        .collect();
+    let log_of = |p: &Path| p.parent().unwrap().to_owned();
+    // s's log on alpha has three records (0, 1, 2); t's two.
+    let mut by_log: BTreeMap<PathBuf, Vec<PathBuf>> = BTreeMap::new();
+    for r in &records {
+        by_log.entry(log_of(r)).or_default().push(r.clone());
+    }
+    for v in by_log.values_mut() {
+        v.sort();
+    }
+    let long = by_log.values().find(|v| v.len() == 3).unwrap().clone();
+    let other = by_log.values().find(|v| v.len() == 2).unwrap().clone();
+
+    let before = snapshot(&b);
+    let check = |what: &str, undo: &dyn Fn()| {
+        let err = n.fails(&b, &["sync", "pull"]);
+        assert!(
+            err.contains("nothing was changed") || err.contains("does not open"),
+            "{what}: {err}"
+        );
+        assert_eq!(snapshot(&b), before, "{what}: beta's home changed");
+        undo();
+    };
+    let put = |p: &Path, bytes: &[u8]| std::fs::write(p, bytes).unwrap();
+
+    // A flipped bit in a record.
+    let orig = std::fs::read(&long[1]).unwrap();
+    let mut bad = orig.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    put(&long[1], &bad);
+    check("flipped bit", &|| put(&long[1], &orig));
+    // A truncated record.
+    put(&long[1], &orig[..orig.len() / 2]);
+    check("truncated", &|| put(&long[1], &orig));
+    // Two records swapped (reordered).
+    let (r1, r2) = (
+        std::fs::read(&long[1]).unwrap(),
+        std::fs::read(&long[2]).unwrap(),
+    );
+    put(&long[1], &r2);
+    put(&long[2], &r1);
+    check("reordered", &|| {
+        put(&long[1], &r1);
+        put(&long[2], &r2);
+    });
+    // A record of another session's log spliced in.
+    let foreign = std::fs::read(&other[1]).unwrap();
+    put(&long[1], &foreign);
+    check("spliced", &|| put(&long[1], &orig));
+    // A record replayed at a later index of its own log.
+    put(&long[2], &orig);
+    check("replayed", &|| put(&long[2], &r2));
+
+    // All undone: the pull goes through.
+    n.ok(&b, &["sync", "pull"]);
+    assert_eq!(files_of(&a, &s), files_of(&b, &s));
+    assert_eq!(files_of(&a, &t), files_of(&b, &t));
+
+    // A record dropped from what beta has already seen: a stale server.
+    let snap = snapshot(&b);
+    std::fs::remove_file(&long[2]).unwrap();
+    let err = n.fails(&b, &["sync", "pull"]);
+    assert!(err.contains("stale"), "{err}");
+    assert_eq!(snapshot(&b), snap);
+}
+
+#[test]
+fn pushes_and_pulls_cut_short_resume_without_loss_or_duplicates() {
+    let n = net();
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let s = n.turn(&a, None, "first");
+    let phrase = n.first(&a);
+    n.join(&b, &phrase);
+    let state = |h: &Path| h.join("state/sync/state.json");
+
+    // Killed after the record was stored but before its progress was saved: the old progress
+    // comes back, and the push adopts the record instead of storing another.
+    let a_before = std::fs::read(state(&a)).ok();
+    n.ok(&a, &["sync", "push"]);
+    let stored = server_files(&n.store).len();
+    match &a_before {
+        Some(bytes) => std::fs::write(state(&a), bytes).unwrap(),
+        None => std::fs::remove_file(state(&a)).unwrap(),
+    }
+    n.ok(&a, &["sync", "push"]);
+    assert_eq!(server_files(&n.store).len(), stored, "no second copy");
+
+    // Killed after applying but before saving: applying again adds nothing.
+    n.ok(&b, &["sync", "pull"]);
+    let b_state = std::fs::read(state(&b)).unwrap();
+    n.turn(&a, Some(&s), "another turn");
+    n.ok(&a, &["sync", "push"]);
+    n.ok(&b, &["sync", "pull"]);
+    std::fs::write(state(&b), &b_state).unwrap();
+    n.ok(&b, &["sync", "now"]);
+    assert_eq!(files_of(&a, &s), files_of(&b, &s));
+
+    // Real SIGKILLs at many points of a push of a bigger home, then a push that finishes.
+    for i in 0..12 {
+        n.turn(&a, None, &format!("session number {i}"));
+    }
+    for delay_ms in [5u64, 15, 30, 60, 120, 250] {
+        let mut child = common::freecode(&a)
+            .args(["sync", "push"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        // And a pull killed on the other side.
+        let mut child = common::freecode(&b)
+            .args(["sync", "pull"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    n.ok(&a, &["sync", "push"]);
+    n.ok(&b, &["sync", "now"]);
+    n.ok(&a, &["sync", "now"]);
+    let (sa, sb) = (sessions(&a), sessions(&b));
+    assert_eq!(sa.keys().collect::<Vec<_>>(), sb.keys().collect::<Vec<_>>());
+    assert_eq!(sa.len(), 13);
+    for id in sa.keys() {
+        assert_eq!(files_of(&a, id), files_of(&b, id), "session {id}");
+    }
+    let st = n.json(&a, &["sync", "status", "--json"]);
+    assert_eq!(st["toPush"], 0, "{st}");
+    assert_eq!(st["toPull"], 0, "{st}");
+}
+
+#[test]
+fn bad_phrases_and_unset_homes_are_clear_errors() {
+    let n = net();
+    let a = n.home("alpha");
+    let err = n.fails(&a, &["sync", "push"]);
+    assert!(err.contains("sync init"), "{err}");
+    let err = n.fails(
+        &a,
+        &[
+            "sync",
+            "join",
+            "--server",
+            &n.url,
+            "these are not twenty four words",
+        ],
+    );
+    assert!(err.contains("phrase") || err.contains("sync key"), "{err}");
+    assert!(!a.join("state/sync/key").exists());
+    // Another group (another key) on the same server: neither reads the other.
+    let b = n.home("beta");
+    n.turn(&a, None, "secret plans");
+    n.first(&a);
+    n.ok(&a, &["sync", "push"]);
+    n.ok(&b, &["sync", "init", "--server", &n.url]);
+    let r = n.json(&b, &["sync", "pull", "--json"]);
+    assert_eq!(r["pulled"], 0, "another group's records are not read: {r}");
+    assert!(sessions(&b).is_empty());
+    // Its own pushes land beside the other group's.
+    n.turn(&b, None, "beta's group");
+    n.ok(&b, &["sync", "push"]);
+    n.ok(&a, &["sync", "now"]);
+    assert_eq!(sessions(&a).len(), 1);
+}
