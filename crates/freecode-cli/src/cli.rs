@@ -69,7 +69,7 @@ pub enum Command {
     /// Private shares you made: list them, revoke one.
     #[command(subcommand)]
     Share(commands::share::ShareCommand),
-    /// The share server.
+    /// Sync this home with your other machines, end to end encrypted (init, key, join, status, push, pull, now), and run the server.
     #[command(subcommand)]
     Sync(commands::share::SyncCommand),
     /// The settings of config.json: list, get, set, path (the known keys and their defaults).
