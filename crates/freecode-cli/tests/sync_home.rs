@@ -393,25 +393,9 @@ fn pushes_and_pulls_cut_short_resume_without_loss_or_duplicates() {
         n.turn(&a, None, &format!("session number {i}"));
     }
     for delay_ms in [5u64, 15, 30, 60, 120, 250] {
-        let mut child = common::freecode(&a)
-            .args(["sync", "push"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        let _ = child.kill();
-        let _ = child.wait();
+        killed_after(&a, "push", delay_ms);
         // And a pull killed on the other side.
-        let mut child = common::freecode(&b)
-            .args(["sync", "pull"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        let _ = child.kill();
-        let _ = child.wait();
+        killed_after(&b, "pull", delay_ms);
     }
     n.ok(&a, &["sync", "push"]);
     n.ok(&b, &["sync", "now"]);
@@ -425,6 +409,50 @@ fn pushes_and_pulls_cut_short_resume_without_loss_or_duplicates() {
     let st = n.json(&a, &["sync", "status", "--json"]);
     assert_eq!(st["toPush"], 0, "{st}");
     assert_eq!(st["toPull"], 0, "{st}");
+}
+
+#[test]
+fn sync_exclude_keeps_a_projects_sessions_on_this_machine() {
+    let n = net();
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let phrase = n.first(&a);
+    n.join(&b, &phrase);
+    let project = n.ctx.path("project").display().to_string();
+    n.ok(
+        &a,
+        &[
+            "config",
+            "set",
+            "sync.exclude",
+            &format!("/nowhere/**, {project}"),
+        ],
+    );
+    let kept = n.turn(&a, None, "stays on alpha");
+    let st = n.json(&a, &["sync", "status", "--json"]);
+    assert_eq!(st["toPush"], 0, "{st}");
+    n.ok(&a, &["sync", "push"]);
+    n.ok(&b, &["sync", "pull"]);
+    assert!(sessions(&b).is_empty());
+    n.ok(&a, &["config", "set", "sync.exclude", "/nowhere/**"]);
+    n.ok(&a, &["sync", "push"]);
+    n.ok(&b, &["sync", "pull"]);
+    assert!(sessions(&b).contains_key(&kept));
+    n.ok(&a, &["config", "set", "sync.exclude", "[unclosed"]);
+    let err = n.fails(&a, &["sync", "push"]);
+    assert!(err.contains("sync.exclude"), "{err}");
+}
+
+/// `freecode sync <what>` on `home`, sent SIGKILL after `delay_ms`.
+fn killed_after(home: &Path, what: &str, delay_ms: u64) {
+    let mut child = common::freecode(home)
+        .args(["sync", what])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(delay_ms));
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 #[test]

@@ -121,6 +121,14 @@ pub const KEYS: &[Key] = &[
         secret: true,
         about: "bearer token sent to the embeddings endpoint",
     },
+    Key {
+        name: "sync.exclude",
+        kind: Kind::Text,
+        default: None,
+        secret: false,
+        about: "project path globs, comma-separated, whose sessions `freecode sync` never \
+                sends from this machine (e.g. `/work/secret/**,**/scratch`)",
+    },
 ];
 
 /// The entry of key `k` in `config`; a secret's value replaced by a note unless `reveal`.

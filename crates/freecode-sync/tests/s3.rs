@@ -290,3 +290,104 @@ fn s3_two_replicas_over_one_bucket() {
     let b = start(&moto, "replicas", "shared/prefix", HOUR);
     assert_replicas_act_as_one(&a.url, &b.url, 100 * 1024);
 }
+
+#[test]
+fn s3_sync_two_replicas_accept_every_record_once() {
+    use freecode_sync::home::{Claimed, HostId, Kind, Put, Remote, SyncKey};
+    let moto = Moto::start();
+    moto.create_bucket("sync");
+    let one = start(&moto, "sync", "home", HOUR);
+    let two = start(&moto, "sync", "home", HOUR);
+    let remotes = [
+        Remote::new(&one.url, None).unwrap(),
+        Remote::new(&two.url, None).unwrap(),
+    ];
+    let key = SyncKey::generate().unwrap();
+    let log = key.log_id("a-session");
+
+    // Eight writers race for one index and one claim through both replicas: one of each wins.
+    let host = HostId::generate().unwrap();
+    let results: Vec<(Put, Claimed)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8u8)
+            .map(|i| {
+                let remote = remotes[usize::from(i % 2)].clone();
+                let key = key.clone();
+                s.spawn(move || {
+                    let sealed = key.seal(Kind::Session, &host, &log, 0, &[i; 64]).unwrap();
+                    let put = remote.put_record(&log, &host, 0, &sealed).unwrap();
+                    let base = key.genesis("a-session");
+                    let claim = key.seal_claim(&log, &base, &host, u64::from(i)).unwrap();
+                    let claimed = remote.put_claim(&log, &base, &claim).unwrap();
+                    (put, claimed)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        results.iter().filter(|(p, _)| *p == Put::Created).count(),
+        1
+    );
+    assert_eq!(
+        results
+            .iter()
+            .filter(|(_, c)| *c == Claimed::Created)
+            .count(),
+        1
+    );
+    // Every loser was told the winner's claim, and it opens.
+    let base = key.genesis("a-session");
+    let winners: std::collections::BTreeSet<u64> = results
+        .iter()
+        .filter_map(|(_, c)| match c {
+            Claimed::Exists(b) => Some(key.open_claim(&log, &base, b).unwrap().1),
+            Claimed::Created => None,
+        })
+        .collect();
+    assert_eq!(winners.len(), 1);
+
+    // Two hosts append 20 records each at once, one through each replica.
+    let hosts = [HostId::generate().unwrap(), HostId::generate().unwrap()];
+    std::thread::scope(|s| {
+        for (n, h) in hosts.iter().enumerate() {
+            let remote = remotes[n].clone();
+            let key = key.clone();
+            s.spawn(move || {
+                for i in 0..20u64 {
+                    let sealed = key
+                        .seal(Kind::Session, h, &log, i, format!("{n}:{i}").as_bytes())
+                        .unwrap();
+                    assert_eq!(
+                        remote.put_record(&log, h, i, &sealed).unwrap(),
+                        Put::Created
+                    );
+                }
+            });
+        }
+    });
+    // A gap is refused.
+    let sealed = key.seal(Kind::Session, &hosts[0], &log, 30, b"x").unwrap();
+    assert!(remotes[1].put_record(&log, &hosts[0], 30, &sealed).is_err());
+    // Both replicas count the same from the bucket, and every record opens where it is.
+    for remote in &remotes {
+        let mut status = remote.status().unwrap();
+        status.sort_by_key(|l| l.host);
+        let counts: Vec<u64> = hosts
+            .iter()
+            .map(|h| status.iter().find(|l| l.host == *h).unwrap().count)
+            .collect();
+        assert_eq!(counts, [20, 20]);
+        for (n, h) in hosts.iter().enumerate() {
+            let (records, next) = remote.get_records(&log, h, 5).unwrap();
+            assert_eq!(next, 20);
+            for (i, r) in records.iter().enumerate() {
+                let opened = key.open(h, &log, 5 + i as u64, r).unwrap();
+                assert_eq!(opened.plaintext, format!("{n}:{}", 5 + i).as_bytes());
+            }
+        }
+    }
+    // A purge through one replica empties the log for both.
+    remotes[0].delete_log(&log).unwrap();
+    assert!(remotes[1].status().unwrap().is_empty());
+    assert!(moto.keys("sync", "home", "sync").is_empty());
+}

@@ -171,7 +171,11 @@ pub fn status(home: &Home) -> Result<SyncStatus> {
         .map(|l| l.count.saturating_sub(e.state.seen(&l.log, &l.host)))
         .sum();
     let mut to_push = 0;
+    let excluded = excluded(home)?;
     for id in local_sessions(home)? {
+        if e.is_excluded(&id, &excluded)? {
+            continue;
+        }
         let st = e.state.sessions.get(id.as_str());
         if st.is_none_or(|st| e.changes(&id, st).is_ok_and(|c| !c.is_empty())) {
             to_push += 1;
@@ -209,6 +213,26 @@ pub fn now(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
     e.pull(None)?;
     e.push(progress)?;
     Ok(e.report)
+}
+
+/// `sync.exclude` of `config.json`: comma-separated project path globs.
+fn excluded(home: &Home) -> Result<globset::GlobSet> {
+    let config = home.read_config()?;
+    let mut set = globset::GlobSetBuilder::new();
+    for glob in crate::config::lookup_str(&config, "sync.exclude")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+    {
+        let g = globset::GlobBuilder::new(glob)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| Error::Invalid(format!("sync.exclude: {glob:?}: {e}")))?;
+        set.add(g);
+    }
+    set.build()
+        .map_err(|e| Error::Invalid(format!("sync.exclude: {e}")))
 }
 
 /// The sessions in this home (any status), by id.
@@ -479,6 +503,18 @@ impl Engine {
         }
     }
 
+    /// Whether session `id`'s project matches `sync.exclude`.
+    fn is_excluded(&self, id: &SessionId, excluded: &globset::GlobSet) -> Result<bool> {
+        if excluded.is_empty() {
+            return Ok(false);
+        }
+        match self.store.meta(id) {
+            Ok(m) => Ok(excluded.is_match(&m.project_path)),
+            Err(StoreError::NotFound { .. }) => Ok(true),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// What changed in session `id` since `st`.
     fn changes(&self, id: &SessionId, st: &SessionSync) -> Result<Changes> {
         let paths = self.store.locate(id)?;
@@ -505,11 +541,12 @@ impl Engine {
 
     fn push(&mut self, progress: &mut dyn Progress) -> Result<()> {
         self.push_purges()?;
+        let excluded = excluded(&self.home)?;
         let ids = local_sessions(&self.home)?;
         let total = ids.len();
         for (n, id) in ids.into_iter().enumerate() {
             progress.sessions(n, total);
-            if self.purged.contains(id.as_str()) {
+            if self.purged.contains(id.as_str()) || self.is_excluded(&id, &excluded)? {
                 continue;
             }
             self.push_session(&id)?;
@@ -555,28 +592,17 @@ impl Engine {
 
     fn push_changes(&mut self, id: &SessionId, st: &mut SessionSync, c: Changes) -> Result<Pushed> {
         let mut sections = Vec::new();
-        if let Some(m) = c.meta {
-            sections.push(Section {
-                head: SectionHead {
-                    what: What::Meta,
-                    mode: Mode::Set,
-                    from: 0,
-                    len: m.len() as u64,
-                },
-                bytes: m,
-            });
-        }
-        if let Some(m) = c.memory {
-            sections.push(Section {
-                head: SectionHead {
-                    what: What::Memory,
-                    mode: Mode::Set,
-                    from: 0,
-                    len: m.len() as u64,
-                },
-                bytes: m,
-            });
-        }
+        let set = |what, bytes: Vec<u8>| Section {
+            head: SectionHead {
+                what,
+                mode: Mode::Set,
+                from: 0,
+                len: bytes.len() as u64,
+            },
+            bytes,
+        };
+        sections.extend(c.meta.map(|m| set(What::Meta, m)));
+        sections.extend(c.memory.map(|m| set(What::Memory, m)));
         if let Some(ch) = c.messages {
             sections.extend(pieces(What::Messages, ch));
         }

@@ -95,6 +95,17 @@ impl Remote {
         }
     }
 
+    /// `PUT url` with `body`: the status and the (small) answer.
+    fn put(&self, url: &str, body: &[u8]) -> Result<(u16, Vec<u8>), ClientError> {
+        let mut resp = self
+            .auth(self.agent.put(url))
+            .header("content-type", "application/octet-stream")
+            .send(body)
+            .map_err(|e| transport(url, e))?;
+        let status = resp.status().as_u16();
+        Ok((status, read_limited(&mut resp, url, 64 * 1024)?))
+    }
+
     /// Every log on the server with its count.
     pub fn status(&self) -> Result<Vec<LogCount>, ClientError> {
         let url = self.url("status");
@@ -124,13 +135,7 @@ impl Remote {
         sealed: &[u8],
     ) -> Result<Put, ClientError> {
         let url = self.url(&format!("logs/{log}/{host}/{index}"));
-        let mut resp = self
-            .auth(self.agent.put(&url))
-            .header("content-type", "application/octet-stream")
-            .send(sealed)
-            .map_err(|e| transport(&url, e))?;
-        let status = resp.status().as_u16();
-        let body = read_limited(&mut resp, &url, 64 * 1024)?;
+        let (status, body) = self.put(&url, sealed)?;
         match status {
             201 => Ok(Put::Created),
             409 if is_code(&body, "exists") => Ok(Put::Exists),
@@ -184,13 +189,7 @@ impl Remote {
         sealed: &[u8],
     ) -> Result<Claimed, ClientError> {
         let url = self.url(&format!("claims/{log}/{base}"));
-        let mut resp = self
-            .auth(self.agent.put(&url))
-            .header("content-type", "application/octet-stream")
-            .send(sealed)
-            .map_err(|e| transport(&url, e))?;
-        let status = resp.status().as_u16();
-        let body = read_limited(&mut resp, &url, 64 * 1024)?;
+        let (status, body) = self.put(&url, sealed)?;
         match status {
             201 => Ok(Claimed::Created),
             409 => Ok(Claimed::Exists(body)),
