@@ -42,8 +42,10 @@ fn message(i: usize, role: Role) -> StoredMessage {
 
 /// A home of `sessions` sessions holding `messages` messages in all.
 fn build_home(home: &Home, sessions: usize, messages: usize) -> Vec<SessionId> {
-    let mut config = StoreConfig::default();
-    config.durability = Durability::Never;
+    let config = StoreConfig {
+        durability: Durability::Never,
+        ..StoreConfig::default()
+    };
     let store = SessionStore::with_config(home.clone(), config).unwrap();
     let per = messages / sessions;
     let mut ids = Vec::new();

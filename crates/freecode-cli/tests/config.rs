@@ -88,7 +88,8 @@ fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
             "embed.path",
             "embed.baseUrl",
             "embed.model",
-            "embed.apiKey"
+            "embed.apiKey",
+            "sync.exclude"
         ]
     );
     let row = |k: &str| rows.iter().find(|r| r["key"] == k).unwrap().clone();

@@ -269,6 +269,30 @@ fn a_session_continued_on_two_machines_at_once_becomes_a_fork_and_nothing_is_los
     }
     assert_eq!(files_of(&a, &s), files_of(&c, &s));
     assert_eq!(files_of(&a, &fork), files_of(&b, &fork));
+
+    // The same for a session recorded without a rollout log.
+    let quiet = |home: &Path, session: Option<&str>, prompt: &str| {
+        let mut cmd = common::freecode(home);
+        cmd.current_dir(n.ctx.path("project"))
+            .args(["run", "--provider", "scripted"]);
+        if let Some(s) = session {
+            cmd.args(["-s", s]);
+        }
+        assert!(cmd.arg(prompt).output().unwrap().status.success());
+        newest(home)
+    };
+    let u = quiet(&a, None, "no rollout here");
+    n.ok(&a, &["sync", "now"]);
+    n.ok(&b, &["sync", "now"]);
+    quiet(&a, Some(&u), "alpha again");
+    quiet(&b, Some(&u), "beta again");
+    n.ok(&a, &["sync", "now"]);
+    let r = n.json(&b, &["sync", "now", "--json"]);
+    assert_eq!(r["forks"][0]["sessionId"], u.as_str(), "{r}");
+    n.ok(&a, &["sync", "now"]);
+    assert_eq!(sessions(&a).len(), 4);
+    assert_eq!(files_of(&a, &u), files_of(&b, &u));
+    assert!(!b.join("rollout/sessions").join(&u).exists());
 }
 
 #[test]

@@ -741,18 +741,24 @@ impl Engine {
             purged: gone.clone(),
         })
         .unwrap_or_default();
-        let index = self.state.control_next;
-        let sealed = self
-            .key
-            .seal(Kind::Control, &self.host, &control, index, &plain)
-            .map_err(seal_err)?;
-        match self
-            .remote
-            .put_record(&control, &self.host, index, &sealed)?
-        {
-            Put::Created | Put::Exists => {}
+        // An index taken by an attempt whose progress was lost: the next one.
+        let mut index = self.state.control_next;
+        loop {
+            let sealed = self
+                .key
+                .seal(Kind::Control, &self.host, &control, index, &plain)
+                .map_err(seal_err)?;
+            match self
+                .remote
+                .put_record(&control, &self.host, index, &sealed)?
+            {
+                Put::Created => {
+                    self.report.bytes_sent += sealed.len() as u64;
+                    break;
+                }
+                Put::Exists => index += 1,
+            }
         }
-        self.report.bytes_sent += sealed.len() as u64;
         for id in &gone {
             if let Some(st) = self.state.sessions.get(id) {
                 self.remote.delete_log(&st.log)?;
@@ -992,15 +998,25 @@ impl Engine {
                 )));
             };
             let m = parse_meta(&meta.bytes, id)?;
-            self.store.create_with_id(
-                NewSession {
-                    title: m.title.clone(),
-                    project_path: m.project_path.clone(),
-                    provider: m.provider.clone(),
-                    model: m.model.clone(),
-                },
-                id,
-            )?;
+            let new = || NewSession {
+                title: m.title.clone(),
+                project_path: m.project_path.clone(),
+                provider: m.provider.clone(),
+                model: m.model.clone(),
+            };
+            match self.store.create_with_id(new(), id) {
+                Ok(_) => {}
+                // A creation cut short (a directory without meta.json that nobody holds): what
+                // `doctor --fix` clears, cleared here, then made again.
+                Err(StoreError::AlreadyExists { path, .. })
+                    if !path.join("meta.json").exists()
+                        && freecode_store::lock::holder(&path).is_none() =>
+                {
+                    fsutil::remove_tree(&path)?;
+                    self.store.create_with_id(new(), id)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         let mut writer = match self.store.writer(id) {
             Ok(w) => w,
@@ -1009,9 +1025,14 @@ impl Engine {
         };
         let paths = writer.paths().clone();
         let events = events_path(&self.home, id);
-        let events_lock = match lock_events(&events)? {
-            Some(l) => l,
-            None => return Ok(Applied::Busy),
+        // The rollout log is held only when there is one, or the record brings one.
+        let events_lock = if rec.section(What::Events).is_some() || events.exists() {
+            match lock_events(&events)? {
+                Some(l) => Some(l),
+                None => return Ok(Applied::Busy),
+            }
+        } else {
+            None
         };
         // Does this machine hold changes of its own from the record's point?
         let mut diverged = false;
@@ -1042,7 +1063,7 @@ impl Engine {
                 (paths.messages(), &st.messages),
                 (events.clone(), &st.events),
             ] {
-                if mark_of(&file, mark.len)? != *mark {
+                if mark.len > 0 && mark_of(&file, mark.len)? != *mark {
                     return Err(Error::Failed(format!(
                         "session {id} was compacted here while another machine continued it: \
                          this machine's version is kept as session {fork}; {} cannot be cut \
@@ -1052,7 +1073,9 @@ impl Engine {
                 }
             }
             writer.truncate_log(st.messages.len)?;
-            events_lock.truncate(st.events.len)?;
+            if let Some(l) = &events_lock {
+                l.truncate(st.events.len)?;
+            }
             fits = rec.sections.iter().map(|_| Fit::Apply).collect();
         }
         for (s, fit) in rec.sections.iter().zip(fits) {
@@ -1067,7 +1090,9 @@ impl Engine {
                         remote.updated_at > l.updated_at
                             || (remote.updated_at == l.updated_at && f.host > self.host)
                     });
-                    if take || !exists {
+                    // Never synced a meta of this session yet: the record's is the one (a
+                    // creation cut short left a fresh meta of its own).
+                    if take || !exists || st.meta.is_none() {
                         writer.put_meta_bytes(&s.bytes)?;
                     } else {
                         // Ours is newer: it stays, and goes out with the next push.
@@ -1080,8 +1105,16 @@ impl Engine {
                 }
                 (What::Messages, Mode::Append) => writer.append_lines(&s.bytes)?,
                 (What::Messages, Mode::Set) => writer.replace_log_bytes(&s.bytes)?,
-                (What::Events, Mode::Append) => events_lock.append(&s.bytes)?,
-                (What::Events, Mode::Set) => events_lock.set(&s.bytes)?,
+                (What::Events, mode) => {
+                    let Some(l) = &events_lock else {
+                        return Err(Error::Internal(format!("{}: not held", events.display())));
+                    };
+                    if mode == Mode::Append {
+                        l.append(&s.bytes)?;
+                    } else {
+                        l.set(&s.bytes)?;
+                    }
+                }
             }
         }
         drop(events_lock);
