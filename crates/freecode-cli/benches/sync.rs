@@ -72,22 +72,6 @@ fn build_home(home: &Home, sessions: usize, messages: usize) -> Vec<SessionId> {
     ids
 }
 
-fn du(dir: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let m = e.metadata().unwrap();
-            if m.is_dir() {
-                stack.push(e.path());
-            } else {
-                total += m.len();
-            }
-        }
-    }
-    total
-}
-
 /// An rsync daemon on loopback taking `dest`, if rsync is installed.
 struct Rsyncd {
     child: std::process::Child,
@@ -103,10 +87,16 @@ impl Rsyncd {
             .ok()?
             .port();
         let conf = dir.join("rsyncd.conf");
+        // The daemon writes as the user running the bench (as root it would be `nobody`).
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(dest).ok()?);
+        let (uid, gid) = (
+            owner,
+            std::os::unix::fs::MetadataExt::gid(&std::fs::metadata(dest).ok()?),
+        );
         std::fs::write(
             &conf,
             format!(
-                "use chroot = no\nport = {port}\naddress = 127.0.0.1\npid file = {}\n[home]\npath = {}\nread only = no\n",
+                "use chroot = no\nport = {port}\naddress = 127.0.0.1\npid file = {}\n[home]\npath = {}\nread only = no\nuid = {uid}\ngid = {gid}\n",
                 dir.join("rsyncd.pid").display(),
                 dest.display()
             ),
@@ -142,6 +132,11 @@ impl Rsyncd {
             .output()
             .unwrap();
         let secs = t.elapsed().as_secs_f64();
+        assert!(
+            out.status.success(),
+            "rsync failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         let sent = text
             .lines()
@@ -169,7 +164,7 @@ fn main() {
     let ids = build_home(&a, sessions, messages);
     println!(
         "home: {sessions} sessions, {messages} messages, {:.1} MB on disk (built in {:.1} s)",
-        du(a.root()) as f64 / 1e6,
+        freecode_testkit::tree_size(a.root()) as f64 / 1e6,
         t.elapsed().as_secs_f64()
     );
 

@@ -114,22 +114,6 @@ fn copy_distractors(from: &Path, home: &Home, max: usize) -> usize {
     n
 }
 
-fn dir_size(p: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![p.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let m = e.metadata().unwrap();
-            if m.is_dir() {
-                stack.push(e.path());
-            } else {
-                total += m.len();
-            }
-        }
-    }
-    total
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -300,7 +284,7 @@ fn main() {
             |r| r.get(0),
         )
         .unwrap();
-    let sessions_size = dir_size(&home.sessions_dir());
+    let sessions_size = freecode_testkit::tree_size(&home.sessions_dir());
     println!();
     println!(
         "size: sessions {:.1} MB; freecode.db {:.1} MB ({:.0}% of the sessions); the vectors alone {:.2} MB ({:.1}%)",

@@ -66,3 +66,23 @@ pub fn sentence_model() -> PathBuf {
         Err(e) => panic!("cannot run python3 to find the test model: {e}"),
     }
 }
+
+/// The bytes of every file below `dir` (links not followed), for benches that print a home's
+/// size.
+pub fn tree_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let Ok(m) = e.path().symlink_metadata() else {
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
