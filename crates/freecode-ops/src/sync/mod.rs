@@ -172,12 +172,12 @@ pub fn status(home: &Home) -> Result<SyncStatus> {
         .sum();
     let mut to_push = 0;
     let excluded = excluded(home)?;
-    for id in local_sessions(home)? {
+    for (id, dir) in local_sessions(home)? {
         if e.is_excluded(&id, &excluded)? {
             continue;
         }
         let st = e.state.sessions.get(id.as_str());
-        if st.is_none_or(|st| e.changes(&id, st).is_ok_and(|c| !c.is_empty())) {
+        if st.is_none_or(|st| e.changes(&id, &dir, st).is_ok_and(|c| !c.is_empty())) {
             to_push += 1;
         }
     }
@@ -235,11 +235,12 @@ fn excluded(home: &Home) -> Result<globset::GlobSet> {
         .map_err(|e| Error::Invalid(format!("sync.exclude: {e}")))
 }
 
-/// The sessions in this home (any status), by id.
-fn local_sessions(home: &Home) -> Result<Vec<SessionId>> {
-    let mut out = BTreeSet::new();
+/// The sessions in this home (any status), by id, with their directories: one listing, so a
+/// push costs no lookup per session.
+fn local_sessions(home: &Home) -> Result<BTreeMap<SessionId, PathBuf>> {
+    let mut out = BTreeMap::new();
     let Some(projects) = fsutil::list_dir(&home.sessions_dir())? else {
-        return Ok(Vec::new());
+        return Ok(out);
     };
     for (name, is_dir) in projects {
         let Some(name) = name.to_str() else { continue };
@@ -259,11 +260,11 @@ fn local_sessions(home: &Home) -> Result<Vec<SessionId>> {
                 && let Ok(id) = SessionId::new(child)
                 && dir.join(child).join("meta.json").is_file()
             {
-                out.insert(id);
+                out.insert(id, dir.join(child));
             }
         }
     }
-    Ok(out.into_iter().collect())
+    Ok(out)
 }
 
 /// A file's change since its mark.
@@ -516,8 +517,13 @@ impl Engine {
     }
 
     /// What changed in session `id` since `st`.
-    fn changes(&self, id: &SessionId, st: &SessionSync) -> Result<Changes> {
-        let paths = self.store.locate(id)?;
+    fn changes(&self, id: &SessionId, dir: &Path, st: &SessionSync) -> Result<Changes> {
+        let paths = freecode_store::session::SessionPaths {
+            dir: dir.to_owned(),
+        };
+        if !paths.meta().is_file() {
+            return Err(StoreError::NotFound { id: id.to_string() }.into());
+        }
         let meta = fsutil::read_bounded(
             &paths.meta(),
             freecode_store::session::META_MAX_BYTES,
@@ -540,22 +546,22 @@ impl Engine {
     // ----- push ---------------------------------------------------------------------------
 
     fn push(&mut self, progress: &mut dyn Progress) -> Result<()> {
-        self.push_purges()?;
+        let local = local_sessions(&self.home)?;
+        self.push_purges(&local)?;
         let excluded = excluded(&self.home)?;
-        let ids = local_sessions(&self.home)?;
-        let total = ids.len();
-        for (n, id) in ids.into_iter().enumerate() {
+        let total = local.len();
+        for (n, (id, dir)) in local.iter().enumerate() {
             progress.sessions(n, total);
-            if self.purged.contains(id.as_str()) || self.is_excluded(&id, &excluded)? {
+            if self.purged.contains(id.as_str()) || self.is_excluded(id, &excluded)? {
                 continue;
             }
-            self.push_session(&id)?;
+            self.push_session(id, dir)?;
         }
         progress.sessions(total, total);
         Ok(())
     }
 
-    fn push_session(&mut self, id: &SessionId) -> Result<()> {
+    fn push_session(&mut self, id: &SessionId, dir: &Path) -> Result<()> {
         let mut pushed_any = false;
         // Each pass pushes what changed; a lost claim pulls the session (making a fork of
         // this machine's changes) and tries again.
@@ -564,7 +570,7 @@ impl Engine {
                 Some(st) => st.clone(),
                 None => self.fresh(id),
             };
-            let changes = match self.changes(id, &st) {
+            let changes = match self.changes(id, dir, &st) {
                 Ok(c) => c,
                 Err(Error::Store(StoreError::NotFound { .. })) => return Ok(()),
                 Err(e) => return Err(e),
@@ -721,14 +727,16 @@ impl Engine {
         self.save()
     }
 
-    fn push_purges(&mut self) -> Result<()> {
+    fn push_purges(&mut self, local: &BTreeMap<SessionId, PathBuf>) -> Result<()> {
+        // Missing from the listing, and confirmed missing by a lookup.
         let gone: Vec<String> = self
             .state
             .sessions
             .keys()
             .filter(|id| {
                 SessionId::new(id.as_str()).is_ok_and(|id| {
-                    matches!(self.store.locate(&id), Err(StoreError::NotFound { .. }))
+                    !local.contains_key(&id)
+                        && matches!(self.store.locate(&id), Err(StoreError::NotFound { .. }))
                 })
             })
             .cloned()
