@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::error::{IoContext, Result, StoreError};
 
@@ -40,7 +41,7 @@ impl SessionLock {
         let mut file = crate::fsutil::open_rw(&path)?;
         match wait {
             LockWait::Block => file.lock().ctx("lock", &path)?,
-            LockWait::Fail => match file.try_lock() {
+            LockWait::Fail => match try_lock_graced(&file) {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => {
                     let mut s = String::new();
@@ -64,6 +65,29 @@ impl SessionLock {
     /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// How long a lock found held is tried again before it is reported held.
+const GRACE: Duration = Duration::from_millis(250);
+
+/// `try_lock`, tried again for a short grace when the lock is found held.
+///
+/// A lock this process released may still be held for a moment by a child it is spawning: from
+/// fork to exec the child shares the parent's open file descriptions, and with them the `flock`
+/// (`O_CLOEXEC` closes them only at exec). An agent that runs tools from one thread while it
+/// reopens a session on another would otherwise see its own session "locked" by itself.
+pub fn try_lock_graced(file: &File) -> std::result::Result<(), std::fs::TryLockError> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < GRACE => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(25));
+            }
+            other => return other,
+        }
     }
 }
 

@@ -1183,7 +1183,7 @@ fn lock_events(path: &Path) -> Result<Option<EventsLock>> {
     }
     fsutil::refuse_link(path)?;
     let file = fsutil::open_append(path)?;
-    match file.try_lock() {
+    match freecode_store::lock::try_lock_graced(&file) {
         Ok(()) => Ok(Some(EventsLock {
             file,
             path: path.to_owned(),

@@ -263,7 +263,7 @@ impl Recorder {
         let mut file = fsutil::open_append(&rec.path)?;
         match config.lock_wait {
             LockWait::Block => file.lock().ctx("lock", &rec.path)?,
-            LockWait::Fail => match file.try_lock() {
+            LockWait::Fail => match crate::lock::try_lock_graced(&file) {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => {
                     return Err(StoreError::Locked {

@@ -455,3 +455,34 @@ proptest! {
         prop_assert_eq!(streamed, msgs);
     }
 }
+
+/// An agent runs tools (child processes) from one thread while it reopens its session on
+/// another. From fork to exec a child shares the parent's lock; the session must still open.
+#[test]
+fn a_session_reopens_while_another_thread_spawns_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir);
+    let id = s.create(new_session("/work/p")).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spawner = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::process::Command::new("true").status().unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    for i in 0..300 {
+        let mut w = s.writer(&id).unwrap_or_else(|e| panic!("reopen {i}: {e}"));
+        w.append(&text(&format!("m{i}"), Role::User, "hi")).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        spawner.join().unwrap() > 0,
+        "processes were spawned meanwhile"
+    );
+    assert_eq!(s.messages(&id).unwrap().messages.len(), 300);
+}
