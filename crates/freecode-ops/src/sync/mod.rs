@@ -21,7 +21,8 @@
 //! everywhere: a control record names it, the server's records of it are deleted, and every
 //! other machine purges it on its next pull.
 //!
-//! **Faults.** Progress is saved after every record. A record stored whose progress was not
+//! **Faults.** Progress is saved at least every second, after every fork and purge, and at the
+//! end of every push and pull (failed ones too). A record stored whose progress was not
 //! saved is found again at its index (`409`) and adopted; a claim this host made for the
 //! record it is about to store is its own. Applying a record twice changes nothing (the bytes
 //! already there are recognised). A server that answers with fewer records than were seen,
@@ -46,6 +47,10 @@ use crate::error::{Error, Result};
 use crate::progress::Progress;
 use record::{ControlRecord, Mode, Section, SectionHead, SessionRecord, What};
 use state::{Mark, SessionSync, State};
+
+/// How often a push or a pull writes its progress (`state.json`, rewritten whole): after every
+/// record, the first sync of a big home would be quadratic in its sessions.
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The most bytes of sections one record carries (the server's default body limit is 16 MiB).
 pub const CHUNK: usize = 4 << 20;
@@ -195,14 +200,16 @@ pub fn status(home: &Home) -> Result<SyncStatus> {
 /// `freecode sync push`.
 pub fn push(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
     let mut e = Engine::open(home)?;
-    e.push(progress)?;
+    let r = e.push(progress);
+    e.finish(r)?;
     Ok(e.report)
 }
 
 /// `freecode sync pull`.
 pub fn pull(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
     let mut e = Engine::open(home)?;
-    e.pull(None)?;
+    let r = e.pull(None);
+    e.finish(r)?;
     let _ = progress;
     Ok(e.report)
 }
@@ -210,8 +217,8 @@ pub fn pull(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
 /// `freecode sync now`: pull, then push.
 pub fn now(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
     let mut e = Engine::open(home)?;
-    e.pull(None)?;
-    e.push(progress)?;
+    let r = e.pull(None).and_then(|()| e.push(progress));
+    e.finish(r)?;
     Ok(e.report)
 }
 
@@ -458,6 +465,9 @@ struct Engine {
     state: State,
     purged: BTreeSet<String>,
     report: SyncReport,
+    /// Progress noted and not written yet.
+    dirty: bool,
+    saved_at: std::time::Instant,
 }
 
 /// A record downloaded and opened.
@@ -483,12 +493,40 @@ impl Engine {
             purged: st.purged.clone(),
             state: st,
             report: SyncReport::default(),
+            dirty: false,
+            saved_at: std::time::Instant::now(),
         })
     }
 
+    /// Notes progress; written at most every [`SAVE_EVERY`] (see [`Engine::flush`]). Progress
+    /// lost to a kill is found again: a record stored at this host's index is adopted, one
+    /// applied twice is recognised.
     fn save(&mut self) -> Result<()> {
-        self.state.purged = self.purged.clone();
-        state::save_state(&self.home, &self.state)
+        self.dirty = true;
+        if self.saved_at.elapsed() >= SAVE_EVERY {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the progress noted (after every local change that cannot be found again, and
+    /// at the end of every push and pull, failed ones included).
+    fn flush(&mut self) -> Result<()> {
+        if self.dirty {
+            self.state.purged = self.purged.clone();
+            state::save_state(&self.home, &self.state)?;
+            self.dirty = false;
+        }
+        self.saved_at = std::time::Instant::now();
+        Ok(())
+    }
+
+    /// `r`, after the progress is written (the first error wins).
+    fn finish<T>(&mut self, r: Result<T>) -> Result<T> {
+        let saved = self.flush();
+        let v = r?;
+        saved?;
+        Ok(v)
     }
 
     fn fresh(&self, id: &SessionId) -> SessionSync {
@@ -564,8 +602,11 @@ impl Engine {
     fn push_session(&mut self, id: &SessionId, dir: &Path) -> Result<()> {
         let mut pushed_any = false;
         // Each pass pushes what changed; a lost claim pulls the session (making a fork of
-        // this machine's changes) and tries again.
-        for _ in 0..4 {
+        // this machine's changes) and tries again. A record found stored (its progress lost
+        // to a kill) is adopted and the pass starts again from it: each such pass moves on
+        // by one record, so only lost claims are counted.
+        let mut lost = 0;
+        loop {
             let mut st = match self.state.sessions.get(id.as_str()) {
                 Some(st) => st.clone(),
                 None => self.fresh(id),
@@ -584,10 +625,12 @@ impl Engine {
                     break;
                 }
                 Pushed::Again => pushed_any = true,
-                Pushed::Lost => {
+                Pushed::Lost if lost < 4 => {
+                    lost += 1;
                     let log = st.log;
                     self.pull(Some(&log))?;
                 }
+                Pushed::Lost => break,
             }
         }
         if pushed_any {
@@ -779,7 +822,8 @@ impl Engine {
         }
         self.state.control_next = index + 1;
         self.state.saw(&control, &self.host, index + 1);
-        self.save()
+        self.dirty = true;
+        self.flush()
     }
 
     // ----- pull ---------------------------------------------------------------------------
@@ -868,7 +912,8 @@ impl Engine {
             }
             self.state.saw(&control, &host, index + 1);
         }
-        self.save()?;
+        self.dirty = true;
+        self.flush()?;
         for (id, mut records) in sessions {
             if self.purged.contains(&id) {
                 continue;
@@ -947,6 +992,7 @@ impl Engine {
         };
         let mut done = vec![false; records.len()];
         let mut changed = false;
+        let forks = self.report.forks.len();
         loop {
             let mut progressed = false;
             for (i, f) in records.iter().enumerate() {
@@ -969,7 +1015,13 @@ impl Engine {
                 }
                 self.state.saw(&st.log, &f.host, f.index + 1);
                 self.state.sessions.insert(id.to_string(), st.clone());
-                self.save()?;
+                if self.report.forks.len() == forks {
+                    self.save()?;
+                } else {
+                    // A fork made and the session cut back: not to be made twice.
+                    self.dirty = true;
+                    self.flush()?;
+                }
                 self.report.pulled += 1;
                 done[i] = true;
                 progressed = true;

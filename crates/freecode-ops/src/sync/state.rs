@@ -4,8 +4,8 @@
 //! - `config.json`: the server, this host's id and the key's id.
 //! - `state.json`: per session what was last synced (each file's length and a probe of its
 //!   last 4 KiB, the chain point, the meta's digest, this host's next index), and per log and
-//!   host how many records were applied. Written atomically after every record, so a push or a
-//!   pull killed at any point resumes where it was.
+//!   host how many records were applied. Written atomically at least every second and at the
+//!   end of each push and pull; what a kill loses of it is found again (see [`super`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
