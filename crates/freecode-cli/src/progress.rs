@@ -23,7 +23,7 @@ fn enabled() -> bool {
 
 /// A progress bar over `total` sessions, drawn once the work passes its delay.
 pub struct Progress {
-    label: &'static str,
+    label: String,
     started: Instant,
     delay: Duration,
     enabled: bool,
@@ -34,7 +34,7 @@ impl Progress {
     /// A bar labelled `label` that appears after `delay` (zero: at the first update).
     pub fn with_delay(label: &'static str, delay: Duration) -> Self {
         Self {
-            label,
+            label: label.to_owned(),
             started: Instant::now(),
             delay,
             enabled: enabled(),
@@ -57,12 +57,20 @@ impl Progress {
             ) {
                 bar.set_style(style.progress_chars("=> "));
             }
-            bar.set_message(self.label);
+            bar.set_message(self.label.clone());
             self.bar = Some(bar);
         }
         if let Some(bar) = &self.bar {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
+        }
+    }
+
+    /// Relabels the bar: the work's current phase (`downloading`, `applying`).
+    pub fn relabel(&mut self, label: &str) {
+        self.label = label.to_owned();
+        if let Some(bar) = &self.bar {
+            bar.set_message(self.label.clone());
         }
     }
 
@@ -266,8 +274,10 @@ impl freecode_ops::Progress for Feedback {
     }
 
     fn step(&mut self, what: &str) {
-        if let Some(steps) = &self.steps {
-            steps.step(what);
+        match &self.steps {
+            Some(steps) => steps.step(what),
+            // No plan of steps: the phase of a bar of sessions.
+            None => self.bar.relabel(what),
         }
     }
 }

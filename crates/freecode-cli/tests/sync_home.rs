@@ -512,3 +512,56 @@ fn bad_phrases_and_unset_homes_are_clear_errors() {
     n.ok(&a, &["sync", "now"]);
     assert_eq!(sessions(&a).len(), 1);
 }
+
+/// `count` sessions written as the original writes them (plain files), in `home`.
+fn plant(home: &Path, count: usize) {
+    for i in 0..count {
+        let id = format!("dddddddd-0000-4000-8000-{i:012}");
+        let dir = home.join("sessions/home__dev__p").join(&id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let t0 = 1_768_000_000_000i64 + i as i64;
+        let meta = serde_json::json!({
+            "id": id, "title": format!("séance {i}"), "projectPath": "/home/dev/p",
+            "provider": "x", "status": "active", "createdAt": t0, "updatedAt": t0,
+            "lastTurnAt": t0, "turnCount": 1,
+        });
+        std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+        let m = serde_json::json!({
+            "id": format!("{id}-m0"), "role": "user", "timestamp": t0,
+            "parts": [{"type": "text", "content": format!("question numéro {i}")}],
+        });
+        std::fs::write(dir.join("messages.jsonl"), format!("{m}\n")).unwrap();
+    }
+}
+
+#[test]
+fn a_first_sync_shows_its_progress_on_a_terminal_and_nothing_when_piped() {
+    let n = net();
+    let (a, b, c) = (n.home("alpha"), n.home("beta"), n.home("gamma"));
+    plant(&a, 80);
+    let phrase = n.first(&a);
+    n.join(&b, &phrase);
+    n.join(&c, &phrase);
+    let tty = common::on_terminal(&a, &["sync", "push"], 100, 40, &[]);
+    assert!(tty.contains("uploading ["), "{tty:?}");
+    assert!(tty.contains("/80 sessions"), "{tty:?}");
+    assert!(tty.contains("pushed 80 sessions"), "{tty:?}");
+    let tty = common::on_terminal(&b, &["sync", "pull"], 100, 40, &[]);
+    assert!(tty.contains("downloading ["), "{tty:?}");
+    assert!(tty.contains("pulled 80 sessions"), "{tty:?}");
+    // Piped: the result on stdout, nothing on stderr.
+    let out = n.run(&c, &["sync", "pull"]);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        said.starts_with("pushed 0 sessions (0 bytes sent), pulled 80 sessions (")
+            && said.ends_with(" bytes received), 0 purged\n"),
+        "{said:?}"
+    );
+    assert_eq!(sessions(&c).len(), 80);
+}

@@ -83,33 +83,8 @@ fn has_terminal_controls(s: &str) -> Option<char> {
 /// Runs `args` under a pseudo-terminal of `cols` × `rows` (`script`), with colour allowed,
 /// and returns everything the terminal received.
 fn on_terminal(home: &Ctx, args: &[&str], cols: u16, rows: u16, env: &[(&str, &str)]) -> String {
-    let bin = env!("CARGO_BIN_EXE_freecode");
-    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
-    let inner = format!("stty cols {cols} rows {rows}; '{bin}' {}", quoted.join(" "));
-    let mut c = std::process::Command::new("script");
-    c.args(["-qec", &inner, "/dev/null"])
-        .env("FREECODE_HOME", &home.home)
-        .env("TZ", "UTC")
-        .env("FREECODE_ROLLOUT", "off")
-        .env("TERM", "xterm-256color")
-        .env_remove("NO_COLOR")
-        .env_remove("COLUMNS")
-        .env_remove("LINES")
-        .env_remove("RUST_LOG")
-        .env_remove("FREECODE_LOG")
-        .stdin(std::process::Stdio::null());
-    for (k, v) in env {
-        c.env(k, v);
-    }
     set_private(&home.home);
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} on a terminal: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::on_terminal(&home.home, args, cols, rows, env)
 }
 
 /// The terminal output without our own colour codes (SGR `ESC [ … m`).

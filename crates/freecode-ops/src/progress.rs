@@ -14,7 +14,8 @@ pub trait Progress {
         let _ = total;
     }
 
-    /// The next step begins; `what` says what it does (the steps before it are done).
+    /// The next step begins; `what` says what it does (the steps before it are done). Without
+    /// a plan of [`Progress::steps`], it names the phase the [`Progress::sessions`] count.
     fn step(&mut self, what: &str) {
         let _ = what;
     }

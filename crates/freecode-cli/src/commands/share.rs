@@ -179,7 +179,8 @@ fn run_sync(
     json: bool,
     f: impl FnOnce(&mut Feedback) -> freecode_ops::Result<freecode_ops::sync::SyncReport>,
 ) -> anyhow::Result<()> {
-    let mut feedback = Feedback::new("syncing");
+    // Asked for, and the first sync of a big home is long: the bar at once (as `index rebuild`).
+    let mut feedback = Feedback::with_delay("syncing", std::time::Duration::ZERO);
     let report = f(&mut feedback);
     feedback.finish();
     print_report(&report?, json)

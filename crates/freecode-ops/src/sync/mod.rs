@@ -208,16 +208,15 @@ pub fn push(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
 /// `freecode sync pull`.
 pub fn pull(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
     let mut e = Engine::open(home)?;
-    let r = e.pull(None);
+    let r = e.pull(None, progress);
     e.finish(r)?;
-    let _ = progress;
     Ok(e.report)
 }
 
 /// `freecode sync now`: pull, then push.
 pub fn now(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
     let mut e = Engine::open(home)?;
-    let r = e.pull(None).and_then(|()| e.push(progress));
+    let r = e.pull(None, progress).and_then(|()| e.push(progress));
     e.finish(r)?;
     Ok(e.report)
 }
@@ -588,6 +587,7 @@ impl Engine {
         self.push_purges(&local)?;
         let excluded = excluded(&self.home)?;
         let total = local.len();
+        progress.step("uploading");
         for (n, (id, dir)) in local.iter().enumerate() {
             progress.sessions(n, total);
             if self.purged.contains(id.as_str()) || self.is_excluded(id, &excluded)? {
@@ -628,7 +628,7 @@ impl Engine {
                 Pushed::Lost if lost < 4 => {
                     lost += 1;
                     let log = st.log;
-                    self.pull(Some(&log))?;
+                    self.pull(Some(&log), &mut crate::progress::Silent)?;
                 }
                 Pushed::Lost => break,
             }
@@ -829,7 +829,7 @@ impl Engine {
     // ----- pull ---------------------------------------------------------------------------
 
     /// Downloads and applies the other hosts' new records (of `only` that log, if given).
-    fn pull(&mut self, only: Option<&LogId>) -> Result<()> {
+    fn pull(&mut self, only: Option<&LogId>, progress: &mut dyn Progress) -> Result<()> {
         let logs = self.remote.status()?;
         let counts: BTreeMap<(LogId, HostId), u64> =
             logs.iter().map(|l| ((l.log, l.host), l.count)).collect();
@@ -873,14 +873,19 @@ impl Engine {
             }
         }
         let mut sessions: BTreeMap<String, Vec<Fetched>> = BTreeMap::new();
-        for lc in &logs {
-            if lc.host == self.host
-                || lc.log == control
-                || purged_logs.contains(&lc.log)
-                || only.is_some_and(|o| *o != lc.log)
-            {
-                continue;
-            }
+        let wanted: Vec<_> = logs
+            .iter()
+            .filter(|lc| {
+                lc.host != self.host
+                    && lc.log != control
+                    && !purged_logs.contains(&lc.log)
+                    && only.is_none_or(|o| *o == lc.log)
+                    && lc.count > self.state.seen(&lc.log, &lc.host)
+            })
+            .collect();
+        progress.step("downloading");
+        for (n, lc) in wanted.iter().enumerate() {
+            progress.sessions(n, wanted.len());
             for (index, opened) in self.fetch(lc)? {
                 let bad = |why: &str| self.bad_record(lc, index, why);
                 if opened.kind != Kind::Session {
@@ -914,7 +919,11 @@ impl Engine {
         }
         self.dirty = true;
         self.flush()?;
-        for (id, mut records) in sessions {
+        progress.sessions(wanted.len(), wanted.len());
+        progress.step("applying");
+        let total = sessions.len();
+        for (n, (id, mut records)) in sessions.into_iter().enumerate() {
+            progress.sessions(n, total);
             if self.purged.contains(&id) {
                 continue;
             }
@@ -922,6 +931,7 @@ impl Engine {
             let id = SessionId::new(&id)?;
             self.apply_session(&id, records)?;
         }
+        progress.sessions(total, total);
         Ok(())
     }
 
