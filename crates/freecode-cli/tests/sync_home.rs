@@ -373,12 +373,102 @@ fn a_tampering_server_is_refused_and_nothing_local_changes() {
     assert_eq!(files_of(&a, &s), files_of(&b, &s));
     assert_eq!(files_of(&a, &t), files_of(&b, &t));
 
-    // A record dropped from what beta has already seen: a stale server.
+    // A record dropped from what beta has already seen: beta keeps a copy of every record it
+    // applied, so it sends it back, byte for byte, and nothing local changes.
     let snap = snapshot(&b);
     std::fs::remove_file(&long[2]).unwrap();
+    let out = n.run(&b, &["sync", "pull"]);
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("the server had lost 1 record"), "{said}");
+    assert_eq!(std::fs::read(&long[2]).unwrap(), r2, "the same bytes back");
+    assert_eq!(snapshot(&b), snap);
+    // Without the copies (a machine whose state was lost), a stale server is refused.
+    std::fs::remove_file(&long[2]).unwrap();
+    for f in ["records.db", "records.db-wal", "records.db-shm"] {
+        let _ = std::fs::remove_file(b.join("state/sync").join(f));
+    }
     let err = n.fails(&b, &["sync", "pull"]);
     assert!(err.contains("stale"), "{err}");
     assert_eq!(snapshot(&b), snap);
+}
+
+#[test]
+fn a_server_that_lost_its_data_is_refilled_by_the_next_sync() {
+    let n = net();
+    let (a, b, c) = (n.home("alpha"), n.home("beta"), n.home("gamma"));
+    let s = n.turn(&a, None, "première question");
+    let t = n.turn(&a, None, "to be purged");
+    let phrase = n.first(&a);
+    n.join(&b, &phrase);
+    n.ok(&a, &["sync", "push"]);
+    n.ok(&b, &["sync", "pull"]);
+    n.turn(&b, Some(&s), "suite sur beta");
+    n.ok(&b, &["sync", "now"]);
+    n.ok(&a, &["sync", "now"]);
+    let on_server = |_: ()| {
+        let mut v: Vec<(PathBuf, Vec<u8>)> = snapshot(&n.store.join("sync"))
+            .into_iter()
+            .filter(|(p, _)| !p.to_string_lossy().contains("/claims/"))
+            .collect();
+        v.sort();
+        v
+    };
+    let full = on_server(());
+    assert!(!full.is_empty());
+    // The copies are private, as the rest of the sync state.
+    for h in [&a, &b] {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(h.join("state/sync/records.db"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // The whole server lost: alpha's next push sends back what it pushed and what it applied
+    // (beta's records too), byte for byte, claims included.
+    std::fs::remove_dir_all(n.store.join("sync")).unwrap();
+    let out = n.run(&a, &["sync", "push", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["refilled"].as_u64().unwrap(),
+        full.len() as u64,
+        "{report}"
+    );
+    assert_eq!(on_server(()), full);
+    // Beta sees nothing new; a new machine gets everything.
+    let before = snapshot(&b);
+    n.ok(&b, &["sync", "now"]);
+    assert_eq!(snapshot(&b), before);
+    n.join(&c, &phrase);
+    n.ok(&c, &["sync", "pull"]);
+    for id in [&s, &t] {
+        assert_eq!(files_of(&a, id), files_of(&c, id), "session {id}");
+    }
+    // Continuing after the refill: the claims came back, so a stale continuation forks.
+    n.turn(&a, Some(&s), "alpha again");
+    n.turn(&c, Some(&s), "gamma at the same time");
+    n.ok(&a, &["sync", "now"]);
+    let out = n.json(&c, &["sync", "now", "--json"]);
+    assert_eq!(out["forks"].as_array().unwrap().len(), 1, "{out}");
+
+    // A session purged on alpha (its records deleted from the server) is not sent back by
+    // beta, whose copies still hold it: the purge is read from the server first.
+    n.ok(&a, &["session", "delete", "--purge", "--yes", &t]);
+    n.ok(&a, &["sync", "push"]);
+    let out = n.json(&b, &["sync", "push", "--json"]);
+    assert_eq!(out["refilled"], 0, "{out}");
+    n.ok(&b, &["sync", "pull"]);
+    assert!(!sessions(&b).contains_key(&t), "purged on beta too");
+    n.ok(&c, &["sync", "pull"]);
+    assert!(!sessions(&c).contains_key(&t));
+    assert!(sessions(&c).contains_key(&s));
 }
 
 #[test]

@@ -199,6 +199,12 @@ fn print_report(report: &freecode_ops::sync::SyncReport, json: bool) -> anyhow::
     for id in &report.busy {
         eprintln!("session {id} is in use here; it syncs next time");
     }
+    if report.refilled > 0 {
+        eprintln!(
+            "the server had lost {}: sent again from this machine's copies",
+            plural(report.refilled, "record", "records")
+        );
+    }
     println!(
         "pushed {} ({} bytes sent), pulled {} ({} bytes received), {} purged",
         plural(report.sessions_pushed as u64, "session", "sessions"),

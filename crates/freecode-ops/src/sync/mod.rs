@@ -28,6 +28,7 @@
 //! already there are recognised). A server that answers with fewer records than were seen,
 //! or records that do not open where they are, is refused before anything local changes.
 
+pub mod kept;
 pub mod record;
 pub mod state;
 
@@ -45,6 +46,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::progress::Progress;
+use kept::Kept;
 use record::{ControlRecord, Mode, Section, SectionHead, SessionRecord, What};
 use state::{Mark, SessionSync, State};
 
@@ -115,6 +117,8 @@ pub struct SyncReport {
     pub bytes_received: u64,
     /// Forks made for changes another machine's won over.
     pub forks: Vec<SyncFork>,
+    /// Records the server had lost, sent again from the copies kept here.
+    pub refilled: u64,
     /// Sessions purged (here, or everywhere from here).
     pub purged: Vec<String>,
     /// Sessions skipped because another process holds them (synced next time).
@@ -464,6 +468,10 @@ struct Engine {
     state: State,
     purged: BTreeSet<String>,
     report: SyncReport,
+    /// Every record pushed or applied, as sealed.
+    kept: Kept,
+    /// Whether this sync compared the kept records with the server's.
+    refill_checked: bool,
     /// Progress noted and not written yet.
     dirty: bool,
     saved_at: std::time::Instant,
@@ -473,6 +481,7 @@ struct Engine {
 struct Fetched {
     host: HostId,
     index: u64,
+    sealed: Vec<u8>,
     plain: Vec<u8>,
     record: SessionRecord,
 }
@@ -492,6 +501,8 @@ impl Engine {
             purged: st.purged.clone(),
             state: st,
             report: SyncReport::default(),
+            kept: Kept::open(home)?,
+            refill_checked: false,
             dirty: false,
             saved_at: std::time::Instant::now(),
         })
@@ -511,6 +522,8 @@ impl Engine {
     /// Writes the progress noted (after every local change that cannot be found again, and
     /// at the end of every push and pull, failed ones included).
     fn flush(&mut self) -> Result<()> {
+        // The copies first: progress never names a record that is not kept.
+        self.kept.commit()?;
         if self.dirty {
             self.state.purged = self.purged.clone();
             state::save_state(&self.home, &self.state)?;
@@ -584,15 +597,42 @@ impl Engine {
 
     fn push(&mut self, progress: &mut dyn Progress) -> Result<()> {
         let local = local_sessions(&self.home)?;
-        self.push_purges(&local)?;
         let excluded = excluded(&self.home)?;
-        let total = local.len();
-        progress.step("uploading");
-        for (n, (id, dir)) in local.iter().enumerate() {
-            progress.sessions(n, total);
-            if self.purged.contains(id.as_str()) || self.is_excluded(id, &excluded)? {
-                continue;
+        // The sessions that changed, found while the server's counts come: what it lost goes
+        // back first, since this host's next records follow it.
+        let (status, changed) = std::thread::scope(|scope| {
+            let remote = &self.remote;
+            let status = (!self.refill_checked).then(|| scope.spawn(move || remote.status()));
+            let mut changed = Vec::new();
+            for (id, dir) in &local {
+                if self.purged.contains(id.as_str()) {
+                    continue;
+                }
+                match self.is_excluded(id, &excluded) {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(e) => return (status.map(|h| h.join()), Err(e)),
+                }
+                // A session that cannot be read is tried, to report why.
+                let st = self.state.sessions.get(id.as_str());
+                if st.is_none_or(|st| self.changes(id, dir, st).map_or(true, |c| !c.is_empty())) {
+                    changed.push((id, dir));
+                }
             }
+            (status.map(|h| h.join()), Ok(changed))
+        });
+        if let Some(status) = status {
+            let logs =
+                status.map_err(|_| Error::Internal("the status request panicked".into()))??;
+            let (_, purged) = self.controls(&logs)?;
+            self.refill(&logs, &purged)?;
+        }
+        let changed = changed?;
+        self.push_purges(&local)?;
+        let total = changed.len();
+        progress.step("uploading");
+        for (n, (id, dir)) in changed.into_iter().enumerate() {
+            progress.sessions(n, total);
             self.push_session(id, dir)?;
         }
         progress.sessions(total, total);
@@ -712,6 +752,7 @@ impl Engine {
                 Put::Created => {
                     self.report.pushed += 1;
                     self.report.bytes_sent += sealed.len() as u64;
+                    self.kept.put(&st.log, &self.host, index, &sealed)?;
                     st.next = index + 1;
                     self.state.saw(&st.log, &self.host, index + 1);
                     self.advance(id, st, &rec, &plain)?;
@@ -732,6 +773,7 @@ impl Engine {
                             st.log
                         ))
                     })?;
+                    self.kept.put(&st.log, &self.host, index, first)?;
                     st.next = index + 1;
                     self.state.saw(&st.log, &self.host, index + 1);
                     self.advance(id, st, &theirs, &opened.plaintext)?;
@@ -805,6 +847,7 @@ impl Engine {
             {
                 Put::Created => {
                     self.report.bytes_sent += sealed.len() as u64;
+                    self.kept.put(&control, &self.host, index, &sealed)?;
                     break;
                 }
                 Put::Exists => index += 1,
@@ -813,6 +856,7 @@ impl Engine {
         for id in &gone {
             if let Some(st) = self.state.sessions.get(id) {
                 self.remote.delete_log(&st.log)?;
+                self.kept.remove_log(&st.log)?;
                 let prefix = format!("{}/", st.log);
                 self.state.seen.retain(|k, _| !k.starts_with(&prefix));
             }
@@ -830,31 +874,18 @@ impl Engine {
 
     /// Downloads and applies the other hosts' new records (of `only` that log, if given).
     fn pull(&mut self, only: Option<&LogId>, progress: &mut dyn Progress) -> Result<()> {
-        let logs = self.remote.status()?;
-        let counts: BTreeMap<(LogId, HostId), u64> =
-            logs.iter().map(|l| ((l.log, l.host), l.count)).collect();
+        let mut logs = self.remote.status()?;
         // Download and open everything first: nothing local changes unless all of it opens.
         // Control logs first: a log purged everywhere is gone from the server, not stale.
         let control = self.key.control_log();
-        let mut controls = Vec::new();
-        let me = self.host;
-        for lc in logs.iter().filter(|l| l.log == control && l.host != me) {
-            for (index, opened) in self.fetch(lc)? {
-                let bad = |why: &str| self.bad_record(lc, index, why);
-                if opened.kind != Kind::Control {
-                    return Err(bad("is of the wrong kind for its log"));
-                }
-                let c: ControlRecord = serde_json::from_slice(&opened.plaintext)
-                    .map_err(|_| bad("is not a control record"))?;
-                controls.push((lc.host, index, c));
-            }
+        let (mut controls, purged_logs) = self.controls(&logs)?;
+        if only.is_none() && self.refill(&logs, &purged_logs)? {
+            logs = self.remote.status()?;
         }
-        let purged_logs: BTreeSet<LogId> = controls
-            .iter()
-            .flat_map(|(_, _, c)| c.purged.iter().map(|id| self.key.log_id(id)))
-            .chain(self.purged.iter().map(|id| self.key.log_id(id)))
-            .collect();
-        // A server that holds fewer records than this machine saw is stale or was rolled back.
+        let counts: BTreeMap<(LogId, HostId), u64> =
+            logs.iter().map(|l| ((l.log, l.host), l.count)).collect();
+        // A server that holds fewer records than this machine saw (and could not be refilled
+        // from the copies kept here) is stale or was rolled back.
         for (key, seen) in &self.state.seen {
             let Some((log, host)) = key.split_once('/') else {
                 continue;
@@ -886,7 +917,7 @@ impl Engine {
         progress.step("downloading");
         for (n, lc) in wanted.iter().enumerate() {
             progress.sessions(n, wanted.len());
-            for (index, opened) in self.fetch(lc)? {
+            for (index, opened, sealed) in self.fetch(lc)? {
                 let bad = |why: &str| self.bad_record(lc, index, why);
                 if opened.kind != Kind::Session {
                     return Err(bad("is of the wrong kind for its log"));
@@ -904,17 +935,19 @@ impl Engine {
                     .push(Fetched {
                         host: lc.host,
                         index,
+                        sealed,
                         plain: opened.plaintext,
                         record,
                     });
             }
         }
         // Purges first.
-        controls.sort_by_key(|(h, i, _)| (*h, *i));
-        for (host, index, c) in controls {
+        controls.sort_by_key(|(h, i, _, _)| (*h, *i));
+        for (host, index, c, sealed) in controls {
             for id in c.purged {
                 self.purge_here(&id)?;
             }
+            self.kept.put(&control, &host, index, &sealed)?;
             self.state.saw(&control, &host, index + 1);
         }
         self.dirty = true;
@@ -935,11 +968,98 @@ impl Engine {
         Ok(())
     }
 
+    /// The other hosts' control records this machine has not seen, opened, and the logs
+    /// purged (by them or here).
+    #[allow(clippy::type_complexity)]
+    fn controls(
+        &mut self,
+        logs: &[freecode_sync::home::LogCount],
+    ) -> Result<(Vec<(HostId, u64, ControlRecord, Vec<u8>)>, BTreeSet<LogId>)> {
+        let control = self.key.control_log();
+        let mut controls = Vec::new();
+        let me = self.host;
+        for lc in logs.iter().filter(|l| l.log == control && l.host != me) {
+            for (index, opened, sealed) in self.fetch(lc)? {
+                let bad = |why: &str| self.bad_record(lc, index, why);
+                if opened.kind != Kind::Control {
+                    return Err(bad("is of the wrong kind for its log"));
+                }
+                let c: ControlRecord = serde_json::from_slice(&opened.plaintext)
+                    .map_err(|_| bad("is not a control record"))?;
+                controls.push((lc.host, index, c, sealed));
+            }
+        }
+        let purged_logs = controls
+            .iter()
+            .flat_map(|(_, _, c, _)| c.purged.iter().map(|id| self.key.log_id(id)))
+            .chain(self.purged.iter().map(|id| self.key.log_id(id)))
+            .collect();
+        Ok((controls, purged_logs))
+    }
+
+    /// Sends the server again, byte for byte, every kept record it no longer holds (a server
+    /// that lost its data, or a replica restored from an old copy), each content record's
+    /// claim with it; logs purged are not sent. Once per sync; whether anything was sent.
+    fn refill(
+        &mut self,
+        logs: &[freecode_sync::home::LogCount],
+        purged: &BTreeSet<LogId>,
+    ) -> Result<bool> {
+        if std::mem::replace(&mut self.refill_checked, true) {
+            return Ok(false);
+        }
+        let counts: BTreeMap<(LogId, HostId), u64> =
+            logs.iter().map(|l| ((l.log, l.host), l.count)).collect();
+        let control = self.key.control_log();
+        let mut sent = false;
+        for k in self.kept.logs()? {
+            let have = counts.get(&(k.log, k.host)).copied().unwrap_or(0);
+            if have >= k.count || purged.contains(&k.log) {
+                continue;
+            }
+            for index in have..k.count {
+                let Some(sealed) = self.kept.get(&k.log, &k.host, index)? else {
+                    break;
+                };
+                if k.log != control {
+                    let opened = self
+                        .key
+                        .open(&k.host, &k.log, index, &sealed)
+                        .map_err(seal_err)?;
+                    let base = SessionRecord::decode(&opened.plaintext)
+                        .and_then(|r| r.base)
+                        .and_then(|b| Chain::parse(&b));
+                    if let Some(base) = base {
+                        let claim = self
+                            .key
+                            .seal_claim(&k.log, &base, &k.host, index)
+                            .map_err(seal_err)?;
+                        // Created, or there already: either way the claim names a record.
+                        self.remote.put_claim(&k.log, &base, &claim)?;
+                    }
+                }
+                if self.remote.put_record(&k.log, &k.host, index, &sealed)? == Put::Created {
+                    self.report.refilled += 1;
+                    self.report.bytes_sent += sealed.len() as u64;
+                    sent = true;
+                }
+            }
+        }
+        if sent {
+            tracing::info!(
+                server = %self.settings.server,
+                records = self.report.refilled,
+                "the server had lost records this machine keeps: sent them again"
+            );
+        }
+        Ok(sent)
+    }
+
     /// The records of `lc` this machine has not seen, each opened where it stands.
     fn fetch(
         &mut self,
         lc: &freecode_sync::home::LogCount,
-    ) -> Result<Vec<(u64, freecode_sync::home::Opened)>> {
+    ) -> Result<Vec<(u64, freecode_sync::home::Opened, Vec<u8>)>> {
         let mut out = Vec::new();
         let mut from = self.state.seen(&lc.log, &lc.host);
         while from < lc.count {
@@ -964,7 +1084,7 @@ impl Engine {
                     }
                     Err(e) => return Err(seal_err(e)),
                 };
-                out.push((index, opened));
+                out.push((index, opened, sealed.clone()));
             }
             from = next;
         }
@@ -988,6 +1108,7 @@ impl Engine {
                 let prefix = format!("{}/", st.log);
                 self.state.seen.retain(|k, _| !k.starts_with(&prefix));
             }
+            self.kept.remove_log(&self.key.log_id(id))?;
             if self.purged.insert(id.to_owned()) {
                 self.report.purged.push(id.to_owned());
             }
@@ -1025,6 +1146,7 @@ impl Engine {
                 }
                 self.state.saw(&st.log, &f.host, f.index + 1);
                 self.state.sessions.insert(id.to_string(), st.clone());
+                self.kept.put(&st.log, &f.host, f.index, &f.sealed)?;
                 if self.report.forks.len() == forks {
                     self.save()?;
                 } else {
