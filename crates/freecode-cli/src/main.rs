@@ -8,6 +8,7 @@
 //! does), 2 anything unexpected, 130 a one-shot run
 //! stopped by Ctrl+C ([`Interrupted`]).
 
+mod autosync;
 mod cli;
 mod commands;
 mod pager;

@@ -89,7 +89,8 @@ fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
             "embed.baseUrl",
             "embed.model",
             "embed.apiKey",
-            "sync.exclude"
+            "sync.exclude",
+            "sync.auto"
         ]
     );
     let row = |k: &str| rows.iter().find(|r| r["key"] == k).unwrap().clone();
@@ -118,6 +119,10 @@ fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
             vec!["config", "set", "syncUrlExpiryDays", "soon"],
             "at least 1",
         ),
+        (
+            vec!["config", "set", "sync.auto", "peut-être"],
+            "true or false",
+        ),
         (vec!["config", "set", "nope", "1"], "unknown key \"nope\""),
         (vec!["config", "get", "nope"], "the keys are syncEndpoint"),
     ] {
@@ -126,6 +131,18 @@ fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
         assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
     }
     assert_eq!(std::fs::read(&file).unwrap(), before);
+}
+
+#[test]
+fn sync_auto_takes_the_usual_spellings_of_a_boolean() {
+    let ctx = Ctx::empty();
+    for (given, stored) in [("yes", true), ("OFF", false), ("1", true), ("false", false)] {
+        let out = ctx.run(&["config", "set", "sync.auto", given]);
+        assert!(out.status.success(), "{given}: {}", stderr(&out));
+        let file = ctx.home.join("config.json");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        assert_eq!(v["sync"]["auto"], stored, "{given}");
+    }
 }
 
 #[test]

@@ -655,3 +655,117 @@ fn a_first_sync_shows_its_progress_on_a_terminal_and_nothing_when_piped() {
     );
     assert_eq!(sessions(&c).len(), 80);
 }
+
+/// Waits up to 60 s for `done`, polling.
+fn eventually(what: &str, done: &dyn Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{what}: not within 60 s");
+}
+
+#[test]
+fn sync_auto_syncs_after_each_turn_in_the_background_and_never_holds_it_up() {
+    use std::io::{BufRead as _, Write as _};
+    let n = net();
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let phrase = n.first(&a);
+    n.join(&b, &phrase);
+    n.ok(&a, &["config", "set", "sync.auto", "true"]);
+    let auto_log = a.join("state/sync/auto.log");
+
+    // A turn of `run`: it reaches beta with no sync command on alpha.
+    let s = n.turn(&a, None, "synchronisé tout seul");
+    eventually("run's turn on beta", &|| {
+        n.ok(&b, &["sync", "pull"]);
+        sessions(&b).contains_key(&s) && files_of(&a, &s) == files_of(&b, &s)
+    });
+
+    // A turn of `serve` (JSON-RPC on stdio).
+    let mut child = common::freecode(&a)
+        .env_remove("FREECODE_ROLLOUT")
+        .env("FREECODE_SCRIPTED_DELAY_MS", "0")
+        .arg("serve")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let req = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "session.send",
+        "params": {"sessionId": s, "message": "par le serveur, 東京"}});
+    writeln!(stdin, "{req}").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let reply: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["result"]["status"], "completed", "{reply}");
+    let (msgs, _) = files_of(&a, &s);
+    assert!(String::from_utf8_lossy(&msgs).contains("東京"));
+    eventually("serve's turn on beta", &|| {
+        n.ok(&b, &["sync", "pull"]);
+        files_of(&b, &s).0 == msgs
+    });
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let said = std::fs::read_to_string(&auto_log).unwrap();
+    assert!(said.contains("sync.auto: pushed"), "{said}");
+
+    // The server out of reach: the turn completes as ever, and the log says why it did not
+    // sync.
+    let cfg_path = a.join("state/sync/config.json");
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    cfg["server"] = Value::from("http://127.0.0.1:9");
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    n.turn(&a, Some(&s), "hors ligne");
+    eventually("the failure in auto.log", &|| {
+        std::fs::read_to_string(&auto_log).is_ok_and(|l| l.contains("sync.auto: error"))
+    });
+}
+
+#[test]
+fn two_syncs_of_one_home_at_once_take_turns() {
+    let n = net();
+    let a = n.home("alpha");
+    plant(&a, 150);
+    n.first(&a);
+    let spawn = || {
+        common::freecode(&a)
+            .args(["sync", "now", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (one, two) = (spawn(), spawn());
+    let reports: Vec<Value> = [one, two]
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice(&out.stdout).unwrap()
+        })
+        .collect();
+    let pushed: u64 = reports.iter().map(|r| r["pushed"].as_u64().unwrap()).sum();
+    assert_eq!(pushed, 150, "each session once: {reports:?}");
+    assert!(
+        reports
+            .iter()
+            .all(|r| r["forks"].as_array().unwrap().is_empty())
+    );
+    assert_eq!(sessions(&a).len(), 150, "no fork made");
+    let records = server_files(&n.store)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("/logs/"))
+        .count();
+    assert_eq!(records, 150);
+    let st = n.json(&a, &["sync", "status", "--json"]);
+    assert_eq!(st["toPush"], 0, "{st}");
+}

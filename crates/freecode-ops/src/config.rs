@@ -20,6 +20,8 @@ pub enum Kind {
     Text,
     /// A whole number of at least 1.
     Positive,
+    /// `true` or `false` (also `yes`/`no`, `on`/`off`, `1`/`0`).
+    Bool,
 }
 
 /// One key of `config.json`.
@@ -129,6 +131,14 @@ pub const KEYS: &[Key] = &[
         about: "project path globs, comma-separated, whose sessions `freecode sync` never \
                 sends from this machine (e.g. `/work/secret/**,**/scratch`)",
     },
+    Key {
+        name: "sync.auto",
+        kind: Kind::Bool,
+        default: Some("false"),
+        secret: false,
+        about: "sync the home (`freecode sync now`) in the background after each turn of \
+                `run` and `serve`, never holding the turn up",
+    },
 ];
 
 /// The entry of key `k` in `config`; a secret's value replaced by a note unless `reveal`.
@@ -164,6 +174,19 @@ pub fn lookup_str(config: &Value, key: &str) -> Option<String> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
+}
+
+/// The boolean at a dotted `key` of `config` (a hand-edited `"true"` string counts).
+pub fn lookup_bool(config: &Value, key: &str) -> Option<bool> {
+    match lookup(config, key)? {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => Some(true),
+            "false" | "no" | "off" | "0" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The key named `name`.
@@ -204,6 +227,11 @@ fn parse_value(key: &Key, raw: &str) -> Result<Value> {
         Kind::Positive => match raw.parse::<u64>() {
             Ok(n) if n > 0 => Ok(json!(n)),
             _ => Err(bad("a whole number of at least 1")),
+        },
+        Kind::Bool => match raw.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => Ok(Value::Bool(true)),
+            "false" | "no" | "off" | "0" => Ok(Value::Bool(false)),
+            _ => Err(bad("true or false")),
         },
     }
 }

@@ -248,6 +248,9 @@ impl RunArgs {
         spinner.show("waiting for the model");
         let outcome = agent.run_turn(&prompt, &flag);
         spinner.hide();
+        // The session's files complete and its lock free: `sync.auto` takes it from here.
+        drop(agent);
+        crate::autosync::after_turn(home);
         let outcome = outcome?;
 
         let line = summary(&outcome);

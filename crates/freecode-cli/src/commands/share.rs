@@ -121,7 +121,19 @@ pub enum SyncCommand {
     /// Take the other machines' changes.
     Pull(SyncJsonArgs),
     /// Pull, then push.
-    Now(SyncJsonArgs),
+    Now(SyncNowArgs),
+}
+
+/// `sync now`.
+#[derive(Debug, Args)]
+pub struct SyncNowArgs {
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The background sync `sync.auto` starts after a turn: waits for a running sync, does
+    /// nothing when another is already waiting, and prints one line with the time to stderr.
+    #[arg(long, hide = true)]
+    auto: bool,
 }
 
 /// `sync init`.
@@ -568,6 +580,26 @@ impl SyncCommand {
             }
             Self::Push(a) => run_sync(a.json, |p| sync::push(home, p)),
             Self::Pull(a) => run_sync(a.json, |p| sync::pull(home, p)),
+            Self::Now(a) if a.auto => {
+                let when = freecode_ops::human::local_time(freecode_store::now_ms());
+                match sync::auto(home) {
+                    Ok(Some(r)) => eprintln!(
+                        "{when} sync.auto: pushed {} ({} bytes), pulled {} ({} bytes), {} forks, {} busy",
+                        plural(r.sessions_pushed as u64, "session", "sessions"),
+                        r.bytes_sent,
+                        plural(r.sessions_pulled as u64, "session", "sessions"),
+                        r.bytes_received,
+                        r.forks.len(),
+                        r.busy.len()
+                    ),
+                    Ok(None) => eprintln!("{when} sync.auto: another sync was already waiting"),
+                    Err(e) => {
+                        eprintln!("{when} sync.auto: error: {e}");
+                        return Err(e.into());
+                    }
+                }
+                Ok(())
+            }
             Self::Now(a) => run_sync(a.json, |p| sync::now(home, p)),
             Self::Serve(a) => {
                 let store = match a.store {

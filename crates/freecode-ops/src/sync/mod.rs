@@ -201,8 +201,57 @@ pub fn status(home: &Home) -> Result<SyncStatus> {
     })
 }
 
+/// Whether this home syncs (`init` or `join` ran).
+pub fn is_set_up(home: &Home) -> bool {
+    state::dir(home).join("config.json").is_file()
+}
+
+/// One push, pull or `now` of a home at a time: they share its progress. The lock is
+/// `state/sync/.lock` (the holder's pid inside); a sync that finds it held says so and waits.
+fn take_turn(home: &Home) -> Result<freecode_store::lock::SessionLock> {
+    use freecode_store::lock::{LockWait, SessionLock};
+    // Not set up: the error telling how, and nothing created.
+    state::load(home)?;
+    let dir = state::dir(home);
+    match SessionLock::acquire(&dir, "sync", LockWait::Fail) {
+        Ok(l) => Ok(l),
+        Err(StoreError::Locked { pid, .. }) => {
+            tracing::warn!(
+                pid = pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
+                "another sync of this home is running: waiting for it to end"
+            );
+            Ok(SessionLock::acquire(&dir, "sync", LockWait::Block)?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `sync.auto`'s sync after a turn (`freecode sync now --auto`, started in the background):
+/// `now`, after any sync running. When another one is already waiting its turn, this one does
+/// nothing (`None`): that one starts after this turn was written, so it carries it too.
+pub fn auto(home: &Home) -> Result<Option<SyncReport>> {
+    use freecode_store::lock::{LockWait, SessionLock};
+    state::load(home)?;
+    let waiting = state::dir(home).join("auto");
+    fsutil::create_dir_private(&waiting)?;
+    let queued = match SessionLock::acquire(&waiting, "sync", LockWait::Fail) {
+        Ok(l) => l,
+        Err(StoreError::Locked { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let _turn = take_turn(home)?;
+    drop(queued);
+    let mut e = Engine::open(home)?;
+    let r = e
+        .pull(None, &mut crate::progress::Silent)
+        .and_then(|()| e.push(&mut crate::progress::Silent));
+    e.finish(r)?;
+    Ok(Some(e.report))
+}
+
 /// `freecode sync push`.
 pub fn push(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
+    let _turn = take_turn(home)?;
     let mut e = Engine::open(home)?;
     let r = e.push(progress);
     e.finish(r)?;
@@ -211,6 +260,7 @@ pub fn push(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
 
 /// `freecode sync pull`.
 pub fn pull(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
+    let _turn = take_turn(home)?;
     let mut e = Engine::open(home)?;
     let r = e.pull(None, progress);
     e.finish(r)?;
@@ -219,6 +269,7 @@ pub fn pull(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
 
 /// `freecode sync now`: pull, then push.
 pub fn now(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
+    let _turn = take_turn(home)?;
     let mut e = Engine::open(home)?;
     let r = e.pull(None, progress).and_then(|()| e.push(progress));
     e.finish(r)?;

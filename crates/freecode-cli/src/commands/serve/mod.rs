@@ -434,6 +434,7 @@ impl Server {
             turns.insert(sid.to_string(), flag.clone());
         }
         let home = self.store.home().clone();
+        let sync_home = home.clone();
         let interrupts = self.interrupts.clone();
         let turns = self.turns.clone();
         let out = self.out.clone();
@@ -466,6 +467,8 @@ impl Server {
                     ))
                 });
                 drop(release);
+                // The agent is gone with its lock: `sync.auto` takes the turn from here.
+                crate::autosync::after_turn(&sync_home);
                 if id.is_none() {
                     return;
                 }
