@@ -769,3 +769,56 @@ fn two_syncs_of_one_home_at_once_take_turns() {
     let st = n.json(&a, &["sync", "status", "--json"]);
     assert_eq!(st["toPush"], 0, "{st}");
 }
+
+#[test]
+fn a_session_compacted_here_while_continued_there_is_rebuilt_and_the_compaction_kept_as_a_fork() {
+    let n = net();
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let s = n.turn(&a, None, "premier tour");
+    n.turn(&a, Some(&s), "deuxième tour");
+    n.turn(&a, Some(&s), "troisième tour");
+    let phrase = n.first(&a);
+    n.ok(&a, &["sync", "push"]);
+    n.join(&b, &phrase);
+    n.ok(&b, &["sync", "pull"]);
+
+    // Beta compacts (rewrites its log) while alpha goes on.
+    let summary = n.ctx.path("summary.txt");
+    std::fs::write(&summary, "résumé: three turns about nothing").unwrap();
+    n.ok(
+        &b,
+        &[
+            "session",
+            "compact",
+            &s,
+            "--keep",
+            "1",
+            "--summary-file",
+            summary.to_str().unwrap(),
+        ],
+    );
+    let compacted = files_of(&b, &s).0;
+    n.turn(&a, Some(&s), "alpha continue");
+    n.ok(&a, &["sync", "now"]);
+    let r = n.json(&b, &["sync", "now", "--json"]);
+    let forks = r["forks"].as_array().unwrap();
+    assert_eq!(forks.len(), 1, "{r}");
+    let fork = forks[0]["forkId"].as_str().unwrap().to_owned();
+    // The session is alpha's, byte for byte; beta's compaction is the fork.
+    assert_eq!(files_of(&b, &s), files_of(&a, &s));
+    assert_eq!(files_of(&b, &fork).0, compacted);
+    n.ok(&a, &["sync", "now"]);
+    assert_eq!(files_of(&a, &fork).0, compacted);
+    assert_eq!(sessions(&a).len(), 2);
+
+    // A fork already holding this machine's bytes (one made by a pull a kill cut short) is
+    // taken, not made again.
+    n.turn(&a, Some(&s), "alpha, once more");
+    n.turn(&b, Some(&s), "beta, at the same time");
+    n.ok(&a, &["sync", "now"]);
+    n.ok(&b, &["session", "fork", &s]);
+    let before = sessions(&b).len();
+    let r = n.json(&b, &["sync", "now", "--json"]);
+    assert_eq!(r["forks"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(sessions(&b).len(), before, "no second fork");
+}

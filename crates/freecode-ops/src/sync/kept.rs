@@ -168,6 +168,31 @@ impl Kept {
         Ok(n)
     }
 
+    /// Every host's kept records of `log`: (host, index, sealed).
+    pub fn of_log(&self, log: &LogId) -> Result<Vec<(HostId, u64, Vec<u8>)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT host, idx, sealed FROM records WHERE log = ?1 ORDER BY host, idx")
+            .map_err(db_err(&self.path))?;
+        let rows = stmt
+            .query_map(params![log.to_string()], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Vec<u8>>(2)?,
+                ))
+            })
+            .map_err(db_err(&self.path))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (host, idx, sealed) = row.map_err(db_err(&self.path))?;
+            if let Some(host) = HostId::parse(&host) {
+                out.push((host, idx as u64, sealed));
+            }
+        }
+        Ok(out)
+    }
+
     /// Forgets every host's records of `log` (a purged session).
     pub fn remove_log(&mut self, log: &LogId) -> Result<()> {
         self.begin()?;

@@ -1220,6 +1220,67 @@ impl Engine {
         Ok(())
     }
 
+    /// A session forked from `id` whose messages are `messages`, byte for byte.
+    fn existing_fork(&self, id: &SessionId, messages: &[u8]) -> Result<Option<SessionId>> {
+        for (other, dir) in local_sessions(&self.home)? {
+            let paths = freecode_store::session::SessionPaths { dir };
+            let meta = match self.store.meta(&other) {
+                Ok(m) => m,
+                Err(_) => continue,
+            };
+            if meta.parent_id.as_deref() == Some(id.as_str())
+                && read_from(&paths.messages(), 0)? == messages
+            {
+                return Ok(Some(other));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Session `id`'s messages and rollout log as synced at `st`'s chain point, rebuilt from
+    /// the kept records of every host (`None` when a record on the way is not kept).
+    fn synced_content(
+        &self,
+        id: &SessionId,
+        st: &SessionSync,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut by_base: BTreeMap<Chain, (Vec<u8>, SessionRecord)> = BTreeMap::new();
+        for (host, index, sealed) in self.kept.of_log(&st.log)? {
+            let opened = self
+                .key
+                .open(&host, &st.log, index, &sealed)
+                .map_err(seal_err)?;
+            if let Some(rec) = SessionRecord::decode(&opened.plaintext)
+                && let Some(base) = rec.base.as_deref().and_then(Chain::parse)
+            {
+                by_base.insert(base, (opened.plaintext, rec));
+            }
+        }
+        let (mut msgs, mut evs) = (Vec::new(), Vec::new());
+        let mut chain = self.key.genesis(id.as_str());
+        while chain != st.chain {
+            let Some((plain, rec)) = by_base.remove(&chain) else {
+                return Ok(None);
+            };
+            for s in &rec.sections {
+                let buf = match s.head.what {
+                    What::Messages => &mut msgs,
+                    What::Events => &mut evs,
+                    What::Meta | What::Memory => continue,
+                };
+                match s.head.mode {
+                    Mode::Set => *buf = s.bytes.clone(),
+                    Mode::Append if s.head.from == buf.len() as u64 => {
+                        buf.extend_from_slice(&s.bytes);
+                    }
+                    Mode::Append => return Ok(None),
+                }
+            }
+            chain = self.key.next(&chain, &plain);
+        }
+        Ok(Some((msgs, evs)))
+    }
+
     fn apply_record(
         &mut self,
         id: &SessionId,
@@ -1290,34 +1351,52 @@ impl Engine {
             fits.push(fit);
         }
         if diverged {
-            let fork = self.store.fork(id, None)?;
+            // A fork made by an attempt a kill cut short is the one: same parent, same bytes.
+            let local_messages = read_from(&paths.messages(), 0)?;
+            let fork = match self.existing_fork(id, whole_lines(&local_messages))? {
+                Some(f) => f,
+                None => self.store.fork(id, None)?,
+            };
             let local_events = read_from(&events, 0)?;
-            if !local_events.is_empty() {
-                let to = events_path(&self.home, &fork);
+            let fork_events = events_path(&self.home, &fork);
+            if !local_events.is_empty() && read_from(&fork_events, 0)? != local_events {
                 fsutil::create_dir_private(&self.home.rollout_dir(&fork))?;
-                fsutil::write_atomic(&to, &local_events, true)?;
+                fsutil::write_atomic(&fork_events, &local_events, true)?;
             }
             self.report.forks.push(SyncFork {
                 session_id: id.to_string(),
                 fork_id: fork.to_string(),
             });
-            // Back to the point the record extends.
-            for (file, mark) in [
+            // Back to the point the record extends: cut where the files still hold it, and
+            // rebuilt from the kept records where this machine rewrote them (a compaction).
+            let cut = [
                 (paths.messages(), &st.messages),
                 (events.clone(), &st.events),
-            ] {
-                if mark.len > 0 && mark_of(&file, mark.len)? != *mark {
+            ]
+            .iter()
+            .map(|(file, mark)| Ok(mark.len == 0 || mark_of(file, mark.len)? == **mark))
+            .collect::<Result<Vec<bool>>>()?;
+            if cut.iter().all(|c| *c) {
+                writer.truncate_log(st.messages.len)?;
+                if let Some(l) = &events_lock {
+                    l.truncate(st.events.len)?;
+                }
+            } else {
+                let Some((msgs, evs)) = self.synced_content(id, st)? else {
                     return Err(Error::Failed(format!(
                         "session {id} was compacted here while another machine continued it: \
-                         this machine's version is kept as session {fork}; {} cannot be cut \
-                         back to the synced point",
-                        file.display()
+                         this machine's version is kept as session {fork}, but the synced \
+                         version cannot be rebuilt (its records are not all kept here)"
                     )));
+                };
+                writer.replace_log_bytes(&msgs)?;
+                match &events_lock {
+                    Some(l) => l.set(&evs)?,
+                    None if evs.is_empty() => {}
+                    None => {
+                        return Err(Error::Internal(format!("{}: not held", events.display())));
+                    }
                 }
-            }
-            writer.truncate_log(st.messages.len)?;
-            if let Some(l) = &events_lock {
-                l.truncate(st.events.len)?;
             }
             fits = rec.sections.iter().map(|_| Fit::Apply).collect();
         }
