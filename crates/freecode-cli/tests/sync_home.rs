@@ -822,3 +822,80 @@ fn a_session_compacted_here_while_continued_there_is_rebuilt_and_the_compaction_
     assert_eq!(r["forks"].as_array().unwrap().len(), 1, "{r}");
     assert_eq!(sessions(&b).len(), before, "no second fork");
 }
+
+#[test]
+fn a_rotated_key_rewraps_the_server_and_the_other_machines_join_again_keeping_their_state() {
+    let n = net();
+    let (a, b, c) = (n.home("alpha"), n.home("beta"), n.home("gamma"));
+    let s = n.turn(&a, None, "avant la rotation");
+    let old_phrase = n.first(&a);
+    n.join(&b, &old_phrase);
+    n.ok(&a, &["sync", "push"]);
+    n.ok(&b, &["sync", "pull"]);
+    n.turn(&b, Some(&s), "beta avant");
+    n.ok(&b, &["sync", "now"]);
+    n.ok(&a, &["sync", "now"]);
+    let logs = |_: ()| snapshot(&n.store.join("sync/logs"));
+    let before = logs(());
+
+    let r = n.json(&a, &["sync", "rotate", "--json"]);
+    assert_eq!(r["rewrapped"].as_u64().unwrap(), before.len() as u64, "{r}");
+    assert_eq!(r["bytesSent"].as_u64().unwrap(), 80 * before.len() as u64);
+    let key_id = r["keyId"].as_str().unwrap().to_owned();
+    let after = logs(());
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>()
+    );
+    for (path, old) in &before {
+        let new = &after[path];
+        assert_eq!(new.len(), old.len(), "{}", path.display());
+        assert_eq!(new[..6], old[..6]);
+        assert_eq!(new[86..], old[86..], "the content is not sent again");
+        let id: String = new[6..14].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(id, key_id);
+    }
+    let new_phrase = n
+        .ok(&a, &["sync", "key"])
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    assert_ne!(new_phrase, old_phrase);
+
+    // Alpha goes on under the new key; beta, on the old one, is told what to do.
+    n.turn(&a, Some(&s), "après la rotation");
+    n.ok(&a, &["sync", "push"]);
+    let untouched = snapshot(&b);
+    let err = n.fails(&b, &["sync", "pull"]);
+    assert!(err.contains("rotated on another machine"), "{err}");
+    assert_eq!(snapshot(&b), untouched);
+    // Joined with the new phrase: the same host, its progress kept.
+    let host = n.json(&b, &["sync", "status", "--json"])["host"].clone();
+    n.join(&b, &new_phrase);
+    let st = n.json(&b, &["sync", "status", "--json"]);
+    assert_eq!(st["host"], host);
+    assert_eq!(st["keyId"], key_id.as_str());
+    let rep = n.json(&b, &["sync", "now", "--json"]);
+    assert_eq!(rep["pulled"], 1, "only the new record: {rep}");
+    assert_eq!(files_of(&a, &s), files_of(&b, &s));
+
+    // The old phrase on a new machine reads nothing; the new one reads everything.
+    n.join(&c, &old_phrase);
+    let err = n.fails(&c, &["sync", "pull"]);
+    assert!(err.contains("rotated"), "{err}");
+    assert!(sessions(&c).is_empty());
+    n.join(&c, &new_phrase);
+    n.ok(&c, &["sync", "pull"]);
+    assert_eq!(files_of(&a, &s), files_of(&c, &s));
+
+    // A rotation cut short (one record still under the old key) is finished, with no new key.
+    let (path, old) = before.iter().next().unwrap();
+    std::fs::write(path, old).unwrap();
+    std::fs::write(a.join("state/sync/rotating"), &key_id).unwrap();
+    let r = n.json(&a, &["sync", "rotate", "--json"]);
+    assert_eq!(r["keyId"], key_id.as_str());
+    assert_eq!(r["rewrapped"], 1, "{r}");
+    assert!(!a.join("state/sync/rotating").exists());
+    n.ok(&c, &["sync", "now"]);
+}

@@ -553,6 +553,19 @@ impl BlobStore {
         }
     }
 
+    /// Replaces the sync object `key` with `data` whole (a rename over it; an overwriting put
+    /// on S3). Only for what may change in place: a record's key wrap after a key rotation.
+    pub async fn sync_replace(&self, key: &SyncKey, data: Bytes) -> Result<(), BlobError> {
+        match self {
+            Self::File(s) => {
+                let path = s.sync_path(key);
+                let p = path.clone();
+                blocking(&p, move || replace_atomic(&path, &data)).await
+            }
+            Self::S3(s) => s.replace(s.sync_key(key), data).await,
+        }
+    }
+
     /// Reads the sync object `key`; `None` if there is none.
     pub async fn sync_get(&self, key: &SyncKey) -> Result<Option<Bytes>, BlobError> {
         match self {
@@ -915,6 +928,35 @@ fn create_atomic(path: &Path, data: &[u8]) -> Result<(), BlobError> {
     sync_dir(dir)
 }
 
+/// Atomically replaces `path` with `data` (0600): temp file in the same directory, fsync,
+/// rename over it.
+fn replace_atomic(path: &Path, data: &[u8]) -> Result<(), BlobError> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let suffix = random_hex::<8>().map_err(|e| BlobError::Io {
+        op: "naming temp file for",
+        path: path.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let tmp = dir.join(format!("{TEMP_PREFIX}{suffix}"));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options
+        .open(&tmp)
+        .map_err(io("creating", &tmp))
+        .and_then(|mut file| {
+            file.write_all(data).map_err(io("writing", &tmp))?;
+            file.sync_all().map_err(io("syncing", &tmp))
+        })
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(io("renaming", path)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    sync_dir(dir)
+}
+
 /// Maps an I/O error on `path` while doing `op`.
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> BlobError + 'a {
     move |source| BlobError::Io {
@@ -1047,6 +1089,14 @@ impl S3Store {
             Err(object_store::Error::AlreadyExists { .. }) => Err(BlobError::AlreadyExists {
                 key: format!("s3://{}/{key}", self.bucket),
             }),
+            Err(e) => Err(self.err("put", &key, e)),
+        }
+    }
+
+    async fn replace(&self, key: ObjectPath, data: Bytes) -> Result<(), BlobError> {
+        let opts = PutOptions::from(PutMode::Overwrite);
+        match self.s3.put_opts(&key, PutPayload::from(data), opts).await {
+            Ok(_) => Ok(()),
             Err(e) => Err(self.err("put", &key, e)),
         }
     }

@@ -386,6 +386,28 @@ fn s3_sync_two_replicas_accept_every_record_once() {
             }
         }
     }
+    // A key rotation over S3: the ring is create-only across replicas, a record's new wrap
+    // goes in through one and is read back through the other, and only the wrap changes.
+    let new = key.rotate().unwrap();
+    let ring = new.seal_ring().unwrap();
+    assert!(remotes[0].put_ring(&new.id(), &ring).unwrap());
+    assert!(!remotes[1].put_ring(&new.id(), &ring).unwrap());
+    let got = remotes[1].get_ring(&new.id()).unwrap().unwrap();
+    let bare = SyncKey::from_phrase(&new.to_phrase()).unwrap();
+    assert_eq!(bare.with_ring(&got).unwrap(), new);
+    assert_eq!(remotes[0].get_ring(&key.id()).unwrap(), None);
+    let (old, _) = remotes[0].get_records(&log, &hosts[0], 3).unwrap();
+    let moved = new.rewrap(&hosts[0], &log, 3, &old[0]).unwrap().unwrap();
+    let span = freecode_sync::home::seal::WRAP_SPAN;
+    assert!(remotes[1].rewrap_record(&log, &hosts[0], 3, &moved[span.clone()]).unwrap());
+    let (back, _) = remotes[0].get_records(&log, &hosts[0], 3).unwrap();
+    assert_eq!(back[0], moved);
+    assert_eq!(new.open(&hosts[0], &log, 3, &back[0]).unwrap().plaintext, b"0:3");
+    assert!(key.open(&hosts[0], &log, 3, &back[0]).is_err());
+    // No record there: nothing stored; a body that is not a wrap: refused.
+    assert!(!remotes[0].rewrap_record(&log, &hosts[0], 99, &moved[span.clone()]).unwrap());
+    assert!(remotes[0].rewrap_record(&log, &hosts[0], 3, &moved).is_err());
+
     // A purge through one replica empties the log for both.
     remotes[0].delete_log(&log).unwrap();
     assert!(remotes[1].status().unwrap().is_empty());

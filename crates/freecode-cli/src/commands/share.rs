@@ -122,6 +122,9 @@ pub enum SyncCommand {
     Pull(SyncJsonArgs),
     /// Pull, then push.
     Now(SyncNowArgs),
+    /// Make a new sync key: the server's records get new key wraps (their content is not
+    /// sent again); the other machines `sync join` with the new phrase and keep their state.
+    Rotate(SyncJsonArgs),
 }
 
 /// `sync now`.
@@ -580,6 +583,24 @@ impl SyncCommand {
             }
             Self::Push(a) => run_sync(a.json, |p| sync::push(home, p)),
             Self::Pull(a) => run_sync(a.json, |p| sync::pull(home, p)),
+            Self::Rotate(a) => {
+                let r = sync::rotate(home)?;
+                if a.json {
+                    return print_json(&r);
+                }
+                println!(
+                    "new sync key id {}: {} on the server rewrapped ({} bytes of key wraps sent, no content), {} kept here",
+                    r.key_id,
+                    plural(r.rewrapped, "record", "records"),
+                    r.bytes_sent,
+                    r.kept_rewrapped
+                );
+                println!(
+                    "on the other machines: freecode sync join --server {} \"$(freecode sync key)\" (run `freecode sync key` here for the new words)",
+                    r.server
+                );
+                Ok(())
+            }
             Self::Now(a) if a.auto => {
                 let when = freecode_ops::human::local_time(freecode_store::now_ms());
                 match sync::auto(home) {

@@ -96,6 +96,26 @@ impl Kept {
         Ok(())
     }
 
+    /// Keeps `sealed` as record `index` of `host`'s log `log` in place of any copy (the same
+    /// record rewrapped under a rotated key).
+    pub fn replace(&mut self, log: &LogId, host: &HostId, index: u64, sealed: &[u8]) -> Result<()> {
+        self.begin()?;
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO records (log, host, idx, sealed) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    log.to_string(),
+                    host.to_string(),
+                    i64::try_from(index).unwrap_or(i64::MAX),
+                    sealed
+                ])
+            })
+            .map_err(db_err(&self.path))?;
+        Ok(())
+    }
+
     /// Record `index` of `host`'s log `log`, if kept.
     pub fn get(&self, log: &LogId, host: &HostId, index: u64) -> Result<Option<Vec<u8>>> {
         self.conn

@@ -150,6 +150,32 @@ pub fn join(home: &Home, server: &str, key_text: &str, force: bool) -> Result<Sy
 fn setup(home: &Home, server: &str, key: SyncKey, force: bool) -> Result<SyncSetup> {
     let remote = remote_for(home, server)?;
     remote.status()?;
+    // A rotated key's phrase is completed by the ring the server keeps for it.
+    let key = match remote.get_ring(&key.id())? {
+        Some(ring) => key.with_ring(&ring).map_err(seal_err)?,
+        None => key,
+    };
+    // The new key of the group this machine syncs in (rotated elsewhere): the key changes,
+    // this machine's host id and progress stay.
+    if let Ok(current) = state::load(home)
+        && current.settings.server == remote.base()
+        && key.key_ids().contains(&current.key.id())
+    {
+        let _turn = take_turn(home)?;
+        let settings = state::Settings {
+            key_id: key.id(),
+            ..current.settings
+        };
+        state::save_key(home, &settings, &key)?;
+        let mut kept = Kept::open(home)?;
+        rewrap_kept(&key, &mut kept)?;
+        kept.commit()?;
+        return Ok(SyncSetup {
+            server: settings.server,
+            host: settings.host.to_string(),
+            key_id: settings.key_id,
+        });
+    }
     home.ensure()?;
     let settings = state::Settings {
         server: remote.base().to_owned(),
@@ -162,6 +188,103 @@ fn setup(home: &Home, server: &str, key: SyncKey, force: bool) -> Result<SyncSet
         host: settings.host.to_string(),
         key_id: settings.key_id,
     })
+}
+
+/// What `freecode sync rotate` did.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncRotation {
+    /// The server.
+    pub server: String,
+    /// The new key's id.
+    pub key_id: String,
+    /// Records on the server given a new key wrap (their content was not sent again).
+    pub rewrapped: u64,
+    /// Bytes of key wraps sent.
+    pub bytes_sent: u64,
+    /// The copies kept here, rewrapped.
+    pub kept_rewrapped: u64,
+}
+
+/// The copies kept here moved under `key`; how many were.
+fn rewrap_kept(key: &SyncKey, kept: &mut Kept) -> Result<u64> {
+    let mut n = 0;
+    for k in kept.logs()? {
+        for (host, index, sealed) in kept.of_log(&k.log)? {
+            if host != k.host {
+                continue;
+            }
+            match key.rewrap(&host, &k.log, index, &sealed) {
+                Ok(Some(new)) => {
+                    kept.replace(&k.log, &host, index, &new)?;
+                    n += 1;
+                }
+                Ok(None) | Err(SealError::OtherKey { .. }) => {}
+                Err(e) => return Err(seal_err(e)),
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// `freecode sync rotate`: a new sync key for the group. Every record on the server gets a
+/// new key wrap (the wrap alone is sent, never the content), the new key's ring goes to the
+/// server, and the other machines join again with the new phrase (`sync key`), keeping their
+/// progress. A rotation cut short is finished by the next `sync rotate` (no second new key).
+pub fn rotate(home: &Home) -> Result<SyncRotation> {
+    let _turn = take_turn(home)?;
+    let mut e = Engine::open(home)?;
+    let marker = state::dir(home).join("rotating");
+    if !marker.is_file() {
+        let new = e.key.rotate().map_err(seal_err)?;
+        let ring = new.seal_ring().map_err(seal_err)?;
+        e.remote.put_ring(&new.id(), &ring)?;
+        fsutil::write_atomic(&marker, new.id().as_bytes(), true)?;
+        let settings = state::Settings {
+            key_id: new.id(),
+            ..e.settings.clone()
+        };
+        state::save_key(home, &settings, &new)?;
+        e.settings = settings;
+        e.key = new;
+    }
+    let mut out = SyncRotation {
+        server: e.settings.server.clone(),
+        key_id: e.key.id(),
+        rewrapped: 0,
+        bytes_sent: 0,
+        kept_rewrapped: 0,
+    };
+    for lc in e.remote.status()? {
+        let mut from = 0;
+        'log: while from < lc.count {
+            let (got, next) = e.remote.get_records(&lc.log, &lc.host, from)?;
+            if got.is_empty() {
+                break;
+            }
+            for (i, sealed) in got.iter().enumerate() {
+                let index = from + i as u64;
+                match e.key.rewrap(&lc.host, &lc.log, index, sealed) {
+                    Ok(Some(new)) => {
+                        let wrap = &new[freecode_sync::home::seal::WRAP_SPAN];
+                        if e.remote.rewrap_record(&lc.log, &lc.host, index, wrap)? {
+                            out.rewrapped += 1;
+                            out.bytes_sent += wrap.len() as u64;
+                        }
+                    }
+                    Ok(None) => {}
+                    // Another group's log on a shared server.
+                    Err(SealError::OtherKey { .. }) if index == 0 => break 'log,
+                    Err(e) => return Err(seal_err(e)),
+                }
+            }
+            from = next;
+        }
+    }
+    out.kept_rewrapped = rewrap_kept(&e.key, &mut e.kept)?;
+    e.kept.commit()?;
+    fsutil::remove_file(&marker)?;
+    Ok(out)
 }
 
 /// `freecode sync key`: the sync key as its 24 words.
@@ -523,6 +646,8 @@ struct Engine {
     kept: Kept,
     /// Whether this sync compared the kept records with the server's.
     refill_checked: bool,
+    /// Key ids this key does not open, and whether each is a rotation of the group's key.
+    foreign_keys: BTreeMap<String, bool>,
     /// Progress noted and not written yet.
     dirty: bool,
     saved_at: std::time::Instant,
@@ -554,6 +679,7 @@ impl Engine {
             report: SyncReport::default(),
             kept: Kept::open(home)?,
             refill_checked: false,
+            foreign_keys: BTreeMap::new(),
             dirty: false,
             saved_at: std::time::Instant::now(),
         })
@@ -1127,6 +1253,15 @@ impl Engine {
                 self.report.bytes_received += sealed.len() as u64;
                 let opened = match self.key.open(&lc.host, &lc.log, index, sealed) {
                     Ok(o) => o,
+                    Err(SealError::OtherKey { .. }) if self.rotated_elsewhere(sealed)? => {
+                        return Err(Error::Failed(format!(
+                            "the sync key was rotated on another machine: run `freecode sync \
+                             join --server {} PHRASE` here with the phrase `freecode sync key` \
+                             prints there (this machine keeps its sessions and progress); \
+                             nothing was changed here",
+                            self.settings.server
+                        )));
+                    }
                     // Another sync group's log on a shared server: not ours to read.
                     Err(SealError::OtherKey { .. })
                         if from == self.state.seen(&lc.log, &lc.host) && i == 0 && from == 0 =>
@@ -1140,6 +1275,20 @@ impl Engine {
             from = next;
         }
         Ok(out)
+    }
+
+    /// Whether `sealed` (which this key does not open) is under a key rotated from this one:
+    /// the server keeps a ring for the key it names. Asked once per key id.
+    fn rotated_elsewhere(&mut self, sealed: &[u8]) -> Result<bool> {
+        let Some(id) = freecode_sync::home::seal::key_id_of(sealed) else {
+            return Ok(false);
+        };
+        if let Some(known) = self.foreign_keys.get(&id) {
+            return Ok(*known);
+        }
+        let rotated = self.remote.get_ring(&id)?.is_some();
+        self.foreign_keys.insert(id, rotated);
+        Ok(rotated)
     }
 
     fn bad_record(&self, lc: &freecode_sync::home::LogCount, index: u64, why: &str) -> Error {

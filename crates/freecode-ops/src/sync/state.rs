@@ -147,16 +147,19 @@ pub fn load(home: &Home) -> Result<Loaded> {
                 .to_owned(),
         ));
     };
-    let settings: Settings = serde_json::from_slice(&cfg)
+    let mut settings: Settings = serde_json::from_slice(&cfg)
         .map_err(|e| Error::Failed(format!("{}: {e}", d.join("config.json").display())))?;
     let key = SyncKey::parse(&String::from_utf8_lossy(&key))
         .map_err(|e| Error::Failed(format!("{}: {e}", d.join("key").display())))?;
-    if key.id() != settings.key_id {
+    // A rotated key whose settings were not written yet (a kill between the two) replaces
+    // the key they name.
+    if !key.key_ids().contains(&settings.key_id) {
         return Err(Error::Failed(format!(
             "{}: the key does not match the key id in config.json",
             d.display()
         )));
     }
+    settings.key_id = key.id();
     Ok(Loaded { settings, key })
 }
 
@@ -169,13 +172,21 @@ pub fn save_setup(home: &Home, settings: &Settings, key: &SyncKey, replace: bool
             d.join("config.json").display()
         )));
     }
-    write_private(&d.join("key"), key.to_hex().as_bytes())?;
-    let cfg = serde_json::to_vec_pretty(settings).unwrap_or_default();
-    write_private(&d.join("config.json"), &cfg)?;
+    save_key(home, settings, key)?;
     if replace {
         let _ = fsutil::remove_file(&d.join("state.json"));
     }
     Ok(())
+}
+
+/// Writes the key and the settings naming it, keeping the progress (a rotated key of the same
+/// group). The key goes first: a kill between the two leaves a rotated key whose older one
+/// the settings name, which [`load`] takes.
+pub fn save_key(home: &Home, settings: &Settings, key: &SyncKey) -> Result<()> {
+    let d = dir(home);
+    write_private(&d.join("key"), key.to_file().as_bytes())?;
+    let cfg = serde_json::to_vec_pretty(settings).unwrap_or_default();
+    write_private(&d.join("config.json"), &cfg)
 }
 
 /// Loads the progress (empty at first).

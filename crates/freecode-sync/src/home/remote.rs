@@ -197,6 +197,57 @@ impl Remote {
         }
     }
 
+    /// Gives record `index` of `host`'s log `log` a new key wrap (its bytes
+    /// [`super::seal::WRAP_SPAN`] after a key rotation): `false` when there is no record there.
+    pub fn rewrap_record(
+        &self,
+        log: &LogId,
+        host: &HostId,
+        index: u64,
+        wrap: &[u8],
+    ) -> Result<bool, ClientError> {
+        let url = self.url(&format!("logs/{log}/{host}/{index}/wrap"));
+        let mut resp = self
+            .auth(self.agent.post(&url))
+            .header("content-type", "application/octet-stream")
+            .send(wrap)
+            .map_err(|e| transport(&url, e))?;
+        let status = resp.status().as_u16();
+        let body = read_limited(&mut resp, &url, 64 * 1024)?;
+        match status {
+            200 => Ok(true),
+            404 => Ok(false),
+            _ => Err(status_error(&url, status, &body)),
+        }
+    }
+
+    /// Stores the key ring of key `key_id` (create-only): `false` when one is there already.
+    pub fn put_ring(&self, key_id: &str, sealed: &[u8]) -> Result<bool, ClientError> {
+        let url = self.url(&format!("rings/{key_id}"));
+        let (status, body) = self.put(&url, sealed)?;
+        match status {
+            201 => Ok(true),
+            409 if is_code(&body, "exists") => Ok(false),
+            _ => Err(status_error(&url, status, &body)),
+        }
+    }
+
+    /// The key ring of key `key_id`, if the server has one.
+    pub fn get_ring(&self, key_id: &str) -> Result<Option<Vec<u8>>, ClientError> {
+        let url = self.url(&format!("rings/{key_id}"));
+        let mut resp = self
+            .auth(self.agent.get(&url))
+            .call()
+            .map_err(|e| transport(&url, e))?;
+        let status = resp.status().as_u16();
+        let body = read_limited(&mut resp, &url, 64 * 1024)?;
+        match status {
+            200 => Ok(Some(body)),
+            404 => Ok(None),
+            _ => Err(status_error(&url, status, &body)),
+        }
+    }
+
     /// Removes every host's records of `log` and its claims (a purge).
     pub fn delete_log(&self, log: &LogId) -> Result<(), ClientError> {
         let url = self.url(&format!("logs/{log}"));

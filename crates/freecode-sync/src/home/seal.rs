@@ -19,7 +19,12 @@
 //! the record's index (big-endian u64); the wrap's adds the key id. A record moved to another
 //! index, log or host, or given another kind, does not open; nor does one whose bytes changed.
 //! Because only the wrap names the key, rotating the sync key rewraps records without
-//! re-encrypting their bodies.
+//! re-encrypting their bodies: [`SyncKey::rotate`] makes a new key of the same group (its
+//! ids key is the group's, so every log keeps its id, and it holds the keys before it, so what
+//! they sealed still opens), [`SyncKey::rewrap`] moves a record under it (bytes
+//! [`WRAP_SPAN`] change, nothing else), and [`SyncKey::seal_ring`] seals what a machine that
+//! has only the new phrase needs besides it (the ids key and the older keys), for the server
+//! to keep under the new key's id.
 //!
 //! A claim (who extended a session's chain from one point: see `freecode-ops`'s `sync`) is
 //! sealed the same way with the log and the chain point as associated data.
@@ -33,6 +38,11 @@ use sha2::{Digest as _, Sha256};
 pub const RECORD_MAGIC: &[u8; 4] = b"FCSR";
 /// First bytes of a sealed claim.
 pub const CLAIM_MAGIC: &[u8; 4] = b"FCSC";
+/// First bytes of a sealed key ring.
+pub const RING_MAGIC: &[u8; 4] = b"FCSK";
+/// The bytes of a sealed record a rewrap changes (key id, wrap nonce, wrapped record key):
+/// a server accepts a record again at an index only when every other byte is the same.
+pub const WRAP_SPAN: std::ops::Range<usize> = 6..6 + KEY_ID + NONCE + 32 + TAG;
 /// The record format this build writes and reads.
 pub const VERSION: u8 = 1;
 const NONCE: usize = 24;
@@ -197,6 +207,12 @@ impl Kind {
     }
 }
 
+/// The id of the key a sealed record names (16 hex characters), if it is a record.
+pub fn key_id_of(sealed: &[u8]) -> Option<String> {
+    (sealed.len() > WRAP_SPAN.end && &sealed[..4] == RECORD_MAGIC)
+        .then(|| hex(&sealed[6..6 + KEY_ID]))
+}
+
 /// The sync key of a group of machines.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SyncKey {
@@ -204,6 +220,24 @@ pub struct SyncKey {
     wrap: [u8; 32],
     ids: [u8; 32],
     key_id: [u8; KEY_ID],
+    /// The keys this one replaced, newest first: what they sealed still opens.
+    older: Vec<Older>,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+struct Older {
+    master: [u8; 32],
+    wrap: [u8; 32],
+    key_id: [u8; KEY_ID],
+}
+
+/// The wrap key and key id of a master key.
+fn derive(master: &[u8; 32]) -> ([u8; 32], [u8; KEY_ID]) {
+    let wrap = hmac(master, &[b"freecode-sync wrap v1"]);
+    let id = hmac(master, &[b"freecode-sync key id v1"]);
+    let mut key_id = [0u8; KEY_ID];
+    key_id.copy_from_slice(&id[..KEY_ID]);
+    (wrap, key_id)
 }
 
 impl std::fmt::Debug for SyncKey {
@@ -227,19 +261,215 @@ impl SyncKey {
         random().map(Self::from_bytes)
     }
 
-    /// The key of 32 raw bytes.
+    /// The key of 32 raw bytes (a group's first key: its ids key derived from it).
     pub fn from_bytes(master: [u8; 32]) -> Self {
-        let wrap = hmac(&master, &[b"freecode-sync wrap v1"]);
+        let (wrap, key_id) = derive(&master);
         let ids = hmac(&master, &[b"freecode-sync ids v1"]);
-        let id = hmac(&master, &[b"freecode-sync key id v1"]);
-        let mut key_id = [0u8; KEY_ID];
-        key_id.copy_from_slice(&id[..KEY_ID]);
         Self {
             master,
             wrap,
             ids,
             key_id,
+            older: Vec::new(),
         }
+    }
+
+    /// Whether this key replaced others (a rotation): its phrase alone is not the whole key,
+    /// the server's key ring ([`SyncKey::seal_ring`]) completes it.
+    pub fn is_rotated(&self) -> bool {
+        !self.older.is_empty()
+    }
+
+    /// A new key for the same group: the same ids key (every log keeps its id), this one and
+    /// the ones before it kept to open what they sealed.
+    pub fn rotate(&self) -> Result<Self, SealError> {
+        let master: [u8; 32] = random()?;
+        let (wrap, key_id) = derive(&master);
+        let mut older = vec![Older {
+            master: self.master,
+            wrap: self.wrap,
+            key_id: self.key_id,
+        }];
+        older.extend(self.older.iter().cloned());
+        Ok(Self {
+            master,
+            wrap,
+            ids: self.ids,
+            key_id,
+            older,
+        })
+    }
+
+    /// The key ids this key opens: its own first, then the older ones.
+    pub fn key_ids(&self) -> Vec<String> {
+        std::iter::once(hex(&self.key_id))
+            .chain(self.older.iter().map(|o| hex(&o.key_id)))
+            .collect()
+    }
+
+    /// The wrap key of key id `id`, this key's or an older one's.
+    fn wrap_of(&self, id: &[u8]) -> Option<&[u8; 32]> {
+        if id == self.key_id {
+            return Some(&self.wrap);
+        }
+        self.older.iter().find(|o| o.key_id == id).map(|o| &o.wrap)
+    }
+
+    fn ring_aad(&self) -> Vec<u8> {
+        let mut aad = Vec::with_capacity(5 + KEY_ID);
+        aad.extend_from_slice(RING_MAGIC);
+        aad.push(VERSION);
+        aad.extend_from_slice(&self.key_id);
+        aad
+    }
+
+    /// The key ring: the ids key and the older keys, sealed under this key (for the server
+    /// to keep at this key's id).
+    pub fn seal_ring(&self) -> Result<Vec<u8>, SealError> {
+        let mut msg = Vec::with_capacity(32 * (1 + self.older.len()));
+        msg.extend_from_slice(&self.ids);
+        for o in &self.older {
+            msg.extend_from_slice(&o.master);
+        }
+        let nonce: [u8; NONCE] = random()?;
+        let ct = XChaCha20Poly1305::new((&self.wrap).into())
+            .encrypt(
+                XNonce::from_slice(&nonce),
+                Payload {
+                    msg: &msg,
+                    aad: &self.ring_aad(),
+                },
+            )
+            .map_err(|_| SealError::Codec("sealing failed".to_owned()))?;
+        let mut out = Vec::with_capacity(5 + KEY_ID + NONCE + ct.len());
+        out.extend_from_slice(RING_MAGIC);
+        out.push(VERSION);
+        out.extend_from_slice(&self.key_id);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&ct);
+        Ok(out)
+    }
+
+    /// This key (made from its phrase alone) completed by its key ring.
+    pub fn with_ring(&self, sealed: &[u8]) -> Result<Self, SealError> {
+        let tampered = || SealError::Tampered {
+            what: format!("the key ring of key {}", hex(&self.key_id)),
+        };
+        let head = 5 + KEY_ID + NONCE;
+        if sealed.len() < head + 32 + TAG
+            || &sealed[..4] != RING_MAGIC
+            || sealed[4] != VERSION
+            || sealed[5..5 + KEY_ID] != self.key_id
+        {
+            return Err(tampered());
+        }
+        let msg = XChaCha20Poly1305::new((&self.wrap).into())
+            .decrypt(
+                XNonce::from_slice(&sealed[5 + KEY_ID..head]),
+                Payload {
+                    msg: &sealed[head..],
+                    aad: &self.ring_aad(),
+                },
+            )
+            .map_err(|_| tampered())?;
+        if msg.len() % 32 != 0 || msg.is_empty() {
+            return Err(tampered());
+        }
+        let mut chunks = msg.chunks_exact(32).map(|c| {
+            let mut b = [0u8; 32];
+            b.copy_from_slice(c);
+            b
+        });
+        let ids = chunks.next().ok_or_else(tampered)?;
+        let older = chunks
+            .map(|master| {
+                let (wrap, key_id) = derive(&master);
+                Older {
+                    master,
+                    wrap,
+                    key_id,
+                }
+            })
+            .collect();
+        Ok(Self {
+            master: self.master,
+            wrap: self.wrap,
+            ids,
+            key_id: self.key_id,
+            older,
+        })
+    }
+
+    /// Record `index` of `host`'s log `log` moved under this key: the record key unwrapped
+    /// with the older key that wrapped it and wrapped again with this one; the body's bytes
+    /// stay. `None` when it is under this key already.
+    pub fn rewrap(
+        &self,
+        host: &HostId,
+        log: &LogId,
+        index: u64,
+        sealed: &[u8],
+    ) -> Result<Option<Vec<u8>>, SealError> {
+        let what = || format!("record {index} of host {host}'s log {log}");
+        let tampered = || SealError::Tampered { what: what() };
+        if sealed.len() < RECORD_HEADER + TAG
+            || &sealed[..4] != RECORD_MAGIC
+            || sealed[4] != VERSION
+        {
+            return Err(tampered());
+        }
+        let kind = Kind::from_byte(sealed[5]).ok_or_else(tampered)?;
+        let key_id = &sealed[6..6 + KEY_ID];
+        if key_id == self.key_id {
+            return Ok(None);
+        }
+        let old = self
+            .wrap_of(key_id)
+            .ok_or_else(|| SealError::OtherKey { what: what() })?;
+        let body_aad = Self::body_aad(kind, host, log, index);
+        let mut old_aad = body_aad.clone();
+        old_aad.extend_from_slice(key_id);
+        let at = 6 + KEY_ID;
+        let record_key = XChaCha20Poly1305::new(old.into())
+            .decrypt(
+                XNonce::from_slice(&sealed[at..at + NONCE]),
+                Payload {
+                    msg: &sealed[at + NONCE..WRAP_SPAN.end],
+                    aad: &old_aad,
+                },
+            )
+            .map_err(|_| tampered())?;
+        let mut new_aad = body_aad;
+        new_aad.extend_from_slice(&self.key_id);
+        let nonce: [u8; NONCE] = random()?;
+        let wrapped = XChaCha20Poly1305::new((&self.wrap).into())
+            .encrypt(
+                XNonce::from_slice(&nonce),
+                Payload {
+                    msg: &record_key,
+                    aad: &new_aad,
+                },
+            )
+            .map_err(|_| SealError::Codec("sealing failed".to_owned()))?;
+        let mut out = sealed.to_vec();
+        out[6..6 + KEY_ID].copy_from_slice(&self.key_id);
+        out[at..at + NONCE].copy_from_slice(&nonce);
+        out[at + NONCE..WRAP_SPAN.end].copy_from_slice(&wrapped);
+        Ok(Some(out))
+    }
+
+    /// The key as its file holds it: the master key's 64 hex characters, then, for a rotated
+    /// key, `ids <hex>` and one `older <hex>` line per key it replaced.
+    pub fn to_file(&self) -> String {
+        let mut out = hex(&self.master);
+        out.push('\n');
+        if self.is_rotated() {
+            out.push_str(&format!("ids {}\n", hex(&self.ids)));
+            for o in &self.older {
+                out.push_str(&format!("older {}\n", hex(&o.master)));
+            }
+        }
+        out
     }
 
     /// The key as 24 words.
@@ -271,11 +501,34 @@ impl SyncKey {
         hex(&self.master)
     }
 
-    /// Parses what [`SyncKey::to_hex`] wrote, or a phrase.
+    /// Parses what [`SyncKey::to_hex`] or [`SyncKey::to_file`] wrote, or a phrase.
     pub fn parse(text: &str) -> Result<Self, SealError> {
         let t = text.trim();
         if let Some(master) = unhex::<32>(t) {
             return Ok(Self::from_bytes(master));
+        }
+        let mut lines = t.lines().map(str::trim);
+        if let Some(master) = lines.next().and_then(unhex::<32>) {
+            let bad = || {
+                SealError::BadKey("a key file line is not `ids <hex>` or `older <hex>`".to_owned())
+            };
+            let mut key = Self::from_bytes(master);
+            for line in lines.filter(|l| !l.is_empty()) {
+                match line.split_once(' ') {
+                    Some(("ids", h)) => key.ids = unhex::<32>(h.trim()).ok_or_else(bad)?,
+                    Some(("older", h)) => {
+                        let master = unhex::<32>(h.trim()).ok_or_else(bad)?;
+                        let (wrap, key_id) = derive(&master);
+                        key.older.push(Older {
+                            master,
+                            wrap,
+                            key_id,
+                        });
+                    }
+                    _ => return Err(bad()),
+                }
+            }
+            return Ok(key);
         }
         if t.split_whitespace().count() > 1 {
             return Self::from_phrase(t);
@@ -396,9 +649,9 @@ impl SyncKey {
         let mut at = 6;
         let key_id = &sealed[at..at + KEY_ID];
         at += KEY_ID;
-        if key_id != self.key_id {
+        let Some(wrap_key) = self.wrap_of(key_id) else {
             return Err(SealError::OtherKey { what: what() });
-        }
+        };
         let wrap_nonce = &sealed[at..at + NONCE];
         at += NONCE;
         let wrapped = &sealed[at..at + 32 + TAG];
@@ -407,8 +660,8 @@ impl SyncKey {
         at += NONCE;
         let body_aad = Self::body_aad(kind, host, log, index);
         let mut wrap_aad = body_aad.clone();
-        wrap_aad.extend_from_slice(&self.key_id);
-        let record_key = XChaCha20Poly1305::new((&self.wrap).into())
+        wrap_aad.extend_from_slice(key_id);
+        let record_key = XChaCha20Poly1305::new(wrap_key.into())
             .decrypt(
                 XNonce::from_slice(wrap_nonce),
                 Payload {
@@ -432,11 +685,11 @@ impl SyncKey {
         Ok(Opened { kind, plaintext })
     }
 
-    fn claim_aad(&self, log: &LogId, base: &Chain) -> Vec<u8> {
+    fn claim_aad(key_id: &[u8], log: &LogId, base: &Chain) -> Vec<u8> {
         let mut aad = Vec::with_capacity(5 + KEY_ID + 16 + 32);
         aad.extend_from_slice(CLAIM_MAGIC);
         aad.push(VERSION);
-        aad.extend_from_slice(&self.key_id);
+        aad.extend_from_slice(key_id);
         aad.extend_from_slice(&log.0);
         aad.extend_from_slice(&base.0);
         aad
@@ -459,7 +712,7 @@ impl SyncKey {
                 XNonce::from_slice(&nonce),
                 Payload {
                     msg: &msg,
-                    aad: &self.claim_aad(log, base),
+                    aad: &Self::claim_aad(&self.key_id, log, base),
                 },
             )
             .map_err(|_| SealError::Codec("sealing failed".to_owned()))?;
@@ -485,15 +738,16 @@ impl SyncKey {
         if sealed.len() != head + 24 + TAG || &sealed[..4] != CLAIM_MAGIC || sealed[4] != VERSION {
             return Err(tampered());
         }
-        if sealed[5..5 + KEY_ID] != self.key_id {
+        let key_id = &sealed[5..5 + KEY_ID];
+        let Some(wrap_key) = self.wrap_of(key_id) else {
             return Err(SealError::OtherKey { what: what() });
-        }
-        let msg = XChaCha20Poly1305::new((&self.wrap).into())
+        };
+        let msg = XChaCha20Poly1305::new(wrap_key.into())
             .decrypt(
                 XNonce::from_slice(&sealed[5 + KEY_ID..head]),
                 Payload {
                     msg: &sealed[head..],
-                    aad: &self.claim_aad(log, base),
+                    aad: &Self::claim_aad(key_id, log, base),
                 },
             )
             .map_err(|_| tampered())?;
@@ -578,6 +832,55 @@ mod tests {
         let moved = key.next(&base, b"x");
         assert!(key.open_claim(&log, &moved, &c).is_err());
         assert!(key.open_claim(&key.log_id("b"), &base, &c).is_err());
+    }
+
+    #[test]
+    fn a_rotated_key_keeps_the_ids_opens_the_old_records_and_rewraps_them() {
+        let (key, host, log) = ids();
+        let old = key.seal(Kind::Session, &host, &log, 3, b"avant").unwrap();
+        let base = key.genesis("session-a");
+        let claim = key.seal_claim(&log, &base, &host, 3).unwrap();
+        let new = key.rotate().unwrap();
+        assert_ne!(new.id(), key.id());
+        assert_eq!(new.log_id("session-a"), log, "every log keeps its id");
+        assert_eq!(new.genesis("session-a"), base);
+        assert_eq!(new.open(&host, &log, 3, &old).unwrap().plaintext, b"avant");
+        assert_eq!(new.open_claim(&log, &base, &claim).unwrap(), (host, 3));
+        // Rewrapped: only the wrap's bytes change; the old key no longer opens it.
+        let moved = new.rewrap(&host, &log, 3, &old).unwrap().unwrap();
+        assert_eq!(moved.len(), old.len());
+        assert_eq!(moved[..WRAP_SPAN.start], old[..WRAP_SPAN.start]);
+        assert_eq!(moved[WRAP_SPAN.end..], old[WRAP_SPAN.end..]);
+        assert_eq!(
+            new.open(&host, &log, 3, &moved).unwrap().plaintext,
+            b"avant"
+        );
+        assert!(matches!(
+            key.open(&host, &log, 3, &moved),
+            Err(SealError::OtherKey { .. })
+        ));
+        assert_eq!(new.rewrap(&host, &log, 3, &moved).unwrap(), None);
+        // A rewrap cannot move a record: it is bound where it was.
+        assert!(new.rewrap(&host, &log, 4, &old).is_err());
+        // The phrase alone, completed by the ring, is the whole key; the file keeps it all.
+        let bare = SyncKey::from_phrase(&new.to_phrase()).unwrap();
+        assert_ne!(bare.log_id("session-a"), log);
+        let ring = new.seal_ring().unwrap();
+        assert_eq!(bare.with_ring(&ring).unwrap(), new);
+        assert!(key.with_ring(&ring).is_err(), "sealed for the new key only");
+        let mut bad = ring.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert!(bare.with_ring(&bad).is_err());
+        assert_eq!(SyncKey::parse(&new.to_file()).unwrap(), new);
+        assert_eq!(SyncKey::parse(&key.to_file()).unwrap(), key);
+        // Rotated twice: both older keys open.
+        let third = new.rotate().unwrap();
+        assert_eq!(
+            third.open(&host, &log, 3, &old).unwrap().plaintext,
+            b"avant"
+        );
+        assert_eq!(third.key_ids().len(), 3);
     }
 
     #[test]

@@ -319,6 +319,14 @@ async fn run(
             "/sync/v1/claims/{log}/{chain}",
             axum::routing::put(sync::put_claim),
         )
+        .route(
+            "/sync/v1/logs/{log}/{host}/{index}/wrap",
+            post(sync::rewrap_record),
+        )
+        .route(
+            "/sync/v1/rings/{key}",
+            axum::routing::put(sync::put_ring).get(sync::get_ring),
+        )
         .route("/{code}", get(handlers::download).delete(handlers::revoke))
         .fallback(handlers::fallback)
         .layer(DefaultBodyLimit::max(config.max_body))

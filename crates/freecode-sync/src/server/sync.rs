@@ -14,6 +14,12 @@
 //!   there first as the body.
 //! - `DELETE /sync/v1/logs/{log}`: removes every host's records of the log and its claims
 //!   (a purge). `204`.
+//! - `POST /sync/v1/logs/{log}/{host}/{index}/wrap`: a record's new key wrap after a key
+//!   rotation (the bytes [`WRAP_SPAN`](crate::home::seal::WRAP_SPAN) of the record, nothing
+//!   else: the content is never sent again, and a rewrap cannot change it): `200`; `404`
+//!   without a record there; `400` for a body of another length.
+//! - `PUT /sync/v1/rings/{key id}`: a rotated key's sealed key ring, create-only (`201`,
+//!   `409 {"code": "exists"}`); `GET` it (`200`, or `404`).
 //!
 //! Every endpoint needs the API key when the server has one. Ids are 32 (chains 64) lowercase
 //! hex characters and indexes decimal, so no request names anything else in the store.
@@ -34,6 +40,7 @@ use crate::blob::{BlobError, SyncKey};
 
 const LOGS: &str = "logs";
 const CLAIMS: &str = "claims";
+const RINGS: &str = "rings";
 
 fn is_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
@@ -279,4 +286,101 @@ pub(crate) async fn delete_log(
         }
     }
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// `POST /sync/v1/logs/{log}/{host}/{index}/wrap`.
+pub(crate) async fn rewrap_record(
+    State(app): State<Arc<App>>,
+    Path((log, host, index)): Path<(String, String, String)>,
+    request: Request,
+) -> Response {
+    use crate::home::seal::WRAP_SPAN;
+    if let Some(r) = unauthorized(&app, request.headers()) {
+        return r;
+    }
+    let Ok(index) = index.parse::<u64>() else {
+        return bad_id();
+    };
+    if !is_hex(&log, 32) || !is_hex(&host, 32) {
+        return bad_id();
+    }
+    let Some(key) = SyncKey::new([LOGS, &log, &host, &index_segment(index)]) else {
+        return bad_id();
+    };
+    let data = match body(&app, request).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if data.len() != WRAP_SPAN.len() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("a key wrap is {} bytes", WRAP_SPAN.len()),
+        );
+    }
+    let old = match app.store.sync_get(&key).await {
+        Ok(Some(d)) if d.len() > WRAP_SPAN.end => d,
+        Ok(_) => return error(StatusCode::NOT_FOUND, "no record at this index"),
+        Err(e) => return store_failed("get", &e),
+    };
+    let mut new = old.to_vec();
+    new[WRAP_SPAN].copy_from_slice(&data);
+    match app.store.sync_replace(&key, Bytes::from(new)).await {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(e) => store_failed("put", &e),
+    }
+}
+
+/// `PUT /sync/v1/rings/{key}`.
+pub(crate) async fn put_ring(
+    State(app): State<Arc<App>>,
+    Path(key_id): Path<String>,
+    request: Request,
+) -> Response {
+    if let Some(r) = unauthorized(&app, request.headers()) {
+        return r;
+    }
+    let Some(key) = is_hex(&key_id, 16)
+        .then(|| SyncKey::new([RINGS, &key_id]))
+        .flatten()
+    else {
+        return bad_id();
+    };
+    let data = match body(&app, request).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    match app.store.sync_create(&key, data).await {
+        Ok(()) => StatusCode::CREATED.into_response(),
+        Err(BlobError::AlreadyExists { .. }) => {
+            conflict("exists", "this key already has a key ring".to_owned())
+        }
+        Err(e) => store_failed("put", &e),
+    }
+}
+
+/// `GET /sync/v1/rings/{key}`.
+pub(crate) async fn get_ring(
+    State(app): State<Arc<App>>,
+    Path(key_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(r) = unauthorized(&app, &headers) {
+        return r;
+    }
+    let Some(key) = is_hex(&key_id, 16)
+        .then(|| SyncKey::new([RINGS, &key_id]))
+        .flatten()
+    else {
+        return bad_id();
+    };
+    match app.store.sync_get(&key).await {
+        Ok(Some(d)) => {
+            let mut r = Response::new(Body::from(d));
+            r.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            r
+        }
+        Ok(None) => error(StatusCode::NOT_FOUND, "no key ring for this key"),
+        Err(e) => store_failed("get", &e),
+    }
 }
