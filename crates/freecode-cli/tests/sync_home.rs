@@ -1,6 +1,7 @@
 //! Home sync end to end: two and three homes, the real `freecode` binary, and a real server on
-//! loopback (filesystem store), with sessions, turns, forks, renames, deletes and purges
-//! travelling both ways, a server that tampers, and pushes and pulls killed part way.
+//! loopback (a filesystem store, and moto's S3 for the travel and fork tests), with sessions,
+//! turns, forks, renames, deletes and purges travelling both ways, a server that tampers or
+//! loses its data, pushes and pulls killed part way, `sync.auto`, and key rotation.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,16 +20,50 @@ use serde_json::Value;
 struct Net {
     ctx: Ctx,
     server: ServerHandle,
+    /// The file store's directory (an S3 net has none there).
     store: PathBuf,
+    spec: StoreSpec,
     url: String,
+    _moto: Option<freecode_testkit::Moto>,
 }
 
+/// A server on loopback over a file store.
 fn net() -> Net {
     let ctx = Ctx::empty();
     let store = ctx.path("server");
+    net_over(ctx, StoreSpec::File(store.clone()), store, None)
+}
+
+/// A server on loopback over moto's S3.
+fn net_on_s3() -> Net {
+    let moto = freecode_testkit::Moto::start();
+    moto.create_bucket("home-sync");
+    let spec = StoreSpec::S3 {
+        bucket: "home-sync".into(),
+        prefix: "team".into(),
+        options: freecode_sync::blob::S3Options {
+            endpoint: Some(moto.endpoint()),
+            region: Some("us-east-1".into()),
+            access_key_id: Some("test-access-key".into()),
+            secret_access_key: Some("test-secret-key".into()),
+            session_token: None,
+            allow_http: Some(true),
+        },
+    };
+    let ctx = Ctx::empty();
+    let store = ctx.path("no-file-store");
+    net_over(ctx, spec, store, Some(moto))
+}
+
+fn net_over(
+    ctx: Ctx,
+    spec: StoreSpec,
+    store: PathBuf,
+    moto: Option<freecode_testkit::Moto>,
+) -> Net {
     let server = spawn(ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        store: StoreSpec::File(store.clone()),
+        store: spec.clone(),
         ..ServerConfig::default()
     })
     .unwrap();
@@ -37,11 +72,38 @@ fn net() -> Net {
         ctx,
         server,
         store,
+        spec,
         url,
+        _moto: moto,
     }
 }
 
 impl Net {
+    /// Every sync object the server's store holds (`logs/…`, `claims/…`, `rings/…`), read
+    /// through the store itself, with its bytes.
+    fn objects(&self) -> BTreeMap<String, Vec<u8>> {
+        use freecode_sync::blob::{BlobStore, SyncKey};
+        let store = BlobStore::open(&self.spec).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut out = BTreeMap::new();
+            for top in ["logs", "claims", "rings"] {
+                for key in store
+                    .sync_list(&SyncKey::new([top]).unwrap())
+                    .await
+                    .unwrap()
+                {
+                    let bytes = store.sync_get(&key).await.unwrap().unwrap_or_default();
+                    out.insert(key.segments().join("/"), bytes.to_vec());
+                }
+            }
+            out
+        })
+    }
+
     fn home(&self, name: &str) -> PathBuf {
         self.ctx.path(name)
     }
@@ -164,7 +226,15 @@ fn server_files(store: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn sessions_turns_renames_deletes_and_purges_travel_both_ways() {
-    let n = net();
+    travel_both_ways(net());
+}
+
+#[test]
+fn sessions_turns_renames_deletes_and_purges_travel_both_ways_over_s3() {
+    travel_both_ways(net_on_s3());
+}
+
+fn travel_both_ways(n: Net) {
     let (a, b) = (n.home("alpha"), n.home("beta"));
     let s = n.turn(&a, None, "plan the zebra-crossing refactor, ünïcödé 漢字");
     let phrase = n.first(&a);
@@ -201,28 +271,31 @@ fn sessions_turns_renames_deletes_and_purges_travel_both_ways() {
     assert_eq!(sessions(&b)[&s]["status"], "active");
 
     // The server holds none of the words.
-    for f in server_files(&n.store) {
-        let bytes = std::fs::read(&f).unwrap();
+    let objects = n.objects();
+    assert!(
+        objects.keys().any(|k| k.starts_with("logs/")),
+        "{objects:?}"
+    );
+    for (name, bytes) in &objects {
         for word in ["zebra", "ünïcödé", "漢字", "second turn", "zèbre"] {
             assert!(
                 !bytes.windows(word.len()).any(|w| w == word.as_bytes()),
-                "{word} in {}",
-                f.display()
+                "{word} in {name}"
             );
         }
     }
 
     // A purge on beta purges alpha's copy and the server's records.
-    let before = server_files(&n.store).len();
+    let before = objects.len();
     n.ok(&b, &["session", "delete", "--purge", "--yes", &s]);
     let r = n.json(&b, &["sync", "now", "--json"]);
     assert_eq!(r["purged"], serde_json::json!([s]));
     n.ok(&a, &["sync", "now"]);
     assert!(!sessions(&a).contains_key(&s));
-    let left = server_files(&n.store);
+    let left: Vec<String> = n.objects().into_keys().collect();
     assert!(left.len() < before, "{left:?}");
     assert!(
-        left.iter().all(|p| p.to_string_lossy().contains("logs")),
+        left.iter().all(|k| k.starts_with("logs/")),
         "claims of the purged log are gone: {left:?}"
     );
     // And it does not come back from either side.
@@ -234,7 +307,15 @@ fn sessions_turns_renames_deletes_and_purges_travel_both_ways() {
 
 #[test]
 fn a_session_continued_on_two_machines_at_once_becomes_a_fork_and_nothing_is_lost() {
-    let n = net();
+    continued_on_two_machines(net());
+}
+
+#[test]
+fn a_session_continued_on_two_machines_at_once_becomes_a_fork_over_s3() {
+    continued_on_two_machines(net_on_s3());
+}
+
+fn continued_on_two_machines(n: Net) {
     let (a, b, c) = (n.home("alpha"), n.home("beta"), n.home("gamma"));
     let s = n.turn(&a, None, "the shared start");
     let phrase = n.first(&a);

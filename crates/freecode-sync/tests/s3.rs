@@ -6,9 +6,8 @@
 
 mod support;
 
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use freecode_sync::blob::{S3Options, StoreSpec};
 use freecode_sync::server::{self, ServerConfig, ServerHandle};
@@ -19,87 +18,25 @@ use support::{
     agent, assert_replicas_act_as_one, delete, get, random_bytes, upload, upload_expiring,
 };
 
-/// A moto S3 server on a free loopback port, killed on drop.
-struct Moto {
-    child: Child,
-    endpoint: String,
-}
+/// moto (from the testkit) with what these tests read of it.
+struct Moto(freecode_testkit::Moto);
 
 impl Moto {
     fn start() -> Self {
-        let probe = Command::new("python3")
-            .args(["-c", "import moto.server"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        assert!(
-            probe.is_ok_and(|s| s.success()),
-            "moto is not installed: run `pip install 'moto[server]'` (python3 -m moto.server is \
-             the S3 test server for these tests)"
-        );
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("python3")
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawning python3 -m moto.server");
-        let mut moto = Self {
-            child,
-            endpoint: format!("http://127.0.0.1:{port}"),
-        };
-        let agent = agent();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if agent.get(&moto.endpoint).call().is_ok() {
-                break;
-            }
-            if let Ok(Some(status)) = moto.child.try_wait() {
-                panic!(
-                    "python3 -m moto.server exited early ({status}) on {}",
-                    moto.endpoint
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "moto did not answer on {}",
-                moto.endpoint
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        moto
+        Self(freecode_testkit::Moto::start())
     }
 
     fn create_bucket(&self, bucket: &str) {
-        let reply = support::read(
-            agent()
-                .put(format!("{}/{bucket}", self.endpoint))
-                .send_empty()
-                .unwrap(),
-        );
-        assert_eq!(
-            reply.status,
-            200,
-            "creating bucket: {}",
-            String::from_utf8_lossy(&reply.body)
-        );
+        self.0.create_bucket(bucket);
+    }
+
+    fn endpoint(&self) -> String {
+        self.0.endpoint()
     }
 
     fn options(&self) -> S3Options {
         S3Options {
-            endpoint: Some(self.endpoint.clone()),
+            endpoint: Some(self.endpoint()),
             region: Some("us-east-1".into()),
             access_key_id: Some("test-access-key".into()),
             secret_access_key: Some("test-secret-key".into()),
@@ -120,7 +57,7 @@ impl Moto {
     fn keys(&self, bucket: &str, prefix: &str, folder: &str) -> Vec<String> {
         let s3 = AmazonS3Builder::new()
             .with_bucket_name(bucket)
-            .with_endpoint(&self.endpoint)
+            .with_endpoint(self.endpoint())
             .with_region("us-east-1")
             .with_access_key_id("test-access-key")
             .with_secret_access_key("test-secret-key")
@@ -140,13 +77,6 @@ impl Moto {
             .collect();
         keys.sort();
         keys
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -399,14 +329,29 @@ fn s3_sync_two_replicas_accept_every_record_once() {
     let (old, _) = remotes[0].get_records(&log, &hosts[0], 3).unwrap();
     let moved = new.rewrap(&hosts[0], &log, 3, &old[0]).unwrap().unwrap();
     let span = freecode_sync::home::seal::WRAP_SPAN;
-    assert!(remotes[1].rewrap_record(&log, &hosts[0], 3, &moved[span.clone()]).unwrap());
+    assert!(
+        remotes[1]
+            .rewrap_record(&log, &hosts[0], 3, &moved[span.clone()])
+            .unwrap()
+    );
     let (back, _) = remotes[0].get_records(&log, &hosts[0], 3).unwrap();
     assert_eq!(back[0], moved);
-    assert_eq!(new.open(&hosts[0], &log, 3, &back[0]).unwrap().plaintext, b"0:3");
+    assert_eq!(
+        new.open(&hosts[0], &log, 3, &back[0]).unwrap().plaintext,
+        b"0:3"
+    );
     assert!(key.open(&hosts[0], &log, 3, &back[0]).is_err());
     // No record there: nothing stored; a body that is not a wrap: refused.
-    assert!(!remotes[0].rewrap_record(&log, &hosts[0], 99, &moved[span.clone()]).unwrap());
-    assert!(remotes[0].rewrap_record(&log, &hosts[0], 3, &moved).is_err());
+    assert!(
+        !remotes[0]
+            .rewrap_record(&log, &hosts[0], 99, &moved[span.clone()])
+            .unwrap()
+    );
+    assert!(
+        remotes[0]
+            .rewrap_record(&log, &hosts[0], 3, &moved)
+            .is_err()
+    );
 
     // A purge through one replica empties the log for both.
     remotes[0].delete_log(&log).unwrap();

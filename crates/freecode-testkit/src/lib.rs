@@ -86,3 +86,94 @@ pub fn tree_size(dir: &Path) -> u64 {
     }
     total
 }
+
+/// A moto S3 server (`python3 -m moto.server`, from `pip install 'moto[server]'`) on a free
+/// loopback port, killed on drop. The tests that need it fail without it (they do not skip).
+pub struct Moto {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Moto {
+    /// Starts one and waits until it answers.
+    pub fn start() -> Self {
+        use std::process::{Command, Stdio};
+        let probe = Command::new("python3")
+            .args(["-c", "import moto.server"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        assert!(
+            probe.is_ok_and(|s| s.success()),
+            "moto is not installed: run `pip install 'moto[server]'` (python3 -m moto.server is \
+             the S3 test server for these tests)"
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning python3 -m moto.server");
+        let mut moto = Self { child, port };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while moto.request("GET", "/").is_none() {
+            if let Ok(Some(status)) = moto.child.try_wait() {
+                panic!("python3 -m moto.server exited early ({status}) on port {port}");
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "moto did not answer on port {port}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        moto
+    }
+
+    /// Its endpoint, `http://127.0.0.1:<port>`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// An empty-bodied HTTP/1.1 request: the status code, `None` if nothing answered.
+    fn request(&self, method: &str, path: &str) -> Option<u16> {
+        use std::io::{Read as _, Write as _};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .ok()?;
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        )
+        .ok()?;
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).ok()?;
+        std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    }
+
+    /// Creates `bucket`.
+    pub fn create_bucket(&self, bucket: &str) {
+        let status = self.request("PUT", &format!("/{bucket}"));
+        assert_eq!(status, Some(200), "creating bucket {bucket}");
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
