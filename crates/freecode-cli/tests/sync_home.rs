@@ -162,6 +162,12 @@ impl Net {
     }
 }
 
+/// Waits out the server's status listing age: a store changed behind the server's back (a
+/// test's hand on its files) shows in its counts after that.
+fn settle() {
+    std::thread::sleep(freecode_sync::server::SYNC_STATUS_TTL);
+}
+
 /// Every session of a home: id → meta.
 fn sessions(home: &Path) -> BTreeMap<String, Value> {
     let out = common::freecode(home)
@@ -458,6 +464,7 @@ fn a_tampering_server_is_refused_and_nothing_local_changes() {
     // applied, so it sends it back, byte for byte, and nothing local changes.
     let snap = snapshot(&b);
     std::fs::remove_file(&long[2]).unwrap();
+    settle();
     let out = n.run(&b, &["sync", "pull"]);
     assert!(out.status.success());
     let said = String::from_utf8_lossy(&out.stderr);
@@ -469,6 +476,7 @@ fn a_tampering_server_is_refused_and_nothing_local_changes() {
     for f in ["records.db", "records.db-wal", "records.db-shm"] {
         let _ = std::fs::remove_file(b.join("state/sync").join(f));
     }
+    settle();
     let err = n.fails(&b, &["sync", "pull"]);
     assert!(err.contains("stale"), "{err}");
     assert_eq!(snapshot(&b), snap);
@@ -510,6 +518,7 @@ fn a_server_that_lost_its_data_is_refilled_by_the_next_sync() {
     // The whole server lost: alpha's next push sends back what it pushed and what it applied
     // (beta's records too), byte for byte, claims included.
     std::fs::remove_dir_all(n.store.join("sync")).unwrap();
+    settle();
     let out = n.run(&a, &["sync", "push", "--json"]);
     assert!(
         out.status.success(),

@@ -355,6 +355,15 @@ fn s3_sync_two_replicas_accept_every_record_once() {
 
     // A purge through one replica empties the log for both.
     remotes[0].delete_log(&log).unwrap();
+    // At once for the records; the other replica's counts once its listing is past its age.
+    assert!(
+        remotes[1]
+            .get_records(&log, &hosts[0], 0)
+            .unwrap()
+            .0
+            .is_empty()
+    );
+    std::thread::sleep(freecode_sync::server::SYNC_STATUS_TTL);
     assert!(remotes[1].status().unwrap().is_empty());
     assert!(moto.keys("sync", "home", "sync").is_empty());
 }

@@ -1071,7 +1071,12 @@ impl Engine {
                 continue;
             };
             let count = counts.get(&(log, host)).copied().unwrap_or(0);
-            if count < *seen && !purged_logs.contains(&log) {
+            // The counts are a hint (a replica may answer from a listing a second old): the
+            // log itself decides.
+            if count < *seen
+                && !purged_logs.contains(&log)
+                && self.remote.get_records(&log, &host, seen - 1)?.0.is_empty()
+            {
                 return Err(Error::Failed(format!(
                     "{} holds {count} records of host {host}'s log {log}, but this machine has \
                      seen {seen}: the server returned stale or truncated data, so nothing was \

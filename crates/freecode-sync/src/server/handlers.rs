@@ -43,6 +43,10 @@ pub(crate) struct App {
     pub max_body: usize,
     pub default_ttl: Duration,
     pub max_ttl: Duration,
+    /// Home sync's last status (its JSON) and when it was listed: see `sync::status`.
+    pub sync_status: std::sync::Mutex<Option<(std::time::Instant, axum::body::Bytes)>>,
+    /// Sync writes through this replica (a listing begun before one is not kept).
+    pub sync_writes: std::sync::atomic::AtomicU64,
 }
 
 /// A JSON error response.

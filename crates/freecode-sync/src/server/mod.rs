@@ -62,6 +62,7 @@ use axum::routing::{get, post};
 use freecode_http::ConnLimits;
 
 pub use handlers::{DELETE_TOKEN_HEADER, EXPIRES_AT_HEADER, EXPIRES_IN_HEADER};
+pub use sync::STATUS_TTL as SYNC_STATUS_TTL;
 
 use crate::blob::{BlobError, BlobStore, StoreSpec};
 use handlers::App;
@@ -300,6 +301,8 @@ async fn run(
         max_body: config.max_body,
         default_ttl: config.default_ttl,
         max_ttl: config.max_ttl,
+        sync_status: std::sync::Mutex::new(None),
+        sync_writes: std::sync::atomic::AtomicU64::new(0),
     });
     let router = Router::new()
         .route("/upload", post(handlers::upload))

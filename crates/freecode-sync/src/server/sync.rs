@@ -4,6 +4,9 @@
 //!
 //! - `GET /sync/v1/status`: `{"logs": [{"log", "host", "count"}]}`, counted from a listing of
 //!   the store (a log's count is its run of indexes from 0), so replicas agree without state.
+//!   A replica answers from its last listing for up to [`STATUS_TTL`], forgotten as soon as a
+//!   record is stored or a log purged through it; a count may so lag another replica's writes
+//!   by that long, and clients take it as a hint (the records themselves are the truth).
 //! - `PUT /sync/v1/logs/{log}/{host}/{index}`: body a sealed record. `201`; `409 {"code":
 //!   "exists"}` when the index is taken (a create-only put: of two replicas racing for one
 //!   index, one wins); `409 {"code": "gap"}` when `index - 1` is missing.
@@ -41,6 +44,28 @@ use crate::blob::{BlobError, SyncKey};
 const LOGS: &str = "logs";
 const CLAIMS: &str = "claims";
 const RINGS: &str = "rings";
+
+/// How long a replica answers `status` from its last listing.
+pub const STATUS_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn forget_status(app: &App) {
+    app.sync_writes
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    if let Ok(mut s) = app.sync_status.lock() {
+        *s = None;
+    }
+}
+
+fn status_response(json: Bytes) -> Response {
+    let mut r = Response::new(Body::from(json));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
 
 fn is_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
@@ -94,6 +119,17 @@ pub(crate) async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> R
     if let Some(r) = unauthorized(&app, &headers) {
         return r;
     }
+    let cached = app
+        .sync_status
+        .lock()
+        .ok()
+        .and_then(|s| s.clone())
+        .filter(|(at, _)| at.elapsed() < STATUS_TTL);
+    if let Some((_, json)) = cached {
+        return status_response(json);
+    }
+    let listed_at = std::time::Instant::now();
+    let writes = app.sync_writes.load(std::sync::atomic::Ordering::SeqCst);
     let Some(under) = SyncKey::new([LOGS]) else {
         return bad_id();
     };
@@ -126,10 +162,13 @@ pub(crate) async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> R
             json!({ "log": log, "host": host, "count": count })
         })
         .collect();
-    let mut r = Json(json!({ "logs": logs })).into_response();
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
+    let json = Bytes::from(json!({ "logs": logs }).to_string());
+    if let Ok(mut s) = app.sync_status.lock()
+        && app.sync_writes.load(std::sync::atomic::Ordering::SeqCst) == writes
+    {
+        *s = Some((listed_at, json.clone()));
+    }
+    status_response(json)
 }
 
 /// `PUT /sync/v1/logs/{log}/{host}/{index}`.
@@ -171,7 +210,10 @@ pub(crate) async fn put_record(
         }
     }
     match app.store.sync_create(&key, data).await {
-        Ok(()) => (StatusCode::CREATED, Json(json!({ "index": index }))).into_response(),
+        Ok(()) => {
+            forget_status(&app);
+            (StatusCode::CREATED, Json(json!({ "index": index }))).into_response()
+        }
         Err(BlobError::AlreadyExists { .. }) => {
             conflict("exists", format!("record {index} of this log exists"))
         }
@@ -285,6 +327,7 @@ pub(crate) async fn delete_log(
             }
         }
     }
+    forget_status(&app);
     StatusCode::NO_CONTENT.into_response()
 }
 
