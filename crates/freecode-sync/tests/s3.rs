@@ -316,6 +316,46 @@ fn s3_sync_two_replicas_accept_every_record_once() {
             }
         }
     }
+    // A batch of claims and records: stored once across replicas, the losers told.
+    {
+        use freecode_sync::home::{BatchAnswer, BatchItem};
+        let log2 = key.log_id("batched");
+        let base = key.genesis("batched");
+        let h = hosts[0];
+        let claim = key.seal_claim(&log2, &base, &h, 0).unwrap();
+        let r0 = key.seal(Kind::Session, &h, &log2, 0, b"zero").unwrap();
+        let r5 = key.seal(Kind::Session, &h, &log2, 5, b"five").unwrap();
+        let items = [
+            BatchItem::Claim {
+                log: &log2,
+                base: &base,
+                sealed: &claim,
+            },
+            BatchItem::Record {
+                log: &log2,
+                host: &h,
+                index: 0,
+                sealed: &r0,
+            },
+            BatchItem::Record {
+                log: &log2,
+                host: &h,
+                index: 5,
+                sealed: &r5,
+            },
+        ];
+        assert_eq!(
+            remotes[0].batch(&items).unwrap(),
+            [BatchAnswer::Created, BatchAnswer::Created, BatchAnswer::Gap]
+        );
+        let again = remotes[1].batch(&items[..2]).unwrap();
+        assert_eq!(again[0], BatchAnswer::Exists(claim.clone()));
+        assert_eq!(again[1], BatchAnswer::Exists(Vec::new()));
+        let (got, _) = remotes[1].get_records(&log2, &h, 0).unwrap();
+        assert_eq!(key.open(&h, &log2, 0, &got[0]).unwrap().plaintext, b"zero");
+        remotes[0].delete_log(&log2).unwrap();
+    }
+
     // A key rotation over S3: the ring is create-only across replicas, a record's new wrap
     // goes in through one and is read back through the other, and only the wrap changes.
     let new = key.rotate().unwrap();

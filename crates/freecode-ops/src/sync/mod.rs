@@ -54,6 +54,9 @@ use state::{Mark, SessionSync, State};
 /// record, the first sync of a big home would be quadratic in its sessions.
 const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Sessions a batched push plans, seals and sends at a time (two requests each window).
+const BATCH_SESSIONS: usize = 256;
+
 /// The most bytes of sections one record carries (the server's default body limit is 16 MiB).
 pub const CHUNK: usize = 4 << 20;
 
@@ -111,7 +114,7 @@ pub struct SyncReport {
     pub sessions_pushed: usize,
     /// Sessions changed here by a pull (created ones included).
     pub sessions_pulled: usize,
-    /// Sealed bytes sent.
+    /// Sealed bytes sent (records and claims).
     pub bytes_sent: u64,
     /// Sealed bytes received.
     pub bytes_received: u64,
@@ -590,6 +593,45 @@ fn pieces(what: What, change: Change) -> Vec<Section> {
     out
 }
 
+/// The records `c` makes: sections of at most [`CHUNK`] bytes, in order; a file's pieces stay
+/// in order and in records of their own.
+fn records_of(c: Changes) -> Vec<Vec<Section>> {
+    let mut sections = Vec::new();
+    let set = |what, bytes: Vec<u8>| Section {
+        head: SectionHead {
+            what,
+            mode: Mode::Set,
+            from: 0,
+            len: bytes.len() as u64,
+        },
+        bytes,
+    };
+    sections.extend(c.meta.map(|m| set(What::Meta, m)));
+    sections.extend(c.memory.map(|m| set(What::Memory, m)));
+    if let Some(ch) = c.messages {
+        sections.extend(pieces(What::Messages, ch));
+    }
+    if let Some(ch) = c.events {
+        sections.extend(pieces(What::Events, ch));
+    }
+    let mut records: Vec<Vec<Section>> = Vec::new();
+    let mut size = 0;
+    for s in sections {
+        let same_file_twice = records
+            .last()
+            .is_some_and(|r| r.iter().any(|x| x.head.what == s.head.what));
+        if records.is_empty() || size + s.bytes.len() > CHUNK || same_file_twice {
+            records.push(Vec::new());
+            size = 0;
+        }
+        size += s.bytes.len();
+        if let Some(r) = records.last_mut() {
+            r.push(s);
+        }
+    }
+    records
+}
+
 /// Which of a section's bytes a local file already holds.
 #[derive(Debug, PartialEq, Eq)]
 enum Fit {
@@ -808,12 +850,166 @@ impl Engine {
         self.push_purges(&local)?;
         let total = changed.len();
         progress.step("uploading");
-        for (n, (id, dir)) in changed.into_iter().enumerate() {
-            progress.sessions(n, total);
+        // Sessions whose change is one record go many to a request; the rest (and any a
+        // batch could not settle) one by one.
+        let mut alone = Vec::new();
+        let mut done = 0;
+        for window in changed.chunks(BATCH_SESSIONS) {
+            progress.sessions(done, total);
+            alone.extend(self.push_batch(window)?);
+            done += window.len();
+        }
+        let batched = total - alone.len();
+        for (n, (id, dir)) in alone.into_iter().enumerate() {
+            progress.sessions(batched + n, total);
             self.push_session(id, dir)?;
         }
         progress.sessions(total, total);
         Ok(())
+    }
+
+    /// Pushes the sessions of `window` whose change is one record: their claims in one
+    /// batch, then the records whose claims stand in another. The sessions left (more than
+    /// one record, a claim lost, a record found there) are returned for [`Engine::push_session`].
+    fn push_batch<'a>(
+        &mut self,
+        window: &[(&'a SessionId, &'a PathBuf)],
+    ) -> Result<Vec<(&'a SessionId, &'a PathBuf)>> {
+        struct Planned<'a> {
+            id: &'a SessionId,
+            dir: &'a PathBuf,
+            st: SessionSync,
+            after: Option<Chain>,
+            sections: Vec<Section>,
+            claim: Option<Vec<u8>>,
+            sealed: Vec<u8>,
+        }
+        let mut alone = Vec::new();
+        let mut planned = Vec::new();
+        for &(id, dir) in window {
+            let st = match self.state.sessions.get(id.as_str()) {
+                Some(st) => st.clone(),
+                None => self.fresh(id),
+            };
+            let changes = match self.changes(id, dir, &st) {
+                Ok(c) if c.is_empty() => continue,
+                Ok(c) => c,
+                // Unreadable or gone: the one-by-one path says why, or skips it.
+                Err(_) => {
+                    alone.push((id, dir));
+                    continue;
+                }
+            };
+            let mut records = records_of(changes);
+            if records.len() != 1 {
+                alone.push((id, dir));
+                continue;
+            }
+            let sections = records.pop().unwrap_or_default();
+            let content = sections.iter().any(|s| s.head.what != What::Meta);
+            let rec = SessionRecord {
+                session: id.to_string(),
+                base: content.then(|| st.chain.to_string()),
+                sections,
+            };
+            let plain = rec.encode();
+            let claim = if content {
+                Some(
+                    self.key
+                        .seal_claim(&st.log, &st.chain, &self.host, st.next)
+                        .map_err(seal_err)?,
+                )
+            } else {
+                None
+            };
+            let sealed = self
+                .key
+                .seal(Kind::Session, &self.host, &st.log, st.next, &plain)
+                .map_err(seal_err)?;
+            let after = content.then(|| self.key.next(&st.chain, &plain));
+            // What advancing needs of the sections: their heads, and a meta's or memory's bytes.
+            let sections = rec
+                .sections
+                .into_iter()
+                .map(|mut s| {
+                    if matches!(s.head.what, What::Messages | What::Events) {
+                        s.bytes = Vec::new();
+                    }
+                    s
+                })
+                .collect();
+            planned.push(Planned {
+                id,
+                dir,
+                st,
+                after,
+                sections,
+                claim,
+                sealed,
+            });
+        }
+        // The claims, then the records whose claim is this machine's.
+        let claims: Vec<freecode_sync::home::BatchItem<'_>> = planned
+            .iter()
+            .filter_map(|p| {
+                p.claim
+                    .as_deref()
+                    .map(|sealed| freecode_sync::home::BatchItem::Claim {
+                        log: &p.st.log,
+                        base: &p.st.chain,
+                        sealed,
+                    })
+            })
+            .collect();
+        let mut answers = self.remote.batch(&claims)?.into_iter();
+        let mut ours = Vec::with_capacity(planned.len());
+        for p in &planned {
+            let won = match (&p.claim, answers.next()) {
+                (None, _) => true,
+                (Some(_), Some(freecode_sync::home::BatchAnswer::Created)) => true,
+                (Some(_), Some(freecode_sync::home::BatchAnswer::Exists(theirs))) => self
+                    .key
+                    .open_claim(&p.st.log, &p.st.chain, &theirs)
+                    .is_ok_and(|(host, at)| host == self.host && at == p.st.next),
+                (Some(_), _) => false,
+            };
+            ours.push(won);
+        }
+        let records: Vec<freecode_sync::home::BatchItem<'_>> = planned
+            .iter()
+            .zip(&ours)
+            .filter(|(_, won)| **won)
+            .map(|(p, _)| freecode_sync::home::BatchItem::Record {
+                log: &p.st.log,
+                host: &self.host,
+                index: p.st.next,
+                sealed: &p.sealed,
+            })
+            .collect();
+        let answers = self.remote.batch(&records)?;
+        let mut answers = answers.into_iter();
+        for (p, won) in planned.into_iter().zip(ours) {
+            let created = won
+                && matches!(
+                    answers.next(),
+                    Some(freecode_sync::home::BatchAnswer::Created)
+                );
+            if !created {
+                alone.push((p.id, p.dir));
+                continue;
+            }
+            let mut st = p.st;
+            let index = st.next;
+            self.report.pushed += 1;
+            self.report.sessions_pushed += 1;
+            self.report.bytes_sent += (p.sealed.len() + p.claim.map_or(0, |c| c.len())) as u64;
+            self.kept.put(&st.log, &self.host, index, &p.sealed)?;
+            st.next = index + 1;
+            self.state.saw(&st.log, &self.host, index + 1);
+            let paths = freecode_store::session::SessionPaths { dir: p.dir.clone() };
+            self.advance_by(p.id, &mut st, p.after, &p.sections, &paths)?;
+        }
+        Ok(alone)
     }
 
     fn push_session(&mut self, id: &SessionId, dir: &Path) -> Result<()> {
@@ -857,41 +1053,7 @@ impl Engine {
     }
 
     fn push_changes(&mut self, id: &SessionId, st: &mut SessionSync, c: Changes) -> Result<Pushed> {
-        let mut sections = Vec::new();
-        let set = |what, bytes: Vec<u8>| Section {
-            head: SectionHead {
-                what,
-                mode: Mode::Set,
-                from: 0,
-                len: bytes.len() as u64,
-            },
-            bytes,
-        };
-        sections.extend(c.meta.map(|m| set(What::Meta, m)));
-        sections.extend(c.memory.map(|m| set(What::Memory, m)));
-        if let Some(ch) = c.messages {
-            sections.extend(pieces(What::Messages, ch));
-        }
-        if let Some(ch) = c.events {
-            sections.extend(pieces(What::Events, ch));
-        }
-        // Records of at most CHUNK bytes, in order; a file's pieces stay in order.
-        let mut records: Vec<Vec<Section>> = Vec::new();
-        let mut size = 0;
-        for s in sections {
-            let same_file_twice = records
-                .last()
-                .is_some_and(|r| r.iter().any(|x| x.head.what == s.head.what));
-            if records.is_empty() || size + s.bytes.len() > CHUNK || same_file_twice {
-                records.push(Vec::new());
-                size = 0;
-            }
-            size += s.bytes.len();
-            if let Some(r) = records.last_mut() {
-                r.push(s);
-            }
-        }
-        for sections in records {
+        for sections in records_of(c) {
             let content = sections.iter().any(|s| s.head.what != What::Meta);
             let rec = SessionRecord {
                 session: id.to_string(),
@@ -905,6 +1067,7 @@ impl Engine {
                     .key
                     .seal_claim(&st.log, &st.chain, &self.host, index)
                     .map_err(seal_err)?;
+                self.report.bytes_sent += claim.len() as u64;
                 match self.remote.put_claim(&st.log, &st.chain, &claim)? {
                     Claimed::Created => {}
                     Claimed::Exists(theirs) => {
@@ -969,11 +1132,25 @@ impl Engine {
         rec: &SessionRecord,
         plain: &[u8],
     ) -> Result<()> {
-        if rec.base.is_some() {
-            st.chain = self.key.next(&st.chain, plain);
-        }
+        let after = rec.base.is_some().then(|| self.key.next(&st.chain, plain));
         let paths = self.store.locate(id)?;
-        for s in &rec.sections {
+        self.advance_by(id, st, after, &rec.sections, &paths)
+    }
+
+    /// `st` after a record of `sections` (a meta's and a memory's bytes read, the files' only
+    /// their heads) that moves the chain to `after`; saved.
+    fn advance_by(
+        &mut self,
+        id: &SessionId,
+        st: &mut SessionSync,
+        after: Option<Chain>,
+        sections: &[Section],
+        paths: &freecode_store::session::SessionPaths,
+    ) -> Result<()> {
+        if let Some(c) = after {
+            st.chain = c;
+        }
+        for s in sections {
             let end = match s.head.mode {
                 Mode::Set => s.head.len,
                 Mode::Append => s.head.from + s.head.len,

@@ -16,5 +16,5 @@
 pub mod remote;
 pub mod seal;
 
-pub use remote::{Claimed, LogCount, Put, Remote};
+pub use remote::{BatchAnswer, BatchItem, Claimed, LogCount, Put, Remote};
 pub use seal::{Chain, HostId, Kind, LogId, Opened, SealError, SyncKey};

@@ -52,6 +52,75 @@ pub enum Claimed {
     Exists(Vec<u8>),
 }
 
+/// One item of a [`Remote::batch`].
+#[derive(Debug, Clone, Copy)]
+pub enum BatchItem<'a> {
+    /// A record, as [`Remote::put_record`] stores it.
+    Record {
+        /// Its log.
+        log: &'a LogId,
+        /// Its host.
+        host: &'a HostId,
+        /// Its index.
+        index: u64,
+        /// The sealed record.
+        sealed: &'a [u8],
+    },
+    /// A claim, as [`Remote::put_claim`] stores it.
+    Claim {
+        /// Its log.
+        log: &'a LogId,
+        /// The chain point claimed.
+        base: &'a Chain,
+        /// The sealed claim.
+        sealed: &'a [u8],
+    },
+}
+
+impl BatchItem<'_> {
+    fn encode(&self) -> Vec<u8> {
+        match self {
+            Self::Record {
+                log,
+                host,
+                index,
+                sealed,
+            } => {
+                let mut out = Vec::with_capacity(41 + sealed.len());
+                out.push(1);
+                out.extend_from_slice(log.bytes());
+                out.extend_from_slice(host.bytes());
+                out.extend_from_slice(&index.to_be_bytes());
+                out.extend_from_slice(sealed);
+                out
+            }
+            Self::Claim { log, base, sealed } => {
+                let mut out = Vec::with_capacity(49 + sealed.len());
+                out.push(2);
+                out.extend_from_slice(log.bytes());
+                out.extend_from_slice(base.bytes());
+                out.extend_from_slice(sealed);
+                out
+            }
+        }
+    }
+}
+
+/// What the server did with one item of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchAnswer {
+    /// Stored.
+    Created,
+    /// Taken: for a claim, the sealed claim there.
+    Exists(Vec<u8>),
+    /// The record before it is missing.
+    Gap,
+}
+
+/// The most bytes of items one batch request carries (under the server's default body
+/// limit of 16 MiB).
+pub const BATCH_BYTES: usize = 8 << 20;
+
 /// A sync server.
 #[derive(Debug, Clone)]
 pub struct Remote {
@@ -246,6 +315,60 @@ impl Remote {
             404 => Ok(None),
             _ => Err(status_error(&url, status, &body)),
         }
+    }
+
+    /// Stores claims and records in order, as many requests as [`BATCH_BYTES`] needs (an item
+    /// past it goes alone): one answer per item.
+    pub fn batch(&self, items: &[BatchItem<'_>]) -> Result<Vec<BatchAnswer>, ClientError> {
+        let url = self.url("batch");
+        let mut answers = Vec::with_capacity(items.len());
+        let mut rest = items;
+        while !rest.is_empty() {
+            let mut size = 0;
+            let take = rest
+                .iter()
+                .take_while(|i| {
+                    let n = match i {
+                        BatchItem::Record { sealed, .. } | BatchItem::Claim { sealed, .. } => {
+                            sealed.len() + 53
+                        }
+                    };
+                    size += n;
+                    size <= BATCH_BYTES
+                })
+                .count()
+                .max(1);
+            let (chunk, tail) = rest.split_at(take);
+            rest = tail;
+            let encoded: Vec<Vec<u8>> = chunk.iter().map(BatchItem::encode).collect();
+            let mut resp = self
+                .auth(self.agent.post(&url))
+                .header("content-type", "application/octet-stream")
+                .send(&frame(&encoded)[..])
+                .map_err(|e| transport(&url, e))?;
+            let status = resp.status().as_u16();
+            let body = read_limited(&mut resp, &url, MAX_ANSWER)?;
+            if status != 200 {
+                return Err(status_error(&url, status, &body));
+            }
+            let protocol = |why: &str| ClientError::Protocol {
+                url: url.clone(),
+                why: why.to_owned(),
+            };
+            let got = unframe(&body).ok_or_else(|| protocol("the answers are not framed"))?;
+            if got.len() != chunk.len() {
+                return Err(protocol("not one answer per item"));
+            }
+            for a in got {
+                answers.push(match a.split_first() {
+                    Some((1, [])) => BatchAnswer::Created,
+                    Some((2, claim)) => BatchAnswer::Exists(claim.to_vec()),
+                    Some((3, [])) => BatchAnswer::Gap,
+                    _ => return Err(protocol("an answer is not created, taken or gap")),
+                });
+            }
+        }
+        Ok(answers)
     }
 
     /// Removes every host's records of `log` and its claims (a purge).

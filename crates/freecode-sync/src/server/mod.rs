@@ -326,6 +326,7 @@ async fn run(
             "/sync/v1/logs/{log}/{host}/{index}/wrap",
             post(sync::rewrap_record),
         )
+        .route("/sync/v1/batch", post(sync::batch))
         .route(
             "/sync/v1/rings/{key}",
             axum::routing::put(sync::put_ring).get(sync::get_ring),

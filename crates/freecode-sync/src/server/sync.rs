@@ -21,6 +21,7 @@
 //!   rotation (the bytes [`WRAP_SPAN`](crate::home::seal::WRAP_SPAN) of the record, nothing
 //!   else: the content is never sent again, and a rewrap cannot change it): `200`; `404`
 //!   without a record there; `400` for a body of another length.
+//! - `POST /sync/v1/batch`: many claims and records in one request (see [`batch`]).
 //! - `PUT /sync/v1/rings/{key id}`: a rotated key's sealed key ring, create-only (`201`,
 //!   `409 {"code": "exists"}`); `GET` it (`200`, or `404`).
 //!
@@ -186,39 +187,209 @@ pub(crate) async fn put_record(
     if !is_hex(&log, 32) || !is_hex(&host, 32) {
         return bad_id();
     }
-    let record = |i: u64| SyncKey::new([LOGS, &log, &host, &index_segment(i)]);
-    let Some(key) = record(index) else {
-        return bad_id();
-    };
     let data = match body(&app, request).await {
         Ok(b) => b,
         Err(r) => return r,
     };
+    match store_record(&app, &log, &host, index, data).await {
+        Ok(Stored::Created) => {
+            (StatusCode::CREATED, Json(json!({ "index": index }))).into_response()
+        }
+        Ok(Stored::Exists(_)) => conflict("exists", format!("record {index} of this log exists")),
+        Ok(Stored::Gap) => conflict(
+            "gap",
+            format!("record {} of this log is missing", index - 1),
+        ),
+        Err(r) => r,
+    }
+}
+
+/// Logs a batch stores at once.
+const BATCH_PARALLEL: usize = 16;
+
+/// An item of a batch, parsed.
+enum Item {
+    Record {
+        log: String,
+        host: String,
+        index: u64,
+        data: Bytes,
+    },
+    Claim {
+        log: String,
+        chain: String,
+        data: Bytes,
+    },
+}
+
+impl Item {
+    fn log(&self) -> &str {
+        match self {
+            Self::Record { log, .. } | Self::Claim { log, .. } => log,
+        }
+    }
+}
+
+/// What storing a record or a claim did.
+enum Stored {
+    Created,
+    /// Taken: for a claim, the one there.
+    Exists(Bytes),
+    /// The record before it is missing.
+    Gap,
+}
+
+/// Stores record `index` of `host`'s log `log` (ids checked by the caller), create-only.
+async fn store_record(
+    app: &App,
+    log: &str,
+    host: &str,
+    index: u64,
+    data: Bytes,
+) -> Result<Stored, Response> {
+    let record = |i: u64| SyncKey::new([LOGS, log, host, &index_segment(i)]).ok_or_else(bad_id);
+    let key = record(index)?;
     if index > 0 {
-        let Some(prev) = record(index - 1) else {
-            return bad_id();
-        };
-        match app.store.sync_exists(&prev).await {
+        match app.store.sync_exists(&record(index - 1)?).await {
             Ok(true) => {}
-            Ok(false) => {
-                return conflict(
-                    "gap",
-                    format!("record {} of this log is missing", index - 1),
-                );
-            }
-            Err(e) => return store_failed("head", &e),
+            Ok(false) => return Ok(Stored::Gap),
+            Err(e) => return Err(store_failed("head", &e)),
         }
     }
     match app.store.sync_create(&key, data).await {
         Ok(()) => {
-            forget_status(&app);
-            (StatusCode::CREATED, Json(json!({ "index": index }))).into_response()
+            forget_status(app);
+            Ok(Stored::Created)
         }
-        Err(BlobError::AlreadyExists { .. }) => {
-            conflict("exists", format!("record {index} of this log exists"))
-        }
-        Err(e) => store_failed("put", &e),
+        Err(BlobError::AlreadyExists { .. }) => Ok(Stored::Exists(Bytes::new())),
+        Err(e) => Err(store_failed("put", &e)),
     }
+}
+
+/// Stores the claim on `log` at `chain` (ids checked by the caller), create-only.
+async fn store_claim(app: &App, log: &str, chain: &str, data: Bytes) -> Result<Stored, Response> {
+    let key = SyncKey::new([CLAIMS, log, chain]).ok_or_else(bad_id)?;
+    match app.store.sync_create(&key, data).await {
+        Ok(()) => Ok(Stored::Created),
+        Err(BlobError::AlreadyExists { .. }) => match app.store.sync_get(&key).await {
+            Ok(Some(existing)) => Ok(Stored::Exists(existing)),
+            // Purged between the two requests: the client tries again.
+            Ok(None) => Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "claim changed; try again",
+            )),
+            Err(e) => Err(store_failed("get", &e)),
+        },
+        Err(e) => Err(store_failed("put", &e)),
+    }
+}
+
+/// `POST /sync/v1/batch`: claims and records in one request, stored as the single endpoints
+/// would (create-only, gaps refused): one log's items in their order, different logs at once. The body is frames (see `home::remote::frame`) of items: `1` · log (16
+/// bytes) · host (16) · index (u64 big-endian) · a sealed record, or `2` · log (16) · chain
+/// (32) · a sealed claim. The answer is one frame per item: `1` created, `2` taken (a claim's
+/// the claim there after it), `3` the record before it missing.
+pub(crate) async fn batch(State(app): State<Arc<App>>, request: Request) -> Response {
+    if let Some(r) = unauthorized(&app, request.headers()) {
+        return r;
+    }
+    let data = match body(&app, request).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let Some(items) = crate::home::remote::unframe(&data) else {
+        return error(StatusCode::BAD_REQUEST, "the batch is not whole frames");
+    };
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    // Parsed first: a malformed item refuses the whole batch before anything is stored.
+    let mut parsed = Vec::with_capacity(items.len());
+    for item in items {
+        parsed.push(match item.split_first() {
+            Some((1, rest)) if rest.len() > 40 => {
+                let index = u64::from_be_bytes(rest[32..40].try_into().unwrap_or_default());
+                Item::Record {
+                    log: hex(&rest[..16]),
+                    host: hex(&rest[16..32]),
+                    index,
+                    data: Bytes::copy_from_slice(&rest[40..]),
+                }
+            }
+            Some((2, rest)) if rest.len() > 48 => Item::Claim {
+                log: hex(&rest[..16]),
+                chain: hex(&rest[16..48]),
+                data: Bytes::copy_from_slice(&rest[48..]),
+            },
+            _ => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "a batch item is neither a record nor a claim",
+                );
+            }
+        });
+    }
+    // One log's items in order, different logs at once (their writes wait on the disk, not
+    // on each other).
+    let mut by_log: BTreeMap<String, Vec<(usize, Item)>> = BTreeMap::new();
+    for (n, item) in parsed.into_iter().enumerate() {
+        by_log
+            .entry(item.log().to_owned())
+            .or_default()
+            .push((n, item));
+    }
+    let gate = Arc::new(tokio::sync::Semaphore::new(BATCH_PARALLEL));
+    let mut tasks = tokio::task::JoinSet::new();
+    for group in by_log.into_values() {
+        let (app, gate) = (app.clone(), gate.clone());
+        tasks.spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            let mut out = Vec::with_capacity(group.len());
+            for (n, item) in group {
+                let stored = match item {
+                    Item::Record {
+                        log,
+                        host,
+                        index,
+                        data,
+                    } => store_record(&app, &log, &host, index, data).await,
+                    Item::Claim { log, chain, data } => store_claim(&app, &log, &chain, data).await,
+                };
+                out.push((n, stored));
+            }
+            out
+        });
+    }
+    let mut answers: Vec<Option<Vec<u8>>> = Vec::new();
+    let mut failed = None;
+    while let Some(done) = tasks.join_next().await {
+        let Ok(group) = done else {
+            failed.get_or_insert_with(|| error(StatusCode::INTERNAL_SERVER_ERROR, "batch failed"));
+            continue;
+        };
+        for (n, stored) in group {
+            if answers.len() <= n {
+                answers.resize(n + 1, None);
+            }
+            answers[n] = Some(match stored {
+                Ok(Stored::Created) => vec![1],
+                Ok(Stored::Exists(claim)) => std::iter::once(2).chain(claim).collect(),
+                Ok(Stored::Gap) => vec![3],
+                Err(r) => {
+                    failed.get_or_insert(r);
+                    continue;
+                }
+            });
+        }
+    }
+    if let Some(r) = failed {
+        return r;
+    }
+    let answers: Vec<Vec<u8>> = answers.into_iter().map(Option::unwrap_or_default).collect();
+    let mut r = Response::new(Body::from(crate::home::remote::frame(&answers)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    r
 }
 
 #[derive(serde::Deserialize)]
@@ -282,22 +453,15 @@ pub(crate) async fn put_claim(
     if !is_hex(&log, 32) || !is_hex(&chain, 64) {
         return bad_id();
     }
-    let Some(key) = SyncKey::new([CLAIMS, &log, &chain]) else {
-        return bad_id();
-    };
     let data = match body(&app, request).await {
         Ok(b) => b,
         Err(r) => return r,
     };
-    match app.store.sync_create(&key, data).await {
-        Ok(()) => StatusCode::CREATED.into_response(),
-        Err(BlobError::AlreadyExists { .. }) => match app.store.sync_get(&key).await {
-            Ok(Some(existing)) => (StatusCode::CONFLICT, existing).into_response(),
-            // Purged between the two requests: the client tries again.
-            Ok(None) => error(StatusCode::SERVICE_UNAVAILABLE, "claim changed; try again"),
-            Err(e) => store_failed("get", &e),
-        },
-        Err(e) => store_failed("put", &e),
+    match store_claim(&app, &log, &chain, data).await {
+        Ok(Stored::Created) => StatusCode::CREATED.into_response(),
+        Ok(Stored::Exists(existing)) => (StatusCode::CONFLICT, existing).into_response(),
+        Ok(Stored::Gap) => error(StatusCode::INTERNAL_SERVER_ERROR, "claims have no gaps"),
+        Err(r) => r,
     }
 }
 
