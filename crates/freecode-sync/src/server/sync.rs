@@ -200,7 +200,7 @@ pub(crate) async fn put_record(
             "gap",
             format!("record {} of this log is missing", index - 1),
         ),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -246,14 +246,16 @@ async fn store_record(
     host: &str,
     index: u64,
     data: Bytes,
-) -> Result<Stored, Response> {
-    let record = |i: u64| SyncKey::new([LOGS, log, host, &index_segment(i)]).ok_or_else(bad_id);
+) -> Result<Stored, Box<Response>> {
+    let record = |i: u64| {
+        SyncKey::new([LOGS, log, host, &index_segment(i)]).ok_or_else(|| Box::new(bad_id()))
+    };
     let key = record(index)?;
     if index > 0 {
         match app.store.sync_exists(&record(index - 1)?).await {
             Ok(true) => {}
             Ok(false) => return Ok(Stored::Gap),
-            Err(e) => return Err(store_failed("head", &e)),
+            Err(e) => return Err(Box::new(store_failed("head", &e))),
         }
     }
     match app.store.sync_create(&key, data).await {
@@ -262,25 +264,30 @@ async fn store_record(
             Ok(Stored::Created)
         }
         Err(BlobError::AlreadyExists { .. }) => Ok(Stored::Exists(Bytes::new())),
-        Err(e) => Err(store_failed("put", &e)),
+        Err(e) => Err(Box::new(store_failed("put", &e))),
     }
 }
 
 /// Stores the claim on `log` at `chain` (ids checked by the caller), create-only.
-async fn store_claim(app: &App, log: &str, chain: &str, data: Bytes) -> Result<Stored, Response> {
-    let key = SyncKey::new([CLAIMS, log, chain]).ok_or_else(bad_id)?;
+async fn store_claim(
+    app: &App,
+    log: &str,
+    chain: &str,
+    data: Bytes,
+) -> Result<Stored, Box<Response>> {
+    let key = SyncKey::new([CLAIMS, log, chain]).ok_or_else(|| Box::new(bad_id()))?;
     match app.store.sync_create(&key, data).await {
         Ok(()) => Ok(Stored::Created),
         Err(BlobError::AlreadyExists { .. }) => match app.store.sync_get(&key).await {
             Ok(Some(existing)) => Ok(Stored::Exists(existing)),
             // Purged between the two requests: the client tries again.
-            Ok(None) => Err(error(
+            Ok(None) => Err(Box::new(error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "claim changed; try again",
-            )),
-            Err(e) => Err(store_failed("get", &e)),
+            ))),
+            Err(e) => Err(Box::new(store_failed("get", &e))),
         },
-        Err(e) => Err(store_failed("put", &e)),
+        Err(e) => Err(Box::new(store_failed("put", &e))),
     }
 }
 
@@ -374,7 +381,7 @@ pub(crate) async fn batch(State(app): State<Arc<App>>, request: Request) -> Resp
                 Ok(Stored::Exists(claim)) => std::iter::once(2).chain(claim).collect(),
                 Ok(Stored::Gap) => vec![3],
                 Err(r) => {
-                    failed.get_or_insert(r);
+                    failed.get_or_insert(*r);
                     continue;
                 }
             });
@@ -461,7 +468,7 @@ pub(crate) async fn put_claim(
         Ok(Stored::Created) => StatusCode::CREATED.into_response(),
         Ok(Stored::Exists(existing)) => (StatusCode::CONFLICT, existing).into_response(),
         Ok(Stored::Gap) => error(StatusCode::INTERNAL_SERVER_ERROR, "claims have no gaps"),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
