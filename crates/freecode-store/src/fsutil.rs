@@ -410,6 +410,13 @@ pub fn create_dir_exclusive(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Flushes everything written on the file system holding `dir` to the disk (`syncfs`): one
+/// call for a bulk of writes made without their own fsyncs.
+pub fn sync_filesystem(dir: &Path) -> std::io::Result<()> {
+    let d = File::open(dir)?;
+    rustix::fs::syncfs(&d).map_err(std::io::Error::from)
+}
+
 /// Opens `path` for appending (and reading, to check its tail), creating it 0600 if missing.
 pub fn open_append(path: &Path) -> Result<File> {
     let (dir, name) = open_parent(path, Walk::Write)?;

@@ -54,6 +54,10 @@ use state::{Mark, SessionSync, State};
 /// record, the first sync of a big home would be quadratic in its sessions.
 const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Sessions a pull applies past which it syncs the file system once a second instead of
+/// fsyncing every file it writes (a first pull: 5.5 → 2.7 s for 2,000 sessions).
+const BULK_SESSIONS: usize = 32;
+
 /// Sessions a batched push plans, seals and sends at a time (two requests each window).
 const BATCH_SESSIONS: usize = 256;
 
@@ -692,6 +696,11 @@ struct Engine {
     foreign_keys: BTreeMap<String, bool>,
     /// Progress noted and not written yet.
     dirty: bool,
+    /// Session files written (by a pull) since the file system was last synced.
+    wrote_local: bool,
+    /// A big pull: its writes skip their own fsyncs, and one `syncfs` makes them durable
+    /// before the progress naming them is saved.
+    bulk: bool,
     saved_at: std::time::Instant,
 }
 
@@ -723,6 +732,8 @@ impl Engine {
             refill_checked: false,
             foreign_keys: BTreeMap::new(),
             dirty: false,
+            wrote_local: false,
+            bulk: false,
             saved_at: std::time::Instant::now(),
         })
     }
@@ -744,6 +755,11 @@ impl Engine {
         // The copies first: progress never names a record that is not kept.
         self.kept.commit()?;
         if self.dirty {
+            // And never a change to a session that is not on the disk.
+            if std::mem::take(&mut self.wrote_local) && self.bulk {
+                fsutil::sync_filesystem(self.home.root())
+                    .map_err(Error::io("sync the file system of", self.home.root()))?;
+            }
             self.state.purged = self.purged.clone();
             state::save_state(&self.home, &self.state)?;
             self.dirty = false;
@@ -1314,6 +1330,16 @@ impl Engine {
         progress.sessions(wanted.len(), wanted.len());
         progress.step("applying");
         let total = sessions.len();
+        if total > BULK_SESSIONS && !self.bulk {
+            self.bulk = true;
+            self.store = SessionStore::with_config(
+                self.home.clone(),
+                freecode_store::StoreConfig {
+                    durability: freecode_store::Durability::Never,
+                    ..freecode_store::StoreConfig::default()
+                },
+            )?;
+        }
         for (n, (id, mut records)) in sessions.into_iter().enumerate() {
             progress.sessions(n, total);
             if self.purged.contains(&id) {
@@ -1481,6 +1507,7 @@ impl Engine {
     }
 
     fn purge_here(&mut self, id: &str) -> Result<()> {
+        self.wrote_local = true;
         if let Ok(sid) = SessionId::new(id) {
             match self.store.purge(&sid) {
                 Ok(_) | Err(StoreError::NotFound { .. }) => {}
@@ -1619,6 +1646,7 @@ impl Engine {
         f: &Fetched,
     ) -> Result<Applied> {
         let rec = &f.record;
+        self.wrote_local = true;
         // The session, created from the record's meta when this machine does not have it.
         let exists = match self.store.locate(id) {
             Ok(_) => true,
@@ -1692,7 +1720,7 @@ impl Engine {
             let fork_events = events_path(&self.home, &fork);
             if !local_events.is_empty() && read_from(&fork_events, 0)? != local_events {
                 fsutil::create_dir_private(&self.home.rollout_dir(&fork))?;
-                fsutil::write_atomic(&fork_events, &local_events, true)?;
+                fsutil::write_atomic(&fork_events, &local_events, !self.bulk)?;
             }
             self.report.forks.push(SyncFork {
                 session_id: id.to_string(),
@@ -1722,7 +1750,7 @@ impl Engine {
                 };
                 writer.replace_log_bytes(&msgs)?;
                 match &events_lock {
-                    Some(l) => l.set(&evs)?,
+                    Some(l) => l.set(&evs, !self.bulk)?,
                     None if evs.is_empty() => {}
                     None => {
                         return Err(Error::Internal(format!("{}: not held", events.display())));
@@ -1754,7 +1782,7 @@ impl Engine {
                 }
                 (What::Memory, _) => {
                     fsutil::create_dir_private(&self.home.memory_dir(id))?;
-                    fsutil::write_atomic(&self.home.memory_file(id), &s.bytes, true)?;
+                    fsutil::write_atomic(&self.home.memory_file(id), &s.bytes, !self.bulk)?;
                 }
                 (What::Messages, Mode::Append) => writer.append_lines(&s.bytes)?,
                 (What::Messages, Mode::Set) => writer.replace_log_bytes(&s.bytes)?,
@@ -1763,9 +1791,9 @@ impl Engine {
                         return Err(Error::Internal(format!("{}: not held", events.display())));
                     };
                     if mode == Mode::Append {
-                        l.append(&s.bytes)?;
+                        l.append(&s.bytes, !self.bulk)?;
                     } else {
-                        l.set(&s.bytes)?;
+                        l.set(&s.bytes, !self.bulk)?;
                     }
                 }
             }
@@ -1839,17 +1867,22 @@ fn lock_events(path: &Path) -> Result<Option<EventsLock>> {
 }
 
 impl EventsLock {
-    fn append(&self, bytes: &[u8]) -> Result<()> {
+    /// Appends `bytes`, fsynced when `sync` (otherwise the engine's `syncfs` makes them
+    /// durable before its progress is saved).
+    fn append(&self, bytes: &[u8], sync: bool) -> Result<()> {
         let mut f = &self.file;
         std::io::Write::write_all(&mut f, bytes).map_err(Error::io("append to", &self.path))?;
-        self.file
-            .sync_data()
-            .map_err(Error::io("fsync", &self.path))
+        if sync {
+            self.file
+                .sync_data()
+                .map_err(Error::io("fsync", &self.path))?;
+        }
+        Ok(())
     }
 
-    fn set(&self, bytes: &[u8]) -> Result<()> {
+    fn set(&self, bytes: &[u8], sync: bool) -> Result<()> {
         self.truncate(0)?;
-        self.append(bytes)
+        self.append(bytes, sync)
     }
 
     fn truncate(&self, len: u64) -> Result<()> {

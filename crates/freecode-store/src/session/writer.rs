@@ -363,8 +363,9 @@ impl SessionWriter {
     }
 
     /// Home sync: appends `bytes`, whole lines as another machine's log holds them, in one
-    /// write, then fsyncs. Each line is checked as [`SessionWriter::append`] checks it; bytes
-    /// that do not end in a newline are refused.
+    /// write, then fsyncs (unless the store's durability is [`Durability::Never`]: a pull
+    /// syncs the file system once before it saves its progress). Each line is checked as
+    /// [`SessionWriter::append`] checks it; bytes that do not end in a newline are refused.
     pub fn append_lines(&mut self, bytes: &[u8]) -> Result<()> {
         let path = self.paths.messages();
         if bytes.is_empty() {
@@ -382,8 +383,10 @@ impl SessionWriter {
         }
         let _busy = crate::fsutil::busy();
         fsutil::append_bytes(&mut self.log, &path, bytes).ctx("append to", &path)?;
-        fsutil::sync_file(&self.log, &path, false).ctx("fsync", &path)?;
-        self.unsynced = false;
+        if self.store.config.durability != Durability::Never {
+            fsutil::sync_file(&self.log, &path, false).ctx("fsync", &path)?;
+            self.unsynced = false;
+        }
         Ok(())
     }
 
@@ -399,13 +402,21 @@ impl SessionWriter {
         let path = self.paths.messages();
         let _busy = crate::fsutil::busy();
         fsutil::set_len(&self.log, &path, len).ctx("truncate", &path)?;
+        if self.store.config.durability == Durability::Never {
+            return Ok(());
+        }
         fsutil::sync_file(&self.log, &path, false).ctx("fsync", &path)
     }
 
-    /// Home sync: replaces the log with `bytes` (a compaction made on another machine).
+    /// Home sync: replaces the log with `bytes` (a compaction made on another machine, or a
+    /// session's first sync), durable as the store's durability says (a pull with
+    /// [`Durability::Never`] syncs the file system once before it saves its progress).
     pub fn replace_log_bytes(&mut self, bytes: &[u8]) -> Result<()> {
         let _busy = crate::fsutil::busy();
-        self.replace_log(bytes)
+        write_atomic(&self.paths.messages(), bytes, self.store.sync_rewrites())?;
+        self.log = fsutil::open_append(&self.paths.messages())?;
+        self.unsynced = self.store.config.durability == Durability::Never;
+        Ok(())
     }
 
     /// Home sync: writes `meta.json` as another machine wrote it. Refused unless it parses as
