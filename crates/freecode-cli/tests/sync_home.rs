@@ -989,3 +989,56 @@ fn a_rotated_key_rewraps_the_server_and_the_other_machines_join_again_keeping_th
     assert!(!a.join("state/sync/rotating").exists());
     n.ok(&c, &["sync", "now"]);
 }
+
+#[test]
+fn sessions_imported_from_another_agent_sync_too_and_two_machines_pushing_at_once_both_land() {
+    let n = net();
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let transcript =
+        freecode_testkit::external_fixtures().join("claude-code/genuine/spotter-short.jsonl");
+    let imported = n.json(
+        &a,
+        &[
+            "import",
+            "claude-code",
+            transcript.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert!(!imported.to_string().is_empty());
+    let phrase = n.first(&a);
+    n.join(&b, &phrase);
+    plant(&b, 40);
+    let from_a = sessions(&a);
+    assert_eq!(from_a.len(), 1, "{imported}");
+
+    // Both push at the same moment; then each takes the other's.
+    let spawn = |home: &Path| {
+        common::freecode(home)
+            .args(["sync", "push", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (one, two) = (spawn(&a), spawn(&b));
+    for c in [one, two] {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    n.ok(&a, &["sync", "pull"]);
+    n.ok(&b, &["sync", "pull"]);
+    let (sa, sb) = (sessions(&a), sessions(&b));
+    assert_eq!(sa.len(), 41);
+    assert_eq!(sa.keys().collect::<Vec<_>>(), sb.keys().collect::<Vec<_>>());
+    for id in sa.keys() {
+        assert_eq!(files_of(&a, id), files_of(&b, id), "session {id}");
+    }
+    // The imported session keeps its provenance on the other machine.
+    let id = from_a.keys().next().unwrap();
+    assert_eq!(sb[id], from_a[id]);
+}
