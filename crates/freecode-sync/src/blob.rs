@@ -887,9 +887,8 @@ fn create_private_dir(dir: &Path) -> Result<(), BlobError> {
     })
 }
 
-/// Writes `data` to a fresh temp file beside `path`, fsyncs it, links it to `path` (failing if
-/// `path` exists), removes the temp name, and fsyncs the directory.
-fn create_atomic(path: &Path, data: &[u8]) -> Result<(), BlobError> {
+/// Writes `data` to a fresh temp file (0600) in `path`'s directory and fsyncs it: its name.
+fn write_temp(path: &Path, data: &[u8]) -> Result<PathBuf, BlobError> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let suffix = random_hex::<8>().map_err(|e| BlobError::Io {
         op: "naming temp file for",
@@ -897,7 +896,6 @@ fn create_atomic(path: &Path, data: &[u8]) -> Result<(), BlobError> {
         source: std::io::Error::other(e.to_string()),
     })?;
     let tmp = dir.join(format!("{TEMP_PREFIX}{suffix}"));
-
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -908,53 +906,43 @@ fn create_atomic(path: &Path, data: &[u8]) -> Result<(), BlobError> {
         .and_then(|mut file| {
             file.write_all(data).map_err(io("writing", &tmp))?;
             file.sync_all().map_err(io("syncing", &tmp))
-        })
-        .and_then(|()| match std::fs::hard_link(&tmp, path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                Err(BlobError::AlreadyExists {
-                    key: path.display().to_string(),
-                })
-            }
-            Err(source) => Err(BlobError::Io {
-                op: "linking",
-                path: path.to_owned(),
-                source,
-            }),
         });
-    // The temp name goes whatever happened; a failure here only leaves garbage for the sweeper.
-    let _ = std::fs::remove_file(&tmp);
-    written?;
-    sync_dir(dir)
-}
-
-/// Atomically replaces `path` with `data` (0600): temp file in the same directory, fsync,
-/// rename over it.
-fn replace_atomic(path: &Path, data: &[u8]) -> Result<(), BlobError> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let suffix = random_hex::<8>().map_err(|e| BlobError::Io {
-        op: "naming temp file for",
-        path: path.to_owned(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    let tmp = dir.join(format!("{TEMP_PREFIX}{suffix}"));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let written = options
-        .open(&tmp)
-        .map_err(io("creating", &tmp))
-        .and_then(|mut file| {
-            file.write_all(data).map_err(io("writing", &tmp))?;
-            file.sync_all().map_err(io("syncing", &tmp))
-        })
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(io("renaming", path)));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written?;
-    sync_dir(dir)
+    written.map(|()| tmp)
+}
+
+/// Writes `data` to a fresh temp file beside `path`, fsyncs it, links it to `path` (failing if
+/// `path` exists), removes the temp name, and fsyncs the directory.
+fn create_atomic(path: &Path, data: &[u8]) -> Result<(), BlobError> {
+    let tmp = write_temp(path, data)?;
+    let linked = match std::fs::hard_link(&tmp, path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(BlobError::AlreadyExists {
+            key: path.display().to_string(),
+        }),
+        Err(source) => Err(BlobError::Io {
+            op: "linking",
+            path: path.to_owned(),
+            source,
+        }),
+    };
+    // The temp name goes whatever happened; a failure here only leaves garbage for the sweeper.
+    let _ = std::fs::remove_file(&tmp);
+    linked?;
+    sync_dir(path.parent().unwrap_or_else(|| Path::new(".")))
+}
+
+/// Atomically replaces `path` with `data` (0600): temp file in the same directory, fsync,
+/// rename over it, fsync the directory.
+fn replace_atomic(path: &Path, data: &[u8]) -> Result<(), BlobError> {
+    let tmp = write_temp(path, data)?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io("renaming", path)(e));
+    }
+    sync_dir(path.parent().unwrap_or_else(|| Path::new(".")))
 }
 
 /// Maps an I/O error on `path` while doing `op`.

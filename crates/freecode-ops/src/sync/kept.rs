@@ -79,31 +79,28 @@ impl Kept {
 
     /// Keeps record `index` of `host`'s log `log` (a copy already kept stays).
     pub fn put(&mut self, log: &LogId, host: &HostId, index: u64, sealed: &[u8]) -> Result<()> {
-        self.begin()?;
-        self.conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO records (log, host, idx, sealed) VALUES (?1, ?2, ?3, ?4)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    log.to_string(),
-                    host.to_string(),
-                    i64::try_from(index).unwrap_or(i64::MAX),
-                    sealed
-                ])
-            })
-            .map_err(db_err(&self.path))?;
-        Ok(())
+        self.write("INSERT OR IGNORE", log, host, index, sealed)
     }
 
     /// Keeps `sealed` as record `index` of `host`'s log `log` in place of any copy (the same
     /// record rewrapped under a rotated key).
     pub fn replace(&mut self, log: &LogId, host: &HostId, index: u64, sealed: &[u8]) -> Result<()> {
+        self.write("INSERT OR REPLACE", log, host, index, sealed)
+    }
+
+    fn write(
+        &mut self,
+        verb: &str,
+        log: &LogId,
+        host: &HostId,
+        index: u64,
+        sealed: &[u8],
+    ) -> Result<()> {
         self.begin()?;
         self.conn
-            .prepare_cached(
-                "INSERT OR REPLACE INTO records (log, host, idx, sealed) VALUES (?1, ?2, ?3, ?4)",
-            )
+            .prepare_cached(&format!(
+                "{verb} INTO records (log, host, idx, sealed) VALUES (?1, ?2, ?3, ?4)"
+            ))
             .and_then(|mut s| {
                 s.execute(params![
                     log.to_string(),

@@ -636,6 +636,18 @@ fn records_of(c: Changes) -> Vec<Vec<Section>> {
     records
 }
 
+/// The record of `sections` for session `id` at `st`'s chain point, and whether it is a
+/// content record (one that extends the chain: anything but a meta alone).
+fn record_at(id: &SessionId, st: &SessionSync, sections: Vec<Section>) -> (SessionRecord, bool) {
+    let content = sections.iter().any(|s| s.head.what != What::Meta);
+    let rec = SessionRecord {
+        session: id.to_string(),
+        base: content.then(|| st.chain.to_string()),
+        sections,
+    };
+    (rec, content)
+}
+
 /// Which of a section's bytes a local file already holds.
 #[derive(Debug, PartialEq, Eq)]
 enum Fit {
@@ -921,13 +933,7 @@ impl Engine {
                 alone.push((id, dir));
                 continue;
             }
-            let sections = records.pop().unwrap_or_default();
-            let content = sections.iter().any(|s| s.head.what != What::Meta);
-            let rec = SessionRecord {
-                session: id.to_string(),
-                base: content.then(|| st.chain.to_string()),
-                sections,
-            };
+            let (rec, content) = record_at(id, &st, records.pop().unwrap_or_default());
             let plain = rec.encode();
             let claim = if content {
                 Some(
@@ -1070,12 +1076,7 @@ impl Engine {
 
     fn push_changes(&mut self, id: &SessionId, st: &mut SessionSync, c: Changes) -> Result<Pushed> {
         for sections in records_of(c) {
-            let content = sections.iter().any(|s| s.head.what != What::Meta);
-            let rec = SessionRecord {
-                session: id.to_string(),
-                base: content.then(|| st.chain.to_string()),
-                sections,
-            };
+            let (rec, content) = record_at(id, st, sections);
             let plain = rec.encode();
             let index = st.next;
             if content {

@@ -331,18 +331,18 @@ impl SyncKey {
         for o in &self.older {
             msg.extend_from_slice(&o.master);
         }
+        self.seal_small(RING_MAGIC, &msg, &self.ring_aad())
+    }
+
+    /// A small sealed object (a claim, a key ring): `magic` · version · key id · nonce ·
+    /// XChaCha20-Poly1305(`msg`) under the wrap key, with `aad`.
+    fn seal_small(&self, magic: &[u8; 4], msg: &[u8], aad: &[u8]) -> Result<Vec<u8>, SealError> {
         let nonce: [u8; NONCE] = random()?;
         let ct = XChaCha20Poly1305::new((&self.wrap).into())
-            .encrypt(
-                XNonce::from_slice(&nonce),
-                Payload {
-                    msg: &msg,
-                    aad: &self.ring_aad(),
-                },
-            )
+            .encrypt(XNonce::from_slice(&nonce), Payload { msg, aad })
             .map_err(|_| SealError::Codec("sealing failed".to_owned()))?;
         let mut out = Vec::with_capacity(5 + KEY_ID + NONCE + ct.len());
-        out.extend_from_slice(RING_MAGIC);
+        out.extend_from_slice(magic);
         out.push(VERSION);
         out.extend_from_slice(&self.key_id);
         out.extend_from_slice(&nonce);
@@ -410,35 +410,12 @@ impl SyncKey {
         index: u64,
         sealed: &[u8],
     ) -> Result<Option<Vec<u8>>, SealError> {
-        let what = || format!("record {index} of host {host}'s log {log}");
-        let tampered = || SealError::Tampered { what: what() };
-        if sealed.len() < RECORD_HEADER + TAG
-            || &sealed[..4] != RECORD_MAGIC
-            || sealed[4] != VERSION
-        {
-            return Err(tampered());
-        }
-        let kind = Kind::from_byte(sealed[5]).ok_or_else(tampered)?;
-        let key_id = &sealed[6..6 + KEY_ID];
-        if key_id == self.key_id {
+        if sealed.get(6..6 + KEY_ID) == Some(&self.key_id[..]) {
             return Ok(None);
         }
-        let old = self
-            .wrap_of(key_id)
-            .ok_or_else(|| SealError::OtherKey { what: what() })?;
+        let (kind, record_key) = self.record_key(host, log, index, sealed)?;
         let body_aad = Self::body_aad(kind, host, log, index);
-        let mut old_aad = body_aad.clone();
-        old_aad.extend_from_slice(key_id);
         let at = 6 + KEY_ID;
-        let record_key = XChaCha20Poly1305::new(old.into())
-            .decrypt(
-                XNonce::from_slice(&sealed[at..at + NONCE]),
-                Payload {
-                    msg: &sealed[at + NONCE..WRAP_SPAN.end],
-                    aad: &old_aad,
-                },
-            )
-            .map_err(|_| tampered())?;
         let mut new_aad = body_aad;
         new_aad.extend_from_slice(&self.key_id);
         let nonce: [u8; NONCE] = random()?;
@@ -628,15 +605,16 @@ impl SyncKey {
         Ok(out)
     }
 
-    /// Opens record `index` of `host`'s log `log`: refused unless it was sealed by this key for
-    /// exactly that place.
-    pub fn open(
+    /// The kind of record `index` of `host`'s log `log` and its record key, unwrapped with
+    /// the key (this one or an older one) that wrapped it: refused unless the framing is
+    /// whole and the wrap opens for exactly that place.
+    fn record_key(
         &self,
         host: &HostId,
         log: &LogId,
         index: u64,
         sealed: &[u8],
-    ) -> Result<Opened, SealError> {
+    ) -> Result<(Kind, [u8; 32]), SealError> {
         let what = || format!("record {index} of host {host}'s log {log}");
         let tampered = || SealError::Tampered { what: what() };
         if sealed.len() < RECORD_HEADER + TAG
@@ -646,31 +624,42 @@ impl SyncKey {
             return Err(tampered());
         }
         let kind = Kind::from_byte(sealed[5]).ok_or_else(tampered)?;
-        let mut at = 6;
-        let key_id = &sealed[at..at + KEY_ID];
-        at += KEY_ID;
+        let key_id = &sealed[6..6 + KEY_ID];
         let Some(wrap_key) = self.wrap_of(key_id) else {
             return Err(SealError::OtherKey { what: what() });
         };
-        let wrap_nonce = &sealed[at..at + NONCE];
-        at += NONCE;
-        let wrapped = &sealed[at..at + 32 + TAG];
-        at += 32 + TAG;
-        let body_nonce = &sealed[at..at + NONCE];
-        at += NONCE;
-        let body_aad = Self::body_aad(kind, host, log, index);
-        let mut wrap_aad = body_aad.clone();
+        let mut wrap_aad = Self::body_aad(kind, host, log, index);
         wrap_aad.extend_from_slice(key_id);
+        let at = 6 + KEY_ID;
         let record_key = XChaCha20Poly1305::new(wrap_key.into())
             .decrypt(
-                XNonce::from_slice(wrap_nonce),
+                XNonce::from_slice(&sealed[at..at + NONCE]),
                 Payload {
-                    msg: wrapped,
+                    msg: &sealed[at + NONCE..WRAP_SPAN.end],
                     aad: &wrap_aad,
                 },
             )
             .map_err(|_| tampered())?;
         let record_key: [u8; 32] = record_key.try_into().map_err(|_| tampered())?;
+        Ok((kind, record_key))
+    }
+
+    /// Opens record `index` of `host`'s log `log`: refused unless it was sealed by this key for
+    /// exactly that place.
+    pub fn open(
+        &self,
+        host: &HostId,
+        log: &LogId,
+        index: u64,
+        sealed: &[u8],
+    ) -> Result<Opened, SealError> {
+        let tampered = || SealError::Tampered {
+            what: format!("record {index} of host {host}'s log {log}"),
+        };
+        let (kind, record_key) = self.record_key(host, log, index, sealed)?;
+        let body_aad = Self::body_aad(kind, host, log, index);
+        let at = WRAP_SPAN.end + NONCE;
+        let body_nonce = &sealed[WRAP_SPAN.end..at];
         let compressed = XChaCha20Poly1305::new((&record_key).into())
             .decrypt(
                 XNonce::from_slice(body_nonce),
@@ -703,26 +692,10 @@ impl SyncKey {
         host: &HostId,
         index: u64,
     ) -> Result<Vec<u8>, SealError> {
-        let nonce: [u8; NONCE] = random()?;
         let mut msg = Vec::with_capacity(24);
         msg.extend_from_slice(&host.0);
         msg.extend_from_slice(&index.to_be_bytes());
-        let ct = XChaCha20Poly1305::new((&self.wrap).into())
-            .encrypt(
-                XNonce::from_slice(&nonce),
-                Payload {
-                    msg: &msg,
-                    aad: &Self::claim_aad(&self.key_id, log, base),
-                },
-            )
-            .map_err(|_| SealError::Codec("sealing failed".to_owned()))?;
-        let mut out = Vec::with_capacity(5 + KEY_ID + NONCE + ct.len());
-        out.extend_from_slice(CLAIM_MAGIC);
-        out.push(VERSION);
-        out.extend_from_slice(&self.key_id);
-        out.extend_from_slice(&nonce);
-        out.extend_from_slice(&ct);
-        Ok(out)
+        self.seal_small(CLAIM_MAGIC, &msg, &Self::claim_aad(&self.key_id, log, base))
     }
 
     /// Opens a claim on `log` at `base`: who holds it, with which of its records.

@@ -76,6 +76,13 @@ fn index_segment(index: u64) -> String {
     format!("{index:020}")
 }
 
+/// The index of a record's path, if its log and host ids and its index are well formed.
+fn record_index(log: &str, host: &str, index: &str) -> Option<u64> {
+    (is_hex(log, 32) && is_hex(host, 32))
+        .then(|| index.parse::<u64>().ok())
+        .flatten()
+}
+
 fn bad_id() -> Response {
     error(StatusCode::BAD_REQUEST, "malformed log, host or chain id")
 }
@@ -181,12 +188,9 @@ pub(crate) async fn put_record(
     if let Some(r) = unauthorized(&app, request.headers()) {
         return r;
     }
-    let Ok(index) = index.parse::<u64>() else {
+    let Some(index) = record_index(&log, &host, &index) else {
         return bad_id();
     };
-    if !is_hex(&log, 32) || !is_hex(&host, 32) {
-        return bad_id();
-    }
     let data = match body(&app, request).await {
         Ok(b) => b,
         Err(r) => return r,
@@ -512,12 +516,9 @@ pub(crate) async fn rewrap_record(
     if let Some(r) = unauthorized(&app, request.headers()) {
         return r;
     }
-    let Ok(index) = index.parse::<u64>() else {
+    let Some(index) = record_index(&log, &host, &index) else {
         return bad_id();
     };
-    if !is_hex(&log, 32) || !is_hex(&host, 32) {
-        return bad_id();
-    }
     let Some(key) = SyncKey::new([LOGS, &log, &host, &index_segment(index)]) else {
         return bad_id();
     };
