@@ -500,13 +500,7 @@ fn json(home: &Path, args: &[&str]) -> Value {
 }
 
 fn schema_check(name: &str, v: &Value) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../docs/schemas")
-        .join(name);
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator.iter_errors(v).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{name}: {errors:?}");
+    common::schema_check(name, v);
 }
 
 /// Copies the fixture (and its own directory of side files, if any; a tree whole) into `dst`;

@@ -247,6 +247,12 @@ fn travel_both_ways(n: Net) {
     assert_eq!(phrase.split(' ').count(), 24);
     let pushed = n.json(&a, &["sync", "push", "--json"]);
     assert_eq!(pushed["sessionsPushed"], 1);
+    common::schema_check("sync-report.json", &pushed);
+    common::schema_check("sync-key.json", &n.json(&a, &["sync", "key", "--json"]));
+    common::schema_check(
+        "sync-status.json",
+        &n.json(&a, &["sync", "status", "--json"]),
+    );
 
     n.join(&b, &phrase);
     let pulled = n.json(&b, &["sync", "pull", "--json"]);
@@ -799,6 +805,19 @@ fn sync_auto_syncs_after_each_turn_in_the_background_and_never_holds_it_up() {
         n.ok(&b, &["sync", "pull"]);
         files_of(&b, &s).0 == msgs
     });
+    // The same home sync over JSON-RPC, in the CLI's vocabulary.
+    for (id, method, schema) in [
+        (2, "sync.now", "sync-report.json"),
+        (3, "sync.status", "sync-status.json"),
+    ] {
+        let req = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method});
+        writeln!(stdin, "{req}").unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(reply["id"], id, "{reply}");
+        common::schema_check(schema, &reply["result"]);
+    }
     drop(stdin);
     assert!(child.wait().unwrap().success());
     let said = std::fs::read_to_string(&auto_log).unwrap();
@@ -930,6 +949,7 @@ fn a_rotated_key_rewraps_the_server_and_the_other_machines_join_again_keeping_th
 
     let r = n.json(&a, &["sync", "rotate", "--json"]);
     assert_eq!(r["rewrapped"].as_u64().unwrap(), before.len() as u64, "{r}");
+    common::schema_check("sync-rotation.json", &r);
     assert_eq!(r["bytesSent"].as_u64().unwrap(), 80 * before.len() as u64);
     let key_id = r["keyId"].as_str().unwrap().to_owned();
     let after = logs(());

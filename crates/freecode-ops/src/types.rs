@@ -782,6 +782,31 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         generate: root::<Revoked>,
     },
     SchemaFile {
+        name: "sync-setup.json",
+        used_by: "`sync init --json`, `sync join --json`",
+        generate: root::<crate::sync::SyncSetup>,
+    },
+    SchemaFile {
+        name: "sync-key.json",
+        used_by: "`sync key --json`",
+        generate: root::<crate::sync::SyncPhrase>,
+    },
+    SchemaFile {
+        name: "sync-status.json",
+        used_by: "`sync status --json`, `sync.status`",
+        generate: root::<crate::sync::SyncStatus>,
+    },
+    SchemaFile {
+        name: "sync-report.json",
+        used_by: "`sync push --json`, `sync pull --json`, `sync now --json`, `sync.now`",
+        generate: root::<crate::sync::SyncReport>,
+    },
+    SchemaFile {
+        name: "sync-rotation.json",
+        used_by: "`sync rotate --json`",
+        generate: root::<crate::sync::SyncRotation>,
+    },
+    SchemaFile {
         name: "config-list.json",
         used_by: "`config list --json`",
         generate: root::<Vec<ConfigEntry>>,

@@ -558,7 +558,7 @@ impl SyncCommand {
             Self::Key(a) => {
                 let phrase = sync::key_phrase(home)?;
                 if a.json {
-                    return print_json(&serde_json::json!({ "phrase": phrase }));
+                    return print_json(&sync::SyncPhrase { phrase });
                 }
                 eprintln!(
                     "the sync key: anyone with these words can read this home's synced sessions"

@@ -220,3 +220,14 @@ pub fn on_terminal(
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Asserts that `v` conforms to `docs/schemas/<name>`.
+pub fn schema_check(name: &str, v: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/schemas")
+        .join(name);
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{name}: {errors:?}");
+}

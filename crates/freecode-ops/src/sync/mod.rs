@@ -294,6 +294,13 @@ pub fn rotate(home: &Home) -> Result<SyncRotation> {
     Ok(out)
 }
 
+/// The sync key as `sync key --json` prints it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SyncPhrase {
+    /// The key's 24 words (a rotated key's are completed by the ring the server keeps).
+    pub phrase: String,
+}
+
 /// `freecode sync key`: the sync key as its 24 words.
 pub fn key_phrase(home: &Home) -> Result<String> {
     Ok(state::load(home)?.key.to_phrase())

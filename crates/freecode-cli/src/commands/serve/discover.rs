@@ -162,6 +162,18 @@ const METHODS: &[Method] = &[
         result: sub::<Option<Trace>>,
     },
     Method {
+        name: "sync.status",
+        summary: "Home sync: sessions to push and records to pull (as `sync status --json`)",
+        params: &[],
+        result: sub::<freecode_ops::sync::SyncStatus>,
+    },
+    Method {
+        name: "sync.now",
+        summary: "Home sync: pull, then push (as `sync now --json`)",
+        params: &[],
+        result: sub::<freecode_ops::sync::SyncReport>,
+    },
+    Method {
         name: "rpc.discover",
         summary: "This document",
         params: &[],

@@ -386,6 +386,13 @@ impl Server {
             }
             "session.compact" => self.compact(p),
             "session.getInterrupted" => to_value(&sessions::interrupted(&self.store)?),
+            // Home sync (`freecode sync status|now`), blocking this request only as long as
+            // the server takes.
+            "sync.status" => to_value(&freecode_ops::sync::status(self.store.home())?),
+            "sync.now" => to_value(&freecode_ops::sync::now(
+                self.store.home(),
+                &mut freecode_ops::Silent,
+            )?),
             "session.export" => self.export(p),
             "session.import" => self.import(p),
             "session.trace" => self.trace(p),
