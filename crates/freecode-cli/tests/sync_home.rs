@@ -1008,6 +1008,13 @@ fn a_rotated_key_rewraps_the_server_and_the_other_machines_join_again_keeping_th
     assert_eq!(r["rewrapped"], 1, "{r}");
     assert!(!a.join("state/sync/rotating").exists());
     n.ok(&c, &["sync", "now"]);
+    // A marker naming a key that was never saved (a kill between the two) is no rotation in
+    // progress: the next one makes a new key, and the old ones still open everything.
+    std::fs::write(a.join("state/sync/rotating"), "0123456789abcdef").unwrap();
+    let r = n.json(&a, &["sync", "rotate", "--json"]);
+    assert_ne!(r["keyId"], key_id.as_str());
+    assert_eq!(r["rewrapped"].as_u64().unwrap(), after.len() as u64 + 1, "{r}");
+    n.ok(&a, &["sync", "now"]);
 }
 
 #[test]

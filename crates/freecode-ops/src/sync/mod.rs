@@ -241,17 +241,21 @@ fn rewrap_kept(key: &SyncKey, kept: &mut Kept) -> Result<u64> {
 pub fn rotate(home: &Home) -> Result<SyncRotation> {
     let _turn = take_turn(home)?;
     let mut e = Engine::open(home)?;
+    // The marker names the key being rotated to: written after that key is saved, so it
+    // never outlives a key that was not (a kill before it makes the next rotation a new one).
     let marker = state::dir(home).join("rotating");
-    if !marker.is_file() {
+    let resuming = fsutil::read_bounded(&marker, 64, "rotation marker")?
+        .is_some_and(|id| id == e.key.id().as_bytes());
+    if !resuming {
         let new = e.key.rotate().map_err(seal_err)?;
         let ring = new.seal_ring().map_err(seal_err)?;
         e.remote.put_ring(&new.id(), &ring)?;
-        fsutil::write_atomic(&marker, new.id().as_bytes(), true)?;
         let settings = state::Settings {
             key_id: new.id(),
             ..e.settings.clone()
         };
         state::save_key(home, &settings, &new)?;
+        fsutil::write_atomic(&marker, new.id().as_bytes(), true)?;
         e.settings = settings;
         e.key = new;
     }
