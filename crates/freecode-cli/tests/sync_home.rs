@@ -1013,7 +1013,11 @@ fn a_rotated_key_rewraps_the_server_and_the_other_machines_join_again_keeping_th
     std::fs::write(a.join("state/sync/rotating"), "0123456789abcdef").unwrap();
     let r = n.json(&a, &["sync", "rotate", "--json"]);
     assert_ne!(r["keyId"], key_id.as_str());
-    assert_eq!(r["rewrapped"].as_u64().unwrap(), after.len() as u64 + 1, "{r}");
+    assert_eq!(
+        r["rewrapped"].as_u64().unwrap(),
+        after.len() as u64 + 1,
+        "{r}"
+    );
     n.ok(&a, &["sync", "now"]);
 }
 
