@@ -1,5 +1,6 @@
 //! What the freecode crates' tests share (a dev-dependency only): where the TypeScript
-//! original's reference fixtures are, and a writable, private copy of a fixture tree.
+//! original's reference fixtures are, a writable, private copy of a fixture tree, and moto's
+//! S3 server on loopback ([`Moto`]).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;

@@ -322,7 +322,7 @@ pub fn status(home: &Home) -> Result<SyncStatus> {
         .sum();
     let mut to_push = 0;
     let excluded = excluded(home)?;
-    for (id, dir) in local_sessions(home)? {
+    for (id, dir) in local_sessions(&e.store)? {
         if e.is_excluded(&id, &excluded)? {
             continue;
         }
@@ -437,36 +437,14 @@ fn excluded(home: &Home) -> Result<globset::GlobSet> {
         .map_err(|e| Error::Invalid(format!("sync.exclude: {e}")))
 }
 
-/// The sessions in this home (any status), by id, with their directories: one listing, so a
-/// push costs no lookup per session.
-fn local_sessions(home: &Home) -> Result<BTreeMap<SessionId, PathBuf>> {
-    let mut out = BTreeMap::new();
-    let Some(projects) = fsutil::list_dir(&home.sessions_dir())? else {
-        return Ok(out);
-    };
-    for (name, is_dir) in projects {
-        let Some(name) = name.to_str() else { continue };
-        if !is_dir || name.starts_with('.') {
-            continue;
-        }
-        let dir = home.sessions_dir().join(name);
-        let Some(children) = fsutil::list_dir(&dir)? else {
-            continue;
-        };
-        for (child, is_dir) in children {
-            let Some(child) = child.to_str() else {
-                continue;
-            };
-            if is_dir
-                && !child.starts_with('.')
-                && let Ok(id) = SessionId::new(child)
-                && dir.join(child).join("meta.json").is_file()
-            {
-                out.insert(id, dir.join(child));
-            }
-        }
-    }
-    Ok(out)
+/// The complete sessions in this home (any status), by id, with their directories: the
+/// store's one listing ([`SessionStore::session_dirs`]), so a push costs no lookup per session.
+fn local_sessions(store: &SessionStore) -> Result<BTreeMap<SessionId, PathBuf>> {
+    Ok(store
+        .session_dirs()?
+        .into_iter()
+        .filter(|(_, dir)| dir.join("meta.json").is_file())
+        .collect())
 }
 
 /// A file's change since its mark.
@@ -854,7 +832,7 @@ impl Engine {
     // ----- push ---------------------------------------------------------------------------
 
     fn push(&mut self, progress: &mut dyn Progress) -> Result<()> {
-        let local = local_sessions(&self.home)?;
+        let local = local_sessions(&self.store)?;
         let excluded = excluded(&self.home)?;
         // The sessions that changed, found while the server's counts come: what it lost goes
         // back first, since this host's next records follow it.
@@ -1592,7 +1570,7 @@ impl Engine {
 
     /// A session forked from `id` whose messages are `messages`, byte for byte.
     fn existing_fork(&self, id: &SessionId, messages: &[u8]) -> Result<Option<SessionId>> {
-        for (other, dir) in local_sessions(&self.home)? {
+        for (other, dir) in local_sessions(&self.store)? {
             let paths = freecode_store::session::SessionPaths { dir };
             let meta = match self.store.meta(&other) {
                 Ok(m) => m,

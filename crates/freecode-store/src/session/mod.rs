@@ -387,18 +387,25 @@ impl SessionStore {
         self.read_located(id, |p| read_meta_file(&p.meta()))
     }
 
-    /// Lists sessions, newest activity first. Unreadable session directories, and those whose
-    /// `meta.json` names another id, are reported in [`Listing::problems`] and skipped.
-    pub fn list(&self, filter: &ListFilter) -> Result<Listing> {
+    /// Every session directory with its id, complete or not (a directory being created has
+    /// no `meta.json` yet): one `readdir` per project directory, nothing opened. Links where a
+    /// project or session directory should be are skipped, never followed.
+    pub fn session_dirs(&self) -> Result<Vec<(SessionId, PathBuf)>> {
+        self.walk(None, &mut Vec::new())
+    }
+
+    /// The session directories of `only` those project directories (or of every one), with
+    /// their ids; links where a project or session directory should be are named in
+    /// `problems`.
+    fn walk(
+        &self,
+        only: Option<&[PathBuf]>,
+        problems: &mut Vec<(PathBuf, String)>,
+    ) -> Result<Vec<(SessionId, PathBuf)>> {
         let sessions_dir = self.home.sessions_dir();
-        let project_dirs: Vec<PathBuf> = match &filter.project_path {
-            // Only the directories this project's sessions can be in: ours, the original's and
-            // earlier versions'. Any may hold other projects too; `projectPath` tells them apart.
-            Some(p) if !p.is_empty() => candidate_dir_names(p)
-                .into_iter()
-                .map(|n| sessions_dir.join(n))
-                .collect(),
-            _ => match fs::read_dir(&sessions_dir) {
+        let project_dirs: Vec<PathBuf> = match only {
+            Some(dirs) => dirs.to_vec(),
+            None => match fs::read_dir(&sessions_dir) {
                 Ok(rd) => rd
                     .filter_map(|e| e.ok())
                     .filter(|e| e.file_name().to_str().is_some_and(is_project_dir_name))
@@ -409,8 +416,7 @@ impl SessionStore {
                 Err(e) => return Err(e).ctx("list", &sessions_dir),
             },
         };
-        let mut candidates = Vec::new();
-        let mut problems = Vec::new();
+        let mut found = Vec::new();
         for pd in &project_dirs {
             // A link where a project directory should be is named, never followed.
             if fs::symlink_metadata(pd).is_ok_and(|m| m.file_type().is_symlink()) {
@@ -424,16 +430,39 @@ impl SessionStore {
             for e in rd.filter_map(|e| e.ok()) {
                 let name = e.file_name();
                 let Some(name) = name.to_str() else { continue };
-                if SessionId::new(name).is_ok() {
+                if let Ok(id) = SessionId::new(name) {
                     if e.file_type().is_ok_and(|t| t.is_symlink()) {
                         let path = e.path();
                         problems.push((path.clone(), StoreError::Symlink { path }.to_string()));
                         continue;
                     }
-                    candidates.push(e.path().join(META_FILE));
+                    found.push((id, e.path()));
                 }
             }
         }
+        Ok(found)
+    }
+
+    /// Lists sessions, newest activity first. Unreadable session directories, and those whose
+    /// `meta.json` names another id, are reported in [`Listing::problems`] and skipped.
+    pub fn list(&self, filter: &ListFilter) -> Result<Listing> {
+        let mut problems = Vec::new();
+        let only: Option<Vec<PathBuf>> = match &filter.project_path {
+            // Only the directories this project's sessions can be in: ours, the original's and
+            // earlier versions'. Any may hold other projects too; `projectPath` tells them apart.
+            Some(p) if !p.is_empty() => Some(
+                candidate_dir_names(p)
+                    .into_iter()
+                    .map(|n| self.home.sessions_dir().join(n))
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let candidates: Vec<PathBuf> = self
+            .walk(only.as_deref(), &mut problems)?
+            .into_iter()
+            .map(|(_, dir)| dir.join(META_FILE))
+            .collect();
         let read = |paths: &[PathBuf]| {
             let mut ok = Vec::new();
             let mut bad = Vec::new();
