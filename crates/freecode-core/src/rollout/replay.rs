@@ -204,6 +204,17 @@ pub trait TurnSink: Sized {
     fn tail(&self) -> Self;
     /// Appends what `tail` took in after `from`, its indices plus `shift` (wrapping).
     fn splice(&mut self, tail: Self, from: Self::Pos, shift: u64);
+    /// Keeps turn ids and their newest turns (`ids`, by turn index) where the sink keeps its
+    /// turns, to be read back by [`TurnSink::kept_ids`], and says whether it did. A sink that
+    /// keeps them (a fold checkpoint's) spares the fold's saved state a map that grows with
+    /// every turn of the log; the default keeps none, and the state holds the map.
+    fn keep_ids(&mut self, _ids: &[(&str, u64)]) -> bool {
+        false
+    }
+    /// Every id [`TurnSink::keep_ids`] kept, in the order kept (a later entry of an id wins).
+    fn kept_ids(&mut self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }
 
 /// Turns kept in memory (the default sink; index = position).
@@ -254,6 +265,11 @@ pub struct ReplayBuilder<S: TurnSink = Turns> {
     /// (rare: most refer to the newest turn), so taking up a fold of 100,000 turns does not
     /// build a map of 100,000 ids.
     older: Vec<Box<RawValue>>,
+    /// Whether the ids of turns before `saved` are kept by the sink ([`TurnSink::keep_ids`])
+    /// and not read yet; a save keeps there those of turns from `saved` on.
+    ids_in_sink: bool,
+    /// Turns before this index had their ids saved (in `older` or by the sink).
+    saved: u64,
     /// A tail fold's marks (`turn.started` lines no later event looks behind), by offset.
     marks: Option<Vec<(u64, ReplayMark<S>)>>,
     /// A tail fold: the offset of the line being folded.
@@ -299,6 +315,9 @@ struct ReplayState {
     patches: Vec<(u64, TurnPatch)>,
     /// Each turn id's newest turn: arrays of `[id, index]`, later entries winning.
     latest: Vec<Box<RawValue>>,
+    /// Whether the sink keeps the ids instead (`latest` is then empty).
+    #[serde(default)]
+    ids_in_sink: bool,
     window_len: usize,
 }
 
@@ -319,7 +338,7 @@ fn read_older(chunks: &[Box<RawValue>]) -> Vec<(String, u64)> {
 }
 
 /// The version of [`ReplayState`]: a saved state of another version is not taken up.
-const REPLAY_STATE_VERSION: u32 = 2;
+const REPLAY_STATE_VERSION: u32 = 3;
 
 impl ReplayBuilder {
     /// A fold for the log of `session_id`, turns kept in memory.
@@ -366,6 +385,8 @@ impl<S: TurnSink> ReplayBuilder<S> {
             sink,
             latest: HashMap::new(),
             older: Vec::new(),
+            ids_in_sink: false,
+            saved: 0,
             marks: None,
             line: 0,
             window_len: WINDOW,
@@ -403,6 +424,19 @@ impl<S: TurnSink> ReplayBuilder<S> {
     fn newest(&mut self, turn_id: &str) -> Option<u64> {
         if let Some(i) = self.latest.get(turn_id) {
             return Some(*i);
+        }
+        if self.ids_in_sink {
+            self.ids_in_sink = false;
+            // Later entries win; `latest` (newer than all of them) over all.
+            for (id, i) in self.sink.kept_ids() {
+                if i < self.saved {
+                    let e = self.latest.entry(id).or_insert(i);
+                    if *e < self.saved {
+                        *e = i;
+                    }
+                }
+            }
+            return self.latest.get(turn_id).copied();
         }
         if self.older.is_empty() {
             return None;
@@ -558,9 +592,28 @@ impl<S: TurnSink> ReplayBuilder<S> {
     /// The fold's state without its sink, as bytes (JSON): what [`ReplayBuilder::resume`]
     /// takes up. A tail fold (of a split read) has none: `None`. Unknown events and skipped
     /// lines are the read's to add at the end, so a fold that was given some has none either.
-    pub fn state(&self) -> Option<Vec<u8>> {
+    ///
+    /// A sink that keeps turn ids ([`TurnSink::keep_ids`]) is given those of the turns since
+    /// the last save, so the state stays the size of what is open, however many turns the
+    /// log holds; the ids are then the sink's to keep with its turns.
+    pub fn state(&mut self) -> Option<Vec<u8>> {
         if self.marks.is_some() || self.r.unknown_events > 0 || !self.r.skipped_lines.is_empty() {
             return None;
+        }
+        if self.older.is_empty() {
+            // The ids before `saved` are the sink's already (or there are none, or `latest`
+            // holds them): give it those since.
+            let mut newer: Vec<(&str, u64)> = self
+                .latest
+                .iter()
+                .filter(|(_, v)| **v >= self.saved)
+                .map(|(k, v)| (k.as_str(), *v))
+                .collect();
+            newer.sort_unstable_by_key(|(_, v)| *v);
+            if self.sink.keep_ids(&newer) {
+                self.saved = self.next;
+                return self.encode(Vec::new(), true);
+            }
         }
         let mut newer: Vec<(&String, u64)> = self.latest.iter().map(|(k, v)| (k, *v)).collect();
         newer.sort_unstable_by_key(|(_, v)| *v);
@@ -580,6 +633,10 @@ impl<S: TurnSink> ReplayBuilder<S> {
         } else if !newer.is_empty() {
             latest.push(serde_json::value::to_raw_value(&newer).ok()?);
         }
+        self.encode(latest, false)
+    }
+
+    fn encode(&self, latest: Vec<Box<RawValue>>, ids_in_sink: bool) -> Option<Vec<u8>> {
         serde_json::to_vec(&ReplayState {
             v: REPLAY_STATE_VERSION,
             r: self.r.clone(),
@@ -588,6 +645,7 @@ impl<S: TurnSink> ReplayBuilder<S> {
             next: self.next,
             patches: self.patches.clone(),
             latest,
+            ids_in_sink,
             window_len: self.window_len,
         })
         .ok()
@@ -611,6 +669,8 @@ impl<S: TurnSink> ReplayBuilder<S> {
             sink,
             latest: HashMap::new(),
             older: st.latest,
+            ids_in_sink: st.ids_in_sink,
+            saved: st.next,
             marks: None,
             line: 0,
             window_len: st.window_len,

@@ -505,4 +505,4 @@ pub fn spool_suffixes(kind: &str) -> &'static [&'static str] {
 /// A trace checkpoint's spools: model, tool and denied spans.
 pub const TRACE_SPOOLS: &[&str] = &["model", "tool", "denied"];
 /// A replay checkpoint's spool: the turns.
-pub const REPLAY_SPOOLS: &[&str] = &["turns"];
+pub const REPLAY_SPOOLS: &[&str] = &["turns", "ids"];

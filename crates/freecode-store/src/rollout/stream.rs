@@ -597,6 +597,11 @@ fn compact_json(value: &impl Emit, out: &mut Vec<u8>) {
 pub struct SpooledTurns<R> {
     records: R,
     spool: Spool,
+    /// A checkpoint's turn ids (`TurnSink::keep_ids`): one record a turn, its index and id.
+    ids: Option<Spool>,
+    /// Whether reading the ids back failed: the fold may have missed a turn, so it is not
+    /// saved (and the read is done again from the start: [`super::checkpoint`]).
+    ids_lost: bool,
     out: Vec<u8>,
 }
 
@@ -612,11 +617,13 @@ impl<R: TurnRecords> SpooledTurns<R> {
         Self::default()
     }
 
-    /// A sink over a spool of its own (a fold checkpoint's).
-    fn on_spool(spool: Spool) -> Self {
+    /// A sink over spools of its own (a fold checkpoint's): its turns, and their ids.
+    fn on_spools(spool: Spool, ids: Spool) -> Self {
         Self {
             records: R::default(),
             spool,
+            ids: Some(ids),
+            ids_lost: false,
             out: Vec::new(),
         }
     }
@@ -630,8 +637,10 @@ impl<R: TurnRecords> Checkpointed for ReplayBuilder<SpooledTurns<R>> {
     const SPOOLS: &'static [&'static str] = checkpoint::REPLAY_SPOOLS;
 
     fn fresh(session_id: &str, spools: Vec<Spool>) -> Self {
-        let spool = spools.into_iter().next().unwrap_or_default();
-        ReplayBuilder::with_sink(session_id, SpooledTurns::on_spool(spool))
+        let mut spools = spools.into_iter();
+        let turns = spools.next().unwrap_or_default();
+        let ids = spools.next().unwrap_or_default();
+        ReplayBuilder::with_sink(session_id, SpooledTurns::on_spools(turns, ids))
     }
 
     fn resume(
@@ -640,13 +649,13 @@ impl<R: TurnRecords> Checkpointed for ReplayBuilder<SpooledTurns<R>> {
         counts: &[u64],
         spools: Vec<Spool>,
     ) -> Option<Self> {
-        let ([], [spool]) = (counts, <[Spool; 1]>::try_from(spools).ok()?) else {
+        let ([], [turns, ids]) = (counts, <[Spool; 2]>::try_from(spools).ok()?) else {
             return None;
         };
         ReplayBuilder::resume(
             session_id,
             state.get().as_bytes(),
-            SpooledTurns::on_spool(spool),
+            SpooledTurns::on_spools(turns, ids),
         )
     }
 
@@ -654,7 +663,18 @@ impl<R: TurnRecords> Checkpointed for ReplayBuilder<SpooledTurns<R>> {
         let state = self
             .state()
             .ok_or_else(|| io::Error::other("a tail fold has no state"))?;
-        let spools = vec![self.sink_mut().spool.persist()?];
+        let sink = self.sink_mut();
+        if sink.ids_lost {
+            return Err(io::Error::other(
+                "a replay checkpoint's turn ids did not read back",
+            ));
+        }
+        let ids = sink
+            .ids
+            .as_mut()
+            .ok_or_else(|| io::Error::other("a replay sink without its ids"))?
+            .persist()?;
+        let spools = vec![sink.spool.persist()?, ids];
         Ok(Saved {
             state,
             counts: Vec::new(),
@@ -694,6 +714,34 @@ impl<R: TurnRecords> TurnSink for SpooledTurns<R> {
 
     fn splice(&mut self, tail: Self, from: u64, shift: u64) {
         self.spool.splice(tail.spool, from, shift);
+    }
+
+    fn keep_ids(&mut self, ids: &[(&str, u64)]) -> bool {
+        let Some(spool) = &mut self.ids else {
+            return false;
+        };
+        for (id, index) in ids {
+            spool.push(0, *index, id.as_bytes());
+        }
+        true
+    }
+
+    fn kept_ids(&mut self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let Some(spool) = &self.ids else {
+            return out;
+        };
+        let read = (|| {
+            let mut r = spool.records(Order::Written)?;
+            while r.advance()? {
+                out.push((String::from_utf8_lossy(&r.bytes).into_owned(), r.index));
+            }
+            io::Result::Ok(())
+        })();
+        if read.is_err() {
+            self.ids_lost = true;
+        }
+        out
     }
 }
 

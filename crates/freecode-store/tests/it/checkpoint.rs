@@ -196,6 +196,50 @@ fn cut_at_every_line_start_the_checkpointed_trace_is_the_trace() {
     }
 }
 
+/// `calls` without its unreadable lines (which the read's report keeps, one entry each) and,
+/// unless `late`, without its late outputs (which the replay keeps as patches until its end).
+fn clean_calls(from: u64, n: u64, late: bool) -> Vec<u8> {
+    calls(from, n)
+        .split_inclusive(|b| *b == b'\n')
+        .filter(|l| *l != b"not json\n")
+        .filter(|l| late || memchr::memmem::find(l, b"\"late\"").is_none())
+        .flatten()
+        .copied()
+        .collect()
+}
+
+/// A replay taken up from its checkpoint finds a turn handed out reads ago (a late output for
+/// a turn 70 back, whose id only the checkpoint's id spool holds), and the checkpoint's state
+/// does not grow with the log's turns: the turns and their ids live in spools that only grow,
+/// so taking it up costs what is open, not the history.
+#[test]
+fn a_replay_checkpoint_finds_old_turns_and_its_state_stays_small() {
+    let f = fixture();
+    append(&f.log, &clean_calls(0, 100, true));
+    same(&f);
+    for step in 0..8 {
+        append(&f.log, &clean_calls(100 + step * 5, 5, true));
+        same(&f);
+    }
+    let state = checkpoint::dir(&f.home, &f.id).join("replay-pretty.state");
+    let before = fs::metadata(&state).unwrap().len();
+    append(&f.log, &clean_calls(140, 2_000, false));
+    same(&f);
+    let ids = checkpoint::dir(&f.home, &f.id).join("replay-pretty.ids");
+    assert!(
+        fs::metadata(&ids).unwrap().len() > 2_000 * 8,
+        "the ids are not in their spool"
+    );
+    let after = fs::metadata(&state).unwrap().len();
+    assert!(
+        after < before + 1_024,
+        "the state grew from {before} to {after} bytes over 2,000 turns"
+    );
+    // Taken up again, old turns named again: still the answer from the start.
+    append(&f.log, &clean_calls(2_140, 80, true));
+    same(&f);
+}
+
 /// Folds the log once so that it has a checkpoint, and checks it was made.
 fn with_checkpoint(f: &Fixture, n: u64) {
     append(&f.log, &calls(0, n));
