@@ -38,6 +38,7 @@ use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use freecode_core::{SessionId, SessionMeta};
+use freecode_store::rollout::{HeldLog, events_path};
 use freecode_store::session::{NewSession, SessionStore};
 use freecode_store::{Home, StoreError, fsutil};
 use freecode_sync::home::{Chain, Claimed, HostId, Kind, LogId, Put, Remote, SealError, SyncKey};
@@ -538,11 +539,6 @@ fn change_of(path: &Path, mark: &Mark) -> Result<Option<Change>> {
     }
     let all = read_from(path, 0)?;
     Ok(Some(Change::Set(whole_lines(&all).to_vec())))
-}
-
-fn events_path(home: &Home, id: &SessionId) -> PathBuf {
-    home.rollout_dir(id)
-        .join(freecode_store::rollout::EVENTS_FILE)
 }
 
 /// Pieces of at most [`CHUNK`] bytes cut at line ends (a longer line is one piece).
@@ -1680,7 +1676,7 @@ impl Engine {
         let events = events_path(&self.home, id);
         // The rollout log is held only when there is one, or the record brings one.
         let events_lock = if rec.section(What::Events).is_some() || events.exists() {
-            match lock_events(&events)? {
+            match HeldLog::try_hold(&self.home, id)? {
                 Some(l) => Some(l),
                 None => return Ok(Applied::Busy),
             }
@@ -1740,7 +1736,7 @@ impl Engine {
                 };
                 writer.replace_log_bytes(&msgs)?;
                 match &events_lock {
-                    Some(l) => l.set(&evs, !self.bulk)?,
+                    Some(l) => l.replace(&evs, !self.bulk)?,
                     None if evs.is_empty() => {}
                     None => {
                         return Err(Error::Internal(format!("{}: not held", events.display())));
@@ -1783,7 +1779,7 @@ impl Engine {
                     if mode == Mode::Append {
                         l.append(&s.bytes, !self.bulk)?;
                     } else {
-                        l.set(&s.bytes, !self.bulk)?;
+                        l.replace(&s.bytes, !self.bulk)?;
                     }
                 }
             }
@@ -1832,50 +1828,4 @@ fn parse_meta(bytes: &[u8], id: &SessionId) -> Result<SessionMeta> {
         )));
     }
     Ok(m)
-}
-
-/// The rollout log held as its recorder holds it (an advisory lock on the file).
-struct EventsLock {
-    file: fs::File,
-    path: PathBuf,
-}
-
-fn lock_events(path: &Path) -> Result<Option<EventsLock>> {
-    if let Some(dir) = path.parent() {
-        fsutil::create_dir_private(dir)?;
-    }
-    fsutil::refuse_link(path)?;
-    let file = fsutil::open_append(path)?;
-    match freecode_store::lock::try_lock_graced(&file) {
-        Ok(()) => Ok(Some(EventsLock {
-            file,
-            path: path.to_owned(),
-        })),
-        Err(fs::TryLockError::WouldBlock) => Ok(None),
-        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock", path)(e)),
-    }
-}
-
-impl EventsLock {
-    /// Appends `bytes`, fsynced when `sync` (otherwise the engine's `syncfs` makes them
-    /// durable before its progress is saved).
-    fn append(&self, bytes: &[u8], sync: bool) -> Result<()> {
-        let mut f = &self.file;
-        std::io::Write::write_all(&mut f, bytes).map_err(Error::io("append to", &self.path))?;
-        if sync {
-            self.file
-                .sync_data()
-                .map_err(Error::io("fsync", &self.path))?;
-        }
-        Ok(())
-    }
-
-    fn set(&self, bytes: &[u8], sync: bool) -> Result<()> {
-        self.truncate(0)?;
-        self.append(bytes, sync)
-    }
-
-    fn truncate(&self, len: u64) -> Result<()> {
-        fsutil::set_len(&self.file, &self.path, len).map_err(Error::io("truncate", &self.path))
-    }
 }

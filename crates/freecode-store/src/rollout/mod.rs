@@ -39,10 +39,12 @@ use crate::lock::LockWait;
 use crate::settings::Durability;
 
 pub mod checkpoint;
+mod held;
 pub mod spool;
 mod stream;
 mod views;
 pub use crate::settings::{FLUSH_WINDOW, ROLLOUT_ENV, RecorderConfig};
+pub use held::HeldLog;
 pub use stream::{
     CompactJson, CompactSpans, CompactTurns, JsonForm, JsonSpans, JsonTurns, OtlpSpans, PrettyJson,
     SpanPage, SpanRecords, Spooled, SpooledTurns, StreamedReplay, TracePage, TurnRecords,

@@ -782,3 +782,60 @@ proptest! {
         prop_assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1 && e.aggregate_id == "p-1"));
     }
 }
+
+/// A log held for sync (`HeldLog`) and its recorder exclude each other, as two recorders do;
+/// what it appends is read back as the recorder's own lines are; a log planted as a link is
+/// refused, and nothing is written through it.
+#[test]
+fn a_held_log_and_its_recorder_exclude_each_other() {
+    use freecode_store::lock::LockWait;
+    use freecode_store::rollout::HeldLog;
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::new(dir.path().join(".freecode"));
+    let id = SessionId::new("held-log").unwrap();
+    let config = RecorderConfig {
+        enabled: true,
+        durability: Durability::Never,
+        lock_wait: LockWait::Fail,
+        ..RecorderConfig::disabled()
+    };
+    let held = HeldLog::try_hold(&home, &id)
+        .unwrap()
+        .expect("a free log is held");
+    assert!(matches!(
+        Recorder::open(&home, &id, config),
+        Err(StoreError::Locked { .. })
+    ));
+    let line = b"{\"type\":\"turn.started\",\"timestamp\":1,\"turnId\":\"t\xc3\xbcrn\"}\n";
+    held.append(line, true).unwrap();
+    held.append(line, false).unwrap();
+    held.truncate(line.len() as u64).unwrap();
+    drop(held);
+    {
+        let _rec = Recorder::open(&home, &id, config).unwrap();
+        assert!(
+            HeldLog::try_hold(&home, &id).unwrap().is_none(),
+            "held under a recorder"
+        );
+    }
+    let held = HeldLog::try_hold(&home, &id).unwrap().unwrap();
+    held.replace(line, true).unwrap();
+    drop(held);
+    let mut events = Vec::new();
+    let report = read_events(&events_path(&home, &id), |e| events.push(e))
+        .unwrap()
+        .unwrap();
+    assert_eq!((events.len(), report.issues.len()), (1, 0), "{events:?}");
+
+    let other = SessionId::new("held-link").unwrap();
+    let target = dir.path().join("elsewhere.jsonl");
+    std::fs::write(&target, b"").unwrap();
+    let log = events_path(&home, &other);
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&target, &log).unwrap();
+    assert!(matches!(
+        HeldLog::try_hold(&home, &other),
+        Err(StoreError::Symlink { .. })
+    ));
+    assert_eq!(std::fs::read(&target).unwrap(), b"");
+}
