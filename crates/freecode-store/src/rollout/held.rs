@@ -1,7 +1,9 @@
 //! A rollout log held as its recorder holds it, for a writer of whole lines that is not a
 //! recorder (sync, which applies another machine's events): the same advisory lock on the log
 //! (so a recorder and it never write at once), the log and its directory created private and
-//! never reached through a link, and writes that follow the caller's durability.
+//! never reached through a link, and writes that follow the caller's durability. A log cut or
+//! replaced in place keeps its inode, which a fold checkpoint's key cannot tell from the log it
+//! covered when the probed bytes happen to match: the session's checkpoints go first.
 
 use std::fs::File;
 use std::io::Write;
@@ -19,6 +21,8 @@ use crate::home::Home;
 pub struct HeldLog {
     file: File,
     path: PathBuf,
+    /// The session's fold checkpoints ([`super::checkpoint::dir`]).
+    folds: PathBuf,
 }
 
 impl HeldLog {
@@ -32,7 +36,11 @@ impl HeldLog {
         fsutil::refuse_link(&path)?;
         let file = fsutil::open_append(&path)?;
         match crate::lock::try_lock_graced(&file) {
-            Ok(()) => Ok(Some(Self { file, path })),
+            Ok(()) => Ok(Some(Self {
+                file,
+                path,
+                folds: super::checkpoint::dir(home, id),
+            })),
             Err(std::fs::TryLockError::WouldBlock) => Ok(None),
             Err(std::fs::TryLockError::Error(e)) => Err(e).ctx("lock", &path),
         }
@@ -59,8 +67,9 @@ impl HeldLog {
         self.append(bytes, durable)
     }
 
-    /// Cuts the log to its first `len` bytes.
+    /// Cuts the log to its first `len` bytes (its fold checkpoints removed first).
     pub fn truncate(&self, len: u64) -> Result<()> {
+        fsutil::remove_tree(&self.folds)?;
         fsutil::set_len(&self.file, &self.path, len).ctx("truncate", &self.path)
     }
 }

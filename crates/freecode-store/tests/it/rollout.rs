@@ -785,7 +785,8 @@ proptest! {
 
 /// A log held for sync (`HeldLog`) and its recorder exclude each other, as two recorders do;
 /// what it appends is read back as the recorder's own lines are; a log planted as a link is
-/// refused, and nothing is written through it.
+/// refused, and nothing is written through it; a log it replaces in place loses its fold
+/// checkpoints, whose key (inode and probes) could take the new bytes for the old.
 #[test]
 fn a_held_log_and_its_recorder_exclude_each_other() {
     use freecode_store::lock::LockWait;
@@ -818,9 +819,17 @@ fn a_held_log_and_its_recorder_exclude_each_other() {
             "held under a recorder"
         );
     }
+    // A checkpoint of the log goes when the log is replaced in place (same inode).
+    let folds = freecode_store::rollout::checkpoint::dir(&home, &id);
+    std::fs::create_dir_all(&folds).unwrap();
+    std::fs::write(folds.join("replay-pretty.state"), b"stale").unwrap();
     let held = HeldLog::try_hold(&home, &id).unwrap().unwrap();
     held.replace(line, true).unwrap();
     drop(held);
+    assert!(
+        !folds.exists(),
+        "a checkpoint outlived the bytes it covered"
+    );
     let mut events = Vec::new();
     let report = read_events(&events_path(&home, &id), |e| events.push(e))
         .unwrap()
