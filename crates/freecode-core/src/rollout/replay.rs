@@ -268,7 +268,8 @@ pub struct ReplayBuilder<S: TurnSink = Turns> {
     /// Whether the ids of turns before `saved` are kept by the sink ([`TurnSink::keep_ids`])
     /// and not read yet; a save keeps there those of turns from `saved` on.
     ids_in_sink: bool,
-    /// Turns before this index had their ids saved (in `older` or by the sink).
+    /// Turns before this index had their ids saved: in `older`, or by the sink when `older`
+    /// is empty (0 once `older` was read into `latest`, which then holds them all).
     saved: u64,
     /// A tail fold's marks (`turn.started` lines no later event looks behind), by offset.
     marks: Option<Vec<(u64, ReplayMark<S>)>>,
@@ -444,6 +445,8 @@ impl<S: TurnSink> ReplayBuilder<S> {
         for (id, i) in read_older(&std::mem::take(&mut self.older)) {
             self.latest.entry(id).or_insert(i);
         }
+        // `latest` now holds every id, none of them kept by the sink: a save gives it all.
+        self.saved = 0;
         self.latest.get(turn_id).copied()
     }
 
