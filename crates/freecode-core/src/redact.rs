@@ -20,7 +20,10 @@
 //!   (`NRJS-`, `sq0csp-`) also finds that secret standing alone, without the key name the rule
 //!   wants around it. freecode's changes to the set are data too (`rules/freecode.toml`):
 //!   gitleaks' generic rule is left to the assignment detector below, whose values gitleaks'
-//!   own allowlists still judge ([`gitleaks::RuleSet::keeps`]).
+//!   own allowlists still judge ([`gitleaks::RuleSet::keeps`],
+//!   [`gitleaks::RuleSet::generic_keeps_at`]: `publicToken = …`, `key_id: …`). What a rule
+//!   matched and its own allowlist kept (the example keys gitleaks lists by value) is left alone
+//!   by the shapeless detectors too: a value gitleaks' allowlists keep is never changed by them.
 //! - **Random tokens standing alone** ([`entropy`]): a run of the base64 alphabets of 32 to 256
 //!   characters with upper and lower case and a digit, as random as 99 in 100 random tokens of
 //!   its length, that is not a hash, a UUID, a path, part of a URL without credentials, an
@@ -741,7 +744,8 @@ impl Redactor {
         }
         same_user_as_password(text, &mut found);
         let mut hits = Vec::new();
-        self.rules.find(text, &mut hits);
+        let mut kept = Vec::new();
+        self.rules.find_kept(text, &mut hits, &mut kept);
         for h in hits {
             // The name of a secret (`OAUTH2_TOKEN`, `githubToken`) is not one, whichever rule
             // found it. (Repetition and sequences are a format's own business here: a Twitter
@@ -789,7 +793,7 @@ impl Redactor {
         }
         // A value the global allowlist keeps stays, whoever found it (`${VAR}`, `true`, a
         // user's own entries); what a key name and a random value make is judged by gitleaks'
-        // generic rule's allowlists too (its stopwords).
+        // generic rule's allowlists too (by the value, its match or its line).
         found.retain(|f| {
             let value = &text[f.start..f.end];
             let generic = matches!(
@@ -798,7 +802,17 @@ impl Redactor {
             );
             // A user's `disabledRules` names our own detectors too (`random-token`).
             let disabled = self.rules.disables(f.kind.name());
-            !(disabled || self.rules.keeps(value) || (generic && self.rules.keeps_generic(value)))
+            // What a rule matched and its own allowlist kept (a published example key, a
+            // `publicToken`) is not guessed back into a secret by a shapeless detector.
+            let kept_by_rule = generic
+                && (kept
+                    .iter()
+                    .any(|h| h.secret.start < f.end && f.start < h.secret.end)
+                    || self.rules.generic_keeps_at(text, f.start..f.end));
+            !(disabled
+                || kept_by_rule
+                || self.rules.keeps(value)
+                || (generic && self.rules.keeps_generic(value)))
         });
         resolve(text, found)
     }

@@ -987,6 +987,40 @@ fn look_alikes_come_back_unchanged() {
     }
 }
 
+/// What one of gitleaks' rules matches and its own allowlist keeps is not found again by the
+/// redactor's shapeless detectors (a random token, a key name and a value): gitleaks' published
+/// example keys, a `publicToken`, a key's id. The same values under a secret's name still go.
+#[test]
+fn what_a_rules_allowlist_keeps_no_other_detector_takes() {
+    let mut fake = Fake(0x5EED_A110);
+    let value = fake.mixed(ALNUM, 43);
+    for (kept, text) in [
+        // gitleaks' gcp-api-key allowlist lists this published key by value.
+        (
+            true,
+            "maps key AIzaSyASWm6HmTMdYWpgMnjRBjxcQ9CKctWmLd4 in the app".to_owned(),
+        ),
+        // gitleaks' generic rule keeps a public token and a key's id by their match.
+        (true, format!("publicToken = \"{value}\"")),
+        (true, format!("signing_key_id: {value}")),
+        (false, format!("apiToken = \"{value}\"")),
+        (false, format!("signing_key: {value}")),
+        (false, format!("the value was {value} yesterday")),
+    ] {
+        let (out, findings) = redact(&text);
+        if kept {
+            assert_eq!(out, text.as_str(), "{findings:?}");
+        } else {
+            assert_ne!(out, text.as_str(), "{text}");
+        }
+    }
+    // A key of the same shape that no allowlist names is redacted.
+    let key = format!("AIzaSy{}", fake.mixed(ALNUM, 33));
+    let text = format!("maps key {key} in the app");
+    let (out, _) = redact(&text);
+    assert!(!out.contains(&key), "{out}");
+}
+
 #[test]
 fn a_large_clean_transcript_has_no_findings() {
     let mut big = String::new();

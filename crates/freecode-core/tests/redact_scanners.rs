@@ -14,18 +14,13 @@ use freecode_core::redact::redact;
 use serde_json::Value;
 
 /// Negatives that hold a real secret all the same, and stay redacted: another rule's true
-/// positive (the gitleaks Cloudflare rules list each other's keys), Google API keys published in
-/// apps (gitleaks allow-lists them by value), JWTs TruffleHog cannot verify, and TruffleHog's
+/// positive (the gitleaks Cloudflare rules list each other's keys), JWTs TruffleHog cannot verify, and TruffleHog's
 /// real keys with one character changed. Figure (c) is given with and without them.
 const SECRET_LIKE: &[&str] = &[
     "CLOUDFLARE_ORIGIN_CA: v1.0-",
     "cloudflare_global_api_key = \"d3d1443e",
     "CLOUDFLARE_API_KEY: 5oK0U90ME14yU6CVxV90",
     "cloudflare: \"oj9Yoyq0zmOyWmPPob1aoY5Y",
-    "AIzaSyA4UrcGxgwQFTfaI3no3t7Lt1sjmdnP5sQ",
-    "AIzaSyAdOS2zB6NCsk1pCdZ4-P6GBdi_UUPwX7c",
-    "AIzaSyBcE-OOIbhjyR83gm4r2MFCu4MJmprNXsw",
-    "AIzayDNSXIbFmlXbIE6mCzDLQAqITYefhixbX4A",
     "// secret is \"a-string-secret-at-least-256-bits-long\"",
     "// Extra characters appended by a bad find-and-replace",
     "// Key was mangled when pasted from a Slack message",
@@ -56,11 +51,11 @@ fn context_bound(s: &str) -> bool {
         || pair
 }
 
-/// The floors, as this redactor reaches them on the dev set (401 of 420 in context, 196 of 212
-/// alone, 23 of 163 negatives changed): gitleaks' rules as data, their secrets recognised on
+/// The floors, as this redactor reaches them on the dev set (400 of 420 in context, 196 of 212
+/// alone, 22 of 167 negatives changed): gitleaks' rules as data, their secrets recognised on
 /// their own where a provider's prefix names them, the random-token detector, and the
 /// hand-written formats gitleaks lacks. The random-token detector is what lifts (b) from 77%
-/// to 92% and (c) from 6% to 14%: the negatives it changes are random-looking tokens that one
+/// to 92% and (c) from 6% to 15% (13% once what a rule's allowlist keeps is left to it): the negatives it changes are random-looking tokens that one
 /// scanner's rule rejects for its own format (a key one character short, a fake with a real
 /// shape), which no rule without that provider's format can tell from a real key. The misses
 /// left (`REDACT_REPORT=1 cargo test -p freecode-core --test redact_scanners -- --nocapture`
@@ -71,7 +66,7 @@ fn context_bound(s: &str) -> bool {
 const IN_CONTEXT: f64 = 0.95;
 const ALONE_SHARE: f64 = 0.90;
 /// Share of negatives (less [`SECRET_LIKE`]) that may change.
-const NEGATIVES: f64 = 0.15;
+const NEGATIVES: f64 = 0.14;
 
 /// Neutral sentences a secret is put alone into for figure (b).
 const ALONE: &[&str] = &[

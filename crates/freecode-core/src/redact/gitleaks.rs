@@ -239,10 +239,10 @@ pub struct RuleSet {
     /// Rules without keywords: they run on every text.
     unkeyed: Vec<usize>,
     global: Vec<Allowlist>,
-    /// The allowlists of gitleaks' generic rule (`generic-api-key`) that judge a secret alone
-    /// (its stopwords, its pattern of words without digits): what [`RuleSet::keeps`] applies to
-    /// the values the redactor's own detectors find, which do that rule's work.
-    generic: Vec<Allowlist>,
+    /// gitleaks' generic rule (`generic-api-key`), kept when disabled: the redactor's own
+    /// detectors of a key name and a value do its work, and its allowlists judge what they find
+    /// ([`RuleSet::keeps_generic`], [`RuleSet::generic_keeps_at`]).
+    generic: Option<Box<Rule>>,
     /// The ids a user's `[extend] disabledRules` names: gitleaks' rules are left out of
     /// `rules`; the redactor's own detectors (`random-token`, `secret-assignment`, …) ask
     /// [`RuleSet::disables`].
@@ -481,6 +481,14 @@ impl RuleSet {
                         r.entropy = Some(e);
                     }
                 }
+                (None, None) if id == GENERIC_RULE && merged.generic.is_some() => {
+                    // Disabled, but its allowlists still judge the redactor's own detectors.
+                    if let Some(g) = merged.generic.as_mut() {
+                        for a in spec.allowlist.iter().chain(&spec.allowlists) {
+                            g.allowlists.extend(compile_allowlist(text, a)?);
+                        }
+                    }
+                }
                 (None, None) => {
                     return Err(RuleError {
                         line: line_of(text, spec.id.span().start),
@@ -510,19 +518,17 @@ impl RuleSet {
             keyword_rules: Vec::new(),
             unkeyed: Vec::new(),
             disabled: Vec::new(),
-            generic: Vec::new(),
+            generic: None,
             global,
         }
         .index()
         .map(|mut set| {
-            if let Some(r) = set.rules.iter().find(|r| r.id == GENERIC_RULE) {
-                set.generic = r
-                    .allowlists
-                    .iter()
-                    .filter(|a| a.target == Target::Secret)
-                    .cloned()
-                    .collect();
-            }
+            set.generic = set
+                .rules
+                .iter()
+                .find(|r| r.id == GENERIC_RULE)
+                .cloned()
+                .map(Box::new);
             set
         })
     }
@@ -588,14 +594,72 @@ impl RuleSet {
     }
 
     /// Whether the allowlists of gitleaks' generic rule that look at the secret alone keep
-    /// `value` (their stopwords, their pattern of words without digits): applied to what the
+    /// `value` (its pattern of words without digits): applied to what the
     /// redactor's own detectors of a key name and a value find (an assignment, a flag, a random
     /// token), which do that rule's work.
     pub fn keeps_generic(&self, value: &str) -> bool {
         self.generic
             .iter()
+            .flat_map(|r| &r.allowlists)
             .filter(|a| a.target == Target::Secret)
             .any(|a| a.allows(value, value, value))
+    }
+
+    /// Whether gitleaks' generic rule, run on the line around `at` (a value one of the
+    /// redactor's own detectors found there), matches a secret overlapping it that an allowlist
+    /// of the rule keeps by its match or its line: `publicToken = "…"`, `key_id: …`,
+    /// `api_url=…`, an `import { … } from '…'` line. Run only on a finding, never on every text.
+    pub fn generic_keeps_at(&self, text: &str, at: Range<usize>) -> bool {
+        let Some(rule) = self.generic.as_deref() else {
+            return false;
+        };
+        let lists: Vec<&Allowlist> = rule
+            .allowlists
+            .iter()
+            .filter(|a| a.target != Target::Secret)
+            .collect();
+        if lists.is_empty() {
+            return false;
+        }
+        let bytes = text.as_bytes();
+        let mut from = memchr::memrchr(b'\n', &bytes[..at.start])
+            .map_or(0, |i| i + 1)
+            .max(at.start.saturating_sub(BACK));
+        let mut to = memchr::memchr(b'\n', &bytes[at.end..])
+            .map_or(text.len(), |i| at.end + i)
+            .min(at.end.saturating_add(AHEAD).min(text.len()));
+        while !text.is_char_boundary(from) {
+            from -= 1;
+        }
+        while !text.is_char_boundary(to) {
+            to += 1;
+        }
+        rule.regex.captures_iter(&bytes[from..to]).any(|caps| {
+            let Some(whole) = caps.get(0) else {
+                return false;
+            };
+            let secret = match rule.secret_group {
+                Some(g) if g > 0 => caps.get(g),
+                _ => (1..caps.len())
+                    .filter_map(|g| caps.get(g))
+                    .find(|m| !m.is_empty()),
+            };
+            let Some(secret) = secret else {
+                return false;
+            };
+            let (start, end) = (from + secret.start(), from + secret.end());
+            if !(start < at.end && at.start < end) {
+                return false;
+            }
+            let (Some(s), Some(matched)) = (
+                text.get(start..end),
+                text.get(from + whole.start()..from + whole.end()),
+            ) else {
+                return false;
+            };
+            let line = line_around(text, &(start..end));
+            lists.iter().any(|a| a.allows_by_regex(s, matched, line))
+        })
     }
 
     /// These rules with only the one of id `id` (and the global allowlist): what gitleaks' own
@@ -629,6 +693,13 @@ impl RuleSet {
 
     /// Every secret the rules find in `text`, in no particular order (overlaps included).
     pub fn find(&self, text: &str, out: &mut Vec<Hit>) {
+        self.find_kept(text, out, &mut Vec::new());
+    }
+
+    /// [`find`](Self::find), and in `kept` what a rule matched but one of its own allowlists
+    /// kept (a published example key, a `publicToken`, a value gitleaks' tests call a near
+    /// miss): the redactor's own shapeless detectors leave those alone too.
+    pub fn find_kept(&self, text: &str, out: &mut Vec<Hit>, kept: &mut Vec<Hit>) {
         // Where each rule's keywords occur (and the prefixes of its secret alone); a hit inside
         // a blob of data (a base64 image) gates nothing.
         let mut blobs: Option<Vec<Range<usize>>> = None;
@@ -654,17 +725,24 @@ impl RuleSet {
         for key in keys {
             let hits = &windows[&key];
             if text.len() <= WHOLE_TEXT {
-                self.run(key, text, 0..text.len(), out);
+                self.run(key, text, 0..text.len(), out, kept);
                 continue;
             }
             for w in merge(text, hits) {
-                self.run(key, text, w, out);
+                self.run(key, text, w, out, kept);
             }
         }
     }
 
     /// Rule `i` (its whole regex, or its secret alone) over `text[window]`.
-    fn run(&self, (i, alone): (usize, bool), text: &str, window: Range<usize>, out: &mut Vec<Hit>) {
+    fn run(
+        &self,
+        (i, alone): (usize, bool),
+        text: &str,
+        window: Range<usize>,
+        out: &mut Vec<Hit>,
+        kept: &mut Vec<Hit>,
+    ) {
         let rule = &self.rules[i];
         let regex = match (&rule.alone, alone) {
             (Some((r, _)), true) => r,
@@ -720,19 +798,38 @@ impl RuleSet {
             }
             let line = line_around(text, &matched);
             let allowed = |a: &Allowlist| a.allows(s, &text[matched.clone()], line);
-            if self.global.iter().any(allowed) || rule.allowlists.iter().any(allowed) {
-                continue;
-            }
-            out.push(Hit {
+            let keep = self.global.iter().any(allowed) || rule.allowlists.iter().any(allowed);
+            let hit = Hit {
                 rule: i,
                 secret: start..end,
                 matched,
-            });
+            };
+            if keep {
+                kept.push(hit);
+            } else {
+                out.push(hit);
+            }
         }
     }
 }
 
 impl Allowlist {
+    /// Whether this allowlist's regexes keep `secret` (of `matched`, on `line`), its stopwords
+    /// aside: gitleaks' generic stopwords are common words (`pull`, `data`), which a long random
+    /// value holds by chance, and a value the redactor's detectors found has more evidence
+    /// than that rule's match.
+    fn allows_by_regex(&self, secret: &str, matched: &str, line: &str) -> bool {
+        if self.all && !self.stopwords.is_empty() {
+            return false;
+        }
+        let target = match self.target {
+            Target::Secret => secret,
+            Target::Match => matched,
+            Target::Line => line,
+        };
+        self.regexes.iter().any(|r| r.is_match(target.as_bytes()))
+    }
+
     /// Whether this allowlist keeps `secret` (of `matched`, on `line`).
     fn allows(&self, secret: &str, matched: &str, line: &str) -> bool {
         let target = match self.target {

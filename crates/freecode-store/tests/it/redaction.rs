@@ -128,3 +128,30 @@ fn a_user_can_leave_out_the_own_detectors_by_their_ids() {
     );
     assert_eq!(kinds, ["secret-assignment"]);
 }
+
+#[test]
+fn a_users_allowlist_on_the_generic_rule_keeps_what_its_match_names() {
+    let h = TestHome::new();
+    // A fingerprint under a key name the assignment detector takes for a secret's.
+    let print = "Xk7Qp2Lm9Rt4Vw8Yz3Bn6Cd1Fg5Hj0Ks";
+    let token = "Pq8Wm3Zx6Lk1Nv4Rt9Bs2Hd7Gf5Jc0Ya";
+    let id = with_message(
+        &h,
+        &format!("deploy_token_fingerprint = \"{print}\"; deploy_token = \"{token}\""),
+    );
+    let (text, _) = exported(&h, &id);
+    assert!(!text.contains(print), "{text}");
+    // gitleaks' generic rule is left to freecode's own detectors, but an allowlist added to it
+    // still judges what they find, by the whole match (`regexTarget = "match"`).
+    write_rules(
+        &h,
+        "[[rules]]\nid = \"generic-api-key\"\n[[rules.allowlists]]\nregexTarget = \"match\"\n\
+         regexes = ['''(?i)token[_.-]?fingerprint''']\n",
+    );
+    let (text, kinds) = exported(&h, &id);
+    assert!(
+        text.contains(print) && !text.contains(token),
+        "the fingerprint stays, the token goes: {text}"
+    );
+    assert_eq!(kinds, ["secret-assignment"]);
+}
