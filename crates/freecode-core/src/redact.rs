@@ -44,6 +44,10 @@
 //!   literal compared with a secret name (`"…" != password`) and an XML `key="…Password"
 //!   value="…"` setting are assignments too; Bundler's `BUNDLE_<HOST>__<TLD>` credentials and
 //!   keys ending in a qualified `key` (`softlayer_key`) with a random-looking value count.
+//! - **A value a name beside it makes a secret** (`context`): an environment lookup's default
+//!   (`getenv("API_TOKEN", "…")`), a fallback (`process.env.TOKEN || "…"`), an XML element
+//!   (`<password>…</password>`), a sentence (`my password is …`), the `-p` of `mysql`,
+//!   `sshpass` and `docker login`, and a `.netrc` entry.
 //! - Not redacted as secrets: documentation examples (`…EXAMPLE`), masks (`xxxxxx`), made-up
 //!   runs (`abcdefgh…`, 8 repeated characters), elided values
 //!   (`…`/`...` at the end), keys named public/fake/not (`publicToken`), and a JWT whose header
@@ -130,6 +134,7 @@ use std::sync::LazyLock;
 use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use regex::Regex;
 
+mod context;
 pub mod entropy;
 mod formats;
 pub mod gitleaks;
@@ -341,6 +346,8 @@ pub struct Redactor {
     assignment: Regex,
     cli_flag: Regex,
     cli_user: Regex,
+    /// The other shapes a name gives a value in ([`context`]).
+    context: context::Context,
 }
 
 impl Default for Redactor {
@@ -354,7 +361,7 @@ static GLOBAL: LazyLock<Redactor> = LazyLock::new(Redactor::new);
 /// The structural detectors a text's literals let run, one bit each: a detector runs only when
 /// the anchors' pass found one of its literals ([`GATE_LITERALS`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Gates(u8);
+struct Gates(u16);
 
 impl Gates {
     const COMPARISON: Self = Self(1);
@@ -364,6 +371,12 @@ impl Gates {
     const DATA: Self = Self(1 << 4);
     const CLI_FLAG: Self = Self(1 << 5);
     const CLI_USER: Self = Self(1 << 6);
+    const XML_ELEMENT: Self = Self(1 << 7);
+    const PAIR: Self = Self(1 << 8);
+    const FALLBACK: Self = Self(1 << 9);
+    const PROSE: Self = Self(1 << 10);
+    const SHORT_FLAG: Self = Self(1 << 11);
+    const NETRC: Self = Self(1 << 12);
 
     fn has(self, g: Self) -> bool {
         self.0 & g.0 != 0
@@ -374,7 +387,9 @@ impl Gates {
     }
 }
 
-/// Each literal a structural detector needs, and the gate it opens.
+/// Each literal a structural detector needs, and the gate it opens. With the rules' anchors
+/// they make one automaton of at most 64 patterns, the most its vectorised prefilter takes
+/// (`tests::the_anchors_keep_their_prefilter`): past that, every text is walked byte by byte.
 const GATE_LITERALS: &[(&str, Gates)] = &[
     ("==", Gates::COMPARISON),
     ("!=", Gates::COMPARISON),
@@ -385,6 +400,17 @@ const GATE_LITERALS: &[(&str, Gates)] = &[
     ("ata:", Gates::DATA),
     ("--", Gates::CLI_FLAG),
     ("-u", Gates::CLI_USER),
+    ("</", Gates::XML_ELEMENT),
+    ("\",", Gates::PAIR),
+    ("',", Gates::PAIR),
+    ("||", Gates::FALLBACK),
+    ("??", Gates::FALLBACK),
+    (" or ", Gates::FALLBACK),
+    ("unwrap_or", Gates::FALLBACK),
+    (" is ", Gates::PROSE),
+    (" was ", Gates::PROSE),
+    (" -p", Gates::SHORT_FLAG),
+    ("machine", Gates::NETRC),
 ];
 
 /// A byte that cannot surround a token of the given alphabet.
@@ -669,6 +695,7 @@ impl Redactor {
             assignment: compile(ASSIGNMENT_PATTERN),
             cli_flag: compile(CLI_FLAG_PATTERN),
             cli_user: compile(CLI_USER_PATTERN),
+            context: context::Context::new(),
         }
     }
 
@@ -791,30 +818,36 @@ impl Redactor {
         if gates.has(Gates::CLI_USER) {
             self.collect_cli_users(text, &mut found);
         }
+        self.context.collect(text, gates, &mut found);
         // A value the global allowlist keeps stays, whoever found it (`${VAR}`, `true`, a
         // user's own entries); what a key name and a random value make is judged by gitleaks'
         // generic rule's allowlists too (by the value, its match or its line).
+        let generic = |k: SecretKind| {
+            matches!(
+                k,
+                SecretKind::EnvAssignment | SecretKind::CliFlag | SecretKind::RandomToken
+            )
+        };
         found.retain(|f| {
             let value = &text[f.start..f.end];
-            let generic = matches!(
-                f.kind,
-                SecretKind::EnvAssignment | SecretKind::CliFlag | SecretKind::RandomToken
-            );
             // A user's `disabledRules` names our own detectors too (`random-token`).
             let disabled = self.rules.disables(f.kind.name());
             // What a rule matched and its own allowlist kept (a published example key, a
             // `publicToken`) is not guessed back into a secret by a shapeless detector.
-            let kept_by_rule = generic
-                && (kept
+            let kept_by_rule = generic(f.kind)
+                && kept
                     .iter()
-                    .any(|h| h.secret.start < f.end && f.start < h.secret.end)
-                    || self.rules.generic_keeps_at(text, f.start..f.end));
+                    .any(|h| h.secret.start < f.end && f.start < h.secret.end);
             !(disabled
                 || kept_by_rule
                 || self.rules.keeps(value)
-                || (generic && self.rules.keeps_generic(value)))
+                || (generic(f.kind) && self.rules.keeps_generic(value)))
         });
-        resolve(text, found)
+        let mut found = resolve(text, found);
+        // The generic rule's match and line allowlists (`key_id: …`) run that rule's regex on
+        // the line: only for what is left once a more specific finding took its place.
+        found.retain(|f| !(generic(f.kind) && self.rules.generic_keeps_at(text, f.start..f.end)));
+        found
     }
 
     /// `text` with every secret replaced by `[REDACTED:<kind name>]`, and the findings.
@@ -2497,6 +2530,12 @@ mod tests {
         for v in ["hunter2", "changeme", "$ecretP4ss", "yourself123"] {
             assert!(!is_placeholder(v), "{v}");
         }
+    }
+
+    #[test]
+    fn the_anchors_keep_their_prefilter() {
+        let n = Redactor::new().anchors.patterns_len();
+        assert!(n <= 64, "{n} anchors: more than the packed prefilter takes");
     }
 
     #[test]

@@ -590,7 +590,8 @@ Also tried Twilio {twilio}, SendGrid {sendgrid},              the Vault token {v
         ),
         secrets: vec![
             (STRIPE_KEY, rk),
-            (RANDOM_TOKEN, whsec),
+            // Named by the sentence: "the … secret is …".
+            (ENV_ASSIGNMENT, whsec),
             ("slack-app-token", xapp),
             // gitleaks' refresh-token rule takes GitHub's 36 characters; the rest is random.
             ("github-refresh-token", ghr[..40].to_owned()),
@@ -951,6 +952,11 @@ fn look_alikes() -> Vec<String> {
         "git checkout master-2024-release-candidate-build\nsession: abc123\nsession_id: 42",
         "tracing-subscriber-env-filter-directive-parser",
         "the run-tests-on-Linux-x86_64-with-glibc2-39-v1 job",
+        // What a build prints: mangled symbols, identifiers of words, patch and source paths.
+        "/usr/bin/ld: main.o: undefined reference to `_ZNKSt10moneypunctIwLb0EE16do_decimal_pointEv'",
+        "error: linking with `cc` failed\n  = note: _ZN4core9panicking5panic17h8a7c2f0e1d3b4a59E",
+        "warning: unused constant `NID_id_GostR3410_2001_CryptoPro_XchA_ParamSet` in aws_lc_0_47_0_d2i_AutoPrivateKey",
+        " src/OT/Layout/GPOS/SinglePosFormat1.hh | 14 +++++\n 0003-target-riscv-kvm-change-KVM_REG_RISCV_FP_F-to-u32.patch",
     ]
     .into_iter()
     .map(String::from)
@@ -984,6 +990,55 @@ fn look_alikes_come_back_unchanged() {
         assert!(matches!(out, Cow::Borrowed(_)));
         assert_eq!(out, text.as_str());
         assert!(findings.is_empty());
+    }
+}
+
+/// A value that a name beside it makes a secret, in the shapes a transcript holds besides
+/// `key = value`: an environment lookup's default, a fallback, an XML element, a sentence,
+/// the `-p` of the commands that take a password, a `.netrc` entry. Each secret goes and the
+/// name stays; the same shapes around words, empties and prompts change nothing.
+#[test]
+fn secrets_named_by_calls_elements_sentences_and_commands_go() {
+    let mut fake = Fake(0xC0_7E47);
+    let token = fake.mixed(ALNUM, 24);
+    let pass = format!("{}!{}", fake.mixed(ALNUM, 8), fake.chars("0123456789", 3));
+    for text in [
+        format!("os.getenv(\"OPENAI_API_KEY\", \"{token}\")"),
+        format!("utils.GetEnvOrDefault(\"api_token\", \"{token}\")"),
+        format!("const token = process.env.API_TOKEN || \"{token}\";"),
+        format!("let s = env::var(\"SECRET\").unwrap_or(\"{token}\".into());"),
+        format!("key = os.environ.get(\"STRIPE_KEY\") or '{token}'"),
+        format!("<password>{pass}</password>"),
+        format!("  <ns:ClientSecret>{token}</ns:ClientSecret>"),
+        format!("ok, my password is {pass}. can you log in?"),
+        format!("The API key was {token}, then I rotated it"),
+        format!("mysql -u root -p{pass} shop < dump.sql"),
+        format!("sshpass -p '{pass}' ssh deploy@host"),
+        format!("docker login -u bob -p {token} registry.example.io"),
+        format!("machine api.example.io login bob password {pass}"),
+        format!("machine api.example.io\n  login bob\n  password {pass}\n"),
+    ] {
+        let (out, findings) = redact(&text);
+        assert!(
+            !out.contains(&token) && !out.contains(&pass) && !findings.is_empty(),
+            "{text} -> {out}"
+        );
+    }
+    for text in [
+        "t(\"password\", \"Enter your password\")",
+        "config.get(\"token\", \"\")",
+        "os.getenv(\"API_TOKEN\", \"changeme\")",
+        "<password></password> <description>the password</description>",
+        "<token>{{ .Values.token }}</token>",
+        "the token is expired, and the password is too short",
+        "the API key is stored in ~/.config/acme/key2.json",
+        "the access token was 3600s long",
+        "mysql -u root -p shop",
+        "docker login -u bob --password-stdin registry.example.io",
+        "the machine has a login prompt and a password field",
+    ] {
+        let (out, findings) = redact(text);
+        assert_eq!(out, text, "{findings:?}");
     }
 }
 

@@ -352,6 +352,7 @@ fn random_key_44(s: &str) -> bool {
         && s.bytes().filter(u8::is_ascii_lowercase).count() >= 3
         && run >= 20
         && entropy(s) >= 3.5
+        && !super::entropy::mangled_symbol(s, 0)
         // Not words joined into a name (`bedrock-api-key-…`).
         && !s
             .split(['-', '_'])
