@@ -1058,6 +1058,16 @@ fn what_a_rules_allowlist_keeps_no_other_detector_takes() {
         // gitleaks' generic rule keeps a public token and a key's id by their match.
         (true, format!("publicToken = \"{value}\"")),
         (true, format!("signing_key_id: {value}")),
+        // gitleaks' NuGet rule runs on `nuget.config` files only, but its allowlist still
+        // names this value a near miss.
+        (
+            true,
+            "<add key=\"ClearTextPassword\" value=\"33f!!lloppa\" />".to_owned(),
+        ),
+        (
+            false,
+            format!("<add key=\"ClearTextPassword\" value=\"{value}\" />"),
+        ),
         (false, format!("apiToken = \"{value}\"")),
         (false, format!("signing_key: {value}")),
         (false, format!("the value was {value} yesterday")),

@@ -51,8 +51,8 @@ fn context_bound(s: &str) -> bool {
         || pair
 }
 
-/// The floors, as this redactor reaches them on the dev set (400 of 420 in context, 196 of 212
-/// alone, 22 of 167 negatives changed): gitleaks' rules as data, their secrets recognised on
+/// The floors, as this redactor reaches them on the dev set (401 of 420 in context, 196 of 212
+/// alone, 21 of 167 negatives changed): gitleaks' rules as data, their secrets recognised on
 /// their own where a provider's prefix names them, the random-token detector, and the
 /// hand-written formats gitleaks lacks. The random-token detector is what lifts (b) from 77%
 /// to 92% and (c) from 6% to 15% (13% once what a rule's allowlist keeps is left to it): the negatives it changes are random-looking tokens that one
@@ -66,7 +66,7 @@ fn context_bound(s: &str) -> bool {
 const IN_CONTEXT: f64 = 0.95;
 const ALONE_SHARE: f64 = 0.90;
 /// Share of negatives (less [`SECRET_LIKE`]) that may change.
-const NEGATIVES: f64 = 0.14;
+const NEGATIVES: f64 = 0.13;
 
 /// Neutral sentences a secret is put alone into for figure (b).
 const ALONE: &[&str] = &[

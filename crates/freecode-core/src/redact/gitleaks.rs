@@ -18,8 +18,9 @@
 //! - `allowlists` of a rule and the global `[allowlist]`: `regexes` (against the secret, the
 //!   match or the line: `regexTarget`), `stopwords` (contained in the secret, case-insensitively)
 //!   and `condition` (`OR`, the default, or `AND` of what the allowlist names). Path and commit
-//!   allowlists, and rules that match paths only or only in files of a path (`path`), do not
-//!   apply to a transcript, which has no path.
+//!   allowlists, and rules that match paths only or only in files of a path (`path`), find
+//!   nothing in a transcript, which has no path; what a rule of files keeps by its allowlist
+//!   (the values its tests call near misses) is still left alone.
 //!
 //! Regexes are gitleaks' RE2 syntax, which Rust's `regex` accepts for every rule of the file once
 //! a brace that repeats nothing is escaped ([`translate_re2`]; `tests`: each compiles); a user's
@@ -164,6 +165,9 @@ struct Rule {
     /// The secret group's pattern on its own and its literal prefixes (lowercase), when they
     /// name the format ([`standalone`]).
     alone: Option<(Regex, Vec<String>)>,
+    /// A rule for files of one path (`path`): it finds nothing in a transcript, and what its
+    /// allowlists keep is left alone ([`RuleSet::find_kept`]).
+    files_only: bool,
 }
 
 /// How long a literal prefix of a rule's secret must be for the secret to be recognised on its
@@ -665,20 +669,24 @@ impl RuleSet {
     /// These rules with only the one of id `id` (and the global allowlist): what gitleaks' own
     /// tests run a rule's true and false positives against. `None` for an id it does not have.
     pub fn only(&self, id: &str) -> Option<RuleSet> {
-        let rule = self.rules.iter().find(|r| r.id == id)?.clone();
+        let rule = self
+            .rules
+            .iter()
+            .find(|r| r.id == id && !r.files_only)?
+            .clone();
         let mut one = self.clone();
         one.rules = vec![rule];
         one.index().ok()
     }
 
-    /// How many rules there are.
+    /// How many rules run on a transcript (those for files of one path aside).
     pub fn len(&self) -> usize {
-        self.rules.len()
+        self.rules.iter().filter(|r| !r.files_only).count()
     }
 
-    /// Whether there are none.
+    /// Whether none does.
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.len() == 0
     }
 
     /// The id of rule `i` (`github-pat`), what a redaction marker names.
@@ -806,7 +814,7 @@ impl RuleSet {
             };
             if keep {
                 kept.push(hit);
-            } else {
+            } else if !rule.files_only {
                 out.push(hit);
             }
         }
@@ -871,11 +879,10 @@ fn compile_rule(text: &str, spec: &RuleSpec) -> Result<Option<Rule>, RuleError> 
         return Ok(None);
     };
     let regex = compile_regex(text, pattern, &format!("rule {id:?}: regex"))?;
-    if spec.path.is_some() {
-        // A rule for one kind of file (`\.php$`): gitleaks runs it only on a file whose path
-        // matches, and a transcript's text has none.
-        return Ok(None);
-    }
+    // A rule for one kind of file (`\.php$`): gitleaks runs it only on a file whose path
+    // matches, and a transcript's text has none. Its allowlist still says what is not a secret
+    // (a value its tests list as a near miss), so it runs for that alone.
+    let files_only = spec.path.is_some();
     if let Some(g) = spec.secret_group
         && g >= regex.captures_len()
     {
@@ -910,7 +917,8 @@ fn compile_rule(text: &str, spec: &RuleSpec) -> Result<Option<Rule>, RuleError> 
         entropy: spec.entropy,
         keywords: spec.keywords.iter().map(|k| k.to_lowercase()).collect(),
         allowlists,
-        alone,
+        alone: alone.filter(|_| !files_only),
+        files_only,
     }))
 }
 
