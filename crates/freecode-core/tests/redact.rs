@@ -1207,6 +1207,21 @@ fn fragment() -> impl Strategy<Value = String> {
         "str = ".into(),
         "$".into(),
         "b\"".into(),
+        // The shapes a name gives a value in: calls, fallbacks, elements, sentences, commands.
+        "getenv(\"API_TOKEN\", ".into(),
+        " || ".into(),
+        " or ".into(),
+        ".unwrap_or(".into(),
+        "<password>".into(),
+        "</password>".into(),
+        "</".into(),
+        "my password is ".into(),
+        " was ".into(),
+        "mysql -p".into(),
+        "docker login -p ".into(),
+        "machine h login u password ".into(),
+        "_ZNSt".into(),
+        "_Word_".into(),
     ];
     pieces.push(f.mixed(ALNUM, 36));
     pieces.push(f.mixed(B64, 40));
