@@ -547,7 +547,7 @@ const ASSIGNMENT_PATTERN: &str = concat!(
     r"[A-Za-z0-9_.-]*",
     r"(?:(?i-u:pass|pwd|pw|secret|token|auth|key|credential|sonar|session)|BUNDLE_)",
     r"[A-Za-z0-9_.-]*",
-    r#"(?:\\?["'`])?[ \t]*(?::=|=>|={1,3}|!==?|\?=|:)[ \t]*"#
+    r#"(?:\\{0,7}["'`])?[ \t]*(?::=|=>|={1,3}|!==?|\?=|:)[ \t]*"#
 );
 
 /// A string literal compared with a name: `"hunter2" != password`.
@@ -1108,7 +1108,8 @@ fn assignment_windows(text: &str) -> Vec<Range<usize>> {
         if windows.last().is_some_and(|w| p < w.end) {
             continue;
         }
-        // Back over the separator (`:=`, `!==`, `=>`), blanks, a closing quote and its `\`.
+        // Back over the separator (`:=`, `!==`, `=>`), blanks, a closing quote and the `\`s
+        // that escape it (JSON inside a JSON string escapes it twice over: `\\\"`).
         let mut k = p;
         while k > 0 && matches!(bytes[k - 1], b':' | b'=' | b'!' | b'?') && p - k < 3 {
             k -= 1;
@@ -1118,7 +1119,7 @@ fn assignment_windows(text: &str) -> Vec<Range<usize>> {
         }
         if k > 0 && matches!(bytes[k - 1], b'"' | b'\'' | b'`') {
             k -= 1;
-            if k > 0 && bytes[k - 1] == b'\\' {
+            while k > 0 && bytes[k - 1] == b'\\' && p - k < 16 {
                 k -= 1;
             }
         }
@@ -1855,6 +1856,37 @@ fn is_unquoted_terminator(b: u8) -> bool {
 fn parse_value(text: &str, pos: usize) -> Option<Value> {
     let b = text.as_bytes();
     let first = *b.get(pos)?;
+    // A quote escaped more than once (`\\\"…\\\"`, JSON inside a JSON string): the value runs
+    // to the same quote escaped the same number of times.
+    let slashes = b[pos..].iter().take(8).take_while(|&&c| c == b'\\').count();
+    if slashes > 1 && matches!(b.get(pos + slashes), Some(b'"' | b'\'')) {
+        let quote = b[pos + slashes];
+        let start = pos + slashes + 1;
+        let mut i = start;
+        while i < b.len() {
+            match b[i] {
+                b'\n' | b'\r' => return None,
+                c if c == quote => {
+                    let run = b[start..i]
+                        .iter()
+                        .rev()
+                        .take_while(|&&c| c == b'\\')
+                        .count();
+                    if run == slashes {
+                        return (i - run > start).then_some(Value {
+                            start,
+                            end: i - run,
+                            quoted: true,
+                            backtick: false,
+                        });
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        return None;
+    }
     if first == b'\\' && matches!(b.get(pos + 1), Some(b'"' | b'\'')) {
         let quote = b[pos + 1];
         let start = pos + 2;

@@ -861,6 +861,18 @@ fn env_assignment_keeps_the_key_and_the_quotes() {
             end: 16
         }
     );
+    // JSON inside a JSON string inside a config value: the quotes escaped once and twice over.
+    for text in [
+        r#"{\"password\":\"hunter2hunter2\"}"#,
+        r#"env = ["AUTH={\\\"auths\\\":{\\\"r.io\\\":{\\\"auth\\\":\\\"dXNlcjpodW50ZXIy\\\"}}}"]"#,
+    ] {
+        let (out, _) = redact(text);
+        assert!(
+            !out.contains("hunter2hunter2") && !out.contains("dXNlcjpodW50ZXIy"),
+            "{out}"
+        );
+        assert!(out.contains("[REDACTED:secret-assignment]"), "{out}");
+    }
 }
 
 #[test]
