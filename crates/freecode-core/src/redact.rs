@@ -547,7 +547,7 @@ const ASSIGNMENT_PATTERN: &str = concat!(
     r"[A-Za-z0-9_.-]*",
     r"(?:(?i-u:pass|pwd|pw|secret|token|auth|key|credential|sonar|session)|BUNDLE_)",
     r"[A-Za-z0-9_.-]*",
-    r#"(?:\\{0,7}["'`])?[ \t]*(?::=|=>|={1,3}|!==?|\?=|:)[ \t]*"#
+    r#"(?:\\*["'`])?[ \t]*(?::=|=>|={1,3}|!==?|\?=|:)[ \t]*"#
 );
 
 /// A string literal compared with a name: `"hunter2" != password`.

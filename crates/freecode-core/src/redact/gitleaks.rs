@@ -898,6 +898,10 @@ fn compile_rule(text: &str, spec: &RuleSpec) -> Result<Option<Rule>, RuleError> 
     for a in spec.allowlist.iter().chain(&spec.allowlists) {
         allowlists.extend(compile_allowlist(text, a)?);
     }
+    if files_only && allowlists.is_empty() {
+        // Nothing it could keep: not run at all.
+        return Ok(None);
+    }
     let alone = if regex.captures_len() > 1 {
         standalone(pattern.get_ref(), spec.secret_group).and_then(|(p, keywords)| {
             let r = regex::bytes::RegexBuilder::new(&p)
