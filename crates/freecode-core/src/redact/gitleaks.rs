@@ -458,6 +458,7 @@ impl RuleSet {
         if extend.and_then(|e| e.use_default) == Some(false) {
             merged.rules.clear();
             merged.global.clear();
+            merged.generic = None;
         }
         if let Some(e) = extend {
             merged
