@@ -79,9 +79,21 @@ fn net_over(
 }
 
 impl Net {
-    /// Every sync object the server's store holds (`logs/…`, `claims/…`, `rings/…`), read
-    /// through the store itself, with its bytes.
+    /// Every object of the groups the server's store holds (`logs/…`, `claims/…`, `rings/…`,
+    /// their group's prefix left out), read through the store itself, with its bytes.
     fn objects(&self) -> BTreeMap<String, Vec<u8>> {
+        self.all_objects()
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let rest = k.strip_prefix("groups/")?.split_once('/')?.1;
+                (rest != "group").then(|| (rest.to_owned(), v))
+            })
+            .collect()
+    }
+
+    /// Every sync object the server's store holds, by its whole key (`creds/…` and
+    /// `groups/<group>/…`), read through the store itself, with its bytes.
+    fn all_objects(&self) -> BTreeMap<String, Vec<u8>> {
         use freecode_sync::blob::{BlobStore, SyncKey};
         let store = BlobStore::open(&self.spec).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -90,7 +102,7 @@ impl Net {
             .unwrap();
         rt.block_on(async {
             let mut out = BTreeMap::new();
-            for top in ["logs", "claims", "rings"] {
+            for top in ["groups", "creds"] {
                 for key in store
                     .sync_list(&SyncKey::new([top]).unwrap())
                     .await
@@ -146,8 +158,37 @@ impl Net {
         key.lines().last().unwrap().to_owned()
     }
 
+    /// `sync join` with the phrase on standard input, as the README shows it.
     fn join(&self, home: &Path, phrase: &str) {
-        self.ok(home, &["sync", "join", "--server", &self.url, phrase]);
+        let out = self.run_with_input(home, &["sync", "join", "--server", &self.url], phrase);
+        assert!(
+            out.status.success(),
+            "join: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("command line"),
+            "no warning for a phrase read from standard input"
+        );
+    }
+
+    fn run_with_input(&self, home: &Path, args: &[&str], input: &str) -> Output {
+        use std::io::Write as _;
+        let project = self.ctx.path("project");
+        std::fs::create_dir_all(&project).unwrap();
+        let mut child = common::freecode(home)
+            .env_remove("FREECODE_ROLLOUT")
+            .current_dir(project)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
     }
 
     /// A turn of the scripted agent: in a new session, or in `session`.
@@ -228,6 +269,16 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 fn server_files(store: &Path) -> Vec<PathBuf> {
     snapshot(&store.join("sync")).into_keys().collect()
+}
+
+/// The directory of the one group a file store holds.
+fn group_dir(store: &Path) -> PathBuf {
+    let mut groups: Vec<PathBuf> = std::fs::read_dir(store.join("sync/groups"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    groups.pop().unwrap()
 }
 
 #[test]
@@ -504,7 +555,7 @@ fn a_server_that_lost_its_data_is_refilled_by_the_next_sync() {
     let on_server = |_: ()| {
         let mut v: Vec<(PathBuf, Vec<u8>)> = snapshot(&n.store.join("sync"))
             .into_iter()
-            .filter(|(p, _)| !p.to_string_lossy().contains("/claims/"))
+            .filter(|(p, _)| p.to_string_lossy().contains("/logs/"))
             .collect();
         v.sort();
         v
@@ -683,12 +734,20 @@ fn bad_phrases_and_unset_homes_are_clear_errors() {
     );
     assert!(err.contains("phrase") || err.contains("sync key"), "{err}");
     assert!(!a.join("state/sync/key").exists());
+    // Nothing on standard input: told where the words come from.
+    let out = n.run_with_input(&a, &["sync", "join", "--server", &n.url], "  \n");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no sync key on standard input"), "{err}");
+    assert!(err.contains("--phrase-file"), "{err}");
+    assert!(!a.join("state/sync/key").exists());
     // Another group (another key) on the same server: neither reads the other.
     let b = n.home("beta");
     n.turn(&a, None, "secret plans");
     n.first(&a);
     n.ok(&a, &["sync", "push"]);
-    n.ok(&b, &["sync", "init", "--server", &n.url]);
+    let said = n.ok(&b, &["sync", "init", "--server", &n.url]);
+    assert!(!said.contains("$(freecode sync key)"), "{said}");
     let r = n.json(&b, &["sync", "pull", "--json"]);
     assert_eq!(r["pulled"], 0, "another group's records are not read: {r}");
     assert!(sessions(&b).is_empty());
@@ -944,8 +1003,9 @@ fn a_rotated_key_rewraps_the_server_and_the_other_machines_join_again_keeping_th
     n.turn(&b, Some(&s), "beta avant");
     n.ok(&b, &["sync", "now"]);
     n.ok(&a, &["sync", "now"]);
-    let logs = |_: ()| snapshot(&n.store.join("sync/logs"));
+    let logs = |_: ()| snapshot(&group_dir(&n.store).join("logs"));
     let before = logs(());
+    let host = n.json(&b, &["sync", "status", "--json"])["host"].clone();
 
     let r = n.json(&a, &["sync", "rotate", "--json"]);
     assert_eq!(r["rewrapped"].as_u64().unwrap(), before.len() as u64, "{r}");
@@ -978,10 +1038,10 @@ fn a_rotated_key_rewraps_the_server_and_the_other_machines_join_again_keeping_th
     n.ok(&a, &["sync", "push"]);
     let untouched = snapshot(&b);
     let err = n.fails(&b, &["sync", "pull"]);
-    assert!(err.contains("rotated on another machine"), "{err}");
+    assert!(err.contains("rotated out"), "{err}");
+    assert!(err.contains("sync join"), "{err}");
     assert_eq!(snapshot(&b), untouched);
     // Joined with the new phrase: the same host, its progress kept.
-    let host = n.json(&b, &["sync", "status", "--json"])["host"].clone();
     n.join(&b, &new_phrase);
     let st = n.json(&b, &["sync", "status", "--json"]);
     assert_eq!(st["host"], host);
@@ -990,11 +1050,15 @@ fn a_rotated_key_rewraps_the_server_and_the_other_machines_join_again_keeping_th
     assert_eq!(rep["pulled"], 1, "only the new record: {rep}");
     assert_eq!(files_of(&a, &s), files_of(&b, &s));
 
-    // The old phrase on a new machine reads nothing; the new one reads everything.
-    n.join(&c, &old_phrase);
-    let err = n.fails(&c, &["sync", "pull"]);
-    assert!(err.contains("rotated"), "{err}");
-    assert!(sessions(&c).is_empty());
+    // The old phrase on a new machine cannot even join; the new one reads everything.
+    let out = n.run_with_input(&c, &["sync", "join", "--server", &n.url], &old_phrase);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rotated out"), "{err}");
+    assert!(
+        !c.join("state/sync").exists(),
+        "no sync set up with a revoked key"
+    );
     n.join(&c, &new_phrase);
     n.ok(&c, &["sync", "pull"]);
     assert_eq!(files_of(&a, &s), files_of(&c, &s));
@@ -1072,4 +1136,258 @@ fn sessions_imported_from_another_agent_sync_too_and_two_machines_pushing_at_onc
     // The imported session keeps its provenance on the other machine.
     let id = from_a.keys().next().unwrap();
     assert_eq!(sb[id], from_a[id]);
+}
+
+#[test]
+fn strangers_other_groups_and_rotated_out_keys_touch_nothing_of_a_group() {
+    strangers_touch_nothing(net());
+}
+
+#[test]
+fn strangers_other_groups_and_rotated_out_keys_touch_nothing_of_a_group_over_s3() {
+    strangers_touch_nothing(net_on_s3());
+}
+
+/// Every attack of a stranger on the network (no credential, a made-up one, another group's),
+/// and then of a machine whose key was rotated out, against a group of two machines: each is
+/// refused or lands in the attacker's own group, the group's objects on the server stay byte
+/// for byte, and the victims' next `sync now` succeeds with their sessions intact.
+fn strangers_touch_nothing(n: Net) {
+    use freecode_sync::home::{HostId, Kind, Remote, SyncKey};
+    let (a, b, c) = (n.home("alpha"), n.home("beta"), n.home("gamma"));
+    let s = n.turn(&a, None, "la question du jour");
+    let phrase = n.first(&a);
+    n.ok(&a, &["sync", "push"]);
+    n.join(&b, &phrase);
+    n.ok(&b, &["sync", "pull"]);
+    n.turn(&b, Some(&s), "beta continues");
+    n.ok(&b, &["sync", "now"]);
+    n.ok(&a, &["sync", "now"]);
+    let victim = SyncKey::parse(&phrase).unwrap();
+    let group = Remote::new(&n.url, None).unwrap().for_key(&victim);
+    // The attacker is told the group's every log and host: ids are no secret here.
+    let logs = group.status().unwrap();
+    assert!(!logs.is_empty());
+    let before = n.all_objects();
+    let prefix = before
+        .keys()
+        .find_map(|k| {
+            k.strip_prefix("groups/")?
+                .split_once('/')
+                .map(|(g, _)| g.to_owned())
+        })
+        .unwrap();
+    let prefix = format!("groups/{prefix}/");
+
+    // No credential at all: every endpoint answers 401 and stores nothing.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let lc = &logs[0];
+    let url = |p: &str| format!("{}/sync/v1/{p}", n.url);
+    let record_path = format!("logs/{}/{}/{}", lc.log, lc.host, lc.count);
+    let wrap_path = format!("logs/{}/{}/0/wrap", lc.log, lc.host);
+    for (method, path, body) in [
+        ("GET", "status".to_owned(), Vec::new()),
+        ("PUT", record_path.clone(), vec![0x41]),
+        (
+            "PUT",
+            "logs/0123456789abcdef0123456789abcdef/0123456789abcdef0123456789abcdef/0".to_owned(),
+            vec![0x41],
+        ),
+        ("POST", wrap_path.clone(), vec![7; 80]),
+        (
+            "GET",
+            format!("logs/{}/{}?from=0", lc.log, lc.host),
+            Vec::new(),
+        ),
+        ("DELETE", format!("logs/{}", lc.log), Vec::new()),
+        (
+            "PUT",
+            "credential".to_owned(),
+            br#"{"credential":"00"}"#.to_vec(),
+        ),
+    ] {
+        let resp = match method {
+            "GET" => agent.get(&url(&path)).call(),
+            "DELETE" => agent.delete(&url(&path)).call(),
+            "PUT" => agent.put(&url(&path)).send(&body[..]),
+            _ => agent.post(&url(&path)).send(&body[..]),
+        }
+        .unwrap();
+        assert_eq!(resp.status().as_u16(), 401, "{method} {path}");
+    }
+    assert_eq!(
+        n.all_objects(),
+        before,
+        "nothing stored without a credential"
+    );
+
+    // A made-up credential and another group's key: each has a group of its own, where what
+    // it writes lands; it sees, reads, counts and removes nothing of the victims'.
+    let other = SyncKey::generate().unwrap();
+    let made_up = Remote::new(&n.url, None)
+        .unwrap()
+        .with_credential("ab".repeat(32));
+    for attacker in [made_up, Remote::new(&n.url, None).unwrap().for_key(&other)] {
+        assert!(
+            attacker.status().unwrap().is_empty(),
+            "no other group's logs"
+        );
+        let (got, next) = attacker.get_records(&lc.log, &lc.host, 0).unwrap();
+        assert!(got.is_empty() && next == 0, "no other group's records");
+        assert!(
+            !attacker
+                .rewrap_record(&lc.log, &lc.host, 0, &[9; 80])
+                .unwrap()
+        );
+        attacker.delete_log(&lc.log).unwrap();
+        // Garbage at the group's next index and at index 0 of a log of its own.
+        let junk = other
+            .seal(Kind::Session, &lc.host, &lc.log, lc.count, b"planted")
+            .unwrap();
+        attacker.put_record(&lc.log, &lc.host, 0, &[1]).unwrap();
+        attacker.put_record(&lc.log, &lc.host, 1, &junk).unwrap();
+        assert!(attacker.get_ring(&victim.id()).unwrap().is_none());
+        let mine = attacker.status().unwrap();
+        assert_eq!(mine.len(), 1, "its own group holds what it wrote: {mine:?}");
+        assert_eq!(mine[0].count, 2);
+    }
+    let now = n.all_objects();
+    for (k, v) in &before {
+        assert_eq!(now.get(k), Some(v), "{k} changed");
+    }
+    assert!(
+        now.keys()
+            .filter(|k| !before.contains_key(*k))
+            .all(|k| !k.starts_with(&prefix)),
+        "nothing new in the victims' group"
+    );
+    let (sa, sb) = (snapshot(&a), snapshot(&b));
+    let ra = n.json(&a, &["sync", "now", "--json"]);
+    let rb = n.json(&b, &["sync", "now", "--json"]);
+    assert_eq!(
+        (ra["pulled"].as_u64(), rb["pulled"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!((snapshot(&a), snapshot(&b)), (sa, sb));
+    assert_eq!(files_of(&a, &s), files_of(&b, &s));
+
+    // A rotation (the lost laptop is beta): beta's key is revoked for reads and writes at once.
+    n.json(&a, &["sync", "rotate", "--json"]);
+    let new_phrase = n
+        .ok(&a, &["sync", "key"])
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    n.join(&c, &new_phrase);
+    n.ok(&c, &["sync", "pull"]);
+    let rotated = n.all_objects();
+    n.turn(&b, Some(&s), "planted by the lost laptop");
+    n.turn(&b, None, "a planted session");
+    let err = n.fails(&b, &["sync", "push"]);
+    assert!(err.contains("rotated out"), "{err}");
+    // The same, by hand, with the old key: every request refused.
+    let old = Remote::new(&n.url, None).unwrap().for_key(&victim);
+    let host = HostId::generate().unwrap();
+    let sealed = victim
+        .seal(Kind::Session, &host, &lc.log, 99, b"planted")
+        .unwrap();
+    for refused in [
+        old.status().map(|_| ()),
+        old.get_records(&lc.log, &lc.host, 0).map(|_| ()),
+        old.put_record(&lc.log, &host, 0, &sealed).map(|_| ()),
+        old.rewrap_record(&lc.log, &lc.host, 0, &[9; 80])
+            .map(|_| ()),
+        old.delete_log(&lc.log),
+        old.rotate_credential(&other.credential_hash()).map(|_| ()),
+    ] {
+        let e = refused.unwrap_err().to_string();
+        assert!(e.contains("403") && e.contains("rotated out"), "{e}");
+    }
+    assert_eq!(n.all_objects(), rotated, "nothing written by the old key");
+    let ra = n.json(&a, &["sync", "now", "--json"]);
+    let rc = n.json(&c, &["sync", "now", "--json"]);
+    assert_eq!(
+        (ra["pulled"].as_u64(), rc["pulled"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(files_of(&a, &s), files_of(&c, &s));
+    assert_eq!(sessions(&a).len(), 1, "no planted session");
+}
+
+#[test]
+fn the_phrase_is_read_from_standard_input_or_a_file_and_warned_about_on_the_command_line() {
+    let n = net();
+    let (a, b, c, d) = (
+        n.home("alpha"),
+        n.home("beta"),
+        n.home("gamma"),
+        n.home("delta"),
+    );
+    n.turn(&a, None, "ünïcödé first");
+    let phrase = n.first(&a);
+    n.ok(&a, &["sync", "push"]);
+    // On the command line: it works, and says why not to.
+    let mut args = vec!["sync", "join", "--server", n.url.as_str()];
+    args.extend(phrase.split(' '));
+    let out = n.run(&b, &args);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("command line") && err.contains("ps"), "{err}");
+    // From a file (the words, or the key file's hex under its older name): no warning.
+    let words = n.ctx.path("phrase.txt");
+    std::fs::write(&words, format!("{phrase}\n")).unwrap();
+    let words = words.to_str().unwrap();
+    let out = n.run(
+        &c,
+        &["sync", "join", "--server", &n.url, "--phrase-file", words],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("command line"));
+    let hex = a.join("state/sync/key");
+    let out = n.run(
+        &d,
+        &[
+            "sync",
+            "join",
+            "--server",
+            &n.url,
+            "--key-file",
+            hex.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for h in [&b, &c, &d] {
+        n.ok(h, &["sync", "pull"]);
+        assert_eq!(sessions(h).len(), 1);
+    }
+    // A file that is not a key is refused, naming it; a huge one is not read whole.
+    let big = n.ctx.path("big.txt");
+    std::fs::write(&big, vec![b'a'; 200_000]).unwrap();
+    let err = n.fails(
+        &n.home("epsilon"),
+        &[
+            "sync",
+            "join",
+            "--server",
+            &n.url,
+            "--phrase-file",
+            big.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        err.contains("big.txt") && err.contains("not a sync key"),
+        "{err}"
+    );
 }

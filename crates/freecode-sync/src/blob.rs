@@ -21,9 +21,12 @@
 //! characters, or a [`SyncKey`] of lowercase letters and digits, so no request can address
 //! anything outside the store's folders.
 //!
-//! Home sync (the `/sync/v1/` endpoints) keeps its objects under `<prefix>/sync/`:
-//! `logs/<log>/<host>/<index>` (sealed records, created only if absent) and
-//! `claims/<log>/<chain>` (who extended a log from a point, created only if absent).
+//! Home sync (the `/sync/v1/` endpoints) keeps its objects under `<prefix>/sync/`: each
+//! group's under `groups/<group>/` (its `group` object: the current credential's hash and the
+//! revoked ones; `logs/<log>/<host>/<index>`: sealed records, created only if absent;
+//! `claims/<log>/<chain>`: who extended a log from a point, created only if absent;
+//! `rings/<key id>`), and `creds/<hash>`, the group each credential's hash names (see the
+//! server's `group` module).
 
 use std::fmt;
 use std::io::Write as _;

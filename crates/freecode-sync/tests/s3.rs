@@ -228,11 +228,11 @@ fn s3_sync_two_replicas_accept_every_record_once() {
     moto.create_bucket("sync");
     let one = start(&moto, "sync", "home", HOUR);
     let two = start(&moto, "sync", "home", HOUR);
-    let remotes = [
-        Remote::new(&one.url, None).unwrap(),
-        Remote::new(&two.url, None).unwrap(),
-    ];
     let key = SyncKey::generate().unwrap();
+    let remotes = [
+        Remote::new(&one.url, None).unwrap().for_key(&key),
+        Remote::new(&two.url, None).unwrap().for_key(&key),
+    ];
     let log = key.log_id("a-session");
 
     // Eight writers race for one index and one claim through both replicas: one of each wins.

@@ -112,7 +112,10 @@ pub enum SyncCommand {
     Init(SyncInitArgs),
     /// Print the sync key as 24 words, to `sync join` another machine (last line of output).
     Key(SyncJsonArgs),
-    /// Join the machines syncing with a server, with the phrase `sync key` printed there.
+    /// Join the machines syncing with a server, with the phrase `sync key` printed there: read
+    /// from standard input (`freecode sync key | ssh other freecode sync join --server URL`, or
+    /// pasted when asked) or `--phrase-file`, never from the command line, where other users
+    /// can read it.
     Join(SyncJoinArgs),
     /// What would move: sessions to push, records to pull.
     Status(SyncJsonArgs),
@@ -159,12 +162,19 @@ pub struct SyncJoinArgs {
     /// The sync server the other machines use.
     #[arg(long, value_name = "URL")]
     server: String,
-    /// The 24 words `freecode sync key` printed (quoted, or as separate arguments).
-    #[arg(value_name = "PHRASE", required_unless_present = "key_file", num_args = 0..)]
+    /// The 24 words `freecode sync key` printed. Left out, they are read from standard input
+    /// (asked for on a terminal). On the command line they still work, with a warning: every
+    /// local user can read a command line (`ps`).
+    #[arg(value_name = "PHRASE", num_args = 0..)]
     phrase: Vec<String>,
     /// Read the key (its words, or the 64 hex characters of `state/sync/key`) from a file.
-    #[arg(long, value_name = "PATH", conflicts_with = "phrase")]
-    key_file: Option<PathBuf>,
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "phrase",
+        alias = "key-file"
+    )]
+    phrase_file: Option<PathBuf>,
     /// Set up again even if this machine already syncs.
     #[arg(long)]
     force: bool,
@@ -530,6 +540,33 @@ impl ShareCommand {
     }
 }
 
+/// The sync key's text from `source` (a file or standard input), bounded: a key file is 64
+/// hex characters and a line per older key, a phrase 24 words.
+fn read_phrase(
+    source: std::io::Result<impl std::io::Read>,
+    what: impl std::fmt::Display,
+) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    const MAX: u64 = 64 * 1024;
+    let user = |m: String| anyhow::Error::new(UserError(m));
+    let mut text = String::new();
+    source
+        .and_then(|r| r.take(MAX + 1).read_to_string(&mut text))
+        .map_err(|e| user(format!("reading the sync key from {what}: {e}")))?;
+    if text.len() as u64 > MAX {
+        return Err(user(format!(
+            "{what} holds more than {MAX} bytes: not a sync key"
+        )));
+    }
+    if text.trim().is_empty() {
+        return Err(user(format!(
+            "no sync key on {what}: pipe in the 24 words `freecode sync key` printed on the \
+             other machine, or pass --phrase-file"
+        )));
+    }
+    Ok(text)
+}
+
 impl SyncCommand {
     /// Runs the command.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
@@ -540,17 +577,32 @@ impl SyncCommand {
                 print_setup(&setup, a.json)?;
                 if !a.json {
                     println!(
-                        "on another machine: freecode sync join --server {} \"$(freecode sync key)\" (run `freecode sync key` here for the words)",
+                        "on another machine: freecode sync join --server {} (and paste the words `freecode sync key` prints here)",
                         setup.server
                     );
                 }
                 Ok(())
             }
             Self::Join(a) => {
-                let text = match &a.key_file {
-                    Some(p) => std::fs::read_to_string(p)
-                        .with_context(|| format!("reading the sync key from {}", p.display()))?,
-                    None => a.phrase.join(" "),
+                let text = match &a.phrase_file {
+                    Some(p) => read_phrase(std::fs::File::open(p), p.display())?,
+                    None if a.phrase.is_empty() => {
+                        use std::io::IsTerminal as _;
+                        if std::io::stdin().is_terminal() {
+                            eprint!(
+                                "the 24 words `freecode sync key` printed on the other machine: "
+                            );
+                        }
+                        read_phrase(Ok(std::io::stdin()), "standard input")?
+                    }
+                    None => {
+                        tracing::warn!(
+                            "the phrase on the command line can be read by every user of this \
+                             machine (ps, /proc): pipe it in instead (`freecode sync key | \
+                             freecode sync join --server URL`) or use --phrase-file"
+                        );
+                        a.phrase.join(" ")
+                    }
                 };
                 let setup = sync::join(home, &a.server, &text, a.force)?;
                 print_setup(&setup, a.json)
@@ -596,7 +648,7 @@ impl SyncCommand {
                     r.kept_rewrapped
                 );
                 println!(
-                    "on the other machines: freecode sync join --server {} \"$(freecode sync key)\" (run `freecode sync key` here for the new words)",
+                    "on the other machines: freecode sync join --server {} (and paste the new words `freecode sync key` prints here)",
                     r.server
                 );
                 Ok(())

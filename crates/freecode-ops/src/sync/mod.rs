@@ -133,9 +133,10 @@ pub struct SyncReport {
     pub busy: Vec<String>,
 }
 
-fn remote_for(home: &Home, server: &str) -> Result<Remote> {
+/// A client of `server` speaking for `key`'s group.
+fn remote_for(home: &Home, server: &str, key: &SyncKey) -> Result<Remote> {
     let api_key = freecode_sync::client::SyncConfig::load(home)?.api_key;
-    Ok(Remote::new(server, api_key)?)
+    Ok(Remote::new(server, api_key)?.for_key(key))
 }
 
 fn seal_err(e: SealError) -> Error {
@@ -156,7 +157,7 @@ pub fn join(home: &Home, server: &str, key_text: &str, force: bool) -> Result<Sy
 }
 
 fn setup(home: &Home, server: &str, key: SyncKey, force: bool) -> Result<SyncSetup> {
-    let remote = remote_for(home, server)?;
+    let remote = remote_for(home, server, &key)?;
     remote.status()?;
     // A rotated key's phrase is completed by the ring the server keeps for it.
     let key = match remote.get_ring(&key.id())? {
@@ -260,6 +261,9 @@ pub fn rotate(home: &Home) -> Result<SyncRotation> {
         e.settings = settings;
         e.key = new;
     }
+    // The new key's credential made the group's, the old one revoked: from here a machine on
+    // the old key can neither read nor write.
+    e.remote = register_credential(home, &e.settings.server, &e.key)?;
     let mut out = SyncRotation {
         server: e.settings.server.clone(),
         key_id: e.key.id(),
@@ -297,6 +301,33 @@ pub fn rotate(home: &Home) -> Result<SyncRotation> {
     e.kept.commit()?;
     fsutil::remove_file(&marker)?;
     Ok(out)
+}
+
+/// Makes `key`'s credential its group's current one on `server`, authorised by the credential
+/// of a key it replaced (the newest the server still takes: a rotation cut short before its
+/// marker was written left one in between that the server never knew); a client of the server
+/// for `key`. Done already (a rotation resumed) is no error.
+fn register_credential(home: &Home, server: &str, key: &SyncKey) -> Result<Remote> {
+    let remote = remote_for(home, server, key)?;
+    let hash = key.credential_hash();
+    for old in key.older_credentials() {
+        match remote.clone().with_credential(old).rotate_credential(&hash) {
+            Ok(_) => return Ok(remote),
+            Err(freecode_sync::client::ClientError::Status {
+                status: 401 | 403 | 404,
+                ..
+            }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // Every older credential refused: registered already, if the new one is taken.
+    match remote.rotate_credential(&hash) {
+        Ok(_) => Ok(remote),
+        Err(e) => Err(Error::Failed(format!(
+            "the server took none of this group's credentials to register the new key \
+             ({e}): nothing was revoked; run `freecode sync rotate` again"
+        ))),
+    }
 }
 
 /// The sync key as `sync key --json` prints it.
@@ -713,7 +744,7 @@ struct Fetched {
 impl Engine {
     fn open(home: &Home) -> Result<Self> {
         let loaded = state::load(home)?;
-        let remote = remote_for(home, &loaded.settings.server)?;
+        let remote = remote_for(home, &loaded.settings.server, &loaded.key)?;
         let st = state::load_state(home)?;
         Ok(Self {
             home: home.clone(),

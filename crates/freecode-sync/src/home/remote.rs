@@ -1,7 +1,8 @@
 //! The blocking client of the sync endpoints (`/sync/v1/`, see the server's `sync` module).
 //!
-//! Every request carries the API key as a bearer token when one is configured; every answer is
-//! read within a bound. The client trusts nothing it gets: records are opened by the caller
+//! Every request carries the API key as a bearer token when one is configured, and the sync
+//! group's credential ([`super::SyncKey::credential`]) once [`Remote::for_key`] gave it one;
+//! every answer is read within a bound. The client trusts nothing it gets: records are opened by the caller
 //! with [`super::SyncKey::open`], and this module only checks the framing.
 
 use std::time::Duration;
@@ -17,6 +18,8 @@ pub const MAX_ANSWER: u64 = 64 << 20;
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 /// Response header of a download: the index after the last record sent.
 pub const NEXT_HEADER: &str = "x-freecode-next";
+/// Request header carrying the sync group's credential (the server's `group` module).
+pub const CREDENTIAL_HEADER: &str = "x-freecode-sync-credential";
 
 /// One log of one host, as the server counts it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -127,6 +130,7 @@ pub struct Remote {
     agent: ureq::Agent,
     base: String,
     api_key: Option<String>,
+    credential: Option<String>,
 }
 
 impl Remote {
@@ -145,7 +149,23 @@ impl Remote {
             agent,
             base,
             api_key: api_key.filter(|k| !k.is_empty()),
+            credential: None,
         })
+    }
+
+    /// This client speaking for the group of `key`: its requests carry the key's credential.
+    #[must_use]
+    pub fn for_key(mut self, key: &super::SyncKey) -> Self {
+        self.credential = Some(key.credential());
+        self
+    }
+
+    /// This client with credential `credential` (64 hex characters), as
+    /// [`super::SyncKey::credential`] or [`super::SyncKey::older_credentials`] give it.
+    #[must_use]
+    pub fn with_credential(mut self, credential: String) -> Self {
+        self.credential = Some(credential);
+        self
     }
 
     /// The server's base URL.
@@ -158,10 +178,36 @@ impl Remote {
     }
 
     fn auth<B>(&self, req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
-        match &self.api_key {
+        let req = match &self.api_key {
             Some(k) => req.header("authorization", format!("Bearer {k}")),
             None => req,
+        };
+        match &self.credential {
+            Some(c) => req.header(CREDENTIAL_HEADER, c.as_str()),
+            None => req,
         }
+    }
+
+    /// Makes the key whose credential's SHA-256 is `hash` ([`super::SyncKey::credential_hash`])
+    /// its group's current one, and revokes the credential this client carries: `true` when
+    /// it changed, `false` when it was current already.
+    pub fn rotate_credential(&self, hash: &str) -> Result<bool, ClientError> {
+        let url = self.url("credential");
+        let body = serde_json::json!({ "credential": hash }).to_string();
+        let mut resp = self
+            .auth(self.agent.put(&url))
+            .header("content-type", "application/json")
+            .send(body.as_bytes())
+            .map_err(|e| transport(&url, e))?;
+        let status = resp.status().as_u16();
+        let answer = read_limited(&mut resp, &url, 64 * 1024)?;
+        if status != 200 {
+            return Err(status_error(&url, status, &answer));
+        }
+        Ok(serde_json::from_slice::<serde_json::Value>(&answer)
+            .ok()
+            .and_then(|v| v.get("rotated").and_then(serde_json::Value::as_bool))
+            .unwrap_or(true))
     }
 
     /// `PUT url` with `body`: the status and the (small) answer.

@@ -240,6 +240,10 @@ fn derive(master: &[u8; 32]) -> ([u8; 32], [u8; KEY_ID]) {
     (wrap, key_id)
 }
 
+fn credential_of(master: &[u8; 32]) -> String {
+    hex(&hmac(master, &[b"freecode-sync credential v1"]))
+}
+
 impl std::fmt::Debug for SyncKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SyncKey({})", hex(&self.key_id))
@@ -513,6 +517,27 @@ impl SyncKey {
         Err(SealError::BadKey(
             "expected 64 hex characters or a 24-word phrase".to_owned(),
         ))
+    }
+
+    /// The group credential of this key, as 64 hex characters: what the sync server checks on
+    /// every request (its `group` module) and stores only as a SHA-256. It is derived from the
+    /// master key under its own label, so it reveals nothing of the key, and a rotated key has
+    /// another one: the server revokes the old at the rotation.
+    pub fn credential(&self) -> String {
+        credential_of(&self.master)
+    }
+
+    /// The SHA-256 of [`SyncKey::credential`] (64 hex characters), as the server keeps it.
+    pub fn credential_hash(&self) -> String {
+        hex(&Sha256::digest(self.credential().as_bytes()))
+    }
+
+    /// The credentials of the keys this one replaced, newest first.
+    pub fn older_credentials(&self) -> Vec<String> {
+        self.older
+            .iter()
+            .map(|o| credential_of(&o.master))
+            .collect()
     }
 
     /// The key id in the clear (16 hex characters), to tell keys apart.

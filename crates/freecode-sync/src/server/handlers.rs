@@ -43,8 +43,13 @@ pub(crate) struct App {
     pub max_body: usize,
     pub default_ttl: Duration,
     pub max_ttl: Duration,
-    /// Home sync's last status (its JSON) and when it was listed: see `sync::status`.
-    pub sync_status: std::sync::Mutex<Option<(std::time::Instant, axum::body::Bytes)>>,
+    /// Home sync's last status of each group (its JSON) and when it was listed: see
+    /// `sync::status`.
+    pub sync_status: std::sync::Mutex<
+        std::collections::HashMap<String, (std::time::Instant, axum::body::Bytes)>,
+    >,
+    /// Which group each credential hash names (immutable on the store): see `group`.
+    pub sync_creds: super::group::CredCache,
     /// Sync writes through this replica (a listing begun before one is not kept).
     pub sync_writes: std::sync::atomic::AtomicU64,
 }

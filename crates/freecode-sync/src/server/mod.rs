@@ -13,7 +13,8 @@
 //! - `GET /healthz` — `200 {"status":"ok"}` when the store answers, else 503.
 //! - `GET /limits` — `200 {"maxBodyBytes": N}`: the largest upload taken, for clients to check
 //!   before they build or send one (413 names the limit too).
-//! - `/sync/v1/…` — home sync: sealed records and claims ([`sync`]).
+//! - `/sync/v1/…` — home sync: sealed records and claims ([`sync`]), each group's behind its
+//!   own credential ([`group`]).
 //!
 //! Any request but `/healthz` waits up to 2 s for one of [`ServerConfig::max_concurrent`]
 //! slots, else `503 {"error": "server busy"}` with `Retry-After: 1`; a request not answered
@@ -43,6 +44,7 @@
 //! over one directory or bucket behave as one server. Logs never carry a whole code: store
 //! errors have the codes in their paths and keys shortened.
 
+mod group;
 mod handlers;
 mod limits;
 mod record;
@@ -61,6 +63,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use freecode_http::ConnLimits;
 
+pub use group::CREDENTIAL_HEADER as SYNC_CREDENTIAL_HEADER;
 pub use handlers::{DELETE_TOKEN_HEADER, EXPIRES_AT_HEADER, EXPIRES_IN_HEADER};
 pub use sync::STATUS_TTL as SYNC_STATUS_TTL;
 
@@ -301,7 +304,8 @@ async fn run(
         max_body: config.max_body,
         default_ttl: config.default_ttl,
         max_ttl: config.max_ttl,
-        sync_status: std::sync::Mutex::new(None),
+        sync_status: std::sync::Mutex::new(std::collections::HashMap::new()),
+        sync_creds: group::CredCache::default(),
         sync_writes: std::sync::atomic::AtomicU64::new(0),
     });
     let router = Router::new()
@@ -327,6 +331,7 @@ async fn run(
             post(sync::rewrap_record),
         )
         .route("/sync/v1/batch", post(sync::batch))
+        .route("/sync/v1/credential", axum::routing::put(group::rotate))
         .route(
             "/sync/v1/rings/{key}",
             axum::routing::put(sync::put_ring).get(sync::get_ring),

@@ -2,8 +2,8 @@
 //! indexes, and claims. The server cannot read either; it keeps their order and refuses what
 //! would break it.
 //!
-//! - `GET /sync/v1/status`: `{"logs": [{"log", "host", "count"}]}`, counted from a listing of
-//!   the store (a log's count is its run of indexes from 0), so replicas agree without state.
+//! - `GET /sync/v1/status`: `{"logs": [{"log", "host", "count"}]}` of the caller's group,
+//!   counted from a listing of the store (a log's count is its run of indexes from 0), so replicas agree without state.
 //!   A replica answers from its last listing for up to [`STATUS_TTL`], forgotten as soon as a
 //!   record is stored or a log purged through it; a count may so lag another replica's writes
 //!   by that long, and clients take it as a hint (the records themselves are the truth).
@@ -25,8 +25,13 @@
 //! - `PUT /sync/v1/rings/{key id}`: a rotated key's sealed key ring, create-only (`201`,
 //!   `409 {"code": "exists"}`); `GET` it (`200`, or `404`).
 //!
-//! Every endpoint needs the API key when the server has one. Ids are 32 (chains 64) lowercase
-//! hex characters and indexes decimal, so no request names anything else in the store.
+//! - `PUT /sync/v1/credential`: the group's next credential (see [`super::group`]).
+//!
+//! Every endpoint needs the API key when the server has one, and then the caller's group
+//! credential ([`super::group::CREDENTIAL_HEADER`]): every path above is inside the caller's
+//! group, which the credential alone names, so no request reaches another group's objects. Ids
+//! are 32 (chains 64) lowercase hex characters and indexes decimal, so no request names
+//! anything else in the store.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,9 +43,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::handlers::{App, error, too_large, unauthorized};
+use super::group::{Group, Need, authorize};
+use super::handlers::{App, error, too_large};
 use super::redact::redacted;
-use crate::blob::{BlobError, SyncKey};
+use crate::blob::BlobError;
 
 const LOGS: &str = "logs";
 const CLAIMS: &str = "claims";
@@ -49,13 +55,16 @@ const RINGS: &str = "rings";
 /// How long a replica answers `status` from its last listing.
 pub const STATUS_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
-fn forget_status(app: &App) {
+fn forget_status(app: &App, group: &Group) {
     app.sync_writes
         .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     if let Ok(mut s) = app.sync_status.lock() {
-        *s = None;
+        s.remove(&group.id);
     }
 }
+
+/// Groups whose last status a replica keeps before it starts over.
+const MAX_STATUS_CACHED: usize = 4096;
 
 fn status_response(json: Bytes) -> Response {
     let mut r = Response::new(Body::from(json));
@@ -122,23 +131,25 @@ async fn body(app: &App, request: Request) -> Result<Bytes, Response> {
     }
 }
 
-/// `GET /sync/v1/status`.
+/// `GET /sync/v1/status`: the caller's group's logs alone.
 pub(crate) async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Some(r) = unauthorized(&app, &headers) {
-        return r;
-    }
+    let group = match authorize(&app, &headers, Need::Read).await {
+        Ok(Some(g)) => g,
+        Ok(None) => return status_response(Bytes::from_static(b"{\"logs\":[]}")),
+        Err(r) => return *r,
+    };
     let cached = app
         .sync_status
         .lock()
         .ok()
-        .and_then(|s| s.clone())
+        .and_then(|s| s.get(&group.id).cloned())
         .filter(|(at, _)| at.elapsed() < STATUS_TTL);
     if let Some((_, json)) = cached {
         return status_response(json);
     }
     let listed_at = std::time::Instant::now();
     let writes = app.sync_writes.load(std::sync::atomic::Ordering::SeqCst);
-    let Some(under) = SyncKey::new([LOGS]) else {
+    let Some(under) = group.key([LOGS]) else {
         return bad_id();
     };
     let keys = match app.store.sync_list(&under).await {
@@ -147,7 +158,7 @@ pub(crate) async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> R
     };
     let mut indexes: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
     for key in keys {
-        if let [_, log, host, index] = key.segments()
+        if let [_, _, _, log, host, index] = key.segments()
             && is_hex(log, 32)
             && is_hex(host, 32)
             && let Ok(i) = index.parse::<u64>()
@@ -174,7 +185,10 @@ pub(crate) async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> R
     if let Ok(mut s) = app.sync_status.lock()
         && app.sync_writes.load(std::sync::atomic::Ordering::SeqCst) == writes
     {
-        *s = Some((listed_at, json.clone()));
+        if s.len() >= MAX_STATUS_CACHED {
+            s.clear();
+        }
+        s.insert(group.id.clone(), (listed_at, json.clone()));
     }
     status_response(json)
 }
@@ -185,9 +199,11 @@ pub(crate) async fn put_record(
     Path((log, host, index)): Path<(String, String, String)>,
     request: Request,
 ) -> Response {
-    if let Some(r) = unauthorized(&app, request.headers()) {
-        return r;
-    }
+    let group = match authorize(&app, request.headers(), Need::Write).await {
+        Ok(Some(g)) => g,
+        Ok(None) => return bad_id(),
+        Err(r) => return *r,
+    };
     let Some(index) = record_index(&log, &host, &index) else {
         return bad_id();
     };
@@ -195,7 +211,7 @@ pub(crate) async fn put_record(
         Ok(b) => b,
         Err(r) => return r,
     };
-    match store_record(&app, &log, &host, index, data).await {
+    match store_record(&app, &group, &log, &host, index, data).await {
         Ok(Stored::Created) => {
             (StatusCode::CREATED, Json(json!({ "index": index }))).into_response()
         }
@@ -246,13 +262,17 @@ enum Stored {
 /// Stores record `index` of `host`'s log `log` (ids checked by the caller), create-only.
 async fn store_record(
     app: &App,
+    group: &Group,
     log: &str,
     host: &str,
     index: u64,
     data: Bytes,
 ) -> Result<Stored, Box<Response>> {
     let record = |i: u64| {
-        SyncKey::new([LOGS, log, host, &index_segment(i)]).ok_or_else(|| Box::new(bad_id()))
+        let i = index_segment(i);
+        group
+            .key([LOGS, log, host, i.as_str()])
+            .ok_or_else(|| Box::new(bad_id()))
     };
     let key = record(index)?;
     if index > 0 {
@@ -264,7 +284,7 @@ async fn store_record(
     }
     match app.store.sync_create(&key, data).await {
         Ok(()) => {
-            forget_status(app);
+            forget_status(app, group);
             Ok(Stored::Created)
         }
         Err(BlobError::AlreadyExists { .. }) => Ok(Stored::Exists(Bytes::new())),
@@ -275,11 +295,14 @@ async fn store_record(
 /// Stores the claim on `log` at `chain` (ids checked by the caller), create-only.
 async fn store_claim(
     app: &App,
+    group: &Group,
     log: &str,
     chain: &str,
     data: Bytes,
 ) -> Result<Stored, Box<Response>> {
-    let key = SyncKey::new([CLAIMS, log, chain]).ok_or_else(|| Box::new(bad_id()))?;
+    let key = group
+        .key([CLAIMS, log, chain])
+        .ok_or_else(|| Box::new(bad_id()))?;
     match app.store.sync_create(&key, data).await {
         Ok(()) => Ok(Stored::Created),
         Err(BlobError::AlreadyExists { .. }) => match app.store.sync_get(&key).await {
@@ -301,9 +324,11 @@ async fn store_claim(
 /// (32) · a sealed claim. The answer is one frame per item: `1` created, `2` taken (a claim's
 /// the claim there after it), `3` the record before it missing.
 pub(crate) async fn batch(State(app): State<Arc<App>>, request: Request) -> Response {
-    if let Some(r) = unauthorized(&app, request.headers()) {
-        return r;
-    }
+    let group = match authorize(&app, request.headers(), Need::Write).await {
+        Ok(Some(g)) => g,
+        Ok(None) => return bad_id(),
+        Err(r) => return *r,
+    };
     let data = match body(&app, request).await {
         Ok(b) => b,
         Err(r) => return r,
@@ -349,20 +374,22 @@ pub(crate) async fn batch(State(app): State<Arc<App>>, request: Request) -> Resp
     }
     let gate = Arc::new(tokio::sync::Semaphore::new(BATCH_PARALLEL));
     let mut tasks = tokio::task::JoinSet::new();
-    for group in by_log.into_values() {
-        let (app, gate) = (app.clone(), gate.clone());
+    for items in by_log.into_values() {
+        let (app, gate, group) = (app.clone(), gate.clone(), group.clone());
         tasks.spawn(async move {
             let _permit = gate.acquire_owned().await;
-            let mut out = Vec::with_capacity(group.len());
-            for (n, item) in group {
+            let mut out = Vec::with_capacity(items.len());
+            for (n, item) in items {
                 let stored = match item {
                     Item::Record {
                         log,
                         host,
                         index,
                         data,
-                    } => store_record(&app, &log, &host, index, data).await,
-                    Item::Claim { log, chain, data } => store_claim(&app, &log, &chain, data).await,
+                    } => store_record(&app, &group, &log, &host, index, data).await,
+                    Item::Claim { log, chain, data } => {
+                        store_claim(&app, &group, &log, &chain, data).await
+                    }
                 };
                 out.push((n, stored));
             }
@@ -415,16 +442,18 @@ pub(crate) async fn get_records(
     Query(from): Query<From>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(r) = unauthorized(&app, &headers) {
-        return r;
-    }
+    let group = match authorize(&app, &headers, Need::Read).await {
+        Ok(g) => g,
+        Err(r) => return *r,
+    };
     if !is_hex(&log, 32) || !is_hex(&host, 32) {
         return bad_id();
     }
     let mut next = from.from.unwrap_or(0);
     let mut out = Vec::new();
-    loop {
-        let Some(key) = SyncKey::new([LOGS, &log, &host, &index_segment(next)]) else {
+    while let Some(group) = &group {
+        let i = index_segment(next);
+        let Some(key) = group.key([LOGS, log.as_str(), host.as_str(), i.as_str()]) else {
             return bad_id();
         };
         let data = match app.store.sync_get(&key).await {
@@ -458,9 +487,11 @@ pub(crate) async fn put_claim(
     Path((log, chain)): Path<(String, String)>,
     request: Request,
 ) -> Response {
-    if let Some(r) = unauthorized(&app, request.headers()) {
-        return r;
-    }
+    let group = match authorize(&app, request.headers(), Need::Write).await {
+        Ok(Some(g)) => g,
+        Ok(None) => return bad_id(),
+        Err(r) => return *r,
+    };
     if !is_hex(&log, 32) || !is_hex(&chain, 64) {
         return bad_id();
     }
@@ -468,7 +499,7 @@ pub(crate) async fn put_claim(
         Ok(b) => b,
         Err(r) => return r,
     };
-    match store_claim(&app, &log, &chain, data).await {
+    match store_claim(&app, &group, &log, &chain, data).await {
         Ok(Stored::Created) => StatusCode::CREATED.into_response(),
         Ok(Stored::Exists(existing)) => (StatusCode::CONFLICT, existing).into_response(),
         Ok(Stored::Gap) => error(StatusCode::INTERNAL_SERVER_ERROR, "claims have no gaps"),
@@ -482,14 +513,17 @@ pub(crate) async fn delete_log(
     Path(log): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(r) = unauthorized(&app, &headers) {
-        return r;
-    }
+    let group = match authorize(&app, &headers, Need::Read).await {
+        Ok(Some(g)) => g,
+        // A group that has nothing has no log to remove.
+        Ok(None) => return StatusCode::NO_CONTENT.into_response(),
+        Err(r) => return *r,
+    };
     if !is_hex(&log, 32) {
         return bad_id();
     }
     for top in [LOGS, CLAIMS] {
-        let Some(under) = SyncKey::new([top, log.as_str()]) else {
+        let Some(under) = group.key([top, log.as_str()]) else {
             return bad_id();
         };
         let keys = match app.store.sync_list(&under).await {
@@ -502,7 +536,7 @@ pub(crate) async fn delete_log(
             }
         }
     }
-    forget_status(&app);
+    forget_status(&app, &group);
     StatusCode::NO_CONTENT.into_response()
 }
 
@@ -513,13 +547,16 @@ pub(crate) async fn rewrap_record(
     request: Request,
 ) -> Response {
     use crate::home::seal::WRAP_SPAN;
-    if let Some(r) = unauthorized(&app, request.headers()) {
-        return r;
-    }
+    let group = match authorize(&app, request.headers(), Need::Read).await {
+        Ok(Some(g)) => g,
+        Ok(None) => return error(StatusCode::NOT_FOUND, "no record at this index"),
+        Err(r) => return *r,
+    };
     let Some(index) = record_index(&log, &host, &index) else {
         return bad_id();
     };
-    let Some(key) = SyncKey::new([LOGS, &log, &host, &index_segment(index)]) else {
+    let i = index_segment(index);
+    let Some(key) = group.key([LOGS, log.as_str(), host.as_str(), i.as_str()]) else {
         return bad_id();
     };
     let data = match body(&app, request).await {
@@ -551,11 +588,13 @@ pub(crate) async fn put_ring(
     Path(key_id): Path<String>,
     request: Request,
 ) -> Response {
-    if let Some(r) = unauthorized(&app, request.headers()) {
-        return r;
-    }
+    let group = match authorize(&app, request.headers(), Need::Write).await {
+        Ok(Some(g)) => g,
+        Ok(None) => return bad_id(),
+        Err(r) => return *r,
+    };
     let Some(key) = is_hex(&key_id, 16)
-        .then(|| SyncKey::new([RINGS, &key_id]))
+        .then(|| group.key([RINGS, key_id.as_str()]))
         .flatten()
     else {
         return bad_id();
@@ -579,11 +618,13 @@ pub(crate) async fn get_ring(
     Path(key_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(r) = unauthorized(&app, &headers) {
-        return r;
-    }
+    let group = match authorize(&app, &headers, Need::Read).await {
+        Ok(Some(g)) => g,
+        Ok(None) => return error(StatusCode::NOT_FOUND, "no key ring for this key"),
+        Err(r) => return *r,
+    };
     let Some(key) = is_hex(&key_id, 16)
-        .then(|| SyncKey::new([RINGS, &key_id]))
+        .then(|| group.key([RINGS, key_id.as_str()]))
         .flatten()
     else {
         return bad_id();
