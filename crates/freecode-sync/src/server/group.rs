@@ -151,8 +151,8 @@ fn presented(headers: &HeaderMap) -> Result<String, Box<Response>> {
         return Err(refused(
             StatusCode::UNAUTHORIZED,
             "no-credential",
-            "this request carries no sync group credential: this server needs freecode 0.2 \
-             or later on every machine",
+            "this request carries no sync group credential: this server needs every machine \
+             on a freecode that sends one (update it, then `freecode sync now`)",
         ));
     };
     let text = value.to_str().unwrap_or_default().trim();
