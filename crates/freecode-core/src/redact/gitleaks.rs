@@ -374,6 +374,81 @@ fn compile_regex(text: &str, s: &Spanned<String>, what: &str) -> Result<Regex, R
         })
 }
 
+/// Secret-shaped strings an allowlist entry must not keep all or most of: one of each common
+/// shape (a provider-prefixed token, an access key id, a hex digest, base64, a password), so an
+/// entry that keeps them is one that keeps anything.
+const PROBES: &[&[u8]] = &[
+    b"ghp_Zq8rT1vXw0yB3nC5mD7fG9hJ2kL4pQ6sU8w",
+    b"AKIAZ7QW3ERT5YUI9OPL",
+    b"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    b"qL7vX2nR9sT4wY8zB3cF6hJ1kM5pU0eG/+dA=",
+    b"Tr0ub4dor&3-h0rse",
+    b"xoxb-2048-4096-AbCdEfGhIjKlMnOpQrStUvWx",
+    b"sk-proj-8aF3kLm9Qz2Xw7Rt5Yv1Bn4Cs6Dp0Eg",
+    b"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl",
+];
+
+/// A user's file may add rules and allowlists, never switch redaction off by accident: a rule
+/// that can match the empty string (it would stand where real secrets are and hide them), and
+/// an allowlist entry that matches the empty string, or keeps most of [`PROBES`], are refused
+/// with their line. So is an empty stopword (contained in every secret).
+fn refuse_weakening(text: &str, user: &ConfigFile) -> Result<(), RuleError> {
+    let refuse = |at: usize, message: String| RuleError {
+        line: line_of(text, at),
+        message,
+    };
+    for spec in &user.rules {
+        if let Some(p) = &spec.regex
+            && compile_regex(text, p, "regex")?.is_match(b"")
+        {
+            return Err(refuse(
+                p.span().start,
+                format!(
+                    "rule {:?}: its regex {:?} matches the empty string, so it would stand \
+                     where real secrets are and hide them: make it match at least one character",
+                    spec.id.get_ref(),
+                    p.get_ref()
+                ),
+            ));
+        }
+    }
+    let allowlists = user.allowlist.iter().chain(&user.allowlists).chain(
+        user.rules
+            .iter()
+            .flat_map(|r| r.allowlist.iter().chain(&r.allowlists)),
+    );
+    for a in allowlists {
+        for r in &a.regexes {
+            let regex = compile_regex(text, r, "allowlist regex")?;
+            let kept = PROBES.iter().filter(|p| regex.is_match(p)).count();
+            if regex.is_match(b"") || kept * 2 > PROBES.len() {
+                return Err(refuse(
+                    r.span().start,
+                    format!(
+                        "allowlist regex {:?} keeps {}: it would switch redaction off; \
+                         anchor it to the values it means",
+                        r.get_ref(),
+                        if regex.is_match(b"") {
+                            "everything (it matches the empty string)".to_owned()
+                        } else {
+                            format!("{kept} of {} secret-shaped test strings", PROBES.len())
+                        }
+                    ),
+                ));
+            }
+        }
+        if a.stopwords.iter().any(|w| w.trim().is_empty()) {
+            let at = a.regexes.first().map_or(0, |r| r.span().start);
+            return Err(refuse(
+                at,
+                "an empty stopword is contained in every secret: it would switch redaction off"
+                    .to_owned(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn compile_allowlist(text: &str, a: &AllowlistSpec) -> Result<Option<Allowlist>, RuleError> {
     let all = match a
         .condition
@@ -447,6 +522,7 @@ impl RuleSet {
     /// These rules with the file `text` merged over them ([`RuleSet::with_user`]).
     fn merged(&self, text: &str) -> Result<RuleSet, RuleError> {
         let user = parse(text)?;
+        refuse_weakening(text, &user)?;
         let extend = user.extend.as_ref();
         if let Some(p) = extend.and_then(|e| e.path.as_ref()) {
             return Err(RuleError {

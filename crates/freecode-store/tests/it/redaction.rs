@@ -93,6 +93,33 @@ fn an_unusable_rule_file_stops_the_export_and_names_its_line() {
             3,
             "secretGroup",
         ),
+        // A rule that can match nothing at all would stand where secrets are and hide them.
+        (
+            "# mine\n[[rules]]\nid = \"x-star\"\nregex = '''x*'''\n",
+            4,
+            "matches the empty string",
+        ),
+        (
+            "[[rules]]\nid = \"opt\"\nregex = '''(?:tok_[a-z0-9]{8})?'''\n",
+            3,
+            "matches the empty string",
+        ),
+        // Allowlist entries that keep everything, or most secret shapes, switch redaction off.
+        (
+            "[[allowlists]]\ndescription = \"all\"\nregexes = ['''.*''']\n",
+            3,
+            "keeps everything",
+        ),
+        (
+            "[[allowlists]]\nregexes = [\n  '''^ghp_0123''',\n  '''[a-z0-9]''',\n]\n",
+            4,
+            "secret-shaped test strings",
+        ),
+        (
+            "[[rules]]\nid = \"github-pat\"\n[[rules.allowlists]]\nregexes = ['''^''']\n",
+            4,
+            "keeps everything",
+        ),
     ] {
         write_rules(&h, toml);
         let err = export_bundle(&h.store, &id, &ExportOptions::default()).unwrap_err();
