@@ -168,17 +168,23 @@ fn stream_bundle_ended(
     let mut head = Bundle::new(meta, Vec::new(), crate::now_ms());
     gather_rest(store, id, opts, &mut head)?;
     let redactor = crate::redaction::for_home(store.home())?;
+    let ser = |e: serde_json::Error| ShareError::Redaction(e.to_string());
     let head_notes = if opts.no_redact {
         Vec::new()
     } else {
-        redact_bundle(redactor.get(), &mut head)?
+        // A title cut from a prompt is cut again from it once redacted: the first block of
+        // messages holds the prompt.
+        let first = match store.message_blocks(id)?.next_block()? {
+            Some(block) => serde_json::to_value(&block.items).map_err(ser)?,
+            None => Value::Null,
+        };
+        redact_bundle_from(redactor.get(), &mut head, Some(&first))?
     };
     // The meta comes first in the walk; then the messages; then summaries, rollout, memories.
     let split = head_notes
         .iter()
         .position(|n| !is_meta_location(&n.location))
         .unwrap_or(head_notes.len());
-    let ser = |e: serde_json::Error| ShareError::Redaction(e.to_string());
     let mut needle = b"\"meta\":".to_vec();
     needle.extend(serde_json::to_vec(&head.meta).map_err(ser)?);
     needle.extend_from_slice(b",\"messages\":[");
@@ -428,8 +434,19 @@ fn spool_then_copy(
 /// placeholder, and returns what was replaced, where.
 /// Fails closed: a bundle that cannot be walked is not exported.
 pub fn redact_bundle(r: &Redactor, b: &mut Bundle) -> Result<Vec<RedactionNote>, ShareError> {
+    redact_bundle_from(r, b, None)
+}
+
+/// [`redact_bundle`], a cut title looked for in `messages` (the first of a session streamed
+/// apart from its bundle) rather than in the bundle's own.
+fn redact_bundle_from(
+    r: &Redactor,
+    b: &mut Bundle,
+    messages: Option<&Value>,
+) -> Result<Vec<RedactionNote>, ShareError> {
     let mut tree = serde_json::to_value(&*b).map_err(|e| ShareError::Redaction(e.to_string()))?;
     let mut notes = Vec::new();
+    redact_cut_title(r, &mut tree, messages, &mut notes);
     if let Value::Object(map) = &mut tree {
         let mut path = Vec::new();
         for (key, v) in map.iter_mut() {
@@ -443,6 +460,72 @@ pub fn redact_bundle(r: &Redactor, b: &mut Bundle) -> Result<Vec<RedactionNote>,
     *b =
         serde_json::from_value::<Bundle>(tree).map_err(|e| ShareError::Redaction(e.to_string()))?;
     Ok(notes)
+}
+
+/// A title cut from a longer text (`…` at its end: the first line of a prompt, cut to a length
+/// by us or the agent it was imported from) is cut again from that text once the text is
+/// redacted: a secret the cut went through would otherwise leave its first characters in the
+/// title, which no rule matches any more. The text is the first line of a message string
+/// holding the title's characters; a secret starting inside the title's length becomes its
+/// placeholder whole, and is noted at `meta.title` (so `--dry-run` lists it). A title found in
+/// no message (renamed by hand) is redacted as it stands, by the walk after this.
+fn redact_cut_title(
+    r: &Redactor,
+    tree: &mut Value,
+    messages: Option<&Value>,
+    notes: &mut Vec<RedactionNote>,
+) {
+    let Some(title) = tree.pointer("/meta/title").and_then(Value::as_str) else {
+        return;
+    };
+    let Some(body) = title.strip_suffix('…').filter(|b| !b.trim().is_empty()) else {
+        return;
+    };
+    let Some(line) = messages
+        .or_else(|| tree.get("messages"))
+        .and_then(|m| first_line_with(m, body))
+    else {
+        return;
+    };
+    let findings = r.scan(&line);
+    let within: Vec<_> = findings
+        .into_iter()
+        .filter(|f| f.start < body.len())
+        .collect();
+    if within.is_empty() {
+        return;
+    }
+    let cut = within
+        .iter()
+        .map(|f| f.end)
+        .fold(body.len(), usize::max)
+        .min(line.len());
+    let mut new = redact::apply(&line[..cut], &within).into_owned();
+    if cut < line.trim_end().len() {
+        new.push('…');
+    }
+    notes.extend(within.iter().map(|f| RedactionNote {
+        kind: f.kind.name().to_owned(),
+        location: "meta.title".to_owned(),
+        preview: redact::preview(&line[f.range()]),
+    }));
+    if let Some(t) = tree.pointer_mut("/meta/title") {
+        *t = Value::String(new);
+    }
+}
+
+/// The rest of the line of the first string below `v` that holds `body`, from where it starts.
+fn first_line_with(v: &Value, body: &str) -> Option<String> {
+    match v {
+        Value::String(s) => {
+            let at = s.find(body)?;
+            let rest = &s[at..];
+            Some(rest.lines().next().unwrap_or(rest).to_owned())
+        }
+        Value::Array(items) => items.iter().find_map(|x| first_line_with(x, body)),
+        Value::Object(map) => map.values().find_map(|x| first_line_with(x, body)),
+        _ => None,
+    }
 }
 
 /// One step of the path to a string: its location is only spelled out when it holds a secret.

@@ -302,3 +302,54 @@ fn a_streamed_export_is_the_tree_built_bundle_byte_for_byte() {
         assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
     }
 }
+
+/// A title cut from the first prompt through a token (the first 60 characters, `…` after) is
+/// cut again from the redacted prompt: no part of the token is left in `meta.title`, the
+/// redaction is listed at `meta.title`, and the tree-built and streamed exports agree. A title
+/// renamed by hand is redacted as it stands.
+#[test]
+fn a_title_cut_through_a_secret_keeps_no_part_of_it() {
+    use freecode_store::share::{ExportOptions, bundle_json, export_bundle, stream_bundle};
+    let h = TestHome::new();
+    let id = h.create("/p");
+    let token = format!("ghp_{}", "Zq8rT1vXw0yB".repeat(3));
+    let prompt = format!("déploie la branche avec le jeton {token} puis relance la CI");
+    let cut: String = prompt.chars().take(60).collect();
+    assert!(
+        cut.contains("ghp_") && !cut.contains(&token),
+        "the cut goes through it"
+    );
+    h.store
+        .update_meta(&id, |m| m.title = format!("{cut}…"))
+        .unwrap();
+    let line = format!(
+        r#"{{"id":"u1","role":"user","parts":[{{"type":"text","content":"{prompt}\nsecond line"}}],"timestamp":1}}"#
+    );
+    std::fs::write(h.log_path(&id), format!("{line}\n")).unwrap();
+    let tree = export_bundle(&h.store, &id, &ExportOptions::default()).unwrap();
+    let title = &tree.meta.title;
+    assert_eq!(
+        title, "déploie la branche avec le jeton [REDACTED:github-pat]…",
+        "{title}"
+    );
+    assert!(!title.contains("ghp_") && !title.contains(&token[4..12]));
+    let at_title: Vec<_> = tree
+        .redactions
+        .iter()
+        .filter(|n| n.location == "meta.title")
+        .collect();
+    assert_eq!(at_title.len(), 1, "{:?}", tree.redactions);
+    assert_eq!(at_title[0].kind, "github-pat");
+    let mut streamed = Vec::new();
+    stream_bundle(&h.store, &id, &ExportOptions::default(), &mut streamed).unwrap();
+    let mut want = bundle_json(&tree).unwrap();
+    want.push(b'\n');
+    assert_eq!(without_export_time(&streamed), without_export_time(&want));
+
+    // Renamed by hand, found in no message: redacted as it stands.
+    h.store
+        .update_meta(&id, |m| m.title = format!("release with {token}…"))
+        .unwrap();
+    let tree = export_bundle(&h.store, &id, &ExportOptions::default()).unwrap();
+    assert_eq!(tree.meta.title, "release with [REDACTED:github-pat]…");
+}
