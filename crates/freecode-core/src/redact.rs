@@ -15,8 +15,9 @@
 //!
 //! - **gitleaks' rules** ([`gitleaks`]): the 222 rules of gitleaks' maintained configuration,
 //!   loaded as data (`rules/gitleaks.toml`), with their keywords, secret groups, entropy floors
-//!   and allowlists, and a user's own rules in the same format merged over them
-//!   (`~/.freecode/redact.toml`). A rule whose secret starts with a provider's literal prefix
+//!   and allowlists, and a user's own rules in the same format added to them
+//!   (`~/.freecode/redact.toml`, which can add rules and allowlists but never take a built-in
+//!   rule away or switch redaction off: [`gitleaks::RuleSet::with_user`]). A rule whose secret starts with a provider's literal prefix
 //!   (`NRJS-`, `sq0csp-`) also finds that secret standing alone, without the key name the rule
 //!   wants around it. freecode's changes to the set are data too (`rules/freecode.toml`):
 //!   gitleaks' generic rule is left to the assignment detector below, whose values gitleaks'
@@ -830,7 +831,7 @@ impl Redactor {
         };
         found.retain(|f| {
             let value = &text[f.start..f.end];
-            // A user's `disabledRules` names our own detectors too (`random-token`).
+            // The overlay's `disabledRules` may name our own detectors too (`random-token`).
             let disabled = self.rules.disables(f.kind.name());
             // What a rule matched and its own allowlist kept (a published example key, a
             // `publicToken`) is not guessed back into a secret by a shapeless detector.

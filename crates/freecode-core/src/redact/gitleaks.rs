@@ -247,9 +247,9 @@ pub struct RuleSet {
     /// detectors of a key name and a value do its work, and its allowlists judge what they find
     /// ([`RuleSet::keeps_generic`], [`RuleSet::generic_keeps_at`]).
     generic: Option<Box<Rule>>,
-    /// The ids a user's `[extend] disabledRules` names: gitleaks' rules are left out of
-    /// `rules`; the redactor's own detectors (`random-token`, `secret-assignment`, …) ask
-    /// [`RuleSet::disables`].
+    /// The ids the built-in overlay's `[extend] disabledRules` names (a user's file may not:
+    /// see [`refuse_weakening`]): gitleaks' rules are left out of `rules`; the redactor's own
+    /// detectors (`random-token`, `secret-assignment`, …) ask [`RuleSet::disables`].
     disabled: Vec<String>,
 }
 
@@ -388,15 +388,60 @@ const PROBES: &[&[u8]] = &[
     b"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl",
 ];
 
-/// A user's file may add rules and allowlists, never switch redaction off by accident: a rule
-/// that can match the empty string (it would stand where real secrets are and hide them), and
-/// an allowlist entry that matches the empty string, or keeps most of [`PROBES`], are refused
-/// with their line. So is an empty stopword (contained in every secret).
-fn refuse_weakening(text: &str, user: &ConfigFile) -> Result<(), RuleError> {
+/// A user's file may add rules and allowlists, never take a built-in rule away or switch
+/// redaction off by accident. Refused, with their line: `[extend] useDefault = false` and
+/// `disabledRules`; a rule with a built-in rule's id and a regex of its own (it would replace
+/// it) or a higher entropy floor; a rule that can match the empty string (it would stand where
+/// real secrets are and hide them); an allowlist entry that matches the empty string or keeps
+/// most of [`PROBES`]; an empty stopword (contained in every secret).
+fn refuse_weakening(text: &str, user: &ConfigFile, builtin: &RuleSet) -> Result<(), RuleError> {
     let refuse = |at: usize, message: String| RuleError {
         line: line_of(text, at),
         message,
     };
+    let key_at = |key: &str| text.find(key).unwrap_or(0);
+    if let Some(e) = &user.extend {
+        if e.use_default == Some(false) {
+            return Err(refuse(
+                key_at("useDefault"),
+                "useDefault = false would leave out every built-in rule: a redact.toml only \
+                 adds rules and allowlists"
+                    .to_owned(),
+            ));
+        }
+        if let Some(id) = e.disabled_rules.first() {
+            return Err(refuse(
+                key_at("disabledRules"),
+                format!(
+                    "disabledRules would leave out {id:?}: a redact.toml only adds; to keep \
+                     values that are not secrets, add an [[allowlists]] entry anchored to them"
+                ),
+            ));
+        }
+    }
+    for spec in &user.rules {
+        let id = spec.id.get_ref();
+        if let Some(rule) = builtin.rules.iter().find(|r| r.id == id) {
+            if spec.regex.is_some() {
+                return Err(refuse(
+                    spec.id.span().start,
+                    format!(
+                        "rule {id:?} is a built-in rule's id: a regex here would replace it; give \
+                         your rule an id of its own (or leave the regex out to add keywords \
+                         and allowlists to the built-in one)"
+                    ),
+                ));
+            }
+            if let Some(e) = spec.entropy
+                && rule.entropy.is_none_or(|floor| e > floor)
+            {
+                return Err(refuse(
+                    spec.id.span().start,
+                    format!("rule {id:?}: entropy {e} would let the built-in rule miss secrets"),
+                ));
+            }
+        }
+    }
     for spec in &user.rules {
         if let Some(p) = &spec.regex
             && compile_regex(text, p, "regex")?.is_match(b"")
@@ -511,18 +556,19 @@ impl RuleSet {
     }
 
     /// The built-in rules with a user's file (`text`, gitleaks' format) merged over them:
-    /// `[[rules]]` are added, or replace the built-in rule of the same id (a rule without a
-    /// `regex` adds its keywords and allowlists to that built-in rule instead); `[allowlist]`
-    /// and `[[allowlists]]` entries join the global allowlist; `[extend] disabledRules` leaves
-    /// built-in rules out and `useDefault = false` all of them. An error names the line.
+    /// `[[rules]]` are added (a rule without a `regex` that names a built-in rule adds its
+    /// keywords and allowlists to it); `[allowlist]` and `[[allowlists]]` entries join the
+    /// global allowlist. A user's file only adds: what would take a built-in rule away or
+    /// switch redaction off is refused (see [`refuse_weakening`]). An error names the line.
     pub fn with_user(text: &str) -> Result<RuleSet, RuleError> {
-        RuleSet::builtin().merged(text)
+        let builtin = RuleSet::builtin();
+        refuse_weakening(text, &parse(text)?, builtin)?;
+        builtin.merged(text)
     }
 
     /// These rules with the file `text` merged over them ([`RuleSet::with_user`]).
     fn merged(&self, text: &str) -> Result<RuleSet, RuleError> {
         let user = parse(text)?;
-        refuse_weakening(text, &user)?;
         let extend = user.extend.as_ref();
         if let Some(p) = extend.and_then(|e| e.path.as_ref()) {
             return Err(RuleError {
@@ -668,8 +714,8 @@ impl RuleSet {
             .any(|a| a.allows(value, value, value))
     }
 
-    /// Whether a user's `[extend] disabledRules` names `id` (a rule of this set, or one of
-    /// the redactor's own detectors: `random-token`, `secret-assignment`, …).
+    /// Whether the built-in overlay's `[extend] disabledRules` names `id` (a rule of this set,
+    /// or one of the redactor's own detectors: `random-token`, `secret-assignment`, …).
     pub fn disables(&self, id: &str) -> bool {
         self.disabled.iter().any(|d| d == id)
     }

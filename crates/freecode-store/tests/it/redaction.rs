@@ -50,7 +50,7 @@ fn a_users_rule_catches_their_own_secret_format() {
 }
 
 #[test]
-fn a_users_allowlist_keeps_a_value_and_disabled_rules_stay_out() {
+fn a_users_allowlist_keeps_a_value_and_no_built_in_rule_can_be_taken_away() {
     let h = TestHome::new();
     let token = "ghp_0123456789ABCDEFGHIJabcdefghij012345";
     let id = with_message(&h, &format!("CI uses {token} from the vault"));
@@ -66,10 +66,41 @@ fn a_users_allowlist_keeps_a_value_and_disabled_rules_stay_out() {
     );
     let (text, _) = exported(&h, &id);
     assert!(text.contains(token), "{text}");
-    // A built-in rule left out: the token is then found by no format rule.
-    write_rules(&h, "[extend]\ndisabledRules = [\"github-pat\"]\n");
-    let (_, kinds) = exported(&h, &id);
-    assert!(!kinds.contains(&"github-pat".to_owned()), "{kinds:?}");
+    // A user's file only adds: leaving out, replacing or loosening a built-in rule is refused
+    // with its line, and nothing is exported.
+    for (toml, line, what) in [
+        (
+            "# ours\n[extend]\ndisabledRules = [\"github-pat\"]\n",
+            3,
+            "disabledRules",
+        ),
+        ("[extend]\nuseDefault = false\n", 2, "useDefault"),
+        (
+            "[[rules]]\nid = \"github-pat\"\nregex = '''ghp_nothing_real'''\n",
+            2,
+            "built-in rule's id",
+        ),
+        (
+            "[[rules]]\nid = \"github-pat\"\nentropy = 7.5\n",
+            2,
+            "entropy",
+        ),
+    ] {
+        write_rules(&h, toml);
+        let err = export_bundle(&h.store, &id, &ExportOptions::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("redact.toml:{line}: invalid redact.toml")) && msg.contains(what),
+            "{toml:?}: {msg}"
+        );
+    }
+    // Adding keywords to a built-in rule is adding.
+    write_rules(
+        &h,
+        "[[rules]]\nid = \"github-pat\"\nkeywords = [\"jeton\"]\n",
+    );
+    let (text, kinds) = exported(&h, &id);
+    assert!(!text.contains(token) && kinds.contains(&"github-pat".to_owned()));
 }
 
 #[test]
@@ -135,7 +166,7 @@ fn an_unusable_rule_file_stops_the_export_and_names_its_line() {
 }
 
 #[test]
-fn a_user_can_leave_out_the_own_detectors_by_their_ids() {
+fn a_users_allowlist_keeps_what_the_own_detectors_took_for_a_secret() {
     let h = TestHome::new();
     // A build id that looks random to the random-token detector, and a real assignment.
     let build = "Qm9vdFN0cmFwX3YyLjEuMC1yYzQtZ2l0LWE5ZjNjMmQ";
@@ -146,7 +177,12 @@ fn a_user_can_leave_out_the_own_detectors_by_their_ids() {
     let (text, kinds) = exported(&h, &id);
     assert!(!text.contains(build), "{text}");
     assert!(kinds.contains(&"random-token".to_owned()), "{kinds:?}");
-    write_rules(&h, "[extend]\ndisabledRules = [\"random-token\"]\n");
+    // Their build ids kept by an allowlist anchored to them (leaving the detector out is
+    // refused: a user's file only adds).
+    write_rules(
+        &h,
+        "[[allowlists]]\ndescription = \"our build ids\"\nregexes = ['''^Qm9vdFN0cmFw''']\n",
+    );
     let (text, kinds) = exported(&h, &id);
     assert!(text.contains(build), "{text}");
     assert!(
