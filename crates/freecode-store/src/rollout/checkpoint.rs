@@ -11,8 +11,16 @@
 //! spool (0700 directory, 0600 files, created and opened never through a link). The state file
 //! is versioned ([`MAGIC`]) and checksummed (SHA-256), written atomically after the spools.
 //!
-//! When one is taken up: the log is the same file (device and inode), at least as long as the
-//! saved end, and the first and last [`PROBE`] bytes before the end hash as they did; each spool
+//! When one is taken up: the log is the same file (device and inode), and either it is the
+//! size it was when saved with the same modification and change times (nothing was written to
+//! it: a same-size edit in the middle changes its change time, which no user can set back), or
+//! it grew (an append) and the first and last [`PROBE`] bytes before the saved end hash as they
+//! did. A checkpoint saved within [`RACY`] of the log's last change is *racy* (an edit in the
+//! same timestamp tick would leave the times as recorded) and is not trusted at the same size:
+//! that read folds from the start. What is not found: an edit in the middle of the covered
+//! bytes made together with an append, which keeps the probes (the log is append-only by
+//! contract, and `doctor` reads it in full); and, on a file system whose timestamps are coarser
+//! than [`RACY`] (FAT, some network mounts), a same-size edit within one of its ticks. Each spool
 //! file is the one saved (device and inode), at least as long as saved, and its last [`PROBE`]
 //! bytes hash as they did. A log that was compacted, replaced, cut or rewritten, a state file
 //! that does not read, and a spool cut, replaced or rewritten at its end are all found, and the
@@ -43,9 +51,12 @@ use crate::fsutil;
 use crate::home::Home;
 
 /// The state file's first bytes: the format and its version.
-pub const MAGIC: &[u8; 8] = b"FCFOLD01";
+pub const MAGIC: &[u8; 8] = b"FCFOLD02";
 /// Bytes hashed at each end of the log's covered part, and at the end of each spool.
 pub const PROBE: u64 = 4096;
+/// A checkpoint saved this soon after its log's last change is racy (see the module docs):
+/// above the coarse clock's tick on Linux (at most 10 ms) with room to spare.
+pub const RACY: std::time::Duration = std::time::Duration::from_millis(100);
 /// Logs shorter than this are folded without a checkpoint.
 pub const MIN_BYTES: u64 = 1 << 20;
 /// The largest state file read (what is open at once is small; a bigger file is corrupt).
@@ -112,6 +123,45 @@ struct LogId {
     covered: u64,
     head: [u8; 32],
     tail: [u8; 32],
+    /// The log's size when saved (past `covered` by a torn tail).
+    len: u64,
+    /// Its modification and change times then (seconds, nanoseconds).
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    /// Saved within [`RACY`] of its change time: not trusted at the same size.
+    racy: bool,
+}
+
+impl LogId {
+    /// Whether `file` (whose metadata is `meta`) is the log this describes, as it was or
+    /// appended to; a racy checkpoint at the same size only when `racy_too` (`doctor`'s
+    /// question: does it describe the log as far as can be told).
+    fn matches(
+        &self,
+        file: &File,
+        meta: &std::fs::Metadata,
+        racy_too: bool,
+    ) -> std::io::Result<bool> {
+        if (meta.dev(), meta.ino()) != (self.dev, self.ino) || meta.len() < self.covered {
+            return Ok(false);
+        }
+        if meta.len() == self.len {
+            return Ok((racy_too || !self.racy) && times(meta) == (self.mtime, self.ctime));
+        }
+        if meta.len() < self.len {
+            return Ok(false);
+        }
+        let now = log_id(file, meta, self.covered)?;
+        Ok((now.head, now.tail) == (self.head, self.tail))
+    }
+}
+
+/// A file's modification and change times.
+fn times(meta: &std::fs::Metadata) -> ((i64, i64), (i64, i64)) {
+    (
+        (meta.mtime(), meta.mtime_nsec()),
+        (meta.ctime(), meta.ctime_nsec()),
+    )
 }
 
 /// A spool file as saved.
@@ -152,12 +202,26 @@ fn hash_range(file: &File, from: u64, to: u64) -> std::io::Result<[u8; 32]> {
 /// The log's identity and the probes of its first `covered` bytes.
 fn log_id(file: &File, meta: &std::fs::Metadata, covered: u64) -> std::io::Result<LogId> {
     let n = covered.min(PROBE);
+    let (mtime, ctime) = times(meta);
+    let changed = std::time::UNIX_EPOCH
+        + std::time::Duration::new(
+            u64::try_from(ctime.0).unwrap_or(0),
+            u32::try_from(ctime.1).unwrap_or(0),
+        );
+    let racy = std::time::SystemTime::now()
+        .duration_since(changed)
+        .is_ok_and(|d| d < RACY)
+        || changed > std::time::SystemTime::now();
     Ok(LogId {
         dev: meta.dev(),
         ino: meta.ino(),
         covered,
         head: hash_range(file, 0, n)?,
         tail: hash_range(file, covered - n, covered)?,
+        len: meta.len(),
+        mtime,
+        ctime,
+        racy,
     })
 }
 
@@ -358,12 +422,10 @@ fn take_up<C: Checkpointed>(
     state_path: &Path,
 ) -> Result<Option<TakenUp<C>>> {
     let log = st.log;
-    let same_log = (meta.dev(), meta.ino()) == (log.dev, log.ino)
-        && meta.len() >= log.covered
-        && st.kind == C::kind()
+    let same_log = st.kind == C::kind()
         && st.session == id.as_str()
         && st.spools.len() == files.len()
-        && log_id(file, meta, log.covered).ctx("read", state_path)? == log;
+        && log.matches(file, meta, false).ctx("read", state_path)?;
     if !same_log {
         tracing::debug!(path = %state_path.display(), "the fold checkpoint does not match the log: rebuilt");
         return Ok(None);
@@ -429,11 +491,7 @@ pub fn health(home: &Home, id: &SessionId, state_path: &Path) -> Health {
     };
     let same = file
         .metadata()
-        .and_then(|m| {
-            Ok((m.dev(), m.ino()) == (st.log.dev, st.log.ino)
-                && m.len() >= st.log.covered
-                && log_id(&file, &m, st.log.covered)? == st.log)
-        })
+        .and_then(|m| st.log.matches(&file, &m, true))
         .unwrap_or(false);
     if !same || st.session != id.as_str() {
         return Health::Stale;

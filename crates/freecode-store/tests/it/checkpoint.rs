@@ -240,9 +240,12 @@ fn a_replay_checkpoint_finds_old_turns_and_its_state_stays_small() {
     same(&f);
 }
 
-/// Folds the log once so that it has a checkpoint, and checks it was made.
+/// Folds the log once so that it has a checkpoint, and checks it was made: the log last
+/// written more than [`checkpoint::RACY`] before, as a log read again is (one saved sooner is
+/// racy, and not trusted at the same size: see `a_same_size_edit_in_the_middle_…`).
 fn with_checkpoint(f: &Fixture, n: u64) {
     append(&f.log, &calls(0, n));
+    std::thread::sleep(checkpoint::RACY);
     same(f);
     assert!(state_file(f).is_file(), "no checkpoint was made");
     assert_eq!(
@@ -471,4 +474,69 @@ fn purge_removes_the_checkpoints() {
     assert!(dir.join("trace-pretty.state").is_file());
     h.store.purge(&id).unwrap();
     assert!(!dir.exists());
+}
+
+/// The red-team case: the log edited in the middle, same inode, same size, the probes at both
+/// ends untouched. Its change time moved, so the checkpoint is not taken up: the answer is the
+/// fresh home's. A checkpoint saved right after the log's last write (racy: an edit in the same
+/// timestamp tick would keep the times) is not trusted at the same size either.
+#[test]
+fn a_same_size_edit_in_the_middle_is_found() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let f = fixture();
+    with_checkpoint(&f, 400);
+    let len = fs::metadata(&f.log).unwrap().len();
+    assert!(
+        len > 4 * checkpoint::PROBE,
+        "the middle is outside the probes"
+    );
+    let ino = fs::metadata(&f.log).unwrap().ino();
+    let before = scratch::<PrettyJson>(&f).0;
+    // A tool's duration in the middle, 2 ms made 8: still valid JSON, a different answer.
+    let bytes = fs::read(&f.log).unwrap();
+    let mid = usize::try_from(len / 2).unwrap();
+    let needle = b"\"duration_ms\":2}";
+    let at = mid
+        + bytes[mid..]
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap()
+        + needle.len()
+        - 2;
+    let new = b'8';
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    OpenOptions::new()
+        .write(true)
+        .open(&f.log)
+        .unwrap()
+        .write_all_at(&[new], at as u64)
+        .unwrap();
+    let m = fs::metadata(&f.log).unwrap();
+    assert_eq!((m.ino(), m.len()), (ino, len), "same inode, same size");
+    assert!(
+        scratch::<PrettyJson>(&f).0 != before,
+        "the edit changes the answer"
+    );
+    assert_eq!(
+        checkpoint::health(&f.home, &f.id, &state_file(&f)),
+        Health::Stale
+    );
+    same(&f);
+    // Racy: saved within RACY of the last write, then edited at the same size within the same
+    // timestamp tick as far as the checkpoint can tell: the next read folds from the start.
+    append(&f.log, &calls(400, 10));
+    same(&f);
+    OpenOptions::new()
+        .write(true)
+        .open(&f.log)
+        .unwrap()
+        .write_all_at(b"9", at as u64)
+        .unwrap();
+    same(&f);
+    std::thread::sleep(checkpoint::RACY);
+    same(&f);
+    assert_eq!(
+        checkpoint::health(&f.home, &f.id, &state_file(&f)),
+        Health::Good
+    );
 }
