@@ -637,6 +637,45 @@ impl BlobStore {
         }
     }
 
+    /// How many sync objects are under `under` (recursively) and their bytes in all.
+    pub async fn sync_usage(&self, under: &SyncKey) -> Result<(u64, u64), BlobError> {
+        match self {
+            Self::File(s) => {
+                let root = s.root.join(SYNC_DIR);
+                let dir = s.sync_path(under);
+                let d = dir.clone();
+                blocking(&d, move || {
+                    let keys = list_tree(&root, &dir)?;
+                    let mut bytes = 0u64;
+                    for k in &keys {
+                        let mut p = root.clone();
+                        p.extend(k.segments());
+                        // Gone since the listing (a purge): not counted.
+                        if let Ok(m) = std::fs::symlink_metadata(&p) {
+                            bytes = bytes.saturating_add(m.len());
+                        }
+                    }
+                    Ok((keys.len() as u64, bytes))
+                })
+                .await
+            }
+            Self::S3(s) => {
+                use futures_util::TryStreamExt as _;
+                let prefix = s.sync_key(under);
+                let objects: Vec<object_store::ObjectMeta> =
+                    s.s3.list(Some(&prefix))
+                        .try_collect()
+                        .await
+                        .map_err(|e| s.err("list", &prefix, e))?;
+                let bytes = objects
+                    .iter()
+                    .map(|o| o.size)
+                    .fold(0u64, u64::saturating_add);
+                Ok((objects.len() as u64, bytes))
+            }
+        }
+    }
+
     /// Removes the sync object `key` (already gone is not an error).
     pub async fn sync_remove(&self, key: &SyncKey) -> Result<(), BlobError> {
         match self {

@@ -1211,3 +1211,173 @@ fn shutdown_closes_idle_connections_at_once_and_lets_a_request_in_flight_finish(
     stopping.join().unwrap().unwrap();
     assert_eq!(blob_count(dir.path()), 1);
 }
+
+/// Each sync group's byte and object limits: a write past one is refused with 413 naming it,
+/// before anything is stored (a batch as a whole); what was stored stays whole; another
+/// group's writes go on against its own limits; a purge gives the room back.
+#[test]
+fn a_group_past_its_byte_or_object_limit_is_refused_and_nothing_is_half_written() {
+    use freecode_sync::client::ClientError;
+    use freecode_sync::home::{BatchItem, HostId, Kind, Remote, SyncKey};
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        group_limits: server::GroupLimits {
+            max_bytes: 5_000,
+            max_objects: 6,
+            requests_per_minute: 6_000,
+        },
+        ..config(dir.path())
+    })
+    .unwrap();
+    let key = SyncKey::generate().unwrap();
+    let remote = Remote::new(&server.url, None).unwrap().for_key(&key);
+    let host = HostId::generate().unwrap();
+    let log = key.log_id("séance");
+    let record = |i: u64, n: usize| {
+        key.seal(Kind::Session, &host, &log, i, &random_bytes(n))
+            .unwrap()
+    };
+    let quota = |e: ClientError, limit: &str, max: u64| {
+        let s = e.to_string();
+        assert!(
+            s.contains("413") && s.contains(limit) && s.contains(&max.to_string()),
+            "{s}"
+        );
+    };
+    // Bytes: three records of about 1 KB fit, a fourth of 1.5 KB does not.
+    for i in 0..3 {
+        remote
+            .put_record(&log, &host, i, &record(i, 1_000))
+            .unwrap();
+    }
+    let big = record(3, 1_500);
+    quota(
+        remote.put_record(&log, &host, 3, &big).unwrap_err(),
+        "bytes",
+        5_000,
+    );
+    let (got, next) = remote.get_records(&log, &host, 0).unwrap();
+    assert_eq!((got.len(), next), (3, 3), "nothing of the refused record");
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(
+            key.open(&host, &log, i as u64, r).unwrap().plaintext.len(),
+            1_000
+        );
+    }
+    // Objects: small records up to six objects; a batch of two with one place left is
+    // refused whole.
+    for i in 3..5 {
+        remote.put_record(&log, &host, i, &record(i, 10)).unwrap();
+    }
+    let (r5, r6) = (record(5, 10), record(6, 10));
+    let batch = [
+        BatchItem::Record {
+            log: &log,
+            host: &host,
+            index: 5,
+            sealed: &r5,
+        },
+        BatchItem::Record {
+            log: &log,
+            host: &host,
+            index: 6,
+            sealed: &r6,
+        },
+    ];
+    quota(remote.batch(&batch).unwrap_err(), "objects", 6);
+    assert_eq!(
+        remote.get_records(&log, &host, 0).unwrap().1,
+        5,
+        "neither stored"
+    );
+    remote.put_record(&log, &host, 5, &r5).unwrap();
+    quota(
+        remote.put_record(&log, &host, 6, &r6).unwrap_err(),
+        "objects",
+        6,
+    );
+    assert_eq!(remote.status().unwrap()[0].count, 6);
+    // Another group is not held by this one's limits.
+    let other = SyncKey::generate().unwrap();
+    let theirs = Remote::new(&server.url, None).unwrap().for_key(&other);
+    let olog = other.log_id("autre");
+    let sealed = other.seal(Kind::Session, &host, &olog, 0, b"x").unwrap();
+    theirs.put_record(&olog, &host, 0, &sealed).unwrap();
+    // A purge gives the room back.
+    remote.delete_log(&log).unwrap();
+    remote
+        .put_record(&log, &host, 0, &record(0, 3_000))
+        .unwrap();
+}
+
+/// Each sync group's request rate: past it, 429 naming the limit with Retry-After and nothing
+/// done; the client waits as told and goes on; another group is not slowed.
+#[test]
+fn a_group_past_its_request_rate_is_told_to_wait_and_the_client_waits() {
+    use freecode_sync::home::{Remote, SyncKey};
+    let dir = tempfile::tempdir().unwrap();
+    let server = server::spawn(ServerConfig {
+        group_limits: server::GroupLimits {
+            requests_per_minute: 60,
+            ..server::GroupLimits::default()
+        },
+        ..config(dir.path())
+    })
+    .unwrap();
+    let key = SyncKey::generate().unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let status = |k: &SyncKey| {
+        agent
+            .get(&format!(
+                "{}/sync/v1/logs/{}/{}?from=0",
+                server.url,
+                k.log_id("s"),
+                "0".repeat(32)
+            ))
+            .header(server::SYNC_CREDENTIAL_HEADER, k.credential())
+            .call()
+            .unwrap()
+    };
+    // Reads by a credential the server has never seen make no group: a write first.
+    let remote = Remote::new(&server.url, None).unwrap().for_key(&key);
+    remote
+        .put_ring("0123456789abcdef", b"FCSK-not-checked-by-the-server")
+        .unwrap();
+    let mut refused = None;
+    for _ in 0..70 {
+        let mut r = status(&key);
+        if r.status().as_u16() == 429 {
+            let wait = r
+                .headers()
+                .get("retry-after")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let body = r.body_mut().read_to_string().unwrap();
+            refused = Some((wait, body));
+            break;
+        }
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    let (wait, body) = refused.expect("refused within the burst");
+    assert!(wait.parse::<u64>().unwrap() >= 1, "{wait}");
+    assert!(
+        body.contains("\"requestsPerMinute\"") && body.contains("60"),
+        "{body}"
+    );
+    // Another group is not slowed.
+    let other = SyncKey::generate().unwrap();
+    Remote::new(&server.url, None)
+        .unwrap()
+        .for_key(&other)
+        .put_ring("0123456789abcdef", b"FCSK-theirs")
+        .unwrap();
+    // The client waits as told, then gets its answer.
+    let started = Instant::now();
+    assert!(remote.get_ring("0123456789abcdef").unwrap().is_some());
+    assert!(started.elapsed() >= Duration::from_millis(900), "it waited");
+}

@@ -287,6 +287,18 @@ pub struct SyncServeArgs {
     /// [default: 64].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections_per_ip: Option<u32>,
+    /// Most bytes one home-sync group may store (past it, 413 naming the limit)
+    /// [default: 10 GiB].
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    group_max_bytes: Option<u64>,
+    /// Most objects (records, claims, key rings) one home-sync group may store
+    /// [default: 1000000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    group_max_objects: Option<u64>,
+    /// Most requests a minute from one home-sync group, per server process (past it, 429
+    /// with Retry-After) [default: 6000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    group_requests_per_minute: Option<u32>,
 }
 
 impl ExportArgs {
@@ -701,6 +713,15 @@ impl SyncCommand {
                         a.max_connections_per_ip,
                         defaults.max_connections_per_ip,
                     ),
+                    group_limits: freecode_sync::server::GroupLimits {
+                        max_bytes: a.group_max_bytes.unwrap_or(defaults.group_limits.max_bytes),
+                        max_objects: a
+                            .group_max_objects
+                            .unwrap_or(defaults.group_limits.max_objects),
+                        requests_per_minute: a
+                            .group_requests_per_minute
+                            .unwrap_or(defaults.group_limits.requests_per_minute),
+                    },
                     ..defaults
                 };
                 let rt = tokio::runtime::Builder::new_multi_thread()

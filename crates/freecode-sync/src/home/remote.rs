@@ -18,6 +18,9 @@ pub const MAX_ANSWER: u64 = 64 << 20;
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 /// Response header of a download: the index after the last record sent.
 pub const NEXT_HEADER: &str = "x-freecode-next";
+/// The longest one request waits in all for a server that answers 429 (a group past its
+/// request rate) before its answer is taken as an error.
+pub const RATE_WAIT: Duration = Duration::from_secs(120);
 /// Request header carrying the sync group's credential (the server's `group` module).
 pub const CREDENTIAL_HEADER: &str = "x-freecode-sync-credential";
 
@@ -194,11 +197,11 @@ impl Remote {
     pub fn rotate_credential(&self, hash: &str) -> Result<bool, ClientError> {
         let url = self.url("credential");
         let body = serde_json::json!({ "credential": hash }).to_string();
-        let mut resp = self
-            .auth(self.agent.put(&url))
-            .header("content-type", "application/json")
-            .send(body.as_bytes())
-            .map_err(|e| transport(&url, e))?;
+        let mut resp = self.exchange(&url, || {
+            self.auth(self.agent.put(&url))
+                .header("content-type", "application/json")
+                .send(body.as_bytes())
+        })?;
         let status = resp.status().as_u16();
         let answer = read_limited(&mut resp, &url, 64 * 1024)?;
         if status != 200 {
@@ -210,13 +213,46 @@ impl Remote {
             .unwrap_or(true))
     }
 
+    /// What `request` answers, sent again after the server's `Retry-After` while it answers
+    /// 429 (the group is past its request rate), for at most [`RATE_WAIT`] in all.
+    fn exchange(
+        &self,
+        url: &str,
+        request: impl Fn() -> Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<ureq::http::Response<ureq::Body>, ClientError> {
+        let started = std::time::Instant::now();
+        loop {
+            let resp = request().map_err(|e| transport(url, e))?;
+            if resp.status().as_u16() != 429 {
+                return Ok(resp);
+            }
+            let wait = resp
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(1)
+                .clamp(1, 60);
+            let wait = Duration::from_secs(wait);
+            if started.elapsed() + wait > RATE_WAIT {
+                return Ok(resp);
+            }
+            tracing::info!(
+                url,
+                wait_s = wait.as_secs(),
+                "the sync server asks this group to slow down: waiting"
+            );
+            std::thread::sleep(wait);
+        }
+    }
+
     /// `PUT url` with `body`: the status and the (small) answer.
     fn put(&self, url: &str, body: &[u8]) -> Result<(u16, Vec<u8>), ClientError> {
-        let mut resp = self
-            .auth(self.agent.put(url))
-            .header("content-type", "application/octet-stream")
-            .send(body)
-            .map_err(|e| transport(url, e))?;
+        let mut resp = self.exchange(url, || {
+            self.auth(self.agent.put(url))
+                .header("content-type", "application/octet-stream")
+                .send(body)
+        })?;
         let status = resp.status().as_u16();
         Ok((status, read_limited(&mut resp, url, 64 * 1024)?))
     }
@@ -224,10 +260,7 @@ impl Remote {
     /// Every log on the server with its count.
     pub fn status(&self) -> Result<Vec<LogCount>, ClientError> {
         let url = self.url("status");
-        let mut resp = self
-            .auth(self.agent.get(&url))
-            .call()
-            .map_err(|e| transport(&url, e))?;
+        let mut resp = self.exchange(&url, || self.auth(self.agent.get(&url)).call())?;
         let status = resp.status().as_u16();
         let body = read_limited(&mut resp, &url, MAX_ANSWER)?;
         if status != 200 {
@@ -267,10 +300,7 @@ impl Remote {
         from: u64,
     ) -> Result<(Vec<Vec<u8>>, u64), ClientError> {
         let url = self.url(&format!("logs/{log}/{host}?from={from}"));
-        let mut resp = self
-            .auth(self.agent.get(&url))
-            .call()
-            .map_err(|e| transport(&url, e))?;
+        let mut resp = self.exchange(&url, || self.auth(self.agent.get(&url)).call())?;
         let status = resp.status().as_u16();
         let next = resp
             .headers()
@@ -322,11 +352,11 @@ impl Remote {
         wrap: &[u8],
     ) -> Result<bool, ClientError> {
         let url = self.url(&format!("logs/{log}/{host}/{index}/wrap"));
-        let mut resp = self
-            .auth(self.agent.post(&url))
-            .header("content-type", "application/octet-stream")
-            .send(wrap)
-            .map_err(|e| transport(&url, e))?;
+        let mut resp = self.exchange(&url, || {
+            self.auth(self.agent.post(&url))
+                .header("content-type", "application/octet-stream")
+                .send(wrap)
+        })?;
         let status = resp.status().as_u16();
         let body = read_limited(&mut resp, &url, 64 * 1024)?;
         match status {
@@ -350,10 +380,7 @@ impl Remote {
     /// The key ring of key `key_id`, if the server has one.
     pub fn get_ring(&self, key_id: &str) -> Result<Option<Vec<u8>>, ClientError> {
         let url = self.url(&format!("rings/{key_id}"));
-        let mut resp = self
-            .auth(self.agent.get(&url))
-            .call()
-            .map_err(|e| transport(&url, e))?;
+        let mut resp = self.exchange(&url, || self.auth(self.agent.get(&url)).call())?;
         let status = resp.status().as_u16();
         let body = read_limited(&mut resp, &url, 64 * 1024)?;
         match status {
@@ -387,11 +414,11 @@ impl Remote {
             let (chunk, tail) = rest.split_at(take);
             rest = tail;
             let encoded: Vec<Vec<u8>> = chunk.iter().map(BatchItem::encode).collect();
-            let mut resp = self
-                .auth(self.agent.post(&url))
-                .header("content-type", "application/octet-stream")
-                .send(&frame(&encoded)[..])
-                .map_err(|e| transport(&url, e))?;
+            let mut resp = self.exchange(&url, || {
+                self.auth(self.agent.post(&url))
+                    .header("content-type", "application/octet-stream")
+                    .send(&frame(&encoded)[..])
+            })?;
             let status = resp.status().as_u16();
             let body = read_limited(&mut resp, &url, MAX_ANSWER)?;
             if status != 200 {
@@ -420,10 +447,7 @@ impl Remote {
     /// Removes every host's records of `log` and its claims (a purge).
     pub fn delete_log(&self, log: &LogId) -> Result<(), ClientError> {
         let url = self.url(&format!("logs/{log}"));
-        let mut resp = self
-            .auth(self.agent.delete(&url))
-            .call()
-            .map_err(|e| transport(&url, e))?;
+        let mut resp = self.exchange(&url, || self.auth(self.agent.delete(&url)).call())?;
         let status = resp.status().as_u16();
         let body = read_limited(&mut resp, &url, 64 * 1024)?;
         match status {

@@ -273,10 +273,12 @@ pub(crate) async fn authorize(
         }
     };
     if same(&object.current, &hash) {
-        return Ok(Some(Group {
+        let group = Group {
             id,
             credential: hash,
-        }));
+        };
+        app.quotas.admit(&group)?;
+        return Ok(Some(group));
     }
     if object.revoked.iter().any(|r| same(r, &hash)) {
         return Err(refused(

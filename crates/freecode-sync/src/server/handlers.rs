@@ -50,6 +50,8 @@ pub(crate) struct App {
     >,
     /// Which group each credential hash names (immutable on the store): see `group`.
     pub sync_creds: super::group::CredCache,
+    /// Each group's request rate and usage: see `quota`.
+    pub quotas: super::quota::Quotas,
     /// Sync writes through this replica (a listing begun before one is not kept).
     pub sync_writes: std::sync::atomic::AtomicU64,
 }

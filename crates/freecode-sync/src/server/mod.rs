@@ -47,6 +47,7 @@
 mod group;
 mod handlers;
 mod limits;
+mod quota;
 mod record;
 mod redact;
 mod sweep;
@@ -65,6 +66,7 @@ use freecode_http::ConnLimits;
 
 pub use group::CREDENTIAL_HEADER as SYNC_CREDENTIAL_HEADER;
 pub use handlers::{DELETE_TOKEN_HEADER, EXPIRES_AT_HEADER, EXPIRES_IN_HEADER};
+pub use quota::{GroupLimits, USAGE_TTL as SYNC_USAGE_TTL};
 pub use sync::STATUS_TTL as SYNC_STATUS_TTL;
 
 use crate::blob::{BlobError, BlobStore, StoreSpec};
@@ -117,6 +119,8 @@ pub struct ServerConfig {
     /// Most connections open at once from one client address, enforced the same way among
     /// that address's connections (at most `max_connections`).
     pub max_connections_per_ip: usize,
+    /// What each home-sync group may store and ask (see [`GroupLimits`]).
+    pub group_limits: GroupLimits,
 }
 
 impl Default for ServerConfig {
@@ -138,6 +142,7 @@ impl Default for ServerConfig {
             idle_timeout: conn.idle_timeout,
             max_connections: conn.max_connections,
             max_connections_per_ip: conn.max_connections_per_ip,
+            group_limits: GroupLimits::default(),
         }
     }
 }
@@ -220,6 +225,12 @@ impl ServerConfig {
         }
         if self.max_connections_per_ip == 0 {
             return bad("max_connections_per_ip must be at least 1");
+        }
+        let g = self.group_limits;
+        if g.max_bytes == 0 || g.max_objects == 0 || g.requests_per_minute == 0 {
+            return bad(
+                "each sync group limit (bytes, objects, requests a minute) must be at least 1",
+            );
         }
         match &self.public_url {
             Some(url) => check_public_url(url),
@@ -306,6 +317,7 @@ async fn run(
         max_ttl: config.max_ttl,
         sync_status: std::sync::Mutex::new(std::collections::HashMap::new()),
         sync_creds: group::CredCache::default(),
+        quotas: quota::Quotas::new(config.group_limits),
         sync_writes: std::sync::atomic::AtomicU64::new(0),
     });
     let router = Router::new()
@@ -364,6 +376,9 @@ async fn run(
         idle_timeout_s = config.idle_timeout.as_secs_f64(),
         max_connections = config.max_connections,
         max_connections_per_ip = config.max_connections_per_ip,
+        group_max_bytes = config.group_limits.max_bytes,
+        group_max_objects = config.group_limits.max_objects,
+        group_requests_per_minute = config.group_limits.requests_per_minute,
         "share server listening"
     );
     let limits = ConnLimits {

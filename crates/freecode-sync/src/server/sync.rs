@@ -27,6 +27,9 @@
 //!
 //! - `PUT /sync/v1/credential`: the group's next credential (see [`super::group`]).
 //!
+//! Each group's requests, bytes and objects are limited ([`super::quota`]): `429` with
+//! `Retry-After`, or `413` before anything of the write is stored, each naming the limit.
+//!
 //! Every endpoint needs the API key when the server has one, and then the caller's group
 //! credential ([`super::group::CREDENTIAL_HEADER`]): every path above is inside the caller's
 //! group, which the credential alone names, so no request reaches another group's objects. Ids
@@ -51,6 +54,8 @@ use crate::blob::BlobError;
 const LOGS: &str = "logs";
 const CLAIMS: &str = "claims";
 const RINGS: &str = "rings";
+/// The folders of a group's own objects (what its limits count).
+pub(crate) const GROUP_OBJECTS: [&str; 3] = [LOGS, CLAIMS, RINGS];
 
 /// How long a replica answers `status` from its last listing.
 pub const STATUS_TTL: std::time::Duration = std::time::Duration::from_secs(1);
@@ -211,7 +216,16 @@ pub(crate) async fn put_record(
         Ok(b) => b,
         Err(r) => return r,
     };
-    match store_record(&app, &group, &log, &host, index, data).await {
+    let size = data.len() as u64;
+    let held = match app.quotas.reserve(&app, &group, size, 1).await {
+        Ok(h) => h,
+        Err(r) => return *r,
+    };
+    let stored = store_record(&app, &group, &log, &host, index, data).await;
+    if !matches!(stored, Ok(Stored::Created)) {
+        app.quotas.release(&held, size, 1);
+    }
+    match stored {
         Ok(Stored::Created) => {
             (StatusCode::CREATED, Json(json!({ "index": index }))).into_response()
         }
@@ -363,6 +377,21 @@ pub(crate) async fn batch(State(app): State<Arc<App>>, request: Request) -> Resp
             }
         });
     }
+    // Room for all of it first: a batch past a limit is refused whole, nothing stored.
+    let sizes: Vec<u64> = parsed
+        .iter()
+        .map(|i| match i {
+            Item::Record { data, .. } | Item::Claim { data, .. } => data.len() as u64,
+        })
+        .collect();
+    let held = match app
+        .quotas
+        .reserve(&app, &group, sizes.iter().sum(), sizes.len() as u64)
+        .await
+    {
+        Ok(h) => h,
+        Err(r) => return *r,
+    };
     // One log's items in order, different logs at once (their writes wait on the disk, not
     // on each other).
     let mut by_log: BTreeMap<String, Vec<(usize, Item)>> = BTreeMap::new();
@@ -398,12 +427,16 @@ pub(crate) async fn batch(State(app): State<Arc<App>>, request: Request) -> Resp
     }
     let mut answers: Vec<Option<Vec<u8>>> = Vec::new();
     let mut failed = None;
+    let mut created = vec![false; sizes.len()];
     while let Some(done) = tasks.join_next().await {
         let Ok(group) = done else {
             failed.get_or_insert_with(|| error(StatusCode::INTERNAL_SERVER_ERROR, "batch failed"));
             continue;
         };
         for (n, stored) in group {
+            if let (Ok(Stored::Created), Some(c)) = (&stored, created.get_mut(n)) {
+                *c = true;
+            }
             if answers.len() <= n {
                 answers.resize(n + 1, None);
             }
@@ -418,6 +451,12 @@ pub(crate) async fn batch(State(app): State<Arc<App>>, request: Request) -> Resp
             });
         }
     }
+    let (kept, n) = sizes
+        .iter()
+        .zip(&created)
+        .filter(|(_, c)| !**c)
+        .fold((0, 0), |(b, n), (s, _)| (b + s, n + 1));
+    app.quotas.release(&held, kept, n);
     if let Some(r) = failed {
         return r;
     }
@@ -499,7 +538,16 @@ pub(crate) async fn put_claim(
         Ok(b) => b,
         Err(r) => return r,
     };
-    match store_claim(&app, &group, &log, &chain, data).await {
+    let size = data.len() as u64;
+    let held = match app.quotas.reserve(&app, &group, size, 1).await {
+        Ok(h) => h,
+        Err(r) => return *r,
+    };
+    let stored = store_claim(&app, &group, &log, &chain, data).await;
+    if !matches!(stored, Ok(Stored::Created)) {
+        app.quotas.release(&held, size, 1);
+    }
+    match stored {
         Ok(Stored::Created) => StatusCode::CREATED.into_response(),
         Ok(Stored::Exists(existing)) => (StatusCode::CONFLICT, existing).into_response(),
         Ok(Stored::Gap) => error(StatusCode::INTERNAL_SERVER_ERROR, "claims have no gaps"),
@@ -537,6 +585,7 @@ pub(crate) async fn delete_log(
         }
     }
     forget_status(&app, &group);
+    app.quotas.forget(&group);
     StatusCode::NO_CONTENT.into_response()
 }
 
@@ -603,7 +652,16 @@ pub(crate) async fn put_ring(
         Ok(b) => b,
         Err(r) => return r,
     };
-    match app.store.sync_create(&key, data).await {
+    let size = data.len() as u64;
+    let held = match app.quotas.reserve(&app, &group, size, 1).await {
+        Ok(h) => h,
+        Err(r) => return *r,
+    };
+    let stored = app.store.sync_create(&key, data).await;
+    if stored.is_err() {
+        app.quotas.release(&held, size, 1);
+    }
+    match stored {
         Ok(()) => StatusCode::CREATED.into_response(),
         Err(BlobError::AlreadyExists { .. }) => {
             conflict("exists", "this key already has a key ring".to_owned())
