@@ -842,6 +842,7 @@ impl Redactor {
             !(disabled
                 || kept_by_rule
                 || self.rules.keeps(value)
+                || (f.kind != SecretKind::PrivateKeyBlock && made_up(value))
                 || (generic(f.kind) && self.rules.keeps_generic(value)))
         });
         let mut found = resolve(text, found);
@@ -2212,6 +2213,30 @@ fn not_made_up(s: &str) -> bool {
     !ascending && !repeated
 }
 
+/// A value made up by hand rather than generated, whoever found it: mostly runs
+/// (`1234567890`, `abcd`, `ABCD`, `ZZZZ`, `QQQQ`) or one short chunk over and over
+/// (`abcd1234abcd1234…`). A generated secret's neighbouring characters follow or repeat each
+/// other about once in thirty; here at least every other pair does.
+fn made_up(s: &str) -> bool {
+    let b: Vec<u8> = s.bytes().filter(u8::is_ascii_alphanumeric).collect();
+    if b.len() < 12 || b.len() > 512 {
+        return false;
+    }
+    let class = |c: u8| (c.is_ascii_digit(), c.is_ascii_lowercase());
+    let runs = b
+        .windows(2)
+        .filter(|p| {
+            p[0] == p[1]
+                || (p[1] == p[0] + 1 && class(p[0]) == class(p[1]))
+                || (p[0], p[1]) == (b'9', b'0')
+        })
+        .count();
+    if runs * 2 >= b.len() - 1 {
+        return true;
+    }
+    (1..=b.len() / 3).any(|p| b.iter().zip(&b[p..]).all(|(x, y)| x == y))
+}
+
 /// A value that stands for a secret rather than being one.
 fn is_placeholder(v: &str) -> bool {
     const WORDS: &[&str] = &[
@@ -2562,6 +2587,31 @@ mod tests {
         }
         for v in ["hunter2", "changeme", "$ecretP4ss", "yourself123"] {
             assert!(!is_placeholder(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn values_made_up_by_hand_are_told_from_generated_ones() {
+        for v in [
+            "abcd1234abcd1234abcd1234abcd1234",
+            "AKIAZZZZZZZZZZZZZZZZ",
+            "12345678-ABCD-ABCD-ABCD-1234567890AB",
+            "1234567890abcdef1234567890abcdef",
+            "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ",
+            "x7Kq2x7Kq2x7Kq2x7Kq2",
+        ] {
+            assert!(made_up(v), "{v}");
+            // Whoever finds it: a provider's rule too.
+            assert!(redact(&format!("token = \"{v}\"")).1.is_empty(), "{v}");
+        }
+        for v in [
+            "ghp_Zq8rT1vXw0yB3nC5mD7fG9hJ2kL4pQ6sU8w",
+            "4nbabxqo8kstr8ck5xsecb6a",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCY7A9x3Qk2",
+            "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+            "abc123",
+        ] {
+            assert!(!made_up(v), "{v}");
         }
     }
 

@@ -63,8 +63,15 @@ fn context_bound(s: &str) -> bool {
 /// rule would have to memorise: masks (`AKCxxxxxxxxxx`, `mongodb://xxxx:xxxxx@`,
 /// `username:password`), a key block whose body is prose, UUIDs and hosts labelled as secrets,
 /// and keys that are not secret words (`secrete[]`, `railway`).
-const IN_CONTEXT: f64 = 0.95;
-const ALONE_SHARE: f64 = 0.90;
+///
+/// Since the truth labels (`the_labelled_dev_set_figures`), values made up by hand (runs and
+/// repeats: `abcd1234abcd1234…`, `AKIAZZZZZZZZZZZZZZZZ`, `12345678-ABCD-ABCD-…`) are left
+/// alone: the scanners' tests count them as true positives of their rules, a transcript's
+/// reader as placeholders. That took (a) from 95% to 84% and (b) from 92% to 81% here, and
+/// the labelled benign lines changed from 30.6% to 5.4%, with the labelled secrets in context
+/// unchanged. These floors are the scanners' view, kept so that a change is seen.
+const IN_CONTEXT: f64 = 0.83;
+const ALONE_SHARE: f64 = 0.80;
 /// Share of negatives (less [`SECRET_LIKE`]) that may change.
 const NEGATIVES: f64 = 0.13;
 
@@ -242,3 +249,106 @@ fn scanner_test_strings_meet_the_goals() {
         "floors: (a) >= {IN_CONTEXT}, (b) >= {ALONE_SHARE}, (c) <= {NEGATIVES} changed\n{report}"
     );
 }
+
+/// One line's truth label (`secrets-dev.labels.jsonl`, see `secrets-dev.LABELS.md` beside it):
+/// what a redactor of shared transcripts should remove, whatever one scanner's rule says.
+struct Label {
+    truth: String,
+    secrets: Vec<String>,
+}
+
+fn labels() -> Vec<Label> {
+    let path = freecode_testkit::external_fixtures().join("secrets-dev.labels.jsonl");
+    let data = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    data.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            Label {
+                truth: v["truth"].as_str().unwrap_or_default().to_owned(),
+                secrets: v["secrets"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// A hex hash or a UUID: a secret of that shape is told by its context alone, so it is not
+/// counted standing alone (figure b of the labels).
+fn hash_or_uuid(s: &str) -> bool {
+    let hex = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_hexdigit());
+    let parts: Vec<&str> = s.split('-').collect();
+    hex(s) || (parts.len() == 5 && parts.iter().all(|p| hex(p)) && s.len() == 36)
+}
+
+/// The dev set judged by its truth labels (ambiguous lines left out): (a) secret lines whose
+/// every labelled value is gone, redacted as written; (b) labelled values that are not a hex
+/// hash or a UUID, gone when each stands alone in a sentence; (c) benign lines changed at all.
+/// Prints the figures and what is missed (`REDACT_REPORT=1 … -- --nocapture`); the floors are
+/// today's figures, so a change that loses ground fails.
+#[test]
+fn the_labelled_dev_set_figures() {
+    let rows = rows();
+    let labels = labels();
+    assert_eq!(rows.len(), labels.len(), "one label a line");
+    let (mut context, mut alone, mut benign) = (Figure::new(), Figure::new(), Figure::new());
+    for (row, label) in rows.iter().zip(&labels) {
+        let (out, _) = redact(&row.text);
+        match label.truth.as_str() {
+            "secret" if !label.secrets.is_empty() => {
+                context.count(!survives(&out, &label.secrets), row, &row.text);
+                for s in label.secrets.iter().filter(|s| !hash_or_uuid(s)) {
+                    let ok = ALONE.iter().all(|t| {
+                        let text = t.replace("{}", s);
+                        !redact(&text).0.contains(s.as_str())
+                    });
+                    alone.count(ok, row, s);
+                }
+            }
+            "benign" => benign.count(out == row.text, row, &row.text),
+            _ => {}
+        }
+    }
+    let changed = 1.0 - benign.share();
+    let summary = format!(
+        "labelled (a) in context: {:.1}% of {} secret lines\nlabelled (b) alone: {:.1}% of {} \
+         values (hex hashes and UUIDs left out)\nlabelled (c) benign changed: {:.1}% of {}\n",
+        100.0 * context.share(),
+        context.total,
+        100.0 * alone.share(),
+        alone.total,
+        100.0 * changed,
+        benign.total,
+    );
+    println!("{summary}");
+    let report = format!(
+        "{summary}{}{}{}",
+        context.report("labelled (a) in context"),
+        alone.report("labelled (b) alone"),
+        benign.report("labelled (c) benign left alone"),
+    );
+    if std::env::var_os("REDACT_REPORT").is_some() {
+        println!("{report}");
+    }
+    assert!(
+        context.share() >= LABELLED_IN_CONTEXT
+            && alone.share() >= LABELLED_ALONE
+            && changed <= LABELLED_BENIGN,
+        "floors: (a) >= {LABELLED_IN_CONTEXT}, (b) >= {LABELLED_ALONE}, (c) <= {LABELLED_BENIGN}\n{report}"
+    );
+}
+
+/// The labelled figures' floors: today's (`cargo test -p freecode-core --test redact_scanners
+/// labelled -- --nocapture` prints them: 95.5% of 356 in context, 65.6% of 346 alone, 5.4% of
+/// 186 benign changed). The goals are 98%, 90% and 10%: (b) misses are mostly lowercase
+/// letters and digits standing alone (gitleaks' generated samples), a shape ordinary ids and
+/// names share; see the issue 42 note.
+const LABELLED_IN_CONTEXT: f64 = 0.95;
+const LABELLED_ALONE: f64 = 0.65;
+const LABELLED_BENIGN: f64 = 0.06;
