@@ -599,13 +599,22 @@ impl SyncCommand {
                 let text = match &a.phrase_file {
                     Some(p) => read_phrase(std::fs::File::open(p), p.display())?,
                     None if a.phrase.is_empty() => {
-                        use std::io::IsTerminal as _;
+                        use std::io::{BufRead as _, IsTerminal as _, Read as _};
                         if std::io::stdin().is_terminal() {
+                            // Pasted: the words end with the line (no Ctrl+D to type).
                             eprint!(
                                 "the 24 words `freecode sync key` printed on the other machine: "
                             );
+                            let mut line = Vec::new();
+                            std::io::stdin()
+                                .lock()
+                                .take(64 * 1024)
+                                .read_until(b'\n', &mut line)
+                                .context("reading the sync key from the terminal")?;
+                            read_phrase(Ok(&line[..]), "the terminal")?
+                        } else {
+                            read_phrase(Ok(std::io::stdin()), "standard input")?
                         }
-                        read_phrase(Ok(std::io::stdin()), "standard input")?
                     }
                     None => {
                         tracing::warn!(
