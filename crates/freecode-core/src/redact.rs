@@ -829,6 +829,12 @@ impl Redactor {
                 SecretKind::EnvAssignment | SecretKind::CliFlag | SecretKind::RandomToken
             )
         };
+        // Certificates, public keys and other public PEM blocks hold nothing secret.
+        let public = public_pem_blocks(text);
+        found.retain(|f| {
+            f.kind == SecretKind::PrivateKeyBlock
+                || !public.iter().any(|b| b.start <= f.start && f.end <= b.end)
+        });
         found.retain(|f| {
             let value = &text[f.start..f.end];
             // The overlay's `disabledRules` may name our own detectors too (`random-token`).
@@ -2213,6 +2219,42 @@ fn not_made_up(s: &str) -> bool {
     !ascending && !repeated
 }
 
+/// The byte ranges of the PEM blocks in `text` whose label names public material (a
+/// `CERTIFICATE`, a `PUBLIC KEY`, a `PGP PUBLIC KEY BLOCK`, an `X509 CRL`…: anything but a
+/// private, secret or encrypted key), from `-----BEGIN L-----` to its `-----END L-----`.
+fn public_pem_blocks(text: &str) -> Vec<Range<usize>> {
+    const BEGIN: &str = "-----BEGIN ";
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(i) = text[at..].find(BEGIN) {
+        let start = at + i;
+        let rest = &text[start + BEGIN.len()..];
+        let Some(label) = rest
+            .find("-----")
+            .map(|n| &rest[..n])
+            .filter(|l| !l.is_empty() && l.len() <= 48 && !l.contains('\n'))
+        else {
+            at = start + BEGIN.len();
+            continue;
+        };
+        let end_marker = format!("-----END {label}-----");
+        let Some(j) = text[start..].find(&end_marker) else {
+            at = start + BEGIN.len();
+            continue;
+        };
+        let end = start + j + end_marker.len();
+        let upper = label.to_ascii_uppercase();
+        if !["PRIVATE", "SECRET", "ENCRYPTED"]
+            .iter()
+            .any(|w| upper.contains(w))
+        {
+            out.push(start..end);
+        }
+        at = end;
+    }
+    out
+}
+
 /// A value made up by hand rather than generated, whoever found it: mostly runs
 /// (`1234567890`, `abcd`, `ABCD`, `ZZZZ`, `QQQQ`) or one short chunk over and over
 /// (`abcd1234abcd1234…`). A generated secret's neighbouring characters follow or repeat each
@@ -2588,6 +2630,21 @@ mod tests {
         for v in ["hunter2", "changeme", "$ecretP4ss", "yourself123"] {
             assert!(!is_placeholder(v), "{v}");
         }
+    }
+
+    #[test]
+    fn public_pem_blocks_are_left_alone_and_private_ones_are_not() {
+        let body = "MIICGTCCAZ+gAwIBAgIQCeCTZaz32ci5PhwLBCou8zAKBggqhkjOPQQDAzBOMQsw\n\
+                    CQYDVQQGEwJVUzEXMBUGA1UEChMORGlnaUNlcnQsIEluYy4xJjAkBgNVBAMTHURp\n";
+        for label in ["CERTIFICATE", "PUBLIC KEY", "PGP PUBLIC KEY BLOCK"] {
+            let text = format!(" * -----BEGIN {label}-----\n{body} * -----END {label}-----\n");
+            assert!(redact(&text).1.is_empty(), "{label}: {:?}", redact(&text).1);
+        }
+        let private = format!("-----BEGIN PRIVATE KEY-----\n{body}-----END PRIVATE KEY-----\n");
+        assert!(!redact(&private).1.is_empty());
+        // A block left open is no block: what follows is judged as usual.
+        let open = format!("-----BEGIN CERTIFICATE-----\n{body}");
+        assert!(!redact(&open).1.is_empty());
     }
 
     #[test]
