@@ -314,7 +314,7 @@ fn secrets_are_redacted_before_they_leave_and_dry_run_shows_where() {
     let (server, _) = ctx.server(None);
     // Append a tool output full of secrets to S1's log.
     let aws = "AKIAQWERTYUIOPASDFGH";
-    let gh = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let gh = "ghp_Zq8rT1vXw0yB3nC5mD7fG9hJ2kL4pQ6sU8wA";
     let gl = "glpat-Xy7Kq2Lm9Np4Rs6Tu8Vw";
     let line = serde_json::json!({
         "id": "secret-msg", "role": "assistant", "timestamp": 1768468300000i64,

@@ -77,7 +77,7 @@ fn main() {
     let mut dense = String::new();
     while dense.len() < MIB {
         dense.push_str(&"ordinary tool output line, nothing to see here\n".repeat(80));
-        dense.push_str("export GITHUB_TOKEN=ghp_0123456789abcdefghijABCDEFGHIJ012345\n");
+        dense.push_str("export GITHUB_TOKEN=ghp_Zq8rT1vXw0yB3nC5mD7fG9hJ2kL4pQ6sU8wA\n");
     }
     // The rule set compiles on first use (about 40 ms): not part of a scan.
     let _ = redact("warm up");

@@ -52,7 +52,7 @@ fn a_users_rule_catches_their_own_secret_format() {
 #[test]
 fn a_users_allowlist_keeps_a_value_and_no_built_in_rule_can_be_taken_away() {
     let h = TestHome::new();
-    let token = "ghp_0123456789ABCDEFGHIJabcdefghij012345";
+    let token = "ghp_Zq8rT1vXw0yB3nC5mD7fG9hJ2kL4pQ6sU8wA";
     let id = with_message(&h, &format!("CI uses {token} from the vault"));
     let (text, kinds) = exported(&h, &id);
     assert!(
@@ -62,7 +62,7 @@ fn a_users_allowlist_keeps_a_value_and_no_built_in_rule_can_be_taken_away() {
     // Their allowlist (a known test token) keeps it, whichever rule found it.
     write_rules(
         &h,
-        "[[allowlists]]\ndescription = \"our fixture token\"\nregexes = ['''^ghp_0123456789ABCDEFGHIJ''']\n",
+        "[[allowlists]]\ndescription = \"our fixture token\"\nregexes = ['''^ghp_Zq8rT1vXw0yB3nC5''']\n",
     );
     let (text, _) = exported(&h, &id);
     assert!(text.contains(token), "{text}");
