@@ -615,13 +615,7 @@ impl BlobStore {
                 blocking(&d, move || list_tree(&root, &dir)).await
             }
             Self::S3(s) => {
-                use futures_util::TryStreamExt as _;
-                let prefix = s.sync_key(under);
-                let objects: Vec<object_store::ObjectMeta> =
-                    s.s3.list(Some(&prefix))
-                        .try_collect()
-                        .await
-                        .map_err(|e| s.err("list", &prefix, e))?;
+                let objects = s.sync_objects(under).await?;
                 let root: Vec<String> =
                     s.sync_root.parts().map(|p| p.as_ref().to_owned()).collect();
                 Ok(objects
@@ -660,13 +654,7 @@ impl BlobStore {
                 .await
             }
             Self::S3(s) => {
-                use futures_util::TryStreamExt as _;
-                let prefix = s.sync_key(under);
-                let objects: Vec<object_store::ObjectMeta> =
-                    s.s3.list(Some(&prefix))
-                        .try_collect()
-                        .await
-                        .map_err(|e| s.err("list", &prefix, e))?;
+                let objects = s.sync_objects(under).await?;
                 let bytes = objects
                     .iter()
                     .map(|o| o.size)
@@ -1129,6 +1117,20 @@ impl S3Store {
             Ok(_) => Ok(()),
             Err(e) => Err(self.err("put", &key, e)),
         }
+    }
+
+    /// Every object below the sync key `under`, with its metadata.
+    async fn sync_objects(
+        &self,
+        under: &SyncKey,
+    ) -> Result<Vec<object_store::ObjectMeta>, BlobError> {
+        use futures_util::TryStreamExt as _;
+        let prefix = self.sync_key(under);
+        self.s3
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| self.err("list", &prefix, e))
     }
 
     async fn read(&self, key: ObjectPath) -> Result<Option<Bytes>, BlobError> {

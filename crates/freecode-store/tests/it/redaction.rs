@@ -24,6 +24,20 @@ fn exported(h: &TestHome, id: &freecode_core::SessionId) -> (String, Vec<String>
     (text, b.redactions.iter().map(|r| r.kind.clone()).collect())
 }
 
+/// Each `(file, line, what)`: with that `redact.toml` the export of `id` stops, naming the
+/// file's line and `what` is wrong.
+fn refused(h: &TestHome, id: &freecode_core::SessionId, cases: &[(&str, usize, &str)]) {
+    for (toml, line, what) in cases {
+        write_rules(h, toml);
+        let err = export_bundle(&h.store, id, &ExportOptions::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("redact.toml:{line}: invalid redact.toml")) && msg.contains(what),
+            "{toml:?}: {msg}"
+        );
+    }
+}
+
 fn write_rules(h: &TestHome, toml: &str) {
     let path = h.root().join("redact.toml");
     let mut f = std::fs::File::create(&path).unwrap();
@@ -68,32 +82,28 @@ fn a_users_allowlist_keeps_a_value_and_no_built_in_rule_can_be_taken_away() {
     assert!(text.contains(token), "{text}");
     // A user's file only adds: leaving out, replacing or loosening a built-in rule is refused
     // with its line, and nothing is exported.
-    for (toml, line, what) in [
-        (
-            "# ours\n[extend]\ndisabledRules = [\"github-pat\"]\n",
-            3,
-            "disabledRules",
-        ),
-        ("[extend]\nuseDefault = false\n", 2, "useDefault"),
-        (
-            "[[rules]]\nid = \"github-pat\"\nregex = '''ghp_nothing_real'''\n",
-            2,
-            "built-in rule's id",
-        ),
-        (
-            "[[rules]]\nid = \"github-pat\"\nentropy = 7.5\n",
-            2,
-            "entropy",
-        ),
-    ] {
-        write_rules(&h, toml);
-        let err = export_bundle(&h.store, &id, &ExportOptions::default()).unwrap_err();
-        let msg = err.to_string();
-        assert!(
-            msg.contains(&format!("redact.toml:{line}: invalid redact.toml")) && msg.contains(what),
-            "{toml:?}: {msg}"
-        );
-    }
+    refused(
+        &h,
+        &id,
+        &[
+            (
+                "# ours\n[extend]\ndisabledRules = [\"github-pat\"]\n",
+                3,
+                "disabledRules",
+            ),
+            ("[extend]\nuseDefault = false\n", 2, "useDefault"),
+            (
+                "[[rules]]\nid = \"github-pat\"\nregex = '''ghp_nothing_real'''\n",
+                2,
+                "built-in rule's id",
+            ),
+            (
+                "[[rules]]\nid = \"github-pat\"\nentropy = 7.5\n",
+                2,
+                "entropy",
+            ),
+        ],
+    );
     // Adding keywords to a built-in rule is adding.
     write_rules(
         &h,
@@ -107,59 +117,55 @@ fn a_users_allowlist_keeps_a_value_and_no_built_in_rule_can_be_taken_away() {
 fn an_unusable_rule_file_stops_the_export_and_names_its_line() {
     let h = TestHome::new();
     let id = with_message(&h, "nothing secret");
-    for (toml, line, what) in [
-        (
-            "[[rules]]\nid = \"x\"\nregex = '''(unclosed'''\n",
-            3,
-            "regex",
-        ),
-        ("title = \"mine\"\n\n[[rules]\nid = \"x\"\n", 3, ""),
-        (
-            "[[rules]]\nid = \"bad id!\"\nregex = '''x'''\n",
-            2,
-            "rule id",
-        ),
-        (
-            "[[rules]]\nid = \"x\"\nregex = '''a'''\nsecretGroup = 3\n",
-            3,
-            "secretGroup",
-        ),
-        // A rule that can match nothing at all would stand where secrets are and hide them.
-        (
-            "# mine\n[[rules]]\nid = \"x-star\"\nregex = '''x*'''\n",
-            4,
-            "matches the empty string",
-        ),
-        (
-            "[[rules]]\nid = \"opt\"\nregex = '''(?:tok_[a-z0-9]{8})?'''\n",
-            3,
-            "matches the empty string",
-        ),
-        // Allowlist entries that keep everything, or most secret shapes, switch redaction off.
-        (
-            "[[allowlists]]\ndescription = \"all\"\nregexes = ['''.*''']\n",
-            3,
-            "keeps everything",
-        ),
-        (
-            "[[allowlists]]\nregexes = [\n  '''^ghp_0123''',\n  '''[a-z0-9]''',\n]\n",
-            4,
-            "secret-shaped test strings",
-        ),
-        (
-            "[[rules]]\nid = \"github-pat\"\n[[rules.allowlists]]\nregexes = ['''^''']\n",
-            4,
-            "keeps everything",
-        ),
-    ] {
-        write_rules(&h, toml);
-        let err = export_bundle(&h.store, &id, &ExportOptions::default()).unwrap_err();
-        let msg = err.to_string();
-        assert!(
-            msg.contains(&format!("redact.toml:{line}: invalid redact.toml")) && msg.contains(what),
-            "{toml:?}: {msg}"
-        );
-    }
+    refused(
+        &h,
+        &id,
+        &[
+            (
+                "[[rules]]\nid = \"x\"\nregex = '''(unclosed'''\n",
+                3,
+                "regex",
+            ),
+            ("title = \"mine\"\n\n[[rules]\nid = \"x\"\n", 3, ""),
+            (
+                "[[rules]]\nid = \"bad id!\"\nregex = '''x'''\n",
+                2,
+                "rule id",
+            ),
+            (
+                "[[rules]]\nid = \"x\"\nregex = '''a'''\nsecretGroup = 3\n",
+                3,
+                "secretGroup",
+            ),
+            // A rule that can match nothing at all would stand where secrets are and hide them.
+            (
+                "# mine\n[[rules]]\nid = \"x-star\"\nregex = '''x*'''\n",
+                4,
+                "matches the empty string",
+            ),
+            (
+                "[[rules]]\nid = \"opt\"\nregex = '''(?:tok_[a-z0-9]{8})?'''\n",
+                3,
+                "matches the empty string",
+            ),
+            // Allowlist entries that keep everything, or most secret shapes, switch redaction off.
+            (
+                "[[allowlists]]\ndescription = \"all\"\nregexes = ['''.*''']\n",
+                3,
+                "keeps everything",
+            ),
+            (
+                "[[allowlists]]\nregexes = [\n  '''^ghp_0123''',\n  '''[a-z0-9]''',\n]\n",
+                4,
+                "secret-shaped test strings",
+            ),
+            (
+                "[[rules]]\nid = \"github-pat\"\n[[rules.allowlists]]\nregexes = ['''^''']\n",
+                4,
+                "keeps everything",
+            ),
+        ],
+    );
     // A good file again: the export works (the unusable one was never cached).
     write_rules(&h, "[[allowlists]]\nstopwords = [\"fixture\"]\n");
     export_bundle(&h.store, &id, &ExportOptions::default()).unwrap();
