@@ -830,7 +830,11 @@ impl Redactor {
             )
         };
         // Certificates, public keys and other public PEM blocks hold nothing secret.
-        let public = public_pem_blocks(text);
+        let public = if found.is_empty() {
+            Vec::new()
+        } else {
+            public_pem_blocks(text)
+        };
         found.retain(|f| {
             f.kind == SecretKind::PrivateKeyBlock
                 || !public.iter().any(|b| b.start <= f.start && f.end <= b.end)

@@ -173,10 +173,13 @@ fn stream_bundle_ended(
         Vec::new()
     } else {
         // A title cut from a prompt is cut again from it once redacted: the first block of
-        // messages holds the prompt.
-        let first = match store.message_blocks(id)?.next_block()? {
-            Some(block) => serde_json::to_value(&block.items).map_err(ser)?,
-            None => Value::Null,
+        // messages holds the prompt (read only for a cut title).
+        let first = if head.meta.title.ends_with('…')
+            && let Some(block) = store.message_blocks(id)?.next_block()?
+        {
+            serde_json::to_value(&block.items).map_err(ser)?
+        } else {
+            Value::Null
         };
         redact_bundle_from(redactor.get(), &mut head, Some(&first))?
     };

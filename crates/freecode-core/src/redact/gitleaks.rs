@@ -562,13 +562,18 @@ impl RuleSet {
     /// switch redaction off is refused (see [`refuse_weakening`]). An error names the line.
     pub fn with_user(text: &str) -> Result<RuleSet, RuleError> {
         let builtin = RuleSet::builtin();
-        refuse_weakening(text, &parse(text)?, builtin)?;
-        builtin.merged(text)
+        let user = parse(text)?;
+        refuse_weakening(text, &user, builtin)?;
+        builtin.merge(text, &user)
     }
 
-    /// These rules with the file `text` merged over them ([`RuleSet::with_user`]).
+    /// These rules with the file `text` merged over them (the built-in overlay).
     fn merged(&self, text: &str) -> Result<RuleSet, RuleError> {
-        let user = parse(text)?;
+        self.merge(text, &parse(text)?)
+    }
+
+    /// These rules with `user`, parsed from `text`, merged over them.
+    fn merge(&self, text: &str, user: &ConfigFile) -> Result<RuleSet, RuleError> {
         let extend = user.extend.as_ref();
         if let Some(p) = extend.and_then(|e| e.path.as_ref()) {
             return Err(RuleError {

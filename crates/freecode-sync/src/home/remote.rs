@@ -197,13 +197,7 @@ impl Remote {
     pub fn rotate_credential(&self, hash: &str) -> Result<bool, ClientError> {
         let url = self.url("credential");
         let body = serde_json::json!({ "credential": hash }).to_string();
-        let mut resp = self.exchange(&url, || {
-            self.auth(self.agent.put(&url))
-                .header("content-type", "application/json")
-                .send(body.as_bytes())
-        })?;
-        let status = resp.status().as_u16();
-        let answer = read_limited(&mut resp, &url, 64 * 1024)?;
+        let (status, answer) = self.put(&url, body.as_bytes())?;
         if status != 200 {
             return Err(status_error(&url, status, &answer));
         }

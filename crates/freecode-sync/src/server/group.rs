@@ -42,8 +42,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::handlers::{App, error, unauthorized};
-use super::record::{ct_eq, now_ms, sha256};
-use super::redact::redacted;
+use super::record::{now_ms, secrets_equal, sha256};
+use super::sync::is_hex;
 use crate::blob::{BlobError, SyncKey, hex, random_hex};
 
 pub use crate::home::remote::CREDENTIAL_HEADER;
@@ -130,8 +130,7 @@ fn refused(status: StatusCode, code: &'static str, message: &str) -> Box<Respons
 }
 
 fn store_failed(op: &'static str, err: &BlobError) -> Box<Response> {
-    tracing::error!(op, error = %redacted(err), "sync group request failed");
-    Box::new(error(StatusCode::INTERNAL_SERVER_ERROR, "storage error"))
+    Box::new(super::sync::store_failed(op, err))
 }
 
 fn bad_key() -> Box<Response> {
@@ -272,7 +271,7 @@ pub(crate) async fn authorize(
             (id, object)
         }
     };
-    if same(&object.current, &hash) {
+    if secrets_equal(&object.current, &hash) {
         let group = Group {
             id,
             credential: hash,
@@ -280,7 +279,7 @@ pub(crate) async fn authorize(
         app.quotas.admit(&group)?;
         return Ok(Some(group));
     }
-    if object.revoked.iter().any(|r| same(r, &hash)) {
+    if object.revoked.iter().any(|r| secrets_equal(r, &hash)) {
         return Err(refused(
             StatusCode::FORBIDDEN,
             "revoked",
@@ -296,8 +295,12 @@ pub(crate) async fn authorize(
     ))
 }
 
-fn same(a: &str, b: &str) -> bool {
-    a.len() == 64 && b.len() == 64 && ct_eq(&sha256(a.as_bytes()), &sha256(b.as_bytes()))
+/// The caller's group for a write ([`authorize`] with [`Need::Write`]: a group is made for a
+/// credential the server has never seen, so there always is one).
+pub(crate) async fn writer(app: &App, headers: &HeaderMap) -> Result<Group, Box<Response>> {
+    authorize(app, headers, Need::Write)
+        .await?
+        .ok_or_else(|| Box::new(error(StatusCode::INTERNAL_SERVER_ERROR, "no group made")))
 }
 
 /// The body of `PUT /sync/v1/credential`.
@@ -334,7 +337,7 @@ pub(crate) async fn rotate(
         );
     };
     let new = new.credential;
-    if new.len() != 64 || !new.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+    if !is_hex(&new, 64) {
         return error(
             StatusCode::BAD_REQUEST,
             "the new credential's hash is not 64 lowercase hex characters",

@@ -6,11 +6,13 @@
 //!   (clients wait and try again). Kept per replica, in memory: N replicas admit up to N times
 //!   the rate between them.
 //! - **Bytes and objects**: what a group's objects take (`groups/<id>/…`, its records, claims
-//!   and key rings), counted from a listing of the store at most [`USAGE_TTL`] old plus what
-//!   went in through this replica since. A write that would pass a limit is refused whole
+//!   and key rings), counted from a listing of the store plus what went in through this
+//!   replica since. A listing walks every object of the group, so it is made again only when
+//!   the count is [`USAGE_MAX_AGE`] old, or [`USAGE_TTL`] old and the write would take the
+//!   group past half a limit: a refusal is never decided on a count older than that. A write that would pass a limit is refused whole
 //!   before anything is stored (a batch as a whole): `413 {"code": "quota", "limit": "bytes"
 //!   or "objects", "max", "used"}`. What other replicas stored since the listing is seen at the
-//!   next one, so replicas may overshoot by what they take in [`USAGE_TTL`].
+//!   next one, so replicas may overshoot by what they take between two listings.
 //!
 //! The share server's own limits (body size, concurrency, timeouts) are not these.
 
@@ -25,10 +27,12 @@ use serde_json::json;
 
 use super::group::Group;
 use super::handlers::{App, error};
-use super::redact::redacted;
 
-/// How old a group's counted usage may get before the store is listed again.
+/// How old a group's counted usage may get before a write that takes the group past half a
+/// limit lists the store again.
 pub const USAGE_TTL: Duration = Duration::from_secs(60);
+/// How old a group's counted usage may get at all.
+pub const USAGE_MAX_AGE: Duration = Duration::from_secs(3600);
 /// Groups a replica keeps counts of before it starts over.
 const MAX_GROUPS: usize = 65_536;
 
@@ -149,13 +153,27 @@ impl Quotas {
         bytes: u64,
         objects: u64,
     ) -> Result<Reserved, Box<Response>> {
-        let fresh = self
+        let l = self.limits;
+        // Listing a group walks all of its objects: done when there is no count, when the
+        // count is an hour old, and when it is older than USAGE_TTL and this write would take
+        // the group past half a limit (so a refusal is never decided on an old count).
+        let list = match self
             .usage
             .lock()
             .ok()
             .and_then(|m| m.get(&group.id).copied())
-            .is_some_and(|c| c.listed.elapsed() < USAGE_TTL);
-        if !fresh {
+        {
+            None => true,
+            Some(c) => {
+                let age = c.listed.elapsed();
+                let near = |used: u64, adding: u64, max: u64| used.saturating_add(adding) * 2 > max;
+                age >= USAGE_MAX_AGE
+                    || (age >= USAGE_TTL
+                        && (near(c.bytes, bytes, l.max_bytes)
+                            || near(c.objects, objects, l.max_objects)))
+            }
+        };
+        if list {
             let listed = Instant::now();
             let (mut n, mut b) = (0u64, 0u64);
             // The group's own objects; its `group` object is the server's bookkeeping.
@@ -166,10 +184,11 @@ impl Quotas {
                         "bad group",
                     )));
                 };
-                let (objects, bytes) = app.store.sync_usage(&under).await.map_err(|e| {
-                    tracing::error!(error = %redacted(&e), "sync group usage failed");
-                    Box::new(error(StatusCode::INTERNAL_SERVER_ERROR, "storage error"))
-                })?;
+                let (objects, bytes) = app
+                    .store
+                    .sync_usage(&under)
+                    .await
+                    .map_err(|e| Box::new(super::sync::store_failed("list", &e)))?;
                 n += objects;
                 b += bytes;
             }
@@ -196,7 +215,6 @@ impl Quotas {
                 "try again",
             )));
         };
-        let l = &self.limits;
         for (name, used, adding, max) in [
             ("bytes", c.bytes, bytes, l.max_bytes),
             ("objects", c.objects, objects, l.max_objects),

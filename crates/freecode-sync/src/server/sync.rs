@@ -46,7 +46,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::group::{Group, Need, authorize};
+use super::group::{Group, Need, authorize, writer};
 use super::handlers::{App, error, too_large};
 use super::redact::redacted;
 use crate::blob::BlobError;
@@ -82,7 +82,7 @@ fn status_response(json: Bytes) -> Response {
     r
 }
 
-fn is_hex(s: &str, len: usize) -> bool {
+pub(crate) fn is_hex(s: &str, len: usize) -> bool {
     s.len() == len && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -101,7 +101,7 @@ fn bad_id() -> Response {
     error(StatusCode::BAD_REQUEST, "malformed log, host or chain id")
 }
 
-fn store_failed(op: &'static str, err: &BlobError) -> Response {
+pub(crate) fn store_failed(op: &'static str, err: &BlobError) -> Response {
     tracing::error!(op, error = %redacted(err), "sync store request failed");
     error(StatusCode::INTERNAL_SERVER_ERROR, "storage error")
 }
@@ -204,9 +204,8 @@ pub(crate) async fn put_record(
     Path((log, host, index)): Path<(String, String, String)>,
     request: Request,
 ) -> Response {
-    let group = match authorize(&app, request.headers(), Need::Write).await {
-        Ok(Some(g)) => g,
-        Ok(None) => return bad_id(),
+    let group = match writer(&app, request.headers()).await {
+        Ok(g) => g,
         Err(r) => return *r,
     };
     let Some(index) = record_index(&log, &host, &index) else {
@@ -338,9 +337,8 @@ async fn store_claim(
 /// (32) · a sealed claim. The answer is one frame per item: `1` created, `2` taken (a claim's
 /// the claim there after it), `3` the record before it missing.
 pub(crate) async fn batch(State(app): State<Arc<App>>, request: Request) -> Response {
-    let group = match authorize(&app, request.headers(), Need::Write).await {
-        Ok(Some(g)) => g,
-        Ok(None) => return bad_id(),
+    let group = match writer(&app, request.headers()).await {
+        Ok(g) => g,
         Err(r) => return *r,
     };
     let data = match body(&app, request).await {
@@ -526,9 +524,8 @@ pub(crate) async fn put_claim(
     Path((log, chain)): Path<(String, String)>,
     request: Request,
 ) -> Response {
-    let group = match authorize(&app, request.headers(), Need::Write).await {
-        Ok(Some(g)) => g,
-        Ok(None) => return bad_id(),
+    let group = match writer(&app, request.headers()).await {
+        Ok(g) => g,
         Err(r) => return *r,
     };
     if !is_hex(&log, 32) || !is_hex(&chain, 64) {
@@ -637,9 +634,8 @@ pub(crate) async fn put_ring(
     Path(key_id): Path<String>,
     request: Request,
 ) -> Response {
-    let group = match authorize(&app, request.headers(), Need::Write).await {
-        Ok(Some(g)) => g,
-        Ok(None) => return bad_id(),
+    let group = match writer(&app, request.headers()).await {
+        Ok(g) => g,
         Err(r) => return *r,
     };
     let Some(key) = is_hex(&key_id, 16)
