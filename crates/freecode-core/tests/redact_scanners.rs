@@ -90,29 +90,42 @@ struct Row {
     secrets: Vec<String>,
 }
 
-fn rows() -> Vec<Row> {
-    let path = freecode_testkit::external_fixtures().join("secrets-dev.jsonl");
+/// The lines of a JSON Lines file of the external fixtures, parsed.
+fn jsonl(name: &str) -> Vec<Value> {
+    let path = freecode_testkit::external_fixtures().join(name);
     let data = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     data.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(n, l)| {
-            let v: Value = serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1));
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1))
+        })
+        .collect()
+}
+
+/// A line's `secrets`: the strings of its array.
+fn secrets_of(v: &Value) -> Vec<String> {
+    v["secrets"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn rows() -> Vec<Row> {
+    jsonl("secrets-dev.jsonl")
+        .iter()
+        .map(|v| {
             let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
             Row {
                 source: s("source"),
                 rule: s("rule"),
                 tp: v["kind"] == "tp",
                 text: s("text"),
-                secrets: v["secrets"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|x| x.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                secrets: secrets_of(v),
             }
         })
         .collect()
@@ -253,28 +266,19 @@ fn scanner_test_strings_meet_the_goals() {
 /// One line's truth label (`secrets-dev.labels.jsonl`, see `secrets-dev.LABELS.md` beside it):
 /// what a redactor of shared transcripts should remove, whatever one scanner's rule says.
 struct Label {
+    /// The corpus line it labels, from 1.
+    line: u64,
     truth: String,
     secrets: Vec<String>,
 }
 
 fn labels() -> Vec<Label> {
-    let path = freecode_testkit::external_fixtures().join("secrets-dev.labels.jsonl");
-    let data = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    data.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            Label {
-                truth: v["truth"].as_str().unwrap_or_default().to_owned(),
-                secrets: v["secrets"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|x| x.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            }
+    jsonl("secrets-dev.labels.jsonl")
+        .iter()
+        .map(|v| Label {
+            line: v["line"].as_u64().unwrap_or_default(),
+            truth: v["truth"].as_str().unwrap_or_default().to_owned(),
+            secrets: secrets_of(v),
         })
         .collect()
 }
@@ -297,6 +301,13 @@ fn the_labelled_dev_set_figures() {
     let rows = rows();
     let labels = labels();
     assert_eq!(rows.len(), labels.len(), "one label a line");
+    assert!(
+        labels
+            .iter()
+            .enumerate()
+            .all(|(n, l)| l.line == n as u64 + 1),
+        "labels in the corpus's order"
+    );
     let (mut context, mut alone, mut benign) = (Figure::new(), Figure::new(), Figure::new());
     for (row, label) in rows.iter().zip(&labels) {
         let (out, _) = redact(&row.text);
