@@ -212,6 +212,21 @@ fn run_sync(
 }
 
 fn print_report(report: &freecode_ops::sync::SyncReport, json: bool) -> anyhow::Result<()> {
+    // Warnings, with `--json` too. Each slot once (later pulls try it again quietly); a flood is summed up.
+    const SKIPPED_SHOWN: usize = 10;
+    for s in report.skipped.iter().take(SKIPPED_SHOWN) {
+        eprintln!(
+            "warning: record {} of machine {}'s log {} {}: passed over (tried again on later \
+             pulls; the records after it still apply)",
+            s.index, s.host, s.log, s.why
+        );
+    }
+    if report.skipped.len() > SKIPPED_SHOWN {
+        eprintln!(
+            "warning: and {} more records that do not open were passed over (`--json` lists them)",
+            report.skipped.len() - SKIPPED_SHOWN
+        );
+    }
     if json {
         return print_json(report);
     }
@@ -228,6 +243,12 @@ fn print_report(report: &freecode_ops::sync::SyncReport, json: bool) -> anyhow::
         eprintln!(
             "the server had lost {}: sent again from this machine's copies",
             plural(report.refilled, "record", "records")
+        );
+    }
+    if report.mended > 0 {
+        eprintln!(
+            "mended the key wrap of {} another machine could not open, from this machine's copies",
+            plural(report.mended, "record", "records")
         );
     }
     println!(
@@ -668,6 +689,12 @@ impl SyncCommand {
                     r.bytes_sent,
                     r.kept_rewrapped
                 );
+                if r.skipped > 0 {
+                    eprintln!(
+                        "warning: {} on the server do not open and no copy here mends them: left as they are",
+                        plural(r.skipped, "record", "records")
+                    );
+                }
                 println!(
                     "on the other machines: freecode sync join --server {} (and paste the new words `freecode sync key` prints here)",
                     r.server

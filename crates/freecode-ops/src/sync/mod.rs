@@ -25,8 +25,17 @@
 //! end of every push and pull (failed ones too). A record stored whose progress was not
 //! saved is found again at its index (`409`) and adopted; a claim this host made for the
 //! record it is about to store is its own. Applying a record twice changes nothing (the bytes
-//! already there are recognised). A server that answers with fewer records than were seen,
-//! or records that do not open where they are, is refused before anything local changes.
+//! already there are recognised). A server that answers with fewer records than were seen
+//! is refused before anything local changes.
+//!
+//! **Garbage.** Nothing that does not open stops a sync for good (a buggy or hostile member's
+//! writes, or a server's changes): a record slot that does not open where it stands is passed
+//! over, reported once and tried again on later pulls ([`state::Unopened`]); the records after
+//! it apply where their chain points allow. Garbage at this host's own next index is passed
+//! over for the next free one. A broken key wrap is mended by a machine that kept the record,
+//! told of it through a control record ([`Engine::mend`]). A claim that does not open, or
+//! names a stored record that extends another point, gives way to the next of the point's
+//! claim slots ([`Engine::claim`]).
 
 pub mod kept;
 pub mod record;
@@ -131,6 +140,26 @@ pub struct SyncReport {
     pub purged: Vec<String>,
     /// Sessions skipped because another process holds them (synced next time).
     pub busy: Vec<String>,
+    /// Record slots on the server found holding something that does not open, or that is
+    /// not a record of its log (written by a buggy or hostile member, or changed by the
+    /// server): passed over, and tried again on later pulls.
+    pub skipped: Vec<SkippedRecord>,
+    /// Records whose key wrap another machine found broken, mended here from a kept copy.
+    pub mended: u64,
+}
+
+/// A record slot passed over because what it holds does not open.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkippedRecord {
+    /// The machine whose log it is in.
+    pub host: String,
+    /// The log (a session's, or the control log).
+    pub log: String,
+    /// Its index.
+    pub index: u64,
+    /// Why it was passed over.
+    pub why: String,
 }
 
 /// A client of `server` speaking for `key`'s group.
@@ -213,6 +242,9 @@ pub struct SyncRotation {
     pub bytes_sent: u64,
     /// The copies kept here, rewrapped.
     pub kept_rewrapped: u64,
+    /// Slots on the server that do not open and that no copy kept here mends: left as they
+    /// are (a buggy or hostile member's writes).
+    pub skipped: u64,
 }
 
 /// The copies kept here moved under `key`; how many were.
@@ -228,7 +260,8 @@ fn rewrap_kept(key: &SyncKey, kept: &mut Kept) -> Result<u64> {
                     kept.replace(&k.log, &host, index, &new)?;
                     n += 1;
                 }
-                Ok(None) | Err(SealError::OtherKey { .. }) => {}
+                // Slots passed over (garbage kept as the server held it) stay as they are.
+                Ok(None) | Err(SealError::OtherKey { .. } | SealError::Tampered { .. }) => {}
                 Err(e) => return Err(seal_err(e)),
             }
         }
@@ -270,28 +303,35 @@ pub fn rotate(home: &Home) -> Result<SyncRotation> {
         rewrapped: 0,
         bytes_sent: 0,
         kept_rewrapped: 0,
+        skipped: 0,
     };
     for lc in e.remote.status()? {
         let mut from = 0;
-        'log: while from < lc.count {
+        while from < lc.count {
             let (got, next) = e.remote.get_records(&lc.log, &lc.host, from)?;
             if got.is_empty() {
                 break;
             }
             for (i, sealed) in got.iter().enumerate() {
                 let index = from + i as u64;
-                match e.key.rewrap(&lc.host, &lc.log, index, sealed) {
-                    Ok(Some(new)) => {
-                        let wrap = &new[freecode_sync::home::seal::WRAP_SPAN];
-                        if e.remote.rewrap_record(&lc.log, &lc.host, index, wrap)? {
-                            out.rewrapped += 1;
-                            out.bytes_sent += wrap.len() as u64;
+                let wrap = match e.key.rewrap(&lc.host, &lc.log, index, sealed) {
+                    Ok(Some(new)) => new[freecode_sync::home::seal::WRAP_SPAN].to_vec(),
+                    Ok(None) => continue,
+                    Err(SealError::OtherKey { .. } | SealError::Tampered { .. }) => {
+                        // A broken wrap mended from the copy kept here; garbage left.
+                        match e.wrap_from_kept(&lc.log, &lc.host, index, sealed)? {
+                            Some(wrap) => wrap,
+                            None => {
+                                out.skipped += 1;
+                                continue;
+                            }
                         }
                     }
-                    Ok(None) => {}
-                    // Another group's log on a shared server.
-                    Err(SealError::OtherKey { .. }) if index == 0 => break 'log,
                     Err(e) => return Err(seal_err(e)),
+                };
+                if e.remote.rewrap_record(&lc.log, &lc.host, index, &wrap)? {
+                    out.rewrapped += 1;
+                    out.bytes_sent += wrap.len() as u64;
                 }
             }
             from = next;
@@ -739,6 +779,31 @@ struct Fetched {
     sealed: Vec<u8>,
     plain: Vec<u8>,
     record: SessionRecord,
+    /// A slot that did not open before, opening now (its wrap mended): applied where its
+    /// chain point allows, out of its host's order.
+    retried: bool,
+}
+
+/// A record downloaded: opened, or why it does not open.
+enum Got {
+    Opened(freecode_sync::home::Opened),
+    Bad(String),
+}
+
+/// Seconds since the epoch.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Whether two sealed records are the same but for their key wraps.
+fn same_but_wrap(a: &[u8], b: &[u8]) -> bool {
+    use freecode_sync::home::seal::WRAP_SPAN;
+    a.len() == b.len()
+        && a.len() > WRAP_SPAN.end
+        && a[..WRAP_SPAN.start] == b[..WRAP_SPAN.start]
+        && a[WRAP_SPAN.end..] == b[WRAP_SPAN.end..]
 }
 
 impl Engine {
@@ -1096,21 +1161,22 @@ impl Engine {
             let plain = rec.encode();
             let index = st.next;
             if content {
-                let claim = self
-                    .key
-                    .seal_claim(&st.log, &st.chain, &self.host, index)
-                    .map_err(seal_err)?;
-                self.report.bytes_sent += claim.len() as u64;
-                match self.remote.put_claim(&st.log, &st.chain, &claim)? {
-                    Claimed::Created => {}
-                    Claimed::Exists(theirs) => {
-                        let (host, at) = self
-                            .key
-                            .open_claim(&st.log, &st.chain, &theirs)
-                            .map_err(seal_err)?;
-                        if host != self.host || at != index {
-                            return Ok(Pushed::Lost);
-                        }
+                let me = self.host;
+                match self.claim(&st.log, &st.chain, &me, index)? {
+                    Claim::Ours => {}
+                    Claim::Theirs => return Ok(Pushed::Lost),
+                    Claim::Wedged => {
+                        self.report.skipped.push(SkippedRecord {
+                            host: self.host.to_string(),
+                            log: st.log.to_string(),
+                            index,
+                            why: format!(
+                                "would be session {id}'s next, not pushed: all {CLAIM_SLOTS} \
+                                 claim slots of its chain point hold claims that do not open or \
+                                 name no record"
+                            ),
+                        });
+                        return Ok(Pushed::Done);
                     }
                 }
             }
@@ -1132,29 +1198,90 @@ impl Engine {
                 }
                 Put::Exists => {
                     // Stored by an attempt whose progress was not saved: take it as pushed.
+                    // Anything else there (a member's garbage at this machine's next index)
+                    // is passed over, and the record goes to the next free one.
                     let (got, _) = self.remote.get_records(&st.log, &self.host, index)?;
-                    let first = got.first().ok_or_else(|| {
+                    let first = got.into_iter().next().ok_or_else(|| {
                         Error::Failed(format!("the server lost record {index} of log {}", st.log))
                     })?;
-                    let opened = self
-                        .key
-                        .open(&self.host, &st.log, index, first)
-                        .map_err(seal_err)?;
-                    let theirs = SessionRecord::decode(&opened.plaintext).ok_or_else(|| {
-                        Error::Failed(format!(
-                            "record {index} of log {} is not a session record",
-                            st.log
-                        ))
-                    })?;
-                    self.kept.put(&st.log, &self.host, index, first)?;
+                    let me = self.host;
+                    let got = self.open_record(&st.log, &me, index, &first)?;
+                    let ours = self.session_record(&st.log, got).and_then(|(plain, r)| {
+                        let extends = r.base.is_none()
+                            || r.base.as_deref().and_then(Chain::parse) == Some(st.chain);
+                        if r.session == id.as_str() && extends {
+                            Ok((plain, r))
+                        } else {
+                            Err("is not this machine's record of its session".to_owned())
+                        }
+                    });
                     st.next = index + 1;
                     self.state.saw(&st.log, &self.host, index + 1);
-                    self.advance(id, st, &theirs, &opened.plaintext)?;
+                    match ours {
+                        Ok((plain, theirs)) => {
+                            self.kept.put(&st.log, &self.host, index, &first)?;
+                            self.advance(id, st, &theirs, &plain)?;
+                        }
+                        // Kept as the server holds it (a refill puts it back where it was);
+                        // never tried again: nothing but a key wrap changes a stored record.
+                        Err(why) => {
+                            self.kept.put(&st.log, &self.host, index, &first)?;
+                            self.report.skipped.push(SkippedRecord {
+                                host: self.host.to_string(),
+                                log: st.log.to_string(),
+                                index,
+                                why,
+                            });
+                            self.state.sessions.insert(id.to_string(), st.clone());
+                            self.save()?;
+                        }
+                    }
                     return Ok(Pushed::Again);
                 }
             }
         }
         Ok(Pushed::Done)
+    }
+
+    /// Claims chain point `base` of `log` for record `index` of `host`. The claim that stands
+    /// is the first of the point's [`CLAIM_SLOTS`] slots ([`SyncKey::claim_slot`]) holding
+    /// one that opens and names a record that extends the point or is not stored yet: a
+    /// slot holding garbage, or a claim whose record is there and extends something else,
+    /// is passed over. So no member's write stops a session for good.
+    fn claim(&mut self, log: &LogId, base: &Chain, host: &HostId, index: u64) -> Result<Claim> {
+        for slot in 0..CLAIM_SLOTS {
+            let point = self.key.claim_slot(base, slot);
+            let sealed = self
+                .key
+                .seal_claim(log, &point, host, index)
+                .map_err(seal_err)?;
+            self.report.bytes_sent += sealed.len() as u64;
+            let theirs = match self.remote.put_claim(log, &point, &sealed)? {
+                Claimed::Created => return Ok(Claim::Ours),
+                Claimed::Exists(theirs) => theirs,
+            };
+            let Ok((who, at)) = self.key.open_claim(log, &point, &theirs) else {
+                continue;
+            };
+            // This host's, for this record (stored by an attempt whose progress was lost).
+            // One of its own for an earlier index is for a slot it passed over (garbage
+            // there): the record there does not extend the point, so the next slot is taken.
+            if who == *host && at == index {
+                return Ok(Claim::Ours);
+            }
+            let (got, _) = self.remote.get_records(log, &who, at)?;
+            let Some(record) = got.into_iter().next() else {
+                return Ok(Claim::Theirs);
+            };
+            let got = self.open_record(log, &who, at, &record)?;
+            let extends = self
+                .session_record(log, got)
+                .is_ok_and(|(_, r)| r.base.as_deref().and_then(Chain::parse) == Some(*base));
+            if extends {
+                return Ok(Claim::Theirs);
+            }
+        }
+        Ok(Claim::Wedged)
     }
 
     /// `st` after `rec` (pushed from or applied to this machine's files); saved.
@@ -1216,12 +1343,31 @@ impl Engine {
         if gone.is_empty() {
             return Ok(());
         }
-        let control = self.key.control_log();
-        let plain = serde_json::to_vec(&ControlRecord {
+        self.put_control(&ControlRecord {
             purged: gone.clone(),
-        })
-        .unwrap_or_default();
-        // An index taken by an attempt whose progress was lost: the next one.
+            unopened: Vec::new(),
+        })?;
+        for id in &gone {
+            if let Some(st) = self.state.sessions.get(id) {
+                self.remote.delete_log(&st.log)?;
+                self.kept.remove_log(&st.log)?;
+                let prefix = format!("{}/", st.log);
+                self.state.seen.retain(|k, _| !k.starts_with(&prefix));
+            }
+            self.state.sessions.remove(id);
+            self.purged.insert(id.clone());
+            self.report.purged.push(id.clone());
+        }
+        self.dirty = true;
+        self.flush()
+    }
+
+    /// Stores `c` as this host's next control record.
+    fn put_control(&mut self, c: &ControlRecord) -> Result<()> {
+        let control = self.key.control_log();
+        let plain = serde_json::to_vec(c).unwrap_or_default();
+        // An index taken (by an attempt whose progress was lost, or a member's garbage): the
+        // next one.
         let mut index = self.state.control_next;
         loop {
             let sealed = self
@@ -1240,21 +1386,10 @@ impl Engine {
                 Put::Exists => index += 1,
             }
         }
-        for id in &gone {
-            if let Some(st) = self.state.sessions.get(id) {
-                self.remote.delete_log(&st.log)?;
-                self.kept.remove_log(&st.log)?;
-                let prefix = format!("{}/", st.log);
-                self.state.seen.retain(|k, _| !k.starts_with(&prefix));
-            }
-            self.state.sessions.remove(id);
-            self.purged.insert(id.clone());
-            self.report.purged.push(id.clone());
-        }
         self.state.control_next = index + 1;
         self.state.saw(&control, &self.host, index + 1);
         self.dirty = true;
-        self.flush()
+        Ok(())
     }
 
     // ----- pull ---------------------------------------------------------------------------
@@ -1307,39 +1442,40 @@ impl Engine {
             })
             .collect();
         progress.step("downloading");
+        for (session, f) in self.retry_unopened(only, &purged_logs, &mut controls)? {
+            sessions.entry(session).or_default().push(f);
+        }
         for (n, lc) in wanted.iter().enumerate() {
             progress.sessions(n, wanted.len());
-            for (index, opened, sealed) in self.fetch(lc)? {
-                let bad = |why: &str| self.bad_record(lc, index, why);
-                if opened.kind != Kind::Session {
-                    return Err(bad("is of the wrong kind for its log"));
+            for (index, got, sealed) in self.fetch(lc)? {
+                match self.session_record(&lc.log, got) {
+                    Ok((plain, record)) => {
+                        sessions
+                            .entry(record.session.clone())
+                            .or_default()
+                            .push(Fetched {
+                                host: lc.host,
+                                index,
+                                sealed,
+                                plain,
+                                record,
+                                retried: false,
+                            });
+                    }
+                    Err(why) => self.skip(&lc.log, &lc.host, index, &sealed, &why)?,
                 }
-                let record = SessionRecord::decode(&opened.plaintext)
-                    .ok_or_else(|| bad("is not a session record"))?;
-                if self.key.log_id(&record.session) != lc.log
-                    || SessionId::new(&record.session).is_err()
-                {
-                    return Err(bad("names a session of another log"));
-                }
-                sessions
-                    .entry(record.session.clone())
-                    .or_default()
-                    .push(Fetched {
-                        host: lc.host,
-                        index,
-                        sealed,
-                        plain: opened.plaintext,
-                        record,
-                    });
             }
         }
-        // Purges first.
+        // Purges first, and the broken wraps the other machines found mended.
         controls.sort_by_key(|(h, i, _, _)| (*h, *i));
         for (host, index, c, sealed) in controls {
             for id in c.purged {
                 self.purge_here(&id)?;
             }
-            self.kept.put(&control, &host, index, &sealed)?;
+            for slot in &c.unopened {
+                self.mend(slot)?;
+            }
+            self.keep(&control, &host, index, &sealed)?;
             self.state.saw(&control, &host, index + 1);
         }
         self.dirty = true;
@@ -1367,6 +1503,257 @@ impl Engine {
             self.apply_session(&id, records)?;
         }
         progress.sessions(total, total);
+        // Past the slots that did not open where nothing after them waits.
+        let slots: Vec<(LogId, HostId)> = self
+            .state
+            .unopened
+            .keys()
+            .filter_map(|k| state::parse_slot(k))
+            .map(|(log, host, _)| (log, host))
+            .collect();
+        for (log, host) in slots {
+            let next = self.state.next_to_apply(&log, &host);
+            if next > self.state.seen(&log, &host) {
+                self.state.saw(&log, &host, next);
+                self.dirty = true;
+            }
+        }
+        if only.is_none() {
+            self.tell_unopened()?;
+        }
+        Ok(())
+    }
+
+    /// A downloaded record of session log `log` that opened, decoded; why not, if it is not
+    /// one.
+    fn session_record(
+        &self,
+        log: &LogId,
+        got: Got,
+    ) -> std::result::Result<(Vec<u8>, SessionRecord), String> {
+        let opened = match got {
+            Got::Opened(o) => o,
+            Got::Bad(why) => return Err(why),
+        };
+        if opened.kind != Kind::Session {
+            return Err("is of the wrong kind for its log".into());
+        }
+        let record = SessionRecord::decode(&opened.plaintext)
+            .ok_or_else(|| "opens but is not a session record".to_owned())?;
+        if self.key.log_id(&record.session) != *log || SessionId::new(&record.session).is_err() {
+            return Err("names a session of another log".into());
+        }
+        Ok((opened.plaintext, record))
+    }
+
+    /// A downloaded control record, decoded; why not, if it is not one.
+    fn control_record(got: Got) -> std::result::Result<ControlRecord, String> {
+        let opened = match got {
+            Got::Opened(o) => o,
+            Got::Bad(why) => return Err(why),
+        };
+        if opened.kind != Kind::Control {
+            return Err("is of the wrong kind for its log".into());
+        }
+        serde_json::from_slice(&opened.plaintext)
+            .map_err(|_| "opens but is not a control record".to_owned())
+    }
+
+    /// Keeps record `index` of `host`'s log `log` as the server holds it, in place of a copy
+    /// of that slot that did not open.
+    fn keep(&mut self, log: &LogId, host: &HostId, index: u64, sealed: &[u8]) -> Result<()> {
+        if self
+            .state
+            .unopened
+            .remove(&state::slot_key(log, host, index))
+            .is_some()
+        {
+            self.dirty = true;
+            self.kept.replace(log, host, index, sealed)
+        } else {
+            self.kept.put(log, host, index, sealed)
+        }
+    }
+
+    /// Passes over slot `index` of `host`'s log `log`, which holds `sealed`, not a record of
+    /// that log (`why`): a buggy or hostile member's write, or the server's change. It is
+    /// kept as the server holds it (a refill sends it back, so the log keeps its indexes),
+    /// reported once, and tried again on later pulls; the records after it apply where their
+    /// chain points allow, so nothing that opens waits on it.
+    fn skip(
+        &mut self,
+        log: &LogId,
+        host: &HostId,
+        index: u64,
+        sealed: &[u8],
+        why: &str,
+    ) -> Result<()> {
+        self.kept.put(log, host, index, sealed)?;
+        let key = state::slot_key(log, host, index);
+        if self.state.unopened.contains_key(&key) {
+            return Ok(());
+        }
+        self.state.unopened.insert(
+            key,
+            state::Unopened {
+                since: now_secs(),
+                told: false,
+            },
+        );
+        self.dirty = true;
+        self.report.skipped.push(SkippedRecord {
+            host: host.to_string(),
+            log: log.to_string(),
+            index,
+            why: why.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// The slots that did not open, tried again (those of `only`, if given; those past
+    /// [`state::UNOPENED_FOR`] or [`state::UNOPENED_MAX`], or of logs gone, let go): the
+    /// control records that open now join `controls`, the session records are returned by
+    /// session.
+    #[allow(clippy::type_complexity)]
+    fn retry_unopened(
+        &mut self,
+        only: Option<&LogId>,
+        purged: &BTreeSet<LogId>,
+        controls: &mut Vec<(HostId, u64, ControlRecord, Vec<u8>)>,
+    ) -> Result<Vec<(String, Fetched)>> {
+        if self.state.unopened.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = now_secs();
+        let mut by_age: Vec<(u64, String)> = self
+            .state
+            .unopened
+            .iter()
+            .map(|(k, u)| (u.since, k.clone()))
+            .collect();
+        by_age.sort();
+        let over = by_age.len().saturating_sub(state::UNOPENED_MAX);
+        let control = self.key.control_log();
+        let mut out = Vec::new();
+        for (n, (since, key)) in by_age.into_iter().enumerate() {
+            let slot = state::parse_slot(&key);
+            let expired = n < over || now.saturating_sub(since) > state::UNOPENED_FOR.as_secs();
+            let Some((log, host, index)) = slot.filter(|(l, _, _)| !expired && !purged.contains(l))
+            else {
+                self.state.unopened.remove(&key);
+                self.dirty = true;
+                continue;
+            };
+            if only.is_some_and(|o| *o != log) {
+                continue;
+            }
+            let (got, _) = self.remote.get_records(&log, &host, index)?;
+            let Some(sealed) = got.into_iter().next() else {
+                // The log is gone from the server (purged, or lost with nothing to refill).
+                self.state.unopened.remove(&key);
+                self.dirty = true;
+                continue;
+            };
+            if self.kept.get(&log, &host, index)?.as_deref() == Some(&sealed[..]) {
+                continue;
+            }
+            let got = self.open_record(&log, &host, index, &sealed)?;
+            if log == control {
+                if let Ok(c) = Self::control_record(got) {
+                    controls.push((host, index, c, sealed));
+                }
+            } else if let Ok((plain, record)) = self.session_record(&log, got) {
+                out.push((
+                    record.session.clone(),
+                    Fetched {
+                        host,
+                        index,
+                        sealed,
+                        plain,
+                        record,
+                        retried: true,
+                    },
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Tells the other machines (one control record) the slots found here that did not open,
+    /// so that one keeping a copy of a record whose key wrap was broken on the server mends it.
+    fn tell_unopened(&mut self) -> Result<()> {
+        let me = self.host.to_string();
+        let untold: Vec<String> = self
+            .state
+            .unopened
+            .iter()
+            .filter(|(k, u)| {
+                !u.told && state::parse_slot(k).is_some_and(|(_, host, _)| host.to_string() != me)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        if untold.is_empty() {
+            return Ok(());
+        }
+        self.put_control(&ControlRecord {
+            purged: Vec::new(),
+            unopened: untold.clone(),
+        })?;
+        for k in untold {
+            if let Some(u) = self.state.unopened.get_mut(&k) {
+                u.told = true;
+            }
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// The key wrap that makes `theirs` (slot `index` of `host`'s log `log` on the server,
+    /// which does not open) the record kept here again: when a copy is kept, opens, and is
+    /// the same bytes but for its wrap. Under this machine's key.
+    fn wrap_from_kept(
+        &self,
+        log: &LogId,
+        host: &HostId,
+        index: u64,
+        theirs: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let Some(kept) = self.kept.get(log, host, index)? else {
+            return Ok(None);
+        };
+        if !same_but_wrap(&kept, theirs) || self.key.open(host, log, index, &kept).is_err() {
+            return Ok(None);
+        }
+        let good = match self.key.rewrap(host, log, index, &kept) {
+            Ok(Some(new)) => new,
+            Ok(None) => kept,
+            Err(_) => return Ok(None),
+        };
+        Ok(Some(good[freecode_sync::home::seal::WRAP_SPAN].to_vec()))
+    }
+
+    /// Mends slot `slot` (another machine could not open it) from the copy kept here, when
+    /// the server's record is the kept one with a broken key wrap.
+    fn mend(&mut self, slot: &str) -> Result<()> {
+        let Some((log, host, index)) = state::parse_slot(slot) else {
+            return Ok(());
+        };
+        if self.kept.get(&log, &host, index)?.is_none() {
+            return Ok(());
+        }
+        let (got, _) = self.remote.get_records(&log, &host, index)?;
+        let Some(theirs) = got.first() else {
+            return Ok(());
+        };
+        if self.key.open(&host, &log, index, theirs).is_ok() {
+            return Ok(());
+        }
+        if let Some(wrap) = self.wrap_from_kept(&log, &host, index, theirs)?
+            && self.remote.rewrap_record(&log, &host, index, &wrap)?
+        {
+            tracing::info!(%host, %log, index, "mended a broken key wrap from the copy kept here");
+            self.report.mended += 1;
+        }
         Ok(())
     }
 
@@ -1381,14 +1768,11 @@ impl Engine {
         let mut controls = Vec::new();
         let me = self.host;
         for lc in logs.iter().filter(|l| l.log == control && l.host != me) {
-            for (index, opened, sealed) in self.fetch(lc)? {
-                let bad = |why: &str| self.bad_record(lc, index, why);
-                if opened.kind != Kind::Control {
-                    return Err(bad("is of the wrong kind for its log"));
+            for (index, got, sealed) in self.fetch(lc)? {
+                match Self::control_record(got) {
+                    Ok(c) => controls.push((lc.host, index, c, sealed)),
+                    Err(why) => self.skip(&lc.log, &lc.host, index, &sealed, &why)?,
                 }
-                let c: ControlRecord = serde_json::from_slice(&opened.plaintext)
-                    .map_err(|_| bad("is not a control record"))?;
-                controls.push((lc.host, index, c, sealed));
             }
         }
         let purged_logs = controls
@@ -1423,22 +1807,16 @@ impl Engine {
                 let Some(sealed) = self.kept.get(&k.log, &k.host, index)? else {
                     break;
                 };
-                if k.log != control {
-                    let opened = self
-                        .key
-                        .open(&k.host, &k.log, index, &sealed)
-                        .map_err(seal_err)?;
-                    let base = SessionRecord::decode(&opened.plaintext)
-                        .and_then(|r| r.base)
-                        .and_then(|b| Chain::parse(&b));
-                    if let Some(base) = base {
-                        let claim = self
-                            .key
-                            .seal_claim(&k.log, &base, &k.host, index)
-                            .map_err(seal_err)?;
-                        // Created, or there already: either way the claim names a record.
-                        self.remote.put_claim(&k.log, &base, &claim)?;
-                    }
+                // A slot kept as garbage (passed over) goes back as it was, without a claim.
+                let base = (k.log != control)
+                    .then(|| self.key.open(&k.host, &k.log, index, &sealed).ok())
+                    .flatten()
+                    .and_then(|opened| SessionRecord::decode(&opened.plaintext))
+                    .and_then(|r| r.base)
+                    .and_then(|b| Chain::parse(&b));
+                if let Some(base) = base {
+                    // Ours, or another's standing: either way the claim names a record.
+                    self.claim(&k.log, &base, &k.host, index)?;
                 }
                 if self.remote.put_record(&k.log, &k.host, index, &sealed)? == Put::Created {
                     self.report.refilled += 1;
@@ -1458,10 +1836,7 @@ impl Engine {
     }
 
     /// The records of `lc` this machine has not seen, each opened where it stands.
-    fn fetch(
-        &mut self,
-        lc: &freecode_sync::home::LogCount,
-    ) -> Result<Vec<(u64, freecode_sync::home::Opened, Vec<u8>)>> {
+    fn fetch(&mut self, lc: &freecode_sync::home::LogCount) -> Result<Vec<(u64, Got, Vec<u8>)>> {
         let mut out = Vec::new();
         let mut from = self.state.seen(&lc.log, &lc.host);
         while from < lc.count {
@@ -1473,33 +1848,44 @@ impl Engine {
                     self.settings.server, lc.count, lc.host, lc.log
                 )));
             }
-            for (i, sealed) in got.iter().enumerate() {
+            for (i, sealed) in got.into_iter().enumerate() {
                 let index = from + i as u64;
                 self.report.bytes_received += sealed.len() as u64;
-                let opened = match self.key.open(&lc.host, &lc.log, index, sealed) {
-                    Ok(o) => o,
-                    Err(SealError::OtherKey { .. }) if self.rotated_elsewhere(sealed)? => {
-                        return Err(Error::Failed(format!(
-                            "the sync key was rotated on another machine: run `freecode sync \
-                             join --server {} PHRASE` here with the phrase `freecode sync key` \
-                             prints there (this machine keeps its sessions and progress); \
-                             nothing was changed here",
-                            self.settings.server
-                        )));
-                    }
-                    // Another sync group's log on a shared server: not ours to read.
-                    Err(SealError::OtherKey { .. })
-                        if from == self.state.seen(&lc.log, &lc.host) && i == 0 && from == 0 =>
-                    {
-                        return Ok(Vec::new());
-                    }
-                    Err(e) => return Err(seal_err(e)),
-                };
-                out.push((index, opened, sealed.clone()));
+                let got = self.open_record(&lc.log, &lc.host, index, &sealed)?;
+                out.push((index, got, sealed));
             }
             from = next;
         }
         Ok(out)
+    }
+
+    /// Record `index` of `host`'s log `log`, opened, or why it does not open. The one error is
+    /// a record under a key rotated on another machine: this one must join again.
+    fn open_record(
+        &mut self,
+        log: &LogId,
+        host: &HostId,
+        index: u64,
+        sealed: &[u8],
+    ) -> Result<Got> {
+        match self.key.open(host, log, index, sealed) {
+            Ok(o) => Ok(Got::Opened(o)),
+            Err(SealError::OtherKey { .. }) if self.rotated_elsewhere(sealed)? => {
+                Err(Error::Failed(format!(
+                    "the sync key was rotated on another machine: run `freecode sync join \
+                     --server {} PHRASE` here with the phrase `freecode sync key` prints there \
+                     (this machine keeps its sessions and progress); nothing was changed here",
+                    self.settings.server
+                )))
+            }
+            Err(SealError::OtherKey { .. }) => {
+                Ok(Got::Bad("is sealed with a key this group never had".into()))
+            }
+            Err(SealError::Tampered { .. }) => Ok(Got::Bad(
+                "does not open (changed, cut short, moved, or never a record)".into(),
+            )),
+            Err(e) => Ok(Got::Bad(format!("does not open ({e})"))),
+        }
     }
 
     /// Whether `sealed` (which this key does not open) is under a key rotated from this one:
@@ -1514,13 +1900,6 @@ impl Engine {
         let rotated = self.remote.get_ring(&id)?.is_some();
         self.foreign_keys.insert(id, rotated);
         Ok(rotated)
-    }
-
-    fn bad_record(&self, lc: &freecode_sync::home::LogCount, index: u64, why: &str) -> Error {
-        Error::Failed(format!(
-            "record {index} of host {}'s log {} {why}: nothing was changed here",
-            lc.host, lc.log
-        ))
     }
 
     fn purge_here(&mut self, id: &str) -> Result<()> {
@@ -1553,7 +1932,8 @@ impl Engine {
         loop {
             let mut progressed = false;
             for (i, f) in records.iter().enumerate() {
-                if done[i] || f.index != self.state.seen(&st.log, &f.host) {
+                if done[i] || !(f.retried || f.index == self.state.next_to_apply(&st.log, &f.host))
+                {
                     continue;
                 }
                 let applicable = match &f.record.base {
@@ -1572,7 +1952,7 @@ impl Engine {
                 }
                 self.state.saw(&st.log, &f.host, f.index + 1);
                 self.state.sessions.insert(id.to_string(), st.clone());
-                self.kept.put(&st.log, &f.host, f.index, &f.sealed)?;
+                self.keep(&st.log, &f.host, f.index, &f.sealed)?;
                 if self.report.forks.len() == forks {
                     self.save()?;
                 } else {
@@ -1621,10 +2001,10 @@ impl Engine {
     ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let mut by_base: BTreeMap<Chain, (Vec<u8>, SessionRecord)> = BTreeMap::new();
         for (host, index, sealed) in self.kept.of_log(&st.log)? {
-            let opened = self
-                .key
-                .open(&host, &st.log, index, &sealed)
-                .map_err(seal_err)?;
+            // Slots passed over are kept as the server held them, and do not open.
+            let Ok(opened) = self.key.open(&host, &st.log, index, &sealed) else {
+                continue;
+            };
             if let Some(rec) = SessionRecord::decode(&opened.plaintext)
                 && let Some(base) = rec.base.as_deref().and_then(Chain::parse)
             {
@@ -1841,6 +2221,19 @@ enum Pushed {
     Done,
     Again,
     Lost,
+}
+
+/// Claim slots a chain point has (see [`Engine::claim`]).
+const CLAIM_SLOTS: u32 = 8;
+
+/// Who extends a session's chain from a point.
+enum Claim {
+    /// The host the claim was made for.
+    Ours,
+    /// Another host, whose record extends it (or will: it is not stored yet).
+    Theirs,
+    /// Nobody can: every slot holds a claim that does not open or names no record of it.
+    Wedged,
 }
 
 enum Applied {

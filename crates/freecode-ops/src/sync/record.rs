@@ -133,11 +133,15 @@ impl SessionRecord {
     }
 }
 
-/// A control record: sessions purged on the host that wrote it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A control record: sessions purged on the host that wrote it, and record slots it could not
+/// open (so that a machine keeping a copy of one mends its key wrap).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControlRecord {
     /// Session ids to purge everywhere.
     pub purged: Vec<String>,
+    /// Slots that did not open there, as `"<log>/<host>/<index>"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unopened: Vec<String>,
 }
 
 #[cfg(test)]

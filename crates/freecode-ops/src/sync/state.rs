@@ -4,7 +4,7 @@
 //! - `config.json`: the server, this host's id and the key's id.
 //! - `state.json`: per session what was last synced (each file's length and a probe of its
 //!   last 4 KiB, the chain point, the meta's digest, this host's next index), and per log and
-//!   host how many records were applied. Written atomically at least every second and at the
+//!   host how many records were applied, and the slots that did not open. Written atomically at least every second and at the
 //!   end of each push and pull; what a kill loses of it is found again (see [`super`]).
 
 use std::collections::BTreeMap;
@@ -79,6 +79,42 @@ pub struct State {
     /// Sessions purged through sync: their records are never applied again.
     #[serde(default)]
     pub purged: std::collections::BTreeSet<String>,
+    /// Record slots that held something that did not open (or was not a record of its log),
+    /// per `"<log>/<host>/<index>"`: passed over, and tried again on every pull until they
+    /// open (a wrap mended from a kept copy) or [`UNOPENED_FOR`] has passed.
+    #[serde(default)]
+    pub unopened: BTreeMap<String, Unopened>,
+}
+
+/// How long a slot that does not open is tried again.
+pub const UNOPENED_FOR: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+/// The most slots that do not open this machine tries again (the oldest are let go first).
+pub const UNOPENED_MAX: usize = 1024;
+
+/// A record slot that did not open.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unopened {
+    /// When it was first found (seconds since the epoch).
+    pub since: u64,
+    /// Whether the other machines were told, so one that keeps a copy mends it.
+    #[serde(default)]
+    pub told: bool,
+}
+
+/// The key of [`State::unopened`].
+pub fn slot_key(log: &LogId, host: &HostId, index: u64) -> String {
+    format!("{log}/{host}/{index}")
+}
+
+/// The slot a key of [`State::unopened`] names.
+pub fn parse_slot(key: &str) -> Option<(LogId, HostId, u64)> {
+    let mut parts = key.split('/');
+    let log = LogId::parse(parts.next()?)?;
+    let host = HostId::parse(parts.next()?)?;
+    let index = parts.next()?.parse().ok()?;
+    parts.next().is_none().then_some((log, host, index))
 }
 
 /// The key of [`State::seen`].
@@ -92,9 +128,26 @@ impl State {
         self.seen.get(&seen_key(log, host)).copied().unwrap_or(0)
     }
 
-    /// Records that one more was applied.
+    /// Records that the records of `host`'s log `log` before `next` were applied (or passed
+    /// over); never less than before (a slot tried again is applied out of order).
     pub fn saw(&mut self, log: &LogId, host: &HostId, next: u64) {
-        self.seen.insert(seen_key(log, host), next);
+        let seen = self.seen.entry(seen_key(log, host)).or_insert(0);
+        *seen = (*seen).max(next);
+    }
+
+    /// Whether slot `index` of `host`'s log `log` did not open.
+    pub fn is_unopened(&self, log: &LogId, host: &HostId, index: u64) -> bool {
+        !self.unopened.is_empty() && self.unopened.contains_key(&slot_key(log, host, index))
+    }
+
+    /// The next index of `host`'s log `log` to apply: the first seen, past the slots that
+    /// did not open.
+    pub fn next_to_apply(&self, log: &LogId, host: &HostId) -> u64 {
+        let mut i = self.seen(log, host);
+        while self.is_unopened(log, host, i) {
+            i += 1;
+        }
+        i
     }
 }
 

@@ -572,6 +572,20 @@ impl SyncKey {
         Chain(hmac(&self.ids, &[b"next\0", &chain.0, &digest]))
     }
 
+    /// Where claim `slot` of chain point `base` is stored: slot 0 is `base` itself, each
+    /// later one a point derived from it under a label no record's chain link uses. A slot
+    /// whose claim does not open (a member's garbage) is passed over for the next one, so no
+    /// such write stops a session for good.
+    pub fn claim_slot(&self, base: &Chain, slot: u32) -> Chain {
+        if slot == 0 {
+            return *base;
+        }
+        Chain(hmac(
+            &self.ids,
+            &[b"claim slot\0", &base.0, &slot.to_be_bytes()],
+        ))
+    }
+
     fn body_aad(kind: Kind, host: &HostId, log: &LogId, index: u64) -> Vec<u8> {
         let mut aad = Vec::with_capacity(6 + 16 + 16 + 8);
         aad.extend_from_slice(RECORD_MAGIC);
