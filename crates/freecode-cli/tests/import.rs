@@ -1364,32 +1364,54 @@ fn a_sources_project_directory_is_normalised_and_a_relative_one_refused() {
         &home,
         &["import", "claude-code", src.to_str().unwrap(), "--json"],
     );
-    assert_eq!(v["summary"]["imported"], 1, "{v}");
-    let issues = v["issues"].to_string();
+    // The relative one is imported too, under the unplaced project (the chat names no path).
+    assert_eq!(v["summary"]["imported"], 2, "{v}");
+    assert_eq!(v["summary"]["unplaced"], 1, "{v}");
+    let placed = v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|s| s.get("placed"))
+        .unwrap();
+    assert_eq!(placed["how"], "unplaced", "{v}");
     assert!(
-        issues.contains("relative/../../etc") && issues.contains("not an absolute path"),
-        "{issues}"
+        placed["why"]
+            .as_str()
+            .unwrap()
+            .contains("\"relative/../../etc\", not an absolute path"),
+        "{v}"
     );
+    let unplaced = home.join("unplaced").to_string_lossy().into_owned();
     let list = json(&home, &["session", "list", "--json"]);
-    let paths: Vec<&str> = list
+    let mut paths: Vec<&str> = list
         .as_array()
         .unwrap()
         .iter()
         .map(|s| s["projectPath"].as_str().unwrap())
         .collect();
-    assert_eq!(paths, ["/etc"], "{list}");
+    paths.sort();
+    assert_eq!(paths, ["/etc", unplaced.as_str()], "{list}");
 
-    // Named by the user, relative to where they stand, the directory is taken.
+    // Placed by the user, relative to where they stand, keeping its id.
     let here = tmp.path().join("ici");
     std::fs::create_dir_all(&here).unwrap();
-    common::json_of(common::freecode(&home).current_dir(&here).args([
-        "import",
-        "claude-code",
-        src.to_str().unwrap(),
+    let id = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["projectPath"] == unplaced.as_str())
+        .and_then(|s| s["id"].as_str())
+        .unwrap()
+        .to_owned();
+    let moved = common::json_of(common::freecode(&home).current_dir(&here).args([
+        "session",
+        "move",
+        &id[..8],
         "--project",
         "./projet",
         "--json",
     ]));
+    assert_eq!(moved["id"], id.as_str());
     let list = json(&home, &["session", "list", "--json"]);
     let mut paths: Vec<String> = list
         .as_array()
@@ -1469,10 +1491,11 @@ fn isolated(home: &Path, tmp: &Path, cwd: &Path) -> std::process::Command {
     c
 }
 
-/// A chat whose project cannot be found is skipped (counted, with its reason) and never
-/// watermarked: the run with `--project DIR` the message asks for imports it.
+/// A chat nothing places (its hash is no directory known here, and it names no path) is
+/// imported under the home's project for unplaced sessions, says so in one line and in the
+/// summary, and `session move` places it, keeping its id; it is watermarked like any other.
 #[test]
-fn a_skipped_gemini_chat_is_counted_and_imported_once_its_project_is_named() {
+fn a_gemini_chat_nothing_places_is_imported_unplaced_and_placed_later_by_session_move() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let here = tmp.path().join("here");
@@ -1484,56 +1507,60 @@ fn a_skipped_gemini_chat_is_counted_and_imported_once_its_project_is_named() {
     );
     let path = chat.to_str().unwrap();
     let out = isolated(&home, tmp.path(), &here)
-        .args(["import", "gemini-cli", path, "--json"])
+        .args(["import", "gemini-cli", path, "--dry-run"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    schema_check("import-result.json", &v);
-    assert_eq!(v["summary"]["units"], 1, "{v:#}");
-    assert_eq!(v["summary"]["imported"], 0, "{v:#}");
-    assert_eq!(v["summary"]["skipped"], 1, "{v:#}");
-    let s = &v["sessions"][0];
-    assert_eq!(s["action"], "skipped", "{v:#}");
-    assert!(s["reason"].as_str().unwrap().contains("--project"), "{v:#}");
-    // The human summary says so too.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("1 unplaced"), "{stderr}");
     let out = isolated(&home, tmp.path(), &here)
         .args(["import", "gemini-cli", path])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("imported"), "{stdout}");
+    // One line for the file: what was done, why, and how to place it.
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(path))
+        .unwrap_or_else(|| panic!("{stderr}"));
     assert!(
-        stderr.contains("0 imported") && stderr.contains("1 skipped"),
+        line.contains("no project found")
+            && line.contains("SHA-256 of none of the")
+            && line.contains("session move"),
+        "{line}"
+    );
+    assert_eq!(stderr.matches("SHA-256").count(), 1, "said once: {stderr}");
+    assert!(
+        stderr.contains("1 imported") && stderr.contains("1 unplaced"),
         "{stderr}"
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.starts_with("skipped"), "{stdout}");
-
-    // Exactly what the message says to do.
-    let project = tmp.path().join("proj");
-    std::fs::create_dir_all(&project).unwrap();
-    let out = isolated(&home, tmp.path(), &here)
-        .args(["import", "gemini-cli", path, "--project"])
-        .arg(&project)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let list = json(&home, &["session", "list", "--json"]);
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        list[0]["projectPath"],
+        home.join("unplaced").to_str().unwrap(),
+        "{list}"
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["summary"]["imported"], 1, "{v:#}");
-    assert_eq!(v["summary"]["skipped"], 0, "{v:#}");
-    assert_ne!(v["summary"]["bytesRead"], 0, "{v:#}");
+
+    let project = tmp.path().join("proj");
+    let moved = common::json_of(isolated(&home, tmp.path(), &here).args([
+        "session",
+        "move",
+        &id,
+        "--project",
+        project.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(moved["projectPath"], project.to_str().unwrap(), "{moved}");
     let list = json(&home, &["session", "list", "--json"]);
     assert_eq!(list[0]["projectPath"], project.to_str().unwrap(), "{list}");
-    // And once imported it is watermarked: unchanged next time.
+    assert_eq!(list[0]["id"], id.as_str());
+    let shown = json(&home, &["session", "show", &id, "--json"]);
+    assert_eq!(shown["messages"].as_array().unwrap().len(), 2, "{shown}");
+    // Watermarked when imported: unchanged next time, and still where it was moved.
     let v = common::json_of(isolated(&home, tmp.path(), &here).args([
         "import",
         "gemini-cli",
@@ -1541,6 +1568,48 @@ fn a_skipped_gemini_chat_is_counted_and_imported_once_its_project_is_named() {
         "--json",
     ]));
     assert_eq!(v["summary"]["unchanged"], 1, "{v:#}");
+    let list = json(&home, &["session", "list", "--json"]);
+    assert_eq!(list[0]["projectPath"], project.to_str().unwrap(), "{list}");
+    // A directory that is no path, or a session that is not there: clear errors.
+    let out = common::freecode(&home)
+        .args(["session", "move", "nope", "--project", "/x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+/// The genuine Gemini CLI chat names its project only by a hash, and no directory known here
+/// has it; a path one of its tool results names (`/home/wei/repo/discordbot/GEMINI.md`) has a
+/// parent with that hash: the chat goes there, with no guess to report.
+#[test]
+fn the_genuine_gemini_chat_is_placed_by_a_path_its_tools_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let here = tmp.path().join("here");
+    std::fs::create_dir_all(&here).unwrap();
+    let chat = freecode_testkit::external_fixtures()
+        .join("gemini-cli/genuine/vibecodingtracker-gemini.jsonl");
+    let out = isolated(&home, tmp.path(), &here)
+        .args(["import", "gemini-cli"])
+        .arg(&chat)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    schema_check("import-result.json", &v);
+    assert_eq!(v["summary"]["imported"], 1, "{v:#}");
+    assert_eq!(v["sessions"][0]["placed"]["how"], "hash", "{v:#}");
+    assert!(
+        !stderr.contains("guess") && !stderr.contains("no project"),
+        "{stderr}"
+    );
+    let list = json(&home, &["session", "list", "--json"]);
+    assert_eq!(
+        list[0]["projectPath"], "/home/wei/repo/discordbot",
+        "{list}"
+    );
 }
 
 /// Without `projects.json`, a chat's `projectHash` is resolved by hashing the directories known
@@ -1615,18 +1684,19 @@ fn a_gemini_project_hash_is_found_among_the_directories_known_here() {
         gemini.to_str().unwrap(),
         "--json",
     ]));
-    assert_eq!(v["summary"]["imported"], 4, "{v:#}");
-    assert_eq!(v["summary"]["skipped"], 1, "{v:#}");
+    assert_eq!(v["summary"]["imported"], 5, "{v:#}");
+    assert_eq!(v["summary"]["skipped"], 0, "{v:#}");
+    assert_eq!(v["summary"]["unplaced"], 1, "{v:#}");
     let by_source: HashMap<&str, &Value> = v["sessions"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| (s["sourceId"].as_str().unwrap(), s))
         .collect();
-    let skipped = by_source["aaaaaaa5-0000-4000-8000-000000000005"];
-    assert_eq!(skipped["action"], "skipped", "{v:#}");
+    let unplaced = by_source["aaaaaaa5-0000-4000-8000-000000000005"];
+    assert_eq!(unplaced["action"], "imported", "{v:#}");
     assert!(
-        skipped["reason"]
+        unplaced["placed"]["why"]
             .as_str()
             .unwrap()
             .contains("SHA-256 of none of the"),
@@ -1640,12 +1710,14 @@ fn a_gemini_project_hash_is_found_among_the_directories_known_here() {
         .map(|s| s["projectPath"].as_str().unwrap())
         .collect();
     projects.sort();
+    let unplaced = home.join("unplaced").to_string_lossy().into_owned();
     let mut want = vec![
         parent.as_str(),
         "/srv/from-claude",
         "/srv/from-codex",
         "/srv/native",
         "/srv/native",
+        unplaced.as_str(),
     ];
     want.sort();
     assert_eq!(projects, want, "{list:#}");

@@ -237,6 +237,24 @@ fn every_session_method_over_stdio() {
     let none = rpc.ok("session.trace", json!({"sessionId": new_id}));
     assert_eq!(none, Value::Null);
 
+    // move: another project, the same id; a relative directory or none is refused.
+    let moved = rpc.ok(
+        "session.move",
+        json!({"sessionId": fork_id, "project": "/srv/déplacé"}),
+    );
+    assert_eq!(
+        (moved["id"].as_str(), moved["projectPath"].as_str()),
+        (Some(fork_id.as_str()), Some("/srv/déplacé"))
+    );
+    let got = rpc.ok("session.get", json!({"sessionId": fork_id}));
+    assert_eq!(got["projectPath"], "/srv/déplacé");
+    for bad in [
+        json!({"sessionId": fork_id, "project": "rel"}),
+        json!({"sessionId": fork_id}),
+    ] {
+        assert_eq!(rpc.err("session.move", bad).0, -32602);
+    }
+
     // getInterrupted, archive.
     rpc.ok("session.getInterrupted", json!({}));
     assert_eq!(
@@ -726,6 +744,7 @@ fn one_vocabulary_with_the_cli_discover_get_title_and_a_missing_provider() {
         "session.stop",
         "session.delete",
         "session.archive",
+        "session.move",
         "session.fork",
         "session.compact",
         "session.getInterrupted",

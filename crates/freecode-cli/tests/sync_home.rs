@@ -333,6 +333,28 @@ fn travel_both_ways(n: Net) {
     n.ok(&b, &["sync", "now"]);
     assert_eq!(sessions(&b)[&s]["status"], "active");
 
+    // A move to another project on alpha: beta's copy moves too, directory and all.
+    n.ok(&a, &["session", "move", &s, "--project", "/srv/déménagé"]);
+    n.ok(&a, &["sync", "now"]);
+    n.ok(&b, &["sync", "now"]);
+    assert_eq!(sessions(&b)[&s]["projectPath"], "/srv/déménagé");
+    let dir_of = |h: &Path| {
+        common::find_below(&h.join("sessions"), &s)
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(dir_of(&a), dir_of(&b));
+    assert_eq!(files_of(&a, &s), files_of(&b, &s));
+    let r = n.json(&b, &["sync", "now", "--json"]);
+    assert_eq!(
+        (r["pushed"].as_u64(), r["pulled"].as_u64()),
+        (Some(0), Some(0)),
+        "{r}"
+    );
+
     // The server holds none of the words.
     let objects = n.objects();
     assert!(

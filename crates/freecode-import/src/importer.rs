@@ -110,6 +110,20 @@ pub struct SessionOutcome {
     pub last_activity: i64,
     /// Why it was skipped.
     pub reason: Option<String>,
+    /// Where it was placed when its source names no usable project (see [`crate::place`]).
+    pub placed: Option<Placed>,
+}
+
+/// Where a session whose source names no usable project was placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    /// Its project path.
+    pub project: String,
+    /// `hash` (a directory the chat names has the source's project hash), `guess` (from the
+    /// paths the chat names) or `unplaced` (no evidence: the home's project for those).
+    pub how: &'static str,
+    /// What the placement rests on, for a person.
+    pub why: String,
 }
 
 /// What an import run did.
@@ -257,13 +271,20 @@ struct Shared<'a> {
 impl Shared<'_> {
     /// The known root whose hash is `hash`, and how many roots were tried.
     fn resolve(&self, store: &SessionStore, hash: &str) -> (Option<String>, usize) {
-        let Some(hints) = self.hints else {
-            return (None, 0);
-        };
-        let known = self
-            .known
-            .get_or_init(|| KnownRoots::gather(hints, Some(store)));
-        (known.resolve(hash).map(str::to_owned), known.len())
+        match self.known(store) {
+            Some(known) => (known.resolve(hash).map(str::to_owned), known.len()),
+            None => (None, 0),
+        }
+    }
+
+    /// The directories this machine is known to work in (gathered once), if the front end
+    /// gave hints where to look.
+    fn known(&self, store: &SessionStore) -> Option<&KnownRoots> {
+        let hints = self.hints?;
+        Some(
+            self.known
+                .get_or_init(|| KnownRoots::gather(hints, Some(store))),
+        )
     }
 }
 
@@ -360,6 +381,7 @@ fn unit_pass(
                 findings: Vec::new(),
                 last_activity: 0,
                 reason: None,
+                placed: None,
             });
         }
         return out;
@@ -419,6 +441,67 @@ fn unit_pass(
         } else {
             s
         };
+        // No usable project still: placed from the chat's own evidence, else under the home's
+        // project for unplaced sessions. Never skipped for want of one.
+        let mut placed = None;
+        let placed_session;
+        let s = if s
+            .project_path
+            .as_deref()
+            .is_none_or(|p| freecode_core::project_key::normalize_absolute(p).is_none())
+        {
+            // Imported before: where it is now (placed then, or moved by the user since).
+            let here = session_id(s.agent, &s.source_id)
+                .ok()
+                .and_then(|id| store.meta(&id).ok())
+                .map(|m| m.project_path);
+            let known = shared.known(store);
+            let roots = known.iter().flat_map(|k| k.roots());
+            let (project, how, why) = match crate::place::place(s, s.project_hash.as_deref(), roots)
+            {
+                crate::place::Placement::Hash(dir) => (
+                    dir,
+                    "hash",
+                    "a directory the chat names has its project hash".to_owned(),
+                ),
+                crate::place::Placement::Guess { dir, why } => (dir, "guess", why),
+                crate::place::Placement::Unplaced => (
+                    crate::place::unplaced_project(store.home().root()),
+                    "unplaced",
+                    match (&unresolved, &s.project_path) {
+                        (Some(why), _) => {
+                            format!("{why}, and the chat names no path to place it by")
+                        }
+                        (None, Some(relative)) => format!(
+                            "its source names {relative:?}, not an absolute path, and the chat \
+                             no path to place it by"
+                        ),
+                        (None, None) => {
+                            "its source names no project, and the chat no path to place it by"
+                                .to_owned()
+                        }
+                    },
+                ),
+            };
+            let project = match here {
+                Some(here) => here,
+                None => {
+                    placed = Some(Placed {
+                        project: project.clone(),
+                        how,
+                        why,
+                    });
+                    project
+                }
+            };
+            placed_session = ImportedSession {
+                project_path: Some(project),
+                ..s.clone()
+            };
+            &placed_session
+        } else {
+            s
+        };
         let planned = match plan(s, opts.now) {
             Ok(mut p) => {
                 if s.parent
@@ -460,6 +543,7 @@ fn unit_pass(
             findings: Vec::new(),
             last_activity: planned.last_activity,
             reason: None,
+            placed: placed.clone(),
         };
         if opts
             .since
@@ -536,6 +620,7 @@ fn skipped_unplanned(s: &ImportedSession, reason: String) -> SessionOutcome {
         findings: Vec::new(),
         last_activity: s.updated_ms.unwrap_or(0),
         reason: Some(reason),
+        placed: None,
     }
 }
 
@@ -1111,41 +1196,77 @@ mod tests {
     }
 
     #[test]
-    fn a_session_not_planned_is_counted_skipped_and_its_unit_never_watermarked() {
+    fn a_session_with_no_project_is_placed_by_its_paths_or_unplaced_and_stays_where_moved() {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src");
         std::fs::create_dir(&src).unwrap();
-        // No cwd on any record: no project directory.
-        let line = serde_json::json!({"type":"user","uuid":"u1","parentUuid":null,
-            "timestamp":"2026-01-01T00:00:00Z","sessionId":"s",
-            "message":{"role":"user","content":"hello"}});
-        std::fs::write(src.join("s.jsonl"), format!("{line}\n")).unwrap();
+        // No cwd on any record: no project directory. One chat names paths, one none.
+        let user = |session: &str, uuid: &str, text: &str| {
+            let parent = (uuid != "u1").then_some("u1");
+            serde_json::json!({"type":"user","uuid":uuid,"parentUuid":parent,
+                "timestamp":"2026-01-01T00:00:00Z","sessionId":session,
+                "message":{"role":"user","content":text}})
+            .to_string()
+                + "\n"
+        };
+        std::fs::write(src.join("s.jsonl"), user("s", "u1", "hello")).unwrap();
+        std::fs::write(
+            src.join("t.jsonl"),
+            user(
+                "t",
+                "u1",
+                "why does /srv/app/src/main.rs not see /srv/app/Cargo.toml?",
+            ),
+        )
+        .unwrap();
         let store = store(dir.path());
-        let roots = vec![src];
+        let roots = vec![src.clone()];
         let r = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
-        assert_eq!(actions(&r), ["skipped"], "{:?}", r.issues);
-        let s = &r.sessions[0];
-        assert_eq!(s.id, session_id(Agent::ClaudeCode, "s").unwrap().as_str());
-        assert_eq!(s.messages, 1);
-        let reason = s.reason.as_deref().unwrap();
-        assert!(reason.contains("--project DIR"), "{reason}");
-        // The issue names the file once.
-        let issue = r.issues.iter().find(|i| i.message == reason).unwrap();
-        assert!(!issue.message.contains("s.jsonl"), "{issue:?}");
-        assert!(ImportState::load(store.home()).units.is_empty());
-        // Again, unchanged: still skipped (read again, not taken as unchanged).
-        let again = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(actions(&r), ["imported", "imported"], "{:?}", r.issues);
+        let placed: Vec<_> = r
+            .sessions
+            .iter()
+            .map(|s| s.placed.clone().unwrap())
+            .collect();
+        let unplaced = crate::place::unplaced_project(store.home().root());
         assert_eq!(
-            (again.unchanged_units, actions(&again)),
-            (0, vec!["skipped"])
+            (placed[0].how, placed[0].project.as_str()),
+            ("unplaced", unplaced.as_str())
         );
+        assert_eq!(
+            (placed[1].how, placed[1].project.as_str()),
+            ("guess", "/srv/app")
+        );
+        let (s, t) = (
+            session_id(Agent::ClaudeCode, "s").unwrap(),
+            session_id(Agent::ClaudeCode, "t").unwrap(),
+        );
+        assert_eq!(store.meta(&s).unwrap().project_path, unplaced);
+        assert_eq!(store.meta(&t).unwrap().project_path, "/srv/app");
+        assert_eq!(ImportState::load(store.home()).units.len(), 2);
+        // Moved by the user, grown in the source: it stays where the user put it.
+        store.move_to_project(&s, "/work/app").unwrap();
+        let mut grown = user("s", "u1", "hello");
+        grown.push_str(&user("s", "u2", "again"));
+        std::fs::write(src.join("s.jsonl"), grown).unwrap();
+        let r = run(&store, Agent::ClaudeCode, &roots, &opts()).unwrap();
+        assert_eq!(actions(&r), ["updated", "unchanged"], "{:?}", r.issues);
+        assert!(r.sessions[0].placed.is_none());
+        assert_eq!(store.meta(&s).unwrap().project_path, "/work/app");
+        assert_eq!(store.messages(&s).unwrap().messages.len(), 2);
+        // `--project` names it before any guess.
         let named = Options {
             fallback_project: Some("/p".into()),
             ..opts()
         };
-        let r = run(&store, Agent::ClaudeCode, &roots, &named).unwrap();
-        assert_eq!(actions(&r), ["imported"], "{:?}", r.issues);
-        assert_eq!(ImportState::load(store.home()).units.len(), 1);
+        let fresh = SessionStore::open(Home::new(dir.path().join("other-home"))).unwrap();
+        let r = run(&fresh, Agent::ClaudeCode, &roots, &named).unwrap();
+        assert!(
+            r.sessions.iter().all(|s| s.placed.is_none()),
+            "{:?}",
+            r.sessions
+        );
+        assert_eq!(fresh.meta(&t).unwrap().project_path, "/p");
     }
 
     #[test]

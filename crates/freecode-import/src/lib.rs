@@ -19,6 +19,7 @@ pub mod importer;
 pub mod lines;
 pub mod model;
 pub mod opencode;
+pub mod place;
 pub mod projects;
 pub mod source;
 pub mod state;

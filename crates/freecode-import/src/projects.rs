@@ -117,6 +117,12 @@ impl KnownRoots {
             .map(String::as_str)
     }
 
+    /// The directories known (each once; a root given with a trailing slash, also without).
+    pub fn roots(&self) -> impl Iterator<Item = &str> {
+        let unique: BTreeSet<&str> = self.by_hash.values().map(String::as_str).collect();
+        unique.into_iter()
+    }
+
     /// How many distinct hashes are known.
     pub fn len(&self) -> usize {
         self.by_hash.len()

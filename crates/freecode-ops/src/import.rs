@@ -128,6 +128,8 @@ fn report_of(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport 
         unchanged: 0,
         skipped: 0,
         failed: 0,
+        guessed: 0,
+        unplaced: 0,
         messages: 0,
         bytes_read: r.bytes_read,
         redactions: 0,
@@ -146,6 +148,11 @@ fn report_of(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport 
                 Action::Failed => summary.failed += 1,
             }
             summary.messages += s.added_messages as u64;
+            match s.placed.as_ref().map(|p| p.how) {
+                Some("guess") => summary.guessed += 1,
+                Some("unplaced") => summary.unplaced += 1,
+                _ => {}
+            }
             summary.redactions += s.redactions as u64;
             for (rule, n) in &s.redaction_rules {
                 *summary.redactions_by_rule.entry(rule.clone()).or_default() += *n as u64;
@@ -165,6 +172,11 @@ fn report_of(agent: Agent, dry_run: bool, r: &importer::Report) -> ImportReport 
                 findings: s.findings.clone(),
                 last_activity: s.last_activity,
                 reason: s.reason.clone(),
+                placed: s.placed.as_ref().map(|p| crate::types::ImportPlacement {
+                    project: p.project.clone(),
+                    how: p.how.to_owned(),
+                    why: p.why.clone(),
+                }),
             }
         })
         .collect();

@@ -338,6 +338,27 @@ pub fn rename(store: &SessionStore, id: &SessionId, title: &str) -> Result<Sessi
     Ok(store.update_meta(id, |m| m.title = title.to_owned())?)
 }
 
+/// Moves session `id` to project `project` (a directory; a relative one is taken from the
+/// current directory), keeping its id, messages, rollout log and memory: an imported session
+/// placed by a guess, or under the unplaced project, placed where it belongs.
+pub fn move_to_project(store: &SessionStore, id: &SessionId, project: &str) -> Result<SessionMeta> {
+    let project = project.trim();
+    if project.is_empty() {
+        return Err(Error::Invalid(
+            "the project directory cannot be empty".into(),
+        ));
+    }
+    let abs = std::path::absolute(project)
+        .map_err(|e| Error::Invalid(format!("project {project:?}: {e}")))?;
+    let abs = abs.to_string_lossy();
+    let Some(normal) = freecode_core::project_key::normalize_absolute(&abs) else {
+        return Err(Error::Invalid(format!(
+            "project {project:?}: not a directory path this machine can name"
+        )));
+    };
+    Ok(store.move_to_project(id, &normal)?)
+}
+
 /// Archives session `id`: kept and listed, out of the way.
 pub fn archive(store: &SessionStore, id: &SessionId) -> Result<SessionMeta> {
     Ok(store.archive(id)?)

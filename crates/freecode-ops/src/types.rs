@@ -489,6 +489,11 @@ pub struct ImportedItem {
     pub last_activity: i64,
     /// Why it was skipped or failed.
     pub reason: Option<String>,
+    /// Where it was placed when its source names no usable project: by the project hash a
+    /// directory the chat names has, by a guess from the paths the chat names, or under the
+    /// home's project for unplaced sessions (`session move` places it elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed: Option<ImportPlacement>,
 }
 
 /// The counts of [`ImportReport`].
@@ -513,6 +518,10 @@ pub struct ImportSummary {
     pub skipped: u64,
     /// Sessions whose writing failed (`reason` says why).
     pub failed: u64,
+    /// Sessions whose project is a guess from the paths their chat names (`placed` says).
+    pub guessed: u64,
+    /// Sessions placed under the home's project for unplaced sessions: no evidence.
+    pub unplaced: u64,
     /// Messages written.
     pub messages: u64,
     /// Bytes of source read.
@@ -521,6 +530,18 @@ pub struct ImportSummary {
     pub redactions: u64,
     /// Of them, how many each rule would redact (with `--dry-run`).
     pub redactions_by_rule: BTreeMap<String, u64>,
+}
+
+/// Where an import placed a session whose source names no usable project.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportPlacement {
+    /// Its project path.
+    pub project: String,
+    /// `hash`, `guess` or `unplaced`.
+    pub how: String,
+    /// What it rests on.
+    pub why: String,
 }
 
 /// A bad input an import skipped.

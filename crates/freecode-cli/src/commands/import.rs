@@ -127,6 +127,24 @@ impl ImportArgs {
             }
             stdout.flush()?;
             drop(stdout);
+            // A line per session whose project needed a guess (or had no evidence at all).
+            for s in &out.sessions {
+                let Some(p) = s.placed.as_ref().filter(|p| p.how != "hash") else {
+                    continue;
+                };
+                let what = if p.how == "unplaced" {
+                    "no project found: placed in"
+                } else {
+                    "project guessed:"
+                };
+                eprintln!(
+                    "{}: {what} {} ({}); `freecode session move {} --project DIR` places it elsewhere",
+                    s.path.display(),
+                    clean_line(&p.project),
+                    clean_line(&p.why),
+                    s.session_id
+                );
+            }
             for issue in &out.issues {
                 match issue.line {
                     Some(line) => eprintln!(
@@ -178,6 +196,15 @@ impl ImportArgs {
                         crate::commands::share::by_rule(&s.redactions_by_rule)
                     ));
                 }
+            }
+            if s.guessed > 0 {
+                summary.push_str(&format!(
+                    "; {} placed by a guess",
+                    plural(s.guessed, "session", "sessions")
+                ));
+            }
+            if s.unplaced > 0 {
+                summary.push_str(&format!("; {} unplaced", s.unplaced));
             }
             if !out.issues.is_empty() {
                 summary.push_str(&format!(

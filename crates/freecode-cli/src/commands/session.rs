@@ -37,6 +37,11 @@ pub enum SessionCommand {
     Restore(IdArgs),
     /// Give a session a new title.
     Rename(RenameArgs),
+    /// Move a session to another project, keeping its id.
+    ///
+    /// For an imported session whose project was a guess, or that no evidence placed (under
+    /// the home's `unplaced` project): put where it belongs.
+    Move(MoveArgs),
     /// Archive a session: kept and listed, out of the way (`restore` undoes it).
     Archive(IdArgs),
     /// Trim the log to the last N user turns, recording a summary.
@@ -87,6 +92,19 @@ pub struct RenameArgs {
     id: String,
     /// The new title (not empty).
     title: String,
+    /// Print the updated meta as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `session move`.
+#[derive(Debug, Args)]
+pub struct MoveArgs {
+    /// Session id (or a unique prefix of one).
+    id: String,
+    /// The project directory (relative paths are taken from the current directory).
+    #[arg(long, value_name = "DIR")]
+    project: String,
     /// Print the updated meta as JSON.
     #[arg(long)]
     json: bool,
@@ -205,6 +223,15 @@ impl SessionCommand {
                     print_json(&meta)
                 } else {
                     print_line(&format!("renamed {id} to {:?}", meta.title))
+                }
+            }
+            Self::Move(a) => {
+                let id = resolve_id(&store, &a.id)?;
+                let meta = sessions::move_to_project(&store, &id, &a.project)?;
+                if a.json {
+                    print_json(&meta)
+                } else {
+                    print_line(&format!("moved {id} to project {}", meta.project_path))
                 }
             }
             Self::Archive(a) => {

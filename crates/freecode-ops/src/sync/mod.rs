@@ -2172,6 +2172,8 @@ impl Engine {
                     // creation cut short left a fresh meta of its own).
                     if take || !exists || st.meta.is_none() {
                         writer.put_meta_bytes(&s.bytes)?;
+                        // Moved to another project there (`session move`): here too.
+                        writer.move_dir_to_project(&remote.project_path)?;
                     } else {
                         // Ours is newer: it stays, and goes out with the next push.
                         continue;
@@ -2196,6 +2198,8 @@ impl Engine {
             }
         }
         drop(events_lock);
+        // Where the session is now (a meta that moved it to another project moved it).
+        let paths = writer.paths().clone();
         drop(writer);
         // The meta digest is the record's only when it was taken.
         let before_meta = st.meta.clone();

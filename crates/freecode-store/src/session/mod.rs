@@ -947,6 +947,12 @@ impl SessionStore {
         self.writer(id)?.update_meta(f)
     }
 
+    /// Moves a session to another project, keeping its id (see
+    /// [`SessionWriter::move_to_project`]); `project_path` must be absolute and in normal form.
+    pub fn move_to_project(&self, id: &SessionId, project_path: &str) -> Result<SessionMeta> {
+        self.writer(id)?.move_to_project(project_path)
+    }
+
     /// Sets the status.
     pub fn set_status(&self, id: &SessionId, status: SessionStatus) -> Result<SessionMeta> {
         self.update_meta(id, |m| m.status = status)

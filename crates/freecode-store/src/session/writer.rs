@@ -70,6 +70,22 @@ pub struct SessionWriter {
     pub repaired_tail: Option<(u64, u64)>,
 }
 
+/// Removes a project directory its last session left (a hashed one keeps its path file until
+/// then); anything else in it keeps it.
+fn remove_if_left_empty(project_dir: &Path) {
+    let side = project_dir.join(super::PROJECT_PATH_FILE);
+    let only_side = fs::read_dir(project_dir).is_ok_and(|rd| {
+        rd.filter_map(|e| e.ok())
+            .all(|e| e.file_name() == super::PROJECT_PATH_FILE)
+    });
+    if only_side {
+        if fs::symlink_metadata(&side).is_ok() {
+            let _ = fsutil::remove_file(&side);
+        }
+        let _ = fsutil::remove_empty_dir(project_dir);
+    }
+}
+
 impl SessionWriter {
     pub(super) fn open(store: SessionStore, id: SessionId, paths: SessionPaths) -> Result<Self> {
         let lock = SessionLock::acquire(&paths.dir, id.as_str(), store.config.lock_wait)?;
@@ -144,18 +160,46 @@ impl SessionWriter {
         }
         tracing::info!(from = %self.paths.dir.display(), to = %dst.display(), "moved a session to the directory the original reads");
         self.paths.dir = dst;
-        // The old project directory goes once empty (a hashed one keeps its path file until
-        // its last session leaves).
-        let side = old_parent.join(super::PROJECT_PATH_FILE);
-        let only_side = fs::read_dir(&old_parent).is_ok_and(|rd| {
-            rd.filter_map(|e| e.ok())
-                .all(|e| e.file_name() == super::PROJECT_PATH_FILE)
-        });
-        if only_side {
-            if fs::symlink_metadata(&side).is_ok() {
-                let _ = fsutil::remove_file(&side);
+        remove_if_left_empty(&old_parent);
+        Ok(())
+    }
+
+    /// Moves the session to project `project_path` (absolute and in normal form: the caller
+    /// checks), keeping its id and everything else: one `rename` of its directory into the
+    /// project's (under the lock, which moves with it; both parents fsynced; never over an
+    /// existing directory), then `projectPath` in the meta. A move a crash cut between the two
+    /// is finished by moving again.
+    pub fn move_to_project(&mut self, project_path: &str) -> Result<SessionMeta> {
+        self.move_dir_to_project(project_path)?;
+        self.update_meta(|m| m.project_path = project_path.to_owned())
+    }
+
+    /// The directory move of [`SessionWriter::move_to_project`] alone, the meta untouched:
+    /// home sync, after it wrote a meta another machine moved, puts the directory where the
+    /// meta says.
+    pub fn move_dir_to_project(&mut self, project_path: &str) -> Result<()> {
+        let new_parent = self.store.project_dir_for(project_path)?;
+        let dst = new_parent.join(self.id.as_str());
+        if dst != self.paths.dir {
+            if fs::symlink_metadata(&dst).is_ok() {
+                return Err(StoreError::AlreadyExists {
+                    id: self.id.to_string(),
+                    path: dst,
+                });
             }
-            let _ = fsutil::remove_empty_dir(&old_parent);
+            let old_parent = self.paths.dir.parent().map(Path::to_path_buf);
+            let _busy = fsutil::busy();
+            fsutil::rename(&self.paths.dir, &dst)?;
+            if self.store.sync_rewrites() {
+                fsutil::sync_dir(&new_parent)?;
+                if let Some(old) = &old_parent {
+                    fsutil::sync_dir(old)?;
+                }
+            }
+            self.paths.dir = dst;
+            if let Some(old) = &old_parent {
+                remove_if_left_empty(old);
+            }
         }
         Ok(())
     }

@@ -248,6 +248,48 @@ fn a_linked_project_directory_is_never_written_into() {
 }
 
 #[test]
+fn a_session_moved_to_another_project_keeps_everything_and_never_goes_through_a_link() {
+    let t = TestHome::new();
+    let out = Outside::new(&t);
+    let home = t.store.home().clone();
+    let id = t.store.create(new_session("/src/première")).unwrap();
+    t.store
+        .append(&id, &text_msg("m1", Role::User, "bonjour"))
+        .unwrap();
+    let old_dir = t.store.locate(&id).unwrap().dir;
+    // Into a project directory that is a link: refused, nothing moved, nothing written there.
+    let key = freecode_core::project_key::project_key("/victim/project");
+    let link = home.sessions_dir().join(key.dir_name());
+    symlink(out.subdir(), &link).unwrap();
+    let before = out.state();
+    let err = t.store.move_to_project(&id, "/victim/project").unwrap_err();
+    assert!(is_link_error(&err, &link), "{err:?}");
+    assert_eq!(out.state(), before);
+    assert_eq!(t.store.locate(&id).unwrap().dir, old_dir);
+    // Elsewhere: the same id, messages and all; the emptied project directory is gone.
+    let meta = t.store.move_to_project(&id, "/dst/déplacé").unwrap();
+    assert_eq!(
+        (meta.id.as_str(), meta.project_path.as_str()),
+        (id.as_str(), "/dst/déplacé")
+    );
+    let new_dir = t.store.locate(&id).unwrap().dir;
+    assert_ne!(new_dir, old_dir);
+    assert!(!old_dir.parent().unwrap().exists());
+    assert_eq!(t.store.messages(&id).unwrap().messages.len(), 1);
+    assert_eq!(t.store.meta(&id).unwrap().project_path, "/dst/déplacé");
+    // Held by a writer: it waits its turn (this store fails at once).
+    let w = t.store.writer(&id).unwrap();
+    assert!(matches!(
+        t.store.move_to_project(&id, "/dst/ailleurs"),
+        Err(StoreError::Locked { .. })
+    ));
+    drop(w);
+    // Moving to where it is: nothing but the meta's time.
+    t.store.move_to_project(&id, "/dst/déplacé").unwrap();
+    assert_eq!(t.store.locate(&id).unwrap().dir, new_dir);
+}
+
+#[test]
 fn state_links_never_redirect_the_database() {
     for level in ["state", "state/freecode.db", "state/freecode.db-wal"] {
         let t = TestHome::new();

@@ -113,6 +113,12 @@ const METHODS: &[Method] = &[
         result: sub::<()>,
     },
     Method {
+        name: "session.move",
+        summary: "Move a session to another project (an absolute directory), keeping its id; the updated meta",
+        params: &[SESSION_ID, p("project", true, sub::<String>)],
+        result: sub::<SessionMeta>,
+    },
+    Method {
         name: "session.fork",
         summary: "Copy a session; the new id as a bare string (the original's protocol)",
         params: &[SESSION_ID],

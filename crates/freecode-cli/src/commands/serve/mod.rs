@@ -379,6 +379,17 @@ impl Server {
                 sessions::archive(&self.store, &id)?;
                 Ok(Value::Null)
             }
+            "session.move" => {
+                let id = p.session_id()?;
+                let project = p
+                    .opt_str("project")?
+                    .ok_or_else(|| RpcError::params("project is required"))?;
+                if !std::path::Path::new(&project).is_absolute() {
+                    return Err(RpcError::params("project must be an absolute directory"));
+                }
+                sessions::visible(&self.store, &id)?;
+                to_value(&sessions::move_to_project(&self.store, &id, &project)?)
+            }
             "session.fork" => {
                 let id = p.session_id()?;
                 sessions::visible(&self.store, &id)?;
