@@ -1277,6 +1277,98 @@ fn dry_run_and_detect_write_nothing() {
     assert!(!ctx.home.exists(), "detect writes nothing");
 }
 
+/// `import --detect` counts what the import then writes: every session (subagent runs and
+/// forks included) and every message it writes (after a compaction, not before), over every
+/// Claude Code fixture at once, one whose session is gone among them.
+#[test]
+fn detect_counts_exactly_what_the_import_writes() {
+    let ctx = common::Ctx::missing();
+    let config = ctx.tmp.path().join("claude");
+    let project = config.join("projects/-work");
+    freecode_testkit::copy_tree(
+        &freecode_testkit::external_fixtures().join("claude-code"),
+        &project,
+    );
+    // A subagent transcript whose session's file is gone.
+    let orphan = project.join("orphan-session/subagents");
+    std::fs::create_dir_all(&orphan).unwrap();
+    std::fs::copy(
+        project.join(
+            "schema/agentsessions-subagent/0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f/subagents/\
+             agent-a0ad4f44468bdf20d.jsonl",
+        ),
+        orphan.join("agent-0rphan.jsonl"),
+    )
+    .unwrap();
+    // A session compacted once: the import writes what follows the compaction.
+    let rec = |v: Value| v.to_string() + "\n";
+    let at = |s: u32| format!("2026-01-01T00:00:{s:02}Z");
+    let msg = |uuid: &str, parent: Option<&str>, s: u32, role: &str, text: &str| {
+        rec(
+            serde_json::json!({"type": role, "uuid": uuid, "parentUuid": parent,
+            "timestamp": at(s), "cwd": "/work", "sessionId": "compacted",
+            "message": {"role": role, "content": text, "id": format!("m-{uuid}")}}),
+        )
+    };
+    let text = [
+        msg("u1", None, 1, "user", "first question"),
+        msg("a1", Some("u1"), 2, "assistant", "first answer"),
+        msg("u2", Some("a1"), 3, "user", "second question"),
+        msg("a2", Some("u2"), 4, "assistant", "second answer"),
+        rec(
+            serde_json::json!({"type": "system", "subtype": "compact_boundary", "uuid": "b1",
+            "parentUuid": null, "logicalParentUuid": "a2", "timestamp": at(5), "cwd": "/work",
+            "sessionId": "compacted", "compactMetadata": {"preTokens": 900}}),
+        ),
+        rec(
+            serde_json::json!({"type": "user", "isCompactSummary": true, "uuid": "cs",
+            "parentUuid": "b1", "timestamp": at(6), "cwd": "/work", "sessionId": "compacted",
+            "message": {"role": "user", "content": "two questions were answered"}}),
+        ),
+        msg("u3", Some("cs"), 7, "user", "third question"),
+        msg("a3", Some("u3"), 8, "assistant", "third answer"),
+    ]
+    .concat();
+    std::fs::write(project.join("compacted.jsonl"), text).unwrap();
+    let run = |args: &[&str]| {
+        let out = ctx
+            .cmd(&[])
+            .env("CLAUDE_CONFIG_DIR", &config)
+            .env("HOME", ctx.tmp.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let detect = run(&["import", "--detect", "--json"]);
+    let claude = &detect["agents"][0];
+    let imported = run(&["import", "claude-code", "--json"]);
+    let s = &imported["summary"];
+    assert_eq!(s["skipped"], 0, "{imported:#}");
+    assert_eq!(claude["sessions"], s["imported"], "{claude} {s}");
+    assert_eq!(claude["messages"], s["messages"], "{claude} {s}");
+    let orphaned = imported["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["path"].as_str().unwrap().ends_with("agent-0rphan.jsonl"))
+        .unwrap_or_else(|| panic!("{imported:#}"));
+    assert_eq!(orphaned["action"], "imported");
+    assert!(orphaned["parentId"].is_string(), "{orphaned}");
+    let compacted = imported["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["sourceId"] == "compacted")
+        .unwrap();
+    assert_eq!(compacted["messages"], 2, "{compacted}");
+}
+
 #[test]
 fn a_directory_without_the_agents_file_names_says_what_it_looks_for() {
     // A Codex rollout saved under another name: found when given as a file, and the

@@ -4,7 +4,10 @@
 //! - [`discover`]: one unit per `<sessionId>.jsonl`; its subagent transcripts
 //!   (`<sessionId>/subagents/**/agent-*.jsonl`, and before 2.1.2 `agent-*.jsonl` beside it
 //!   naming it as their `sessionId`) and its spilled tool outputs (`<sessionId>/tool-results/`)
-//!   are side files of that unit, never units of their own.
+//!   are side files of that unit. A subagent transcript whose session's file is not there
+//!   (deleted by Claude Code's cleanup, or a walk started inside the session's folder) is a
+//!   unit of its own, read as the same child session it would be beside its parent (so the
+//!   parent, imported later, finds it).
 //! - [`read`]: the records form a tree through `parentUuid`. The live leaf is
 //!   `last-prompt.leafUuid` when it resolves, else the newest record nobody points to (sidechain
 //!   records only in a subagent file); the chain is walked up from it, crossing a
@@ -15,7 +18,8 @@
 //!   records by their parent line). `isMeta` and local-command caveat lines are skipped.
 //!   Thinking blocks are not kept (freecode has no reasoning part): only their length reaches
 //!   the rollout. Other leaves that hold a prompt of their own become forks; subagent files
-//!   become child sessions.
+//!   become child sessions, and so do the `isSidechain` runs older versions wrote into the
+//!   session's own file (each named by the Task call whose prompt it starts with).
 //! - The project path is the first record's `cwd`, never the directory name.
 
 use std::collections::{HashMap, HashSet};
@@ -80,9 +84,10 @@ pub fn discover(root: &Path, issues: &mut Vec<SourceIssue>) -> Vec<SourceUnit> {
     units
 }
 
-/// Directories entered below the root at most: `projects/<key>/` and one more for a tree of
-/// copies.
-const MAX_DEPTH: usize = 3;
+/// Directories entered below the root at most: `projects/<key>/`, and a tree of copies or
+/// backups holding such trees (a bound on a walk of `/`, not on any layout Claude Code
+/// writes).
+const MAX_DEPTH: usize = 8;
 
 fn walk(dir: &Path, depth: usize, units: &mut Vec<SourceUnit>, issues: &mut Vec<SourceIssue>) {
     let entries = match std::fs::read_dir(dir) {
@@ -112,6 +117,7 @@ fn walk(dir: &Path, depth: usize, units: &mut Vec<SourceUnit>, issues: &mut Vec<
         .filter_map(|n| n.to_str()?.strip_suffix(".jsonl").map(str::to_owned))
         .collect();
     let mut here: Vec<SourceUnit> = Vec::new();
+    let mut orphans: Vec<SourceUnit> = Vec::new();
     let mut loose_agents = Vec::new();
     for name in &files {
         let Some(name) = name.to_str() else { continue };
@@ -136,25 +142,34 @@ fn walk(dir: &Path, depth: usize, units: &mut Vec<SourceUnit>, issues: &mut Vec<
                         unit.side_files.push(path);
                     }
                 }
-                None => issues.push(SourceIssue::in_file(
-                    &path,
-                    format!("subagent transcript of session {sid}, which is not here: skipped"),
-                )),
+                // Its session is not here (gone, or elsewhere): a session of its own.
+                None => orphans.push(SourceUnit::file(Agent::ClaudeCode, &path)),
             },
-            None => issues.push(SourceIssue::in_file(
-                &path,
-                "subagent transcript naming no session: skipped",
-            )),
+            None => orphans.push(SourceUnit::file(Agent::ClaudeCode, &path)),
         }
     }
     units.extend(here);
+    units.extend(orphans);
     if depth >= MAX_DEPTH {
         return;
     }
     for name in dirs {
         let Some(text) = name.to_str() else { continue };
         // A session's own directory (subagents, tool results) is read with the session.
-        if stems.contains(text) || text == "subagents" || text == "tool-results" {
+        if stems.contains(text) || text == "tool-results" {
+            continue;
+        }
+        // Reached only when its session's transcript is not beside it (gone, or this walk
+        // started inside it): each subagent transcript is a session of its own.
+        if text == "subagents" {
+            let mut agents = Vec::new();
+            collect_agents(&dir.join(&name), 0, &mut agents);
+            agents.sort();
+            units.extend(
+                agents
+                    .iter()
+                    .map(|p| SourceUnit::file(Agent::ClaudeCode, p)),
+            );
             continue;
         }
         walk(&dir.join(&name), depth + 1, units, issues);
@@ -238,7 +253,38 @@ pub fn read(unit: &SourceUnit) -> Result<Read, ReadError> {
         .filter_map(|p| Some((p.file_name()?.to_str()?.to_owned(), p.clone())))
         .collect();
     let file = parse_file(&unit.path, &spills, &mut out.issues)?;
+    if is_agent_file(&unit.path) {
+        // A subagent transcript read alone (its session's is gone, or elsewhere): the child
+        // session it would be beside its session, so it is the same one when that comes.
+        let agent_id = source_id.strip_prefix("agent-").unwrap_or(&source_id);
+        // `<session>/subagents/…/agent-<id>.jsonl` names its session by the folder (since
+        // 2.1.2); a file beside the sessions (before) by its records' `sessionId`.
+        let parent = unit
+            .path
+            .ancestors()
+            .skip(1)
+            .take(5)
+            .find(|d| d.file_name() == Some("subagents".as_ref()))
+            .and_then(|d| d.parent()?.file_name()?.to_str().map(str::to_owned))
+            .or_else(|| first_session_id(&unit.path).filter(|sid| *sid != source_id));
+        let (child_id, link) = match parent {
+            Some(parent) => (
+                subagent_source_id(&parent, agent_id),
+                Some(ParentLink {
+                    source_id: parent,
+                    kind: ParentKind::Subagent,
+                }),
+            ),
+            None => (source_id.clone(), None),
+        };
+        let mut kids = file.sessions(&child_id, &unit.path, link, &mut out.issues);
+        kids.truncate(1);
+        out.sessions = kids;
+        return Ok(out);
+    }
     let mut sessions = file.sessions(&source_id, &unit.path, None, &mut out.issues);
+    // Before subagents had files of their own, their records sat in the session's file.
+    sessions.extend(file.inline_sidechains(&source_id, &unit.path, &mut out.issues));
     for side in unit.side_files.iter().filter(|p| is_agent_file(p)) {
         let child = match parse_file(side, &spills, &mut out.issues) {
             Ok(child) => child,
@@ -721,6 +767,111 @@ impl Parsed {
                 kind: ParentKind::Fork,
             };
             out.push(self.session(&format!("{source_id}@{uuid}"), path, Some(link), &chain));
+        }
+        out
+    }
+
+    /// The subagent runs an older version wrote into the session's own file (`isSidechain`
+    /// records beside the main chain): a child session per run, as a subagent transcript of
+    /// its own would be. A run is named by the Task call whose prompt it starts with (so the
+    /// parent's subagent events name it), else by its first record's uuid; its newest branch
+    /// is kept.
+    fn inline_sidechains(
+        &self,
+        source_id: &str,
+        path: &Path,
+        issues: &mut Vec<SourceIssue>,
+    ) -> Vec<ImportedSession> {
+        if !self.nodes.iter().any(|n| !n.sidechain && n.uuid.is_some()) {
+            return Vec::new();
+        }
+        let mut pointed = HashSet::new();
+        for n in &self.nodes {
+            if let Some(p) = &n.parent {
+                pointed.insert(p.as_str());
+            }
+        }
+        // Each run's newest leaf, by the run's first record.
+        let mut runs: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if !n.sidechain || n.uuid.as_deref().is_none_or(|u| pointed.contains(u)) {
+                continue;
+            }
+            let chain: Vec<usize> = self
+                .chain(i, path, issues)
+                .into_iter()
+                .filter(|&c| self.nodes[c].sidechain)
+                .collect();
+            let Some(&root) = chain.first() else { continue };
+            match runs.iter_mut().find(|(r, _)| *r == root) {
+                Some(run) => run.1 = chain,
+                None => runs.push((root, chain)),
+            }
+        }
+        // The Task calls of the main records, by their prompt.
+        let mut tasks: HashMap<String, String> = HashMap::new();
+        for n in self.nodes.iter().filter(|n| !n.sidechain) {
+            let NodeKind::Assistant { blocks, .. } = &n.kind else {
+                continue;
+            };
+            for b in blocks {
+                let is_task = b.get("type").and_then(Value::as_str) == Some("tool_use")
+                    && matches!(
+                        b.get("name").and_then(Value::as_str),
+                        Some("Task" | "Agent")
+                    );
+                if let (true, Some(prompt), Some(id)) = (
+                    is_task,
+                    b.pointer("/input/prompt").and_then(Value::as_str),
+                    b.get("id").and_then(Value::as_str),
+                ) {
+                    tasks.insert(prompt.trim().to_owned(), id.to_owned());
+                }
+            }
+        }
+        // Sidechain records the session's own chains run through are the session's.
+        let on_main: HashSet<usize> = self
+            .leaves()
+            .into_iter()
+            .filter(|&l| !self.nodes[l].sidechain)
+            .flat_map(|l| self.chain(l, path, &mut Vec::new()))
+            .collect();
+        let mut out = Vec::new();
+        for (root, chain) in runs {
+            if chain.iter().any(|i| on_main.contains(i)) {
+                continue;
+            }
+            let prompt = chain.iter().find_map(|&i| match &self.nodes[i].kind {
+                NodeKind::User {
+                    parts: Some(parts), ..
+                } => Some(
+                    parts
+                        .iter()
+                        .filter_map(Part::text_content)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                ),
+                _ => None,
+            });
+            let agent = prompt
+                .and_then(|p| tasks.get(p.trim()).cloned())
+                .or_else(|| self.nodes[root].uuid.clone())
+                .unwrap_or_default();
+            let link = ParentLink {
+                source_id: source_id.to_owned(),
+                kind: ParentKind::Subagent,
+            };
+            let mut child = self.session(
+                &subagent_source_id(source_id, &agent),
+                path,
+                Some(link),
+                &chain,
+            );
+            // The file's title is the session's, not the run's.
+            child.title = None;
+            if child.message_count() > 0 {
+                out.push(child);
+            }
         }
         out
     }

@@ -922,6 +922,7 @@ pub fn detect(
     var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
     issues: &mut Vec<SourceIssue>,
 ) -> Vec<Detected> {
+    let now = freecode_store::now_ms();
     Agent::ALL
         .into_iter()
         .map(|agent| {
@@ -939,10 +940,28 @@ pub fn detect(
                     d.bytes += unit_bytes(&unit);
                     if let Ok(read) = crate::read(&unit) {
                         d.sessions += read.sessions.len();
+                        // What an import writes: the messages after a compaction, say, not
+                        // the source's every prompt and response (the project, which the
+                        // import places, changes no count).
                         d.messages += read
                             .sessions
                             .iter()
-                            .map(|s| s.message_count())
+                            .map(|s| {
+                                let placed;
+                                let s = if s.project_path.as_deref().is_none_or(|p| {
+                                    freecode_core::project_key::normalize_absolute(p).is_none()
+                                }) {
+                                    placed = ImportedSession {
+                                        project_path: Some("/".into()),
+                                        ..s.clone()
+                                    };
+                                    &placed
+                                } else {
+                                    s
+                                };
+                                plan(s, now)
+                                    .map_or_else(|_| s.message_count(), |p| p.written().len())
+                            })
                             .sum::<usize>();
                     }
                 }

@@ -446,3 +446,125 @@ fn pre_2_1_2_subagent_files_beside_the_session_are_children_not_sessions() {
         ParentKind::Subagent
     );
 }
+
+/// A copy of a tree (the shared fixtures are read-only).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+#[test]
+fn subagent_transcripts_whose_session_is_gone_are_sessions_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let sid = "0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f";
+    let project = dir.path().join("projects/-tmp");
+    copy_tree(&fixtures().join("schema/agentsessions-subagent"), &project);
+    // The child it is beside its session: the id an orphan must have too.
+    let with_parent = read_one(&project.join(format!("{sid}.jsonl")));
+    let child = with_parent.sessions[1].clone();
+    std::fs::remove_file(project.join(format!("{sid}.jsonl"))).unwrap();
+    // From the projects tree, from the session's folder, from `subagents/`, and the file.
+    for root in [
+        dir.path().join("projects"),
+        project.join(sid),
+        project.join(sid).join("subagents"),
+        project
+            .join(sid)
+            .join("subagents/agent-a0ad4f44468bdf20d.jsonl"),
+    ] {
+        let mut issues = Vec::new();
+        let units = discover(&root, &mut issues);
+        assert_eq!(units.len(), 1, "{root:?}: {units:?} {issues:?}");
+        assert!(issues.is_empty(), "{root:?}: {issues:?}");
+        let r = read(&units[0]).unwrap();
+        assert_eq!(r.sessions.len(), 1, "{root:?}");
+        let orphan = &r.sessions[0];
+        assert_eq!(orphan.source_id, child.source_id, "{root:?}");
+        assert_eq!(orphan.parent, child.parent, "{root:?}");
+        assert_eq!(kinds(orphan), kinds(&child));
+    }
+}
+
+#[test]
+fn inline_sidechains_of_older_versions_are_child_sessions_named_by_their_task_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let side = |mut v: Value| {
+        v["isSidechain"] = Value::from(true);
+        v
+    };
+    let task = serde_json::json!({"type":"tool_use","id":"toolu_task1","name":"Task",
+        "input":{"description":"find files","prompt":"List the Rust files"}});
+    let path = write(
+        dir.path(),
+        "old.jsonl",
+        &[
+            user(
+                "u1",
+                None,
+                "2026-01-01T00:00:00Z",
+                Value::from("look around"),
+            ),
+            asst("a1", "u1", "2026-01-01T00:00:01Z", "m1", task),
+            // The subagent's run, inline, its root a prompt of its own.
+            side(user(
+                "s1",
+                None,
+                "2026-01-01T00:00:02Z",
+                Value::from("List the Rust files"),
+            )),
+            side(asst(
+                "s2",
+                "s1",
+                "2026-01-01T00:00:03Z",
+                "m2",
+                serde_json::json!({"type":"text","text":"src/main.rs and src/lib.rs"}),
+            )),
+            user(
+                "u2",
+                Some("a1"),
+                "2026-01-01T00:00:04Z",
+                serde_json::json!([{"type":"tool_result","tool_use_id":"toolu_task1",
+                    "content":"src/main.rs and src/lib.rs"}]),
+            ),
+            asst(
+                "a2",
+                "u2",
+                "2026-01-01T00:00:05Z",
+                "m3",
+                serde_json::json!({"type":"text","text":"two files"}),
+            ),
+            // A run no Task call names: by its first record.
+            side(user(
+                "t1",
+                None,
+                "2026-01-01T00:00:06Z",
+                Value::from("an orphan run"),
+            )),
+        ],
+    );
+    let r = read_one(&path);
+    assert_eq!(r.sessions.len(), 3, "{:?}", r.sessions);
+    let (main, run, other) = (&r.sessions[0], &r.sessions[1], &r.sessions[2]);
+    assert_eq!(kinds(main), "UASA");
+    assert_eq!(run.source_id, "old/agent-toolu_task1");
+    assert_eq!(run.parent.as_ref().unwrap().kind, ParentKind::Subagent);
+    assert_eq!(kinds(run), "UA");
+    assert!(run.title.is_none());
+    assert_eq!(other.source_id, "old/agent-t1");
+    // The parent's subagent run names the child.
+    let Some(Item::Subagent(s)) = main.items.iter().find(|i| matches!(i, Item::Subagent(_))) else {
+        panic!()
+    };
+    assert_eq!(
+        subagent_source_id(&main.source_id, &s.subagent_id),
+        run.source_id
+    );
+}
