@@ -20,7 +20,12 @@ fn list_prints_a_table_and_exact_json() {
     assert!(!table.contains('\x1b'), "NO_COLOR and a pipe: no escapes");
     assert!(ctx.ok(&["session", "list", "--all"]).contains(S5_DELETED));
 
-    let json: Value = serde_json::from_str(&ctx.ok(&["session", "list", "--json"])).unwrap();
+    let mut json: Value = serde_json::from_str(&ctx.ok(&["session", "list", "--json"])).unwrap();
+    // The original's output, and the agent that wrote each session (all of these, ours).
+    for m in json.as_array_mut().unwrap() {
+        assert_eq!(m["agent"], "freecode", "{m}");
+        m.as_object_mut().unwrap().remove("agent");
+    }
     let want: Value = serde_json::from_slice(
         &std::fs::read(fixtures().join("expected/sessions/list/default.json")).unwrap(),
     )
@@ -50,7 +55,9 @@ fn list_prints_a_table_and_exact_json() {
 #[test]
 fn show_json_is_the_meta_plus_the_stored_messages() {
     let ctx = Ctx::fixture();
-    let v: Value = serde_json::from_str(&ctx.ok(&["session", "show", S1, "--json"])).unwrap();
+    let mut v: Value = serde_json::from_str(&ctx.ok(&["session", "show", S1, "--json"])).unwrap();
+    assert_eq!(v["agent"], "freecode");
+    v.as_object_mut().unwrap().remove("agent");
     let meta: Value = serde_json::from_slice(
         &std::fs::read(fixtures().join("expected/sessions/getMeta/S1_full.json")).unwrap(),
     )
@@ -120,7 +127,7 @@ fn streamed_show_json_is_the_tree_built_one_byte_for_byte() {
     assert!(log.issues.iter().any(|i| i.kind.skipped()));
     assert!(log.issues.iter().any(|i| !i.kind.skipped()));
     let mut want = serde_json::to_string_pretty(&Tree {
-        meta: store.meta(&id).unwrap(),
+        meta: store.meta(&id).unwrap().with_agent(),
         messages: log.messages,
     })
     .unwrap();

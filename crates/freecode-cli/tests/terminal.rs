@@ -351,6 +351,58 @@ fn list_rows_fit_an_80_column_terminal() {
     );
 }
 
+/// `session list` names each session's agent, on a terminal as piped: ours `freecode`, an
+/// imported one the agent it came from.
+#[test]
+fn list_has_an_agent_column_on_a_terminal() {
+    let home = Ctx::missing();
+    home.add(
+        "aaaaaaaa-0000-4000-8000-000000000001",
+        "ours, ünïcödé",
+        "/home/dev/p",
+        "active",
+        &[("user", "hi")],
+    );
+    let codex = "aaaaaaaa-0000-4000-8000-000000000002";
+    home.add(
+        codex,
+        "from codex",
+        "/home/dev/p",
+        "active",
+        &[("user", "hi")],
+    );
+    let meta = home
+        .home
+        .join("sessions/home__dev__p")
+        .join(codex)
+        .join("meta.json");
+    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+    m["importedFrom"] = serde_json::json!({"agent": "codex", "sourceId": "x"});
+    std::fs::write(&meta, m.to_string()).unwrap();
+    let tty = strip_sgr(&on_terminal(&home, &["session", "list"], 120, 20, &[]));
+    let lines: Vec<&str> = tty.split("\r\n").filter(|l| !l.is_empty()).collect();
+    insta::assert_snapshot!("session_list_terminal_agents", lines.join("\n"));
+    assert!(lines[0].contains("  AGENT  "), "{tty}");
+    let row = |id: &str| lines.iter().find(|l| l.starts_with(id)).copied().unwrap();
+    assert!(row(codex).contains("  codex  "), "{tty}");
+    assert!(
+        row("aaaaaaaa-0000-4000-8000-000000000001").contains("  freecode  "),
+        "{tty}"
+    );
+    let json: Value = serde_json::from_str(&home.ok(&["session", "list", "--json"])).unwrap();
+    let agents: Vec<&str> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(agents.len(), 2);
+    assert!(
+        agents.contains(&"codex") && agents.contains(&"freecode"),
+        "{json}"
+    );
+}
+
 #[test]
 fn slow_work_shows_progress_on_a_terminal_and_nothing_when_piped() {
     let home = Ctx::missing();

@@ -118,6 +118,13 @@ fn pages_carry_the_policy_and_session_text_is_escaped() {
     let s = Server::start(&f.home);
     let r = s.get(&format!("/session/{TRACED}"));
     assert_eq!(r.status, 200);
+    // The agent that wrote it is named (this one is ours).
+    assert!(
+        r.body
+            .contains(r#"<dt>Agent</dt><dd class="agent">freecode</dd>"#),
+        "{}",
+        r.body
+    );
     let csp = r.header("content-security-policy").unwrap();
     for want in [
         "default-src 'none'",

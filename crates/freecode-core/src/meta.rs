@@ -53,6 +53,9 @@ json_record! {
         /// Sum of the tokens of every provider response in this session.
         "aggregatedTokenCount" => pub aggregated_token_count: Option<u64>,
     }
+    // The agent that wrote it ([`SessionMeta::agent`]), in every session the outputs print
+    // ([`SessionMeta::with_agent`]); not a key of `meta.json`.
+    derived { "agent": String }
 }
 
 impl SessionMeta {
@@ -97,6 +100,17 @@ impl SessionMeta {
     /// session id and project path, when it was imported.
     pub fn imported_from(&self) -> Option<&serde_json::Value> {
         self.extra.get(IMPORTED_FROM)
+    }
+
+    /// This meta as the outputs print it: with `agent` ([`SessionMeta::agent`]). Never written
+    /// to `meta.json` (the writers read the file, not an output).
+    pub fn with_agent(mut self) -> Self {
+        if self.extra.get("agent").is_none() {
+            let agent = self.agent().to_owned();
+            self.extra
+                .insert("agent".to_owned(), serde_json::Value::from(agent));
+        }
+        self
     }
 
     /// The agent that wrote this session: `importedFrom.agent` of a session `freecode import`

@@ -131,6 +131,10 @@ macro_rules! json_record {
         pub struct $name:ident {
             $( $(#[$fmeta:meta])* $key:literal => pub $field:ident : $ty:ty ),+ $(,)?
         }
+        $(
+            // Keys the outputs add (derived, never written to the file): in the schema only.
+            derived { $( $dkey:literal : $dty:ty ),* $(,)? }
+        )?
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq)]
@@ -233,6 +237,12 @@ macro_rules! json_record {
                         required.push($key.into());
                     }
                 )+
+                $( $(
+                    properties.insert(
+                        $dkey.to_owned(),
+                        generator.subschema_for::<$dty>().to_value(),
+                    );
+                )* )?
                 schemars::json_schema!({
                     "type": "object",
                     "properties": properties,

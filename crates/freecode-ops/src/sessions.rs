@@ -138,6 +138,8 @@ pub fn list(home: &Home, req: &ListRequest) -> Result<Listed> {
     if let Some(n) = req.limit {
         sessions.truncate(n);
     }
+    // Every session the outputs print names its agent.
+    let sessions = sessions.into_iter().map(SessionMeta::with_agent).collect();
     Ok(Listed {
         sessions,
         problems: listing.problems,
@@ -183,7 +185,7 @@ pub fn visible(store: &SessionStore, id: &SessionId) -> Result<SessionMeta> {
 /// One session with every readable message, built whole (a JSON-RPC batch, the web viewer's
 /// `/api/sessions/{id}`): [`write_session`] writes the same bytes without holding it.
 pub fn detail(store: &SessionStore, id: &SessionId) -> Result<SessionDetail> {
-    let meta = store.meta(id)?;
+    let meta = store.meta(id)?.with_agent();
     let messages = store.messages(id)?.messages;
     Ok(SessionDetail { meta, messages })
 }
@@ -335,7 +337,9 @@ pub fn rename(store: &SessionStore, id: &SessionId, title: &str) -> Result<Sessi
     if title.is_empty() {
         return Err(Error::Invalid("a session's title cannot be empty".into()));
     }
-    Ok(store.update_meta(id, |m| m.title = title.to_owned())?)
+    Ok(store
+        .update_meta(id, |m| m.title = title.to_owned())?
+        .with_agent())
 }
 
 /// Moves session `id` to project `project` (a directory; a relative one is taken from the
@@ -356,17 +360,17 @@ pub fn move_to_project(store: &SessionStore, id: &SessionId, project: &str) -> R
             "project {project:?}: not a directory path this machine can name"
         )));
     };
-    Ok(store.move_to_project(id, &normal)?)
+    Ok(store.move_to_project(id, &normal)?.with_agent())
 }
 
 /// Archives session `id`: kept and listed, out of the way.
 pub fn archive(store: &SessionStore, id: &SessionId) -> Result<SessionMeta> {
-    Ok(store.archive(id)?)
+    Ok(store.archive(id)?.with_agent())
 }
 
 /// Undoes a soft delete or an archive of session `id`.
 pub fn restore(store: &SessionStore, id: &SessionId) -> Result<SessionMeta> {
-    Ok(store.restore(id)?)
+    Ok(store.restore(id)?.with_agent())
 }
 
 /// Soft-deletes session `id` (restorable).

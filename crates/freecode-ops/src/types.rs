@@ -66,7 +66,7 @@ pub fn write_detail(
     // The frame is the detail of no messages: its `messages` is last, so its final `[]`
     // (followed by the closing brace) is where the messages go.
     let empty = SessionDetail {
-        meta: meta.clone(),
+        meta: meta.clone().with_agent(),
         messages: Vec::new(),
     };
     let (frame, close) = match style {

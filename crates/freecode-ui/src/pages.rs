@@ -432,6 +432,7 @@ fn meta_line(m: &SessionMeta) -> Markup {
         dl.meta {
             dt { "Session" } dd.id { (m.id) }
             dt { "Project" } dd { (m.project_path) }
+            dt { "Agent" } dd.agent { (m.agent()) }
             dt { "Status" } dd { (status_badge(m.status.as_str())) }
             dt { "Model" } dd { (m.provider) " / " (m.model.as_deref().unwrap_or("-")) }
             dt { "Turns" } dd { (thousands(m.turn_count)) }

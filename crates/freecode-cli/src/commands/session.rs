@@ -324,13 +324,14 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
     }
     let st = Style::stdout();
     let now = freecode_store::now_ms();
-    let rows: Vec<[String; 4]> = sessions
+    let rows: Vec<[String; 5]> = sessions
         .iter()
         .map(|m| {
             [
                 m.status.as_str().to_owned(),
                 thousands(m.turn_count),
                 relative_time(m.last_turn_at, now),
+                clean_line(m.agent()).into_owned(),
                 clean_line(&m.project_path).into_owned(),
             ]
         })
@@ -356,22 +357,37 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
     };
     let id_w = ids.iter().map(|i| width(i)).chain([2]).max().unwrap_or(2);
     let (status_w, turns_w, time_w) = (col(0, "STATUS"), col(1, "TURNS"), col(2, "ACTIVE"));
-    let project_max = col(3, "PROJECT");
+    let agent_w = col(3, "AGENT");
+    let project_max = col(4, "PROJECT");
     // On a terminal every row fits its width: the project path is cut in the middle (its end,
     // the repository, stays) and the title at its end; too narrow for both, the project column
     // goes. Piped, rows are as long as they need.
+    // An agent column when another agent's sessions are among them (as the viewer's list);
+    // on a terminal it goes before the project's when the title would keep under 16.
+    let several = sessions
+        .iter()
+        .any(|m| m.agent() != freecode_core::NATIVE_AGENT);
     let fixed = id_w + status_w + turns_w + time_w + 4 * 2;
-    let (project_w, title_w) = match columns {
+    let (agent_on, project_w, title_w) = match columns {
         Some(cols) => {
             let room = cols.saturating_sub(fixed);
+            let agent_on = several && room.saturating_sub(agent_w + 2) >= 16;
+            let room = if agent_on { room - agent_w - 2 } else { room };
             if room >= 32 {
                 let project_w = project_max.min((room * 2 / 5).max(16));
-                (Some(project_w), room - project_w - 2)
+                (agent_on, Some(project_w), room - project_w - 2)
             } else {
-                (None, room.max(10))
+                (agent_on, None, room.max(10))
             }
         }
-        None => (Some(project_max.min(60)), 80),
+        None => (several, Some(project_max.min(60)), 80),
+    };
+    let agent_cell = |a: &str| {
+        if agent_on {
+            format!("{}  ", pad(a, a, agent_w))
+        } else {
+            String::new()
+        }
     };
     let project_header = project_w
         .map(|w| format!("{}  ", pad("PROJECT", "PROJECT", w)))
@@ -380,15 +396,16 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
         out,
         "{}",
         st.bold(&format!(
-            "{}  {}  {:>turns_w$}  {}  {project_header}TITLE",
+            "{}  {}  {:>turns_w$}  {}  {}{project_header}TITLE",
             pad("ID", "ID", id_w),
             pad("STATUS", "STATUS", status_w),
             "TURNS",
             pad("ACTIVE", "ACTIVE", time_w),
+            agent_cell("AGENT"),
         ))
     )?;
     for ((m, row), id) in sessions.iter().zip(&rows).zip(&ids) {
-        let [status, turns, active, project] = row;
+        let [status, turns, active, agent, project] = row;
         let status_cell = match m.status {
             SessionStatus::Interrupted => st.red(status),
             SessionStatus::Active => status.clone(),
@@ -407,11 +424,12 @@ fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
         };
         writeln!(
             out,
-            "{}  {}  {}{turns}  {}  {project}{title}",
+            "{}  {}  {}{turns}  {}  {}{project}{title}",
             pad(&st.id(id), id, id_w),
             pad(&status_cell, status, status_w),
             " ".repeat(turns_w.saturating_sub(width(turns))),
             pad(active, active, time_w),
+            agent_cell(agent),
         )?;
     }
     out.flush()?;
