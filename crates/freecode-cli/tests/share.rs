@@ -547,18 +547,32 @@ fn a_bad_config_json_stops_the_export_naming_file_line_and_column() {
 fn an_export_with_no_endpoint_explains_to_file_and_sync_endpoint() {
     let ctx = Ctx::fixture();
     let _ = std::fs::remove_file(ctx.home.join("config.json"));
-    for args in [
-        vec!["session", "export", S1],
-        vec!["session", "export", S1, "--dry-run"],
-    ] {
-        let out = ctx.run(&args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        let err = stderr(&out);
-        for word in ["--to", "--file", "syncEndpoint", "nothing was sent"] {
-            assert!(err.contains(word), "{args:?} lacks {word}: {err}");
-        }
-        assert!(out.stdout.is_empty());
+    let out = ctx.run(&["session", "export", S1]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    for word in ["--to", "--file", "syncEndpoint", "nothing was sent"] {
+        assert!(err.contains(word), "lacks {word}: {err}");
     }
+    assert!(out.stdout.is_empty());
+    // A dry run sends nothing, so it needs no server: it shows what would go, and says how
+    // to name one.
+    let dry = ctx.ok(&["session", "export", S1, "--dry-run"]);
+    assert!(
+        dry.contains("would export") && dry.contains("none is configured yet"),
+        "{dry}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ctx.ok(&["session", "export", S1, "--dry-run", "--json"])).unwrap();
+    assert_eq!(v["destination"], "none configured", "{v}");
+    // Every combination that makes sense is taken: a file bundle is plain JSON anyway.
+    let file = ctx.tmp.path().join("plain.json");
+    let f = file.to_str().unwrap();
+    ctx.ok(&["session", "export", S1, "--file", f, "--plain"]);
+    let bundle: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(bundle["meta"]["id"], S1);
+    let dry = ctx.ok(&["session", "export", S1, "--file", f, "--plain", "--dry-run"]);
+    assert!(dry.contains("to a file"), "{dry}");
     assert!(
         !ctx.home.join("shares.jsonl").exists()
             || std::fs::read_to_string(ctx.home.join("shares.jsonl"))

@@ -151,6 +151,9 @@ pub fn export_file(
     })
 }
 
+/// A dry run's destination when no share server is named (`--to`, `syncEndpoint`).
+pub const NO_DESTINATION: &str = "none configured";
+
 /// What an export of session `id` would send (`to_file`: to a file, else to the share server),
 /// and what it would redact; nothing is sent or written.
 pub fn dry_run(
@@ -166,10 +169,15 @@ pub fn dry_run(
     progress.steps(1);
     progress.step("reading and redacting the session");
     let bundle = store_share::export_bundle(store, id, &local_options(req, expiry))?;
+    // A dry run sends nothing, so it needs no server: without one it says so and goes on.
     let destination = if to_file {
         "file".to_owned()
     } else {
-        config.endpoint_or(req.to.as_deref())?
+        match config.endpoint_or(req.to.as_deref()) {
+            Ok(url) => url,
+            Err(freecode_sync::client::ClientError::NoEndpoint { .. }) => NO_DESTINATION.to_owned(),
+            Err(e) => return Err(e.into()),
+        }
     };
     let mut redactions_by_rule = std::collections::BTreeMap::new();
     for r in &bundle.redactions {

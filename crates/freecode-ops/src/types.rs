@@ -365,7 +365,7 @@ pub struct ExportedFile {
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DryRun {
-    /// `file`, or the share server's URL.
+    /// `file`, the share server's URL, or `none configured` (a dry run needs none).
     pub destination: String,
     /// Whether it would be encrypted end to end.
     pub encrypted: bool,

@@ -48,8 +48,9 @@ pub struct ExportArgs {
     /// Include the project's memory entries.
     #[arg(long)]
     include_memories: bool,
-    /// Send the seed's plain `{meta, messages}` JSON (unencrypted) to a server that expects it.
-    #[arg(long, conflicts_with = "file")]
+    /// Send the seed's plain `{meta, messages}` JSON (unencrypted) to a server that expects it
+    /// (a `--file` bundle is plain JSON always: taken, and changes nothing).
+    #[arg(long)]
     plain: bool,
     /// Show what would be redacted, and where; send and write nothing.
     #[arg(long)]
@@ -429,6 +430,7 @@ fn print_dry_run(dry: &DryRun, json: bool) -> anyhow::Result<()> {
         return print_json(dry);
     }
     let to_file = dry.destination == "file";
+    let nowhere = dry.destination == freecode_ops::share::NO_DESTINATION;
     let mut out = std::io::stdout().lock();
     let st = Style::stdout();
     writeln!(
@@ -437,7 +439,13 @@ fn print_dry_run(dry: &DryRun, json: bool) -> anyhow::Result<()> {
         plural(dry.counts.messages, "message", "messages"),
         plural(dry.counts.events, "event", "events"),
         plural(dry.counts.memories, "memory", "memories"),
-        if to_file { "a file" } else { &dry.destination },
+        if to_file {
+            "a file"
+        } else if nowhere {
+            "a share server (none is configured yet: --to URL, or --file)"
+        } else {
+            &dry.destination
+        },
         if dry.encrypted {
             " (encrypted)"
         } else {
