@@ -243,6 +243,12 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
     let mut messages = Vec::new();
     let mut kinds: Vec<(i64, EventKind)> = Vec::new();
     let mut last = created_at;
+    // Whether `last` is something the agent answers at once (a prompt, a tool's result, an
+    // error it retries, a compaction): a request the source recorded no start for went out
+    // then. After a turn's end, or before anything, nothing says when it went out: the call
+    // is put where it ended, with no duration, never the gap (a night's idle is no model
+    // time).
+    let mut answered_at_once = false;
     let mut turn: Option<String> = None;
     let mut turns = 0u64;
     let mut tokens: Option<u64> = None;
@@ -280,9 +286,15 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
                 }
                 messages.push(message(msg_id, Role::User, u.parts.clone(), at, None));
                 last = at;
+                answered_at_once = true;
             }
             Item::Response(r) => {
-                let requested = clamp(r.requested_ms.unwrap_or(last));
+                let unknown_start = if answered_at_once {
+                    last
+                } else {
+                    r.first_token_ms.or(r.completed_ms).unwrap_or(last)
+                };
+                let requested = clamp(r.requested_ms.unwrap_or(unknown_start));
                 open_turn(&mut kinds, requested, &mut turn);
                 let turn_id = turn.clone().unwrap_or_default();
                 let first = r.first_token_ms.map(clamp);
@@ -415,6 +427,7 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
                 let msg_id = r.id.clone().unwrap_or_else(|| format!("response-{index}"));
                 messages.push(message(msg_id, Role::Assistant, parts, done, usage));
                 last = end;
+                answered_at_once = true;
             }
             Item::Compaction(c) => {
                 let at = clamp(c.at_ms.unwrap_or(last)).max(last);
@@ -429,14 +442,17 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
                     compactions.push((at, messages.len(), c.summary.as_str()));
                 }
                 last = at;
+                answered_at_once = true;
             }
             Item::Error(e) => {
                 let at = clamp(e.at_ms.unwrap_or(last)).max(last);
-                open_turn(&mut kinds, last, &mut turn);
+                // The failed request went out when the agent last had something to answer.
+                let sent = if answered_at_once { last } else { at };
+                open_turn(&mut kinds, sent, &mut turn);
                 let turn_id = turn.clone().unwrap_or_default();
                 let model_name = model.clone().unwrap_or_default();
                 kinds.push((
-                    last,
+                    sent,
                     EventKind::ModelRequest {
                         turn_id: turn_id.clone(),
                         provider: provider.clone(),
@@ -453,7 +469,7 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
                         turn_id,
                         provider: provider.clone(),
                         model: model_name,
-                        duration_ms: at - last,
+                        duration_ms: at - sent,
                         kind: if e.aborted {
                             ModelErrorKind::Abort
                         } else {
@@ -463,6 +479,7 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
                     },
                 ));
                 last = at;
+                answered_at_once = !e.aborted;
             }
             Item::Subagent(run) => {
                 let start = clamp(run.started_ms.unwrap_or(last));
@@ -498,6 +515,7 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
                     ));
                 }
                 last = at;
+                answered_at_once = false;
             }
         }
     }
