@@ -816,6 +816,69 @@ mod tests {
         s
     }
 
+    /// A response the source recorded no start for (Codex records none): after a prompt or a
+    /// tool's result it went out then; after a turn's end, or first in a session (an
+    /// excerpt, a resumed session), nothing says when, so the call has no duration: the
+    /// night between is never model time.
+    #[test]
+    fn a_model_call_is_never_the_gap_across_a_turns_end() {
+        use crate::model::TurnEnd;
+        let response = |done: i64| {
+            Item::Response(Response {
+                id: None,
+                model: Some("gpt-x".into()),
+                requested_ms: None,
+                first_token_ms: None,
+                completed_ms: Some(done),
+                content: vec![Content::Part(Part::text("ok"))],
+                usage: None,
+            })
+        };
+        let hour = 3_600_000;
+        let mut s = ImportedSession::new(Agent::Codex, "resumed", "/x/r.jsonl");
+        s.project_path = Some("/work/p".into());
+        s.created_ms = Some(0);
+        s.items = vec![
+            // First in the session, ten hours after it was created.
+            response(10 * hour),
+            Item::TurnEnd(TurnEnd {
+                at_ms: Some(10 * hour + 5),
+                duration_ms: None,
+                aborted: None,
+            }),
+            // After the turn ended, overnight.
+            response(22 * hour),
+            // A prompt, answered in 4 s.
+            Item::User(UserTurn {
+                id: None,
+                at_ms: Some(23 * hour),
+                parts: vec![Part::text("and now?")],
+            }),
+            response(23 * hour + 4_000),
+        ];
+        let p = plan(&s, 30 * hour).unwrap();
+        let calls: Vec<(i64, i64)> = p
+            .events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::ModelResponse { duration_ms, .. } => Some((e.timestamp, *duration_ms)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            calls,
+            [(10 * hour, 0), (22 * hour, 0), (23 * hour + 4_000, 4_000)]
+        );
+        // Every request is where its response says, or after the prompt.
+        let requests: Vec<i64> = p
+            .events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::ModelRequest { .. }))
+            .map(|e| e.timestamp)
+            .collect();
+        assert_eq!(requests, [10 * hour, 22 * hour, 23 * hour]);
+    }
+
     #[test]
     fn a_message_past_the_line_cap_is_cut_to_fit_and_says_so() {
         let mut s = session();
