@@ -47,7 +47,6 @@ impl Default for RenderOptions {
 /// The ANSI styles the waterfall uses: the CLI's one [`Style`](crate::render::Style).
 pub use crate::render::Style as Palette;
 
-use freecode_ops::human::js_round;
 pub use freecode_ops::human::{count, format_duration};
 
 /// A ms timestamp as `HH:MM:SS` in `tz` (what the clock column shows; rows write it through a
@@ -69,15 +68,6 @@ fn date_time(ms: i64, tz: &TimeZone) -> String {
             .to_string(),
         Err(_) => ms.to_string(),
     }
-}
-
-/// `part` as a share of `whole`: ` 68%`, `100%`, `  0%` when `whole` is not positive.
-fn pct(part: i64, whole: i64) -> String {
-    if whole <= 0 {
-        return "  0%".to_owned();
-    }
-    let p = js_round(part as f64 / whole as f64 * 100.0);
-    format!("{p:>3}%")
 }
 
 fn dur(ms: i64) -> String {
@@ -497,28 +487,37 @@ impl Summary<'_> {
         let trace = self.trace;
         let hang = dur(HANG_THRESHOLD_MS);
         let mut lines = Vec::new();
-        let other = (trace.wall_ms - trace.model_ms - trace.tool_ms).max(0);
         let mut tool_calls = crate::render::plural(self.tool_spans, "call", "calls");
         if self.denied_spans > 0 {
             tool_calls.push_str(&format!(", {} denied", self.denied_spans));
         }
         lines.push(String::new());
         lines.push(p.bold("where the time went"));
-        let share = |label: &str, ms: i64, note: &str| {
+        // The wall time cut into parts that add up to it (overlapping calls count once).
+        let time = trace.time;
+        let shares = time.percents();
+        let share = |label: &str, ms: i64, share: u64, note: &str| {
             format!(
-                "  {label}   {:>8}  {}  {}",
+                "  {label:<5}  {:>8}  {}  {}",
                 dur(ms),
-                p.dim(&pct(ms, trace.wall_ms)),
+                p.dim(&format!("{share:>3}%")),
                 p.dim(note)
             )
         };
         lines.push(share(
             "model",
-            trace.model_ms,
+            time.model_ms,
+            shares[0],
             &crate::render::plural(self.model_spans, "call", "calls"),
         ));
-        lines.push(share("tools", trace.tool_ms, &tool_calls));
-        lines.push(share("other", other, "user input, idle"));
+        lines.push(share("tools", time.tools_ms, shares[1], &tool_calls));
+        lines.push(share("idle", time.idle_ms, shares[2], "between turns"));
+        lines.push(share(
+            "other",
+            time.other_ms,
+            shares[3],
+            "the agent's own work, approvals",
+        ));
         lines.push(p.dim(&format!(
             "  tokens  in={} out={} cached={}",
             count(trace.input_tokens),

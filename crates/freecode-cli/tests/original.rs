@@ -164,9 +164,13 @@ impl Home {
         self.json(&["session", "show", id, "--json"])["messages"].clone()
     }
 
+    /// The meta `session show --json` prints, less `agent` (ours, derived, which the original
+    /// does not write): what `meta.json` says.
     fn meta(&self, id: &str) -> Value {
         let mut v = self.json(&["session", "show", id, "--json"]);
-        v.as_object_mut().unwrap().remove("messages");
+        let m = v.as_object_mut().unwrap();
+        m.remove("messages");
+        assert!(m.remove("agent").is_some_and(|a| a.is_string()), "{id}");
         v
     }
 }

@@ -562,6 +562,7 @@ fn trace() -> impl Strategy<Value = Trace> {
                 abandoned: false,
                 redirects,
                 redirects_skipped,
+                time: Default::default(),
             },
         )
 }

@@ -649,8 +649,11 @@ pub fn trace_markup(
         (layout(&format!("Trace {}", t.session_id), assets, html! {
             h1 { "Trace " span.id { (t.session_id) } }
             p.trace-summary #summary {
-                (format_duration(t.wall_ms as f64)) " wall · model " (format_duration(t.model_ms as f64))
-                " · tools " (format_duration(t.tool_ms as f64))
+                @let pc = t.time.percents();
+                (format_duration(t.wall_ms as f64)) " wall · model " (format_duration(t.time.model_ms as f64))
+                " (" (pc[0]) "%) · tools " (format_duration(t.time.tools_ms as f64))
+                " (" (pc[1]) "%) · idle " (format_duration(t.time.idle_ms as f64))
+                " (" (pc[2]) "%) · other " (format_duration(t.time.other_ms as f64)) " (" (pc[3]) "%)"
                 " · " (t.model_spans.len()) " model calls, " (t.tool_spans.len()) " tools, " (t.denied_spans.len()) " denied"
                 " · tokens in " (thousands(t.input_tokens)) ", out " (thousands(t.output_tokens)) ", cached " (thousands(t.cache_read_tokens))
                 @if t.hung { " · " span.badge.hung { "hung request" } }

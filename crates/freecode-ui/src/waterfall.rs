@@ -651,6 +651,7 @@ mod tests {
             abandoned: false,
             redirects: 0,
             redirects_skipped: 0,
+            time: Default::default(),
         }
     }
 

@@ -969,6 +969,7 @@ mod tests {
             abandoned: false,
             redirects: 2,
             redirects_skipped: 1,
+            time: Default::default(),
         };
         let doc = trace_to_otlp(&trace);
         let spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]

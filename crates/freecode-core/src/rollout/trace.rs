@@ -196,6 +196,80 @@ pub struct Trace {
     pub abandoned: bool,
     pub redirects: u64,
     pub redirects_skipped: u64,
+    /// Where the wall time went: its four parts add up to `wallMs` (`modelMs` and `toolMs`
+    /// sum every span, so overlapping ones count twice there, never here).
+    pub time: TimeShares,
+}
+
+/// `wallMs` cut into parts that add up to it: model calls (a moment two calls overlap counts
+/// once), tools while no model call runs, idle between turns (from the last event before a
+/// turn to its start, nothing open: the user reading and typing), and the rest (the agent's
+/// own work, waiting on an approval).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeShares {
+    /// Covered by a model call.
+    pub model_ms: i64,
+    /// Covered by a tool and by no model call.
+    pub tools_ms: i64,
+    /// Between turns.
+    pub idle_ms: i64,
+    /// The rest of the wall time.
+    pub other_ms: i64,
+}
+
+impl TimeShares {
+    /// The parts of `wall` from the fold's unions (each clamped into what is left of it).
+    fn of(wall: i64, model_union: i64, busy: i64, idle: i64) -> Self {
+        let wall = wall.max(0);
+        let model_ms = model_union.clamp(0, wall);
+        let tools_ms = (busy - model_union).clamp(0, wall - model_ms);
+        let idle_ms = idle.clamp(0, wall - model_ms - tools_ms);
+        Self {
+            model_ms,
+            tools_ms,
+            idle_ms,
+            other_ms: wall - model_ms - tools_ms - idle_ms,
+        }
+    }
+
+    /// Each part's share of the wall time in whole percent, adding up to 100 (the largest
+    /// remainders rounded up); all zero for no wall time.
+    pub fn percents(&self) -> [u64; 4] {
+        let parts = [self.model_ms, self.tools_ms, self.idle_ms, self.other_ms];
+        let wall: i64 = parts.iter().sum();
+        if wall <= 0 {
+            return [0; 4];
+        }
+        let exact: Vec<(u64, i64)> = parts
+            .iter()
+            .map(|&p| {
+                let scaled = i128::from(p.max(0)) * 100;
+                (
+                    (scaled / i128::from(wall)) as u64,
+                    (scaled % i128::from(wall)) as i64,
+                )
+            })
+            .collect();
+        let mut out = [exact[0].0, exact[1].0, exact[2].0, exact[3].0];
+        let short = 100u64.saturating_sub(out.iter().sum());
+        let mut order: Vec<usize> = (0..4).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(exact[i].1));
+        for &i in order.iter().take(short as usize) {
+            out[i] += 1;
+        }
+        out
+    }
+}
+
+/// Adds to `total` the part of `[start, end)` after `until` (time already covered counts once),
+/// and moves `until` to the end.
+fn cover(total: &mut i64, until: &mut i64, start: i64, end: i64) {
+    let from = start.max(*until);
+    if end > from {
+        *total = total.wrapping_add(end - from);
+    }
+    *until = (*until).max(end);
 }
 
 /// Where a trace fold puts spans as they close (a model span when its response or error
@@ -272,6 +346,19 @@ impl SpanSink for Spans {
 struct Totals {
     model_ms: i64,
     tool_ms: i64,
+    /// The model calls' time, overlaps once ([`cover`]); `model_until` its end so far.
+    #[serde(default)]
+    model_union_ms: i64,
+    #[serde(default)]
+    model_until: i64,
+    /// The model calls' and tools' time, overlaps once; `busy_until` its end so far.
+    #[serde(default)]
+    busy_ms: i64,
+    #[serde(default)]
+    busy_until: i64,
+    /// Time between turns.
+    #[serde(default)]
+    idle_ms: i64,
     input_tokens: u64,
     output_tokens: u64,
     cache_read_tokens: u64,
@@ -291,6 +378,18 @@ impl Totals {
             tool_ms: self
                 .tool_ms
                 .wrapping_add(tail.tool_ms.wrapping_sub(mark.tool_ms)),
+            // A span across the split counts in both parts: the unions are sums of parts.
+            model_union_ms: self
+                .model_union_ms
+                .wrapping_add(tail.model_union_ms.wrapping_sub(mark.model_union_ms)),
+            model_until: self.model_until.max(tail.model_until),
+            busy_ms: self
+                .busy_ms
+                .wrapping_add(tail.busy_ms.wrapping_sub(mark.busy_ms)),
+            busy_until: self.busy_until.max(tail.busy_until),
+            idle_ms: self
+                .idle_ms
+                .wrapping_add(tail.idle_ms.wrapping_sub(mark.idle_ms)),
             input_tokens: d(self.input_tokens, tail.input_tokens, mark.input_tokens),
             output_tokens: d(self.output_tokens, tail.output_tokens, mark.output_tokens),
             cache_read_tokens: d(
@@ -329,6 +428,9 @@ pub struct TraceBuilder<S: SpanSink = Spans> {
     marks: Option<Vec<(u64, TraceMark<S>)>>,
     /// A tail fold: provider and model of the first span opened after a mark, by its index.
     firsts: Vec<(u64, String, String)>,
+    /// A turn started as the fold's first event, nothing before it: when (a tail fold's
+    /// idle time before it is the head's to count, at the splice).
+    lead_turn: Option<i64>,
 }
 
 /// What a tail trace fold had produced at a mark.
@@ -370,8 +472,9 @@ struct TraceState {
     seen: u64,
 }
 
-/// The version of [`TraceState`]: a saved state of another version is not taken up.
-const TRACE_STATE_VERSION: u32 = 1;
+/// The version of [`TraceState`]: a saved state of another version is not taken up (2: the
+/// totals hold the unions behind [`TimeShares`]).
+const TRACE_STATE_VERSION: u32 = 2;
 
 /// A finished fold without its closed spans (those are in the sink): the [`Trace`] with empty
 /// span lists, and what is needed to write the spans and the waterfall's summary.
@@ -440,7 +543,12 @@ impl<S: SpanSink> TraceBuilder<S> {
             open: Vec::new(),
             pending: HashMap::new(),
             sink,
-            totals: Totals::default(),
+            totals: Totals {
+                model_until: i64::MIN,
+                busy_until: i64::MIN,
+                ..Totals::default()
+            },
+            lead_turn: None,
             first_model: None,
             redirects: 0,
             redirects_skipped: 0,
@@ -464,6 +572,9 @@ impl<S: SpanSink> TraceBuilder<S> {
         update(&mut s);
         let t = &mut self.totals;
         t.model_ms = t.model_ms.wrapping_add(s.duration_ms);
+        let end = s.started_at.saturating_add(s.duration_ms.max(0));
+        cover(&mut t.model_union_ms, &mut t.model_until, s.started_at, end);
+        cover(&mut t.busy_ms, &mut t.busy_until, s.started_at, end);
         t.input_tokens = t.input_tokens.wrapping_add(s.input_tokens.unwrap_or(0));
         t.output_tokens = t.output_tokens.wrapping_add(s.output_tokens.unwrap_or(0));
         t.cache_read_tokens = t
@@ -484,6 +595,19 @@ impl<S: SpanSink> TraceBuilder<S> {
     pub fn apply_view(&mut self, ev: &EventView<'_>) {
         self.seen += 1;
         self.first_ts.get_or_insert(ev.timestamp);
+        // A turn starting with nothing open: the time since the last event was the user's.
+        if ev.ty == EventType::TurnStarted && self.open.is_empty() && self.pending.is_empty() {
+            match self.last_ts {
+                Some(prev) => {
+                    let t = &mut self.totals;
+                    let from = prev.max(t.busy_until);
+                    if ev.timestamp > from {
+                        t.idle_ms = t.idle_ms.wrapping_add(ev.timestamp - from);
+                    }
+                }
+                None => self.lead_turn = Some(ev.timestamp),
+            }
+        }
         self.last_ts = Some(ev.timestamp);
         match ev.ty {
             EventType::ModelRequest => {
@@ -560,9 +684,17 @@ impl<S: SpanSink> TraceBuilder<S> {
                 let pending = self.pending.remove(&pending_key(ev.call_id, ev.tool));
                 self.totals.tool_ms = self.totals.tool_ms.wrapping_add(ev.duration_ms);
                 self.totals.tool_spans += 1;
+                let started_at = pending.as_ref().map_or(ev.timestamp, |p| p.0);
+                let t = &mut self.totals;
+                cover(
+                    &mut t.busy_ms,
+                    &mut t.busy_until,
+                    started_at,
+                    started_at.saturating_add(ev.duration_ms.max(0)),
+                );
                 self.sink.tool(ToolSpan {
                     tool: ev.tool.to_owned(),
-                    started_at: pending.as_ref().map_or(ev.timestamp, |p| p.0),
+                    started_at,
                     duration_ms: ev.duration_ms,
                     args: pending.map(|p| p.1),
                     failed: ev.failed,
@@ -590,6 +722,12 @@ impl<S: SpanSink> TraceBuilder<S> {
             | EventType::HookBlocked
             | EventType::ContextOverflow
             | EventType::ParseError => {}
+        }
+        // Nothing open or pending: what came before overlaps nothing after it. The unions
+        // start over here, so a fold split at such a line (a mark) counts as one read does.
+        if self.open.is_empty() && self.pending.is_empty() {
+            self.totals.model_until = i64::MIN;
+            self.totals.busy_until = i64::MIN;
         }
     }
 
@@ -665,6 +803,7 @@ impl<S: SpanSink> TraceBuilder<S> {
             seen: st.seen,
             marks: None,
             firsts: Vec::new(),
+            lead_turn: None,
         })
     }
 
@@ -688,9 +827,18 @@ impl<S: SpanSink> TraceBuilder<S> {
         let mut open = self.open;
         let (mut hung, mut in_flight) = (false, false);
         let mut model_ms = self.totals.model_ms;
+        let mut unions = self.totals;
         for (_, s) in &mut open {
             s.duration_ms = (as_of - s.started_at).max(0);
             model_ms = model_ms.wrapping_add(s.duration_ms);
+            let u = &mut unions;
+            cover(
+                &mut u.model_union_ms,
+                &mut u.model_until,
+                s.started_at,
+                as_of,
+            );
+            cover(&mut u.busy_ms, &mut u.busy_until, s.started_at, as_of);
             if abandoned || s.duration_ms >= HANG_THRESHOLD_MS {
                 s.status = SpanStatus::Hung;
                 hung = true;
@@ -701,11 +849,18 @@ impl<S: SpanSink> TraceBuilder<S> {
         }
         open.sort_by_key(|(i, _)| *i);
         let t = self.totals;
+        let wall_ms = (as_of - started_at).max(0);
         let trace = Trace {
             session_id: self.session_id,
             started_at,
             ended_at,
-            wall_ms: (as_of - started_at).max(0),
+            wall_ms,
+            time: TimeShares::of(
+                wall_ms,
+                unions.model_union_ms,
+                unions.busy_ms,
+                unions.idle_ms,
+            ),
             model_ms,
             tool_ms: t.tool_ms,
             input_tokens: t.input_tokens,
@@ -783,6 +938,14 @@ impl<S: SpanSink> SplitFold for TraceBuilder<S> {
             return;
         };
         let base = self.next_model;
+        // A tail whose first event starts a turn: the pause before it, which only the head
+        // can see (nothing is open at a mark, so the head's unions are over too).
+        if m.seen == 0
+            && let (Some(lead), Some(prev)) = (tail.lead_turn, self.last_ts)
+            && lead > prev
+        {
+            self.totals.idle_ms = self.totals.idle_ms.wrapping_add(lead - prev);
+        }
         if tail.seen > m.seen {
             self.last_ts = tail.last_ts;
         }
@@ -818,4 +981,115 @@ pub fn build_trace<'a>(
         b.apply(e);
     }
     b.finish(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollout::event::EventKind;
+
+    fn event(seq: u64, at: i64, kind: EventKind) -> Event {
+        Event {
+            id: format!("e{seq}"),
+            seq,
+            aggregate_id: "s".into(),
+            timestamp: at,
+            kind,
+            extra: crate::Extra::new(),
+        }
+    }
+
+    fn request(turn: &str) -> EventKind {
+        EventKind::ModelRequest {
+            turn_id: turn.into(),
+            provider: "p".into(),
+            model: "m".into(),
+            message_count: 1,
+            tool_count: 0,
+            prompt_chars: 0,
+            streamed: true,
+        }
+    }
+
+    fn response(turn: &str, duration_ms: i64) -> EventKind {
+        EventKind::ModelResponse {
+            turn_id: turn.into(),
+            provider: "p".into(),
+            model: "m".into(),
+            duration_ms,
+            ttft_ms: None,
+            input_tokens: None,
+            output_tokens: None,
+            cache_read_tokens: None,
+            cache_write_tokens: None,
+            reasoning_tokens: None,
+            tool_calls: vec!["t".into()],
+            text_chars: 0,
+            thinking_chars: 0,
+            echoed_model: None,
+        }
+    }
+
+    /// A tool that runs while the model still streams counts once; the user's pause between
+    /// two turns is idle; the four parts add up to the wall time and their shares to 100%.
+    #[test]
+    fn the_wall_time_is_cut_into_parts_that_add_up() {
+        let call = |turn: &str| EventKind::FunctionCall {
+            turn_id: turn.into(),
+            tool: "t".into(),
+            args: serde_json::json!({}),
+            call_id: Some("c1".into()),
+            parent_call_id: None,
+        };
+        let output = |turn: &str, duration_ms| EventKind::FunctionOutput {
+            turn_id: turn.into(),
+            tool: "t".into(),
+            output: String::new(),
+            duration_ms,
+            failed: None,
+            call_id: Some("c1".into()),
+        };
+        let started = |turn: &str| EventKind::TurnStarted {
+            turn_id: turn.into(),
+        };
+        let log = [
+            event(1, 0, started("a")),
+            event(2, 0, request("a")),
+            // The tool starts at 6 s while the response closes at 10 s, and runs 8 s.
+            event(3, 6_000, call("a")),
+            event(4, 10_000, response("a", 10_000)),
+            event(5, 14_000, output("a", 8_000)),
+            // The user reads for a minute, then asks again; the agent thinks for 2 s first.
+            event(6, 74_000, started("b")),
+            event(7, 76_000, request("b")),
+            event(8, 80_000, response("b", 4_000)),
+        ];
+        let mut fold = TraceBuilder::new("s");
+        for e in &log {
+            fold.apply(e);
+        }
+        let t = fold.finish(None);
+        assert_eq!(t.wall_ms, 80_000);
+        // Span sums count the overlap twice; the parts never do.
+        assert_eq!((t.model_ms, t.tool_ms), (14_000, 8_000));
+        assert_eq!(
+            t.time,
+            TimeShares {
+                model_ms: 14_000,
+                tools_ms: 4_000,
+                idle_ms: 60_000,
+                other_ms: 2_000,
+            }
+        );
+        assert_eq!(t.time.percents().iter().sum::<u64>(), 100);
+        assert_eq!(t.time.percents(), [18, 5, 75, 2]);
+        assert_eq!(TimeShares::default().percents(), [0; 4]);
+        let thirds = TimeShares {
+            model_ms: 1,
+            tools_ms: 1,
+            idle_ms: 1,
+            other_ms: 0,
+        };
+        assert_eq!(thirds.percents().iter().sum::<u64>(), 100);
+    }
 }

@@ -188,6 +188,13 @@ fn strip_idx_additions(trace: &mut Value) {
     assert_eq!(remove(trace, "redirectsSkipped"), Some(json!(0)));
     // Within a day of the last event nothing is abandoned.
     assert_eq!(remove(trace, "abandoned"), Some(json!(false)));
+    // Where the wall time went, in parts that add up to it.
+    let time = remove(trace, "time").unwrap();
+    let parts: i64 = ["modelMs", "toolsMs", "idleMs", "otherMs"]
+        .iter()
+        .map(|k| time[*k].as_i64().unwrap())
+        .sum();
+    assert_eq!(Some(parts), trace["wallMs"].as_i64(), "{time}");
     for s in trace["modelSpans"].as_array_mut().unwrap() {
         remove(s, "cacheWriteTokens");
     }
