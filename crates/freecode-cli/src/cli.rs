@@ -157,8 +157,10 @@ impl Cli {
         }
         if !self.may_start_home() && !home.root().exists() {
             return Err(crate::UserError(format!(
-                "no freecode home at {}: start one with `freecode run PROMPT` (or `freecode \
-                 demo`), or point --home or FREECODE_HOME at an existing one",
+                "no freecode home at {}: start one with `freecode run PROMPT`, or bring in \
+                 your other agents' sessions with `freecode import`; or point --home or \
+                 FREECODE_HOME at an existing one (`freecode demo` tries everything in a \
+                 temporary home)",
                 home.root().display()
             ))
             .into());

@@ -1369,6 +1369,75 @@ fn detect_counts_exactly_what_the_import_writes() {
     assert_eq!(compacted["messages"], 2, "{compacted}");
 }
 
+/// `freecode import` with no agent imports every agent `--detect` finds; a near name is
+/// answered with the agent meant; a dry run says what would be written, not what was.
+#[test]
+fn import_with_no_agent_takes_every_agent_found_and_a_near_name_is_named() {
+    let ctx = common::Ctx::missing();
+    let config = ctx.tmp.path().join("claude");
+    let project = config.join("projects/-work");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::copy(
+        freecode_testkit::external_fixtures().join("claude-code/genuine/spotter-short.jsonl"),
+        project.join("spotter-short.jsonl"),
+    )
+    .unwrap();
+    // No other agent of the machine's: every agent's locations inside the test's directory.
+    let isolate = |c: &mut std::process::Command, tmp: &Path| {
+        c.env("HOME", tmp.join("user-home"))
+            .env("CODEX_HOME", tmp.join("no-codex"))
+            .env("XDG_DATA_HOME", tmp.join("no-data"))
+            .env("XDG_CONFIG_HOME", tmp.join("no-config"))
+            .env_remove("GEMINI_CLI_HOME");
+    };
+    let cmd = |args: &[&str]| {
+        let mut c = ctx.cmd(&[]);
+        isolate(&mut c, ctx.tmp.path());
+        c.env("CLAUDE_CONFIG_DIR", &config)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = cmd(&["import", "claude"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did you mean claude-code?"), "{err}");
+    let out = cmd(&["import", "--dry-run"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("of claude-code") && err.contains("would be written"),
+        "{err}"
+    );
+    assert!(!err.contains("messages written"), "{err}");
+    let out = cmd(&["import", "--dry-run", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    schema_check("import-results.json", &v);
+    assert_eq!(v[0]["agent"], "claude-code", "{v}");
+    let out = cmd(&["import"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("1 imported"), "{err}");
+    let list = json(&ctx.home, &["session", "list", "--json"]);
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["agent"], "claude-code");
+    // Nothing of any agent here: it says where to look, and writes nothing.
+    let empty = common::Ctx::missing();
+    let mut c = empty.cmd(&[]);
+    isolate(&mut c, empty.tmp.path());
+    let out = c
+        .env("CLAUDE_CONFIG_DIR", empty.tmp.path().join("none"))
+        .args(["import"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--detect"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn a_directory_without_the_agents_file_names_says_what_it_looks_for() {
     // A Codex rollout saved under another name: found when given as a file, and the

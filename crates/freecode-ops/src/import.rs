@@ -22,8 +22,19 @@ fn env_var(name: &str) -> Option<std::ffi::OsString> {
 /// The agent named `name` (`claude-code`, `codex`, `gemini-cli`, `opencode`, `goose`).
 pub fn agent(name: &str) -> Result<Agent> {
     Agent::from_name(name).ok_or_else(|| {
+        // `claude`, `gemini`, `open`: the agent whose name it begins, or holds.
+        let lower = name.to_ascii_lowercase();
+        let near: Vec<&str> = Agent::ALL
+            .iter()
+            .map(|a| a.name())
+            .filter(|n| !lower.is_empty() && (n.starts_with(&lower) || n.contains(&lower)))
+            .collect();
+        let hint = match near.as_slice() {
+            [one] => format!(" (did you mean {one}?)"),
+            _ => String::new(),
+        };
         Error::Invalid(format!(
-            "unknown agent {name:?}: one of {}",
+            "unknown agent {name:?}{hint}: one of {}",
             Agent::ALL.map(Agent::name).join(", ")
         ))
     })

@@ -863,6 +863,11 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         generate: root::<ImportReport>,
     },
     SchemaFile {
+        name: "import-results.json",
+        used_by: "`import --json` with no agent (every agent found)",
+        generate: root::<Vec<ImportReport>>,
+    },
+    SchemaFile {
         name: "import-detect.json",
         used_by: "`import --detect --json`",
         generate: root::<DetectReport>,

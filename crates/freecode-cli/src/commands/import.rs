@@ -25,8 +25,9 @@ use crate::render::{plural, print_json};
 /// `freecode import`.
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The agent whose sessions to import: claude-code, codex, gemini-cli, opencode, goose.
-    #[arg(value_name = "AGENT", required_unless_present_any = ["detect", "watch"])]
+    /// The agent whose sessions to import: claude-code, codex, gemini-cli, opencode, goose
+    /// [default: every agent whose sessions are on this machine, as `--detect` lists them].
+    #[arg(value_name = "AGENT")]
     pub agent: Option<String>,
     /// Files or directories to import from [default: the agent's own locations]; with
     /// `--watch`, more agents.
@@ -65,7 +66,47 @@ impl ImportArgs {
         if self.watch {
             return self.watch(home);
         }
-        let agent = freecode_ops::import::agent(&self.agent.clone().unwrap_or_default())?;
+        let Some(name) = self.agent.clone() else {
+            return self.every_agent(home);
+        };
+        let agent = freecode_ops::import::agent(&name)?;
+        self.one_agent(home, agent)
+    }
+
+    /// `freecode import` with no agent: every agent whose sessions are on this machine.
+    fn every_agent(&self, home: &Home) -> anyhow::Result<()> {
+        let (found, _) = freecode_ops::import::detect();
+        let agents: Vec<Agent> = found
+            .agents
+            .iter()
+            .filter(|a| !a.roots.is_empty())
+            .filter_map(|a| Agent::from_name(&a.agent))
+            .collect();
+        if agents.is_empty() {
+            return Err(crate::UserError(
+                "no other agent's sessions were found on this machine (`freecode import \
+                 --detect` says where each is looked for); name an agent and a path to import \
+                 from elsewhere: `freecode import claude-code PATH`"
+                    .into(),
+            )
+            .into());
+        }
+        if self.json {
+            // One JSON document: the reports, an agent each.
+            let mut reports = Vec::new();
+            for agent in agents {
+                reports.push(freecode_ops::import::run(home, &self.request(agent)?)?);
+            }
+            return print_json(&reports);
+        }
+        for agent in agents {
+            self.one_agent(home, agent)?;
+        }
+        Ok(())
+    }
+
+    /// What to import of `agent`.
+    fn request(&self, agent: Agent) -> anyhow::Result<ImportRequest> {
         let now = freecode_store::now_ms();
         let since = match &self.since {
             Some(s) => Some(parse_since(s, now)?),
@@ -75,17 +116,19 @@ impl ImportArgs {
             Some(dir) => Some(project_scope(&dir.to_string_lossy())?),
             None => None,
         };
-        let out = freecode_ops::import::run(
-            home,
-            &ImportRequest {
-                agent,
-                paths: self.paths.clone(),
-                since,
-                dry_run: self.dry_run,
-                project,
-                now,
-            },
-        )?;
+        Ok(ImportRequest {
+            agent,
+            paths: self.paths.clone(),
+            since,
+            dry_run: self.dry_run,
+            project,
+            now,
+        })
+    }
+
+    /// Imports `agent`'s sessions (from `paths`, else its own locations).
+    fn one_agent(&self, home: &Home, agent: Agent) -> anyhow::Result<()> {
+        let out = freecode_ops::import::run(home, &self.request(agent)?)?;
         if self.json {
             print_json(&out)?;
         } else {
@@ -157,7 +200,7 @@ impl ImportArgs {
             }
             let s = &out.summary;
             let mut summary = format!(
-                "{}{} of {agent}: {} imported, {} updated, {} replaced, {} unchanged, {} skipped{}; {} written; {} read{}",
+                "{}{} of {agent}: {} imported, {} updated, {} replaced, {} unchanged, {} skipped{}; {} {}; {} read{}",
                 if self.dry_run {
                     "dry run, nothing written: "
                 } else {
@@ -175,6 +218,11 @@ impl ImportArgs {
                     String::new()
                 },
                 plural(s.messages, "message", "messages"),
+                if self.dry_run {
+                    "would be written"
+                } else {
+                    "written"
+                },
                 bytes(s.bytes_read),
                 if s.failed_units > 0 {
                     format!(

@@ -195,8 +195,8 @@ pub fn load(home: &Home) -> Result<Loaded> {
     let (Some(cfg), Some(key)) = (read(&d.join("config.json"))?, read(&d.join("key"))?) else {
         return Err(Error::Failed(
             "this machine does not sync yet: run `freecode sync init --server URL` on the first \
-             machine, or `freecode sync join --server URL PHRASE` with the phrase `freecode sync \
-             key` prints there"
+             machine, or `freecode sync join --server URL` here and paste the words `freecode \
+             sync key` prints there"
                 .to_owned(),
         ));
     };
