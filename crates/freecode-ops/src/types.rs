@@ -1236,8 +1236,9 @@ mod tests {
         let meta = meta();
         for n in [0, 1, 2, 7, 50, 301] {
             let msgs = messages(n);
+            // As every output prints a session: with its agent.
             let detail = SessionDetail {
-                meta: meta.clone(),
+                meta: meta.clone().with_agent(),
                 messages: msgs.clone(),
             };
             let pretty = serde_json::to_vec_pretty(&detail).unwrap();
@@ -1268,7 +1269,7 @@ mod tests {
         })
         .unwrap();
         let want = serde_json::to_vec_pretty(&SessionDetail {
-            meta: meta.clone(),
+            meta: meta.clone().with_agent(),
             messages: Vec::new(),
         })
         .unwrap();
