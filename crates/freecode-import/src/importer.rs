@@ -455,42 +455,12 @@ fn unit_pass(
                 .ok()
                 .and_then(|id| store.meta(&id).ok())
                 .map(|m| m.project_path);
-            let known = shared.known(store);
-            let roots = known.iter().flat_map(|k| k.roots());
-            let (project, how, why) = match crate::place::place(s, s.project_hash.as_deref(), roots)
-            {
-                crate::place::Placement::Hash(dir) => (
-                    dir,
-                    "hash",
-                    "a directory the chat names has its project hash".to_owned(),
-                ),
-                crate::place::Placement::Guess { dir, why } => (dir, "guess", why),
-                crate::place::Placement::Unplaced => (
-                    crate::place::unplaced_project(store.home().root()),
-                    "unplaced",
-                    match (&unresolved, &s.project_path) {
-                        (Some(why), _) => {
-                            format!("{why}, and the chat names no path to place it by")
-                        }
-                        (None, Some(relative)) => format!(
-                            "its source names {relative:?}, not an absolute path, and the chat \
-                             no path to place it by"
-                        ),
-                        (None, None) => {
-                            "its source names no project, and the chat no path to place it by"
-                                .to_owned()
-                        }
-                    },
-                ),
-            };
             let project = match here {
                 Some(here) => here,
                 None => {
-                    placed = Some(Placed {
-                        project: project.clone(),
-                        how,
-                        why,
-                    });
+                    let p = place_session(s, unresolved.as_deref(), shared, store);
+                    let project = p.project.clone();
+                    placed = Some(p);
                     project
                 }
             };
@@ -603,6 +573,41 @@ fn unit_pass(
 }
 
 /// The outcome of a session that could not be planned: skipped, with the reason.
+/// Where session `s`, whose source names no usable project, belongs ([`crate::place`]);
+/// `unresolved` says why its project hash named no directory known here, if it did not.
+fn place_session(
+    s: &ImportedSession,
+    unresolved: Option<&str>,
+    shared: &Shared<'_>,
+    store: &SessionStore,
+) -> Placed {
+    let known = shared.known(store);
+    let roots = known.iter().flat_map(|k| k.roots());
+    let (project, how, why) = match crate::place::place(s, s.project_hash.as_deref(), roots) {
+        crate::place::Placement::Hash(dir) => (
+            dir,
+            "hash",
+            "a directory the chat names has its project hash".to_owned(),
+        ),
+        crate::place::Placement::Guess { dir, why } => (dir, "guess", why),
+        crate::place::Placement::Unplaced => (
+            crate::place::unplaced_project(store.home().root()),
+            "unplaced",
+            match (unresolved, &s.project_path) {
+                (Some(why), _) => format!("{why}, and the chat names no path to place it by"),
+                (None, Some(relative)) => format!(
+                    "its source names {relative:?}, not an absolute path, and the chat no path \
+                     to place it by"
+                ),
+                (None, None) => {
+                    "its source names no project, and the chat no path to place it by".to_owned()
+                }
+            },
+        ),
+    };
+    Placed { project, how, why }
+}
+
 fn skipped_unplanned(s: &ImportedSession, reason: String) -> SessionOutcome {
     let id_of = |source: &str| session_id(s.agent, source).ok().map(|id| id.to_string());
     SessionOutcome {
@@ -933,8 +938,7 @@ pub fn detect(
                 messages: 0,
                 bytes: 0,
             };
-            let roots = crate::default_roots(agent, var);
-            d.roots = roots.into_iter().filter(|r| exists(r)).collect();
+            d.roots = roots_here(agent, var);
             for root in &d.roots {
                 for unit in crate::discover(agent, root, issues) {
                     d.bytes += unit_bytes(&unit);
@@ -968,6 +972,14 @@ pub fn detect(
             }
             d
         })
+        .collect()
+}
+
+/// `agent`'s own locations that exist on this machine (nothing read in them).
+pub fn roots_here(agent: Agent, var: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Vec<PathBuf> {
+    crate::default_roots(agent, var)
+        .into_iter()
+        .filter(|r| exists(r))
         .collect()
 }
 

@@ -40,6 +40,15 @@ pub fn agent(name: &str) -> Result<Agent> {
     })
 }
 
+/// The agents whose own locations exist on this machine (what `freecode import` with no agent
+/// imports), found without reading a session.
+pub fn agents_here() -> Vec<Agent> {
+    Agent::ALL
+        .into_iter()
+        .filter(|a| !importer::roots_here(*a, &env_var).is_empty())
+        .collect()
+}
+
 /// What an import of another agent's sessions reads.
 #[derive(Debug, Clone)]
 pub struct ImportRequest {

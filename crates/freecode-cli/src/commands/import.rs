@@ -75,13 +75,8 @@ impl ImportArgs {
 
     /// `freecode import` with no agent: every agent whose sessions are on this machine.
     fn every_agent(&self, home: &Home) -> anyhow::Result<()> {
-        let (found, _) = freecode_ops::import::detect();
-        let agents: Vec<Agent> = found
-            .agents
-            .iter()
-            .filter(|a| !a.roots.is_empty())
-            .filter_map(|a| Agent::from_name(&a.agent))
-            .collect();
+        // Where each agent keeps its sessions, not what they hold: the imports read them.
+        let agents = freecode_ops::import::agents_here();
         if agents.is_empty() {
             return Err(crate::UserError(
                 "no other agent's sessions were found on this machine (`freecode import \

@@ -447,26 +447,12 @@ fn pre_2_1_2_subagent_files_beside_the_session_are_children_not_sessions() {
     );
 }
 
-/// A copy of a tree (the shared fixtures are read-only).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-        }
-    }
-}
-
 #[test]
 fn subagent_transcripts_whose_session_is_gone_are_sessions_of_their_own() {
     let dir = tempfile::tempdir().unwrap();
     let sid = "0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f";
     let project = dir.path().join("projects/-tmp");
-    copy_tree(&fixtures().join("schema/agentsessions-subagent"), &project);
+    freecode_testkit::copy_tree(&fixtures().join("schema/agentsessions-subagent"), &project);
     // The child it is beside its session: the id an orphan must have too.
     let with_parent = read_one(&project.join(format!("{sid}.jsonl")));
     let child = with_parent.sessions[1].clone();

@@ -319,7 +319,8 @@ pub fn rotate(home: &Home) -> Result<SyncRotation> {
                     Ok(None) => continue,
                     Err(SealError::OtherKey { .. } | SealError::Tampered { .. }) => {
                         // A broken wrap mended from the copy kept here; garbage left.
-                        match e.wrap_from_kept(&lc.log, &lc.host, index, sealed)? {
+                        let kept = e.kept.get(&lc.log, &lc.host, index)?;
+                        match e.wrap_from_kept(&lc.log, &lc.host, index, sealed, kept)? {
                             Some(wrap) => wrap,
                             None => {
                                 out.skipped += 1;
@@ -1709,16 +1710,17 @@ impl Engine {
     }
 
     /// The key wrap that makes `theirs` (slot `index` of `host`'s log `log` on the server,
-    /// which does not open) the record kept here again: when a copy is kept, opens, and is
-    /// the same bytes but for its wrap. Under this machine's key.
+    /// which does not open) the record `kept` here again: when the copy opens and is the
+    /// same bytes but for its wrap. Under this machine's key.
     fn wrap_from_kept(
         &self,
         log: &LogId,
         host: &HostId,
         index: u64,
         theirs: &[u8],
+        kept: Option<Vec<u8>>,
     ) -> Result<Option<Vec<u8>>> {
-        let Some(kept) = self.kept.get(log, host, index)? else {
+        let Some(kept) = kept else {
             return Ok(None);
         };
         if !same_but_wrap(&kept, theirs) || self.key.open(host, log, index, &kept).is_err() {
@@ -1738,9 +1740,9 @@ impl Engine {
         let Some((log, host, index)) = state::parse_slot(slot) else {
             return Ok(());
         };
-        if self.kept.get(&log, &host, index)?.is_none() {
+        let Some(kept) = self.kept.get(&log, &host, index)? else {
             return Ok(());
-        }
+        };
         let (got, _) = self.remote.get_records(&log, &host, index)?;
         let Some(theirs) = got.first() else {
             return Ok(());
@@ -1748,7 +1750,7 @@ impl Engine {
         if self.key.open(&host, &log, index, theirs).is_ok() {
             return Ok(());
         }
-        if let Some(wrap) = self.wrap_from_kept(&log, &host, index, theirs)?
+        if let Some(wrap) = self.wrap_from_kept(&log, &host, index, theirs, Some(kept))?
             && self.remote.rewrap_record(&log, &host, index, &wrap)?
         {
             tracing::info!(%host, %log, index, "mended a broken key wrap from the copy kept here");
