@@ -28,7 +28,7 @@ fn without_the_right_token_everything_is_refused() {
     assert_eq!(http(&s.authority, &wrong, &host).status, 403);
     let short = format!("/?token={}", &s.token[..16]);
     assert_eq!(http(&s.authority, &short, &host).status, 403);
-    let bad_cookie = format!("freecode_ui={}", "f".repeat(32));
+    let bad_cookie = format!("freecode_ui_{}={}", s.port(), "f".repeat(32));
     let r = http(
         &s.authority,
         "/api/sessions",
@@ -63,12 +63,11 @@ fn without_the_right_token_everything_is_refused() {
     assert!(r.body.contains(r#"content="0;url=/""#), "{}", r.body);
     let r = http(&s.authority, &format!("/?token={}", s.token), &host);
     let cookie = r.header("set-cookie").unwrap();
+    assert!(cookie.starts_with(&format!("{};", s.cookie())), "{cookie}");
     assert!(
-        cookie.starts_with(&format!("freecode_ui={};", s.token)),
-        "{cookie}"
-    );
-    assert!(
-        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Strict")
+            && cookie.contains("Max-Age=2592000"),
         "{cookie}"
     );
     let ok = s.get("/");
@@ -80,7 +79,7 @@ fn without_the_right_token_everything_is_refused() {
 fn foreign_hosts_and_other_origins_are_refused() {
     let f = fixture();
     let s = Server::start(&f.home);
-    let cookie = format!("freecode_ui={}", s.token);
+    let cookie = s.cookie();
     let localhost = format!("localhost:{}", s.port());
     let req = |extra: &[(&str, &str)]| {
         let mut h = vec![("Cookie", cookie.as_str())];
@@ -318,8 +317,9 @@ fn the_browser_is_opened_without_the_token_on_a_command_line() {
     // Ctrl+C stops the server, even with a live stream open, and removes the page.
     let mut stream = std::net::TcpStream::connect(&s.authority).unwrap();
     let req = format!(
-        "GET /api/events/{TRACED} HTTP/1.1\r\nHost: {}\r\nCookie: freecode_ui={}\r\n\r\n",
-        s.authority, s.token
+        "GET /api/events/{TRACED} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\n\r\n",
+        s.authority,
+        s.cookie()
     );
     std::io::Write::write_all(&mut stream, req.as_bytes()).unwrap();
     let mut head = [0u8; 64];
@@ -351,8 +351,9 @@ fn index_progress_is_a_stream_of_events() {
         .set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
     let req = format!(
-        "GET /api/progress HTTP/1.1\r\nHost: {}\r\nCookie: freecode_ui={}\r\n\r\n",
-        s.authority, s.token
+        "GET /api/progress HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\n\r\n",
+        s.authority,
+        s.cookie()
     );
     std::io::Write::write_all(&mut stream, req.as_bytes()).unwrap();
     let mut got = Vec::new();
@@ -430,12 +431,16 @@ fn session_show_html_is_written_as_the_messages_are_read() {
 
 /// A client that sends half a request line and then nothing is cut off at the share server's
 /// header deadline (10 s), and holds nothing meanwhile: the page is still served to others.
+/// That is worth a warning; a socket opened and never used (browsers open spare ones) is
+/// closed at the same deadline without one.
 #[test]
 fn a_half_sent_request_is_cut_off_and_the_server_keeps_answering() {
     use std::io::{Read as _, Write as _};
     use std::time::{Duration, Instant};
     let f = fixture();
-    let s = Server::start(&f.home);
+    let log = f.tmp.path().join("ui.log");
+    let s = Server::start_logged(&f.home, &[], &log);
+    let mut spare = std::net::TcpStream::connect(&s.authority).unwrap();
     let mut slow = std::net::TcpStream::connect(&s.authority).unwrap();
     slow.write_all(b"GET /api/sessi").unwrap();
     let t0 = Instant::now();
@@ -461,4 +466,244 @@ fn a_half_sent_request_is_cut_off_and_the_server_keeps_answering() {
         waited >= Duration::from_secs(8) && waited < Duration::from_secs(25),
         "closed after {waited:?}"
     );
+    spare
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = spare.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+    assert_eq!(s.interrupt().code(), Some(0));
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        said.matches("request head not received in time").count(),
+        1,
+        "the half-sent request, not the spare socket: {said}"
+    );
+    assert_eq!(said.matches("WARN").count(), 1, "{said}");
+}
+
+/// The address stays: the port and the token are kept in the home (0600), so the next run
+/// serves the same URL and a bookmark keeps working. A second viewer of the same home while
+/// the first runs gets a free port for that run and says so. `--new-token` refuses every older
+/// link and cookie with a page that says what to do.
+#[test]
+fn the_address_stays_from_run_to_run_until_the_token_is_rotated() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let first = Server::start(&f.home);
+    let kept = f.home.join("state/ui.json");
+    assert_eq!(
+        std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let saved: Value = serde_json::from_slice(&std::fs::read(&kept).unwrap()).unwrap();
+    assert_eq!(saved["port"], first.port());
+    assert_eq!(saved["token"], first.token.as_str());
+    let (url, cookie) = (first.url.clone(), first.cookie());
+    assert_eq!(first.interrupt().code(), Some(0));
+
+    let again = Server::start(&f.home);
+    assert_eq!(again.url, url, "the same link as the last run");
+    let bookmarked = http(
+        &again.authority,
+        "/",
+        &[("Host", &again.authority), ("Cookie", &cookie)],
+    );
+    assert_eq!(bookmarked.status, 200, "the old tab's cookie still works");
+
+    // A second viewer of this home while the first runs: another port, the same token.
+    let log = f.tmp.path().join("second.log");
+    let second = Server::start_logged(&f.home, &[], &log);
+    assert_ne!(second.port(), again.port());
+    assert_eq!(second.token, again.token);
+    assert_eq!(second.interrupt().code(), Some(0));
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains(&format!("port {} is taken", again.port())),
+        "{said}"
+    );
+    assert_eq!(again.interrupt().code(), Some(0));
+    let saved: Value = serde_json::from_slice(&std::fs::read(&kept).unwrap()).unwrap();
+    assert_eq!(
+        saved["port"],
+        first_port(&url),
+        "a one-off port is not kept"
+    );
+
+    // A new token: the same port, and links, bookmarks and tabs from before are refused with
+    // a page that says what happened and what to do.
+    let log = f.tmp.path().join("rotated.log");
+    let rotated = Server::start_logged(&f.home, &["--new-token"], &log);
+    assert_eq!(rotated.port(), first_port(&url));
+    assert_ne!(rotated.url, url);
+    let host = [("Host", rotated.authority.as_str())];
+    let old_link = http(
+        &rotated.authority,
+        url.trim_start_matches(&format!("http://{}", rotated.authority)),
+        &host,
+    );
+    assert_eq!(old_link.status, 403);
+    assert!(
+        old_link.body.contains("open the link freecode ui printed")
+            && old_link.body.contains("freecode ui --new-token"),
+        "{}",
+        old_link.body
+    );
+    assert!(!old_link.body.contains("Fix the flaky parser"));
+    assert!(!old_link.body.contains(&rotated.token));
+    let old_tab = http(
+        &rotated.authority,
+        "/",
+        &[("Host", &rotated.authority), ("Cookie", &cookie)],
+    );
+    assert_eq!(old_tab.status, 403);
+    assert!(old_tab.body.contains("freecode ui --new-token"));
+    assert_eq!(rotated.get("/").status, 200);
+    let saved: Value = serde_json::from_slice(&std::fs::read(&kept).unwrap()).unwrap();
+    assert_eq!(saved["token"], rotated.token.as_str());
+    assert_eq!(rotated.interrupt().code(), Some(0));
+    // Ordinary browsing logs nothing.
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(!said.contains("WARN"), "{said}");
+}
+
+/// The port of a printed URL.
+fn first_port(url: &str) -> u16 {
+    url.trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// An assistant's answer is markdown, rendered with its raw HTML as text and only web links;
+/// a slash command and a system reminder are quiet blocks; a user's text is as typed; tokens
+/// read `25.8k in · 27 out`; the agent is named; a long transcript has a pager.
+#[test]
+fn answers_are_markdown_and_what_agents_wrap_is_quiet() {
+    let f = fixture();
+    ui_home::write_markdown_session(&f.home, f.base);
+    let id = "ui-pages-0004";
+    let msgs: Vec<Value> = (0..450)
+        .map(|i| json!({"id": format!("p{i}"), "role": "user", "parts": [{"type": "text", "content": format!("line {i}")}], "timestamp": f.base + i}))
+        .collect();
+    ui_home::write_session(
+        &f.home,
+        &json!({"id": id, "title": "Paged", "projectPath": "/work/pages", "provider": "openai",
+                "model": "gpt-test", "status": "active", "createdAt": f.base, "updatedAt": f.base,
+                "lastTurnAt": f.base, "turnCount": 450}),
+        &msgs,
+    );
+    let s = Server::start(&f.home);
+    let r = s.get(&format!("/session/{}", ui_home::MARKDOWN));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = &r.body;
+    for want in [
+        "<h2>What changed in the parser</h2>",
+        "<strong>two</strong>",
+        "<em>both</em>",
+        "<code>1_000</code>",
+        "<ol>",
+        "<table>",
+        "<td style=\"text-align: right\">42</td>",
+        "<pre class=\"code\" data-lang=\"rust\">",
+        "<blockquote>",
+        "<a href=\"https://spec.commonmark.org/\">the CommonMark spec</a>",
+        "<a href=\"https://example.com/diagram.png\">diagram</a>",
+        // Raw HTML is shown as written (a block of it as code).
+        "&lt;div onclick=",
+        "raw html stays text&lt;/div&gt;",
+        "and a bad link.",
+        "Ça marche — 完成了 ✓",
+        "type=\"checkbox\"",
+        // The slash command on one quiet line, the reminder folded away.
+        "<code>/review src/parser.rs</code>",
+        "<summary>system reminder</summary>",
+        // A person's text is shown as typed.
+        "Why was the **parser** test flaky?",
+        "25.8k in · 27 out",
+        "<dd class=\"agent\">claude-code</dd>",
+        "3 messages",
+    ] {
+        assert!(body.contains(want), "{want:?} not in {body}");
+    }
+    for never in [
+        "href=\"javascript",
+        "<div onclick",
+        "<img src=\"https://example.com",
+        "&lt;command-name&gt;",
+        "&lt;system-reminder&gt;",
+        "nav class=\"pager\"",
+    ] {
+        assert!(!body.contains(never), "{never:?} in {body}");
+    }
+    // Pages: numbered, the current one marked, the count known.
+    let r = s.get(&format!("/session/{id}?page=2"));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.matches("<nav class=\"pager\"").count(), 2);
+    for want in [
+        "450 messages, 200 a page",
+        "aria-current=\"page\">2</span>",
+        &format!("href=\"/session/{id}?page=1\""),
+        &format!("href=\"/session/{id}?page=3\""),
+        "page 2 of 3",
+        "id=\"m-p200\"",
+    ] {
+        assert!(r.body.contains(want), "{want:?} not in the page");
+    }
+    assert!(!r.body.contains("id=\"m-p199\"") && !r.body.contains("id=\"m-p400\""));
+}
+
+/// A trace with nothing open and no writer is finished: its page follows nothing. One with a
+/// request open, or whose session a writer holds, is followed as it grows.
+#[test]
+fn only_a_trace_that_can_grow_is_followed() {
+    let f = fixture();
+    ui_home::write_markdown_session(&f.home, f.base);
+    let id = ui_home::MARKDOWN;
+    let ev = [
+        ui_home::event(1, id, f.base, "turn.started", json!({"turnId": "t0"})),
+        ui_home::event(
+            2,
+            id,
+            f.base + 100,
+            "model.request",
+            json!({"turnId": "t0", "provider": "anthropic", "model": "claude-test", "messageCount": 2, "toolCount": 0, "promptChars": 90, "streamed": true}),
+        ),
+        ui_home::event(
+            3,
+            id,
+            f.base + 1_100,
+            "model.response",
+            json!({"turnId": "t0", "provider": "anthropic", "model": "claude-test", "duration_ms": 1_000, "inputTokens": 25_801, "outputTokens": 27, "toolCalls": [], "textChars": 900, "thinkingChars": 0}),
+        ),
+    ]
+    .concat();
+    ui_home::write_events(&f.home, id, &ev);
+    let s = Server::start(&f.home);
+    let live = |session: &str| {
+        let r = s.get(&format!("/trace/{session}"));
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body.contains("data-live=\"true\"")
+    };
+    assert!(!live(id), "a finished trace");
+    assert!(live(TRACED), "a request open");
+    // A writer (a run, an import) holds the session: it may go on.
+    let lock = std::fs::read_dir(f.home.join("sessions"))
+        .unwrap()
+        .map(|d| d.unwrap().path().join(id))
+        .find(|p| p.is_dir())
+        .unwrap()
+        .join(".lock");
+    let held = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock)
+        .unwrap();
+    held.lock().unwrap();
+    assert!(live(id), "a writer holds it");
+    drop(held);
+    assert!(!live(id));
 }

@@ -20,7 +20,9 @@
 //! per-address cap) that has no request in the handlers, and is served; only when every
 //! connection in the way is busy is it closed at once. So silent or trickling sockets can hold
 //! a slot only until a newer connection needs it, and `/healthz` from a fresh connection is
-//! always answered. Refusals, evictions and timeouts are logged with the peer address only.
+//! always answered. Refusals, evictions and timeouts are logged with the peer address only: as
+//! warnings, except the ordinary ends (an idle keep-alive connection closed, and, for a server
+//! a browser uses ([`ConnLimits::quiet_unused`]), a spare socket never used), at debug.
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -64,6 +66,9 @@ pub struct ConnLimits {
     pub max_connections: usize,
     /// At most this many from one client address (at most `max_connections`).
     pub max_connections_per_ip: usize,
+    /// A socket closed at the header deadline without sending a byte is logged at debug, not
+    /// as a warning: for a server a browser uses, which opens spare connections ahead of need.
+    pub quiet_unused: bool,
 }
 
 impl Default for ConnLimits {
@@ -75,6 +80,7 @@ impl Default for ConnLimits {
             idle_timeout: Duration::from_secs(60),
             max_connections: 512,
             max_connections_per_ip: 64,
+            quiet_unused: false,
         }
     }
 }
@@ -95,6 +101,9 @@ enum Phase {
 /// Why a connection was closed by the server rather than by its client or its own end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Closed {
+    /// Accepted, and not a byte before the header deadline.
+    Unused,
+    /// Part of a head, not all of it, before the header deadline.
     HeaderTimeout,
     IdleTimeout,
     WriteStalled,
@@ -104,7 +113,9 @@ enum Closed {
 impl Closed {
     fn describe(self) -> &'static str {
         match self {
-            Self::HeaderTimeout => "request head not received in time: closing the connection",
+            Self::Unused | Self::HeaderTimeout => {
+                "request head not received in time: closing the connection"
+            }
             Self::IdleTimeout => {
                 "keep-alive connection idle too long (no new request, or the end of a \
                  response not being read): closing it"
@@ -177,9 +188,10 @@ impl Conn {
     /// When the connection is to be closed and why, or `None` while it is busy.
     fn deadline(&self, limits: &ConnLimits) -> Option<(Instant, Closed)> {
         match *self.phase() {
-            Phase::Idle { since, fresh: true } | Phase::Head { since } => {
-                Some((since + limits.header_timeout, Closed::HeaderTimeout))
+            Phase::Idle { since, fresh: true } => {
+                Some((since + limits.header_timeout, Closed::Unused))
             }
+            Phase::Head { since } => Some((since + limits.header_timeout, Closed::HeaderTimeout)),
             Phase::Idle {
                 since,
                 fresh: false,
@@ -463,7 +475,15 @@ async fn drive(
                 if let Some((at, why)) = conn.deadline(&limits)
                     && at <= Instant::now()
                 {
-                    tracing::warn!(peer = %conn.peer, "{}", why.describe());
+                    // A keep-alive connection's end is ordinary HTTP; so is a browser's spare
+                    // socket, where the server says so.
+                    let ordinary = why == Closed::IdleTimeout
+                        || (why == Closed::Unused && limits.quiet_unused);
+                    if ordinary {
+                        tracing::debug!(peer = %conn.peer, "{}", why.describe());
+                    } else {
+                        tracing::warn!(peer = %conn.peer, "{}", why.describe());
+                    }
                     return;
                 }
             }
@@ -578,6 +598,7 @@ mod tests {
             idle_timeout: Duration::from_secs(60),
             max_connections: max,
             max_connections_per_ip: per_ip,
+            quiet_unused: false,
         }))
     }
 
@@ -626,10 +647,11 @@ mod tests {
         let r = t.admit(addr([127, 0, 0, 1], 1)).unwrap();
         let limits = t.limits;
         let (at, why) = r.conn.deadline(&limits).unwrap();
-        assert_eq!(why, Closed::HeaderTimeout);
+        assert_eq!(why, Closed::Unused);
         r.conn.on_read();
         assert!(matches!(*r.conn.phase(), Phase::Head { .. }));
-        let (head_at, _) = r.conn.deadline(&limits).unwrap();
+        let (head_at, why) = r.conn.deadline(&limits).unwrap();
+        assert_eq!(why, Closed::HeaderTimeout);
         assert!(head_at >= at);
         let busy = InFlight::new(&r.conn);
         assert!(r.conn.deadline(&limits).is_none());

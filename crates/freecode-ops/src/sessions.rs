@@ -220,6 +220,8 @@ pub struct TranscriptPage {
     pub messages: Vec<StoredMessage>,
     /// Whether messages follow this page.
     pub more: bool,
+    /// Messages in the whole transcript (at least `first` plus this page's).
+    pub total: usize,
 }
 
 impl TranscriptPage {
@@ -267,11 +269,19 @@ pub fn transcript_page(
             break;
         }
     }
+    // The count costs a read past the offset index's last mark; a last page knows it already.
+    let total = if more {
+        let n = usize::try_from(store.message_count(id)?).unwrap_or(usize::MAX);
+        n.max(first + messages.len() + 1)
+    } else {
+        seen.max(first + messages.len())
+    };
     Ok(TranscriptPage {
         meta,
         first,
         messages,
         more,
+        total,
     })
 }
 

@@ -176,6 +176,15 @@ pub fn resolve(home: &Home, id: &str) -> freecode_ops::Result<(SessionStore, Ses
     Ok((store, id))
 }
 
+/// Whether session `id` is being written now (a run or an import holds it); false for a trace
+/// without a session, or when the probe fails.
+pub fn being_written(home: &Home, id: &SessionId) -> bool {
+    sessions::open(home)
+        .ok()
+        .and_then(|store| store.is_being_written(id).ok())
+        .unwrap_or(false)
+}
+
 /// Page `page` (1-based) of session `id`.
 pub fn transcript_page(home: &Home, id: &str, page: usize) -> freecode_ops::Result<TranscriptPage> {
     let (store, id) = resolve(home, id)?;

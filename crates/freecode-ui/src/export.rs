@@ -115,6 +115,7 @@ fn page(
         maud::PreEscaped(chart),
         waterfall::Select::All,
         Assets::Inline,
+        false,
     )
 }
 

@@ -2,20 +2,26 @@
 //! only. Every page and every `/api/` answer is one call of [`freecode_ops`], rendered.
 //!
 //! Private by construction: the listener binds a 127.x address (anything else is refused), every
-//! request needs the per-run random token (128 bits from the OS; once in the printed URL, then
-//! an `HttpOnly; SameSite=Strict` cookie), its `Host` must be `127.x.y.z:PORT` or
-//! `localhost:PORT` (DNS rebinding), and a request another origin made (a foreign `Origin`,
+//! request needs the home's random token (128 bits from the OS; once in the printed URL, then
+//! an `HttpOnly; SameSite=Strict` cookie named after the port), its `Host` must be
+//! `127.x.y.z:PORT` or `localhost:PORT` (DNS rebinding), and a request another origin made (a foreign `Origin`,
 //! `Sec-Fetch-Site` other than `same-origin`/`none`) is refused. Every response carries a
 //! Content-Security-Policy without inline script ([`CSP`]). Pages are [`maud`] templates
 //! ([`pages`]) that escape everything from a session; the JSON endpoints under `/api/` answer
 //! the types of the CLI's `--json` ([`freecode_ops::types`], the core folds, the index's hits).
 //! `--html FILE` on `trace` and `session show` writes the same pages as one offline file
 //! ([`export`]).
+//!
+//! A stable address: the port and the token are kept in the home (`state/ui.json`, 0600, see
+//! [`Kept`]), so the next `freecode ui` serves at the same URL and a bookmark or an open tab
+//! keeps working; `--new-token` makes a new token (links from before are refused, with a page
+//! that says what to do). The cookie lasts [`COOKIE_DAYS`] days.
 
 mod api;
 pub mod export;
 mod highlight;
 mod pages;
+mod text;
 mod waterfall;
 
 use std::net::SocketAddr;
@@ -37,16 +43,73 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 /// How long requests in progress may finish after Ctrl+C (live streams are cut then).
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The cookie holding the token after the first request.
-const COOKIE: &str = "freecode_ui";
+/// The cookie holding the token after the first request: `freecode_ui_<port>` (browsers send
+/// a host's cookies to every port of it, so one name per port keeps two homes' viewers apart).
+fn cookie_name(addr: SocketAddr) -> String {
+    format!("freecode_ui_{}", addr.port())
+}
+
+/// How long the browser keeps the token's cookie.
+pub const COOKIE_DAYS: u32 = 30;
+
+/// What `freecode ui` keeps between runs, in `state/ui.json` (0600): the port it serves on and
+/// the token its links carry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Kept {
+    /// The port of the last run that had its choice (`--listen` with a port, or the port kept).
+    pub port: u16,
+    /// The token, 32 hex digits.
+    pub token: String,
+}
+
+/// Where [`Kept`] lives.
+fn kept_path(home: &Home) -> std::path::PathBuf {
+    home.state_dir().join("ui.json")
+}
+
+/// The kept port and token; `None` when there are none or they do not read (a token that is
+/// not 32 hex digits is not used).
+fn load_kept(home: &Home) -> Option<Kept> {
+    let path = kept_path(home);
+    let bytes = match freecode_store::fsutil::read_bounded(&path, 4096, "ui state") {
+        Ok(b) => b?,
+        Err(e) => {
+            tracing::warn!("{e}: a new token is made");
+            return None;
+        }
+    };
+    match serde_json::from_slice::<Kept>(&bytes) {
+        Ok(k) if k.token.len() == 32 && k.token.bytes().all(|b| b.is_ascii_hexdigit()) => Some(k),
+        _ => {
+            tracing::warn!("{} does not read: a new token is made", path.display());
+            None
+        }
+    }
+}
+
+/// Saves what the next run reuses; a failure is a warning (this run serves anyway).
+fn save_kept(home: &Home, kept: &Kept) {
+    let path = kept_path(home);
+    let res = freecode_store::fsutil::create_dir_private(&home.state_dir()).and_then(|()| {
+        let json = serde_json::to_vec_pretty(kept).unwrap_or_default();
+        freecode_store::fsutil::write_atomic(&path, &json, true)
+    });
+    if let Err(e) = res {
+        tracing::warn!("could not keep the address for the next run: {e}");
+    }
+}
 
 /// How `freecode ui` serves.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Address to listen on: a loopback address (127.x.y.z); port 0 picks a free one.
-    pub listen: String,
+    /// Address to listen on: a loopback address (127.x.y.z); port 0 picks a free one for this
+    /// run. `None`: 127.0.0.1 on the port kept from the last run (a free one the first time,
+    /// or when another program holds it).
+    pub listen: Option<String>,
     /// Print the URL without opening a browser.
     pub no_open: bool,
+    /// Make a new token: links and cookies from before stop working.
+    pub new_token: bool,
 }
 
 /// What every handler shares: the home and the run's token and address.
@@ -106,16 +169,57 @@ pub fn serve(
     opts: &Options,
     announce: impl FnOnce(&str) -> std::io::Result<()>,
 ) -> freecode_ops::Result<()> {
-    let addr = loopback(&opts.listen)?;
-    let token = new_token()?;
+    let kept = load_kept(home);
+    let token = match &kept {
+        Some(k) if !opts.new_token => k.token.clone(),
+        _ => new_token()?,
+    };
+    let kept_port = kept.as_ref().map(|k| k.port);
+    let (addr, fall_back) = match &opts.listen {
+        Some(l) => (loopback(l)?, false),
+        None => (
+            SocketAddr::from(([127, 0, 0, 1], kept_port.unwrap_or(0))),
+            kept_port.is_some_and(|p| p != 0),
+        ),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| Error::Failed(format!("cannot listen on {addr}: {e}")))?;
-        let addr = listener.local_addr()?;
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) if fall_back && e.kind() == std::io::ErrorKind::AddrInUse => {
+                tracing::warn!(
+                    "port {} is taken (another `freecode ui` of this home?): serving on a free \
+                     port this time; the next run tries {} again",
+                    addr.port(),
+                    addr.port()
+                );
+                let any = SocketAddr::from(([127, 0, 0, 1], 0));
+                tokio::net::TcpListener::bind(any)
+                    .await
+                    .map_err(|e| Error::Failed(format!("cannot listen on {any}: {e}")))?
+            }
+            Err(e) => return Err(Error::Failed(format!("cannot listen on {addr}: {e}"))),
+        };
+        let bound = listener.local_addr()?;
+        // The port kept is the one asked for (a kept port, or `--listen` with a port), never a
+        // one-off free port while the kept one is busy.
+        let port = if addr.port() != 0 {
+            addr.port()
+        } else {
+            kept_port
+                .filter(|_| opts.listen.is_some())
+                .unwrap_or(bound.port())
+        };
+        let keep = Kept {
+            port,
+            token: token.clone(),
+        };
+        if kept.as_ref() != Some(&keep) {
+            save_kept(home, &keep);
+        }
+        let addr = bound;
         let url = format!("http://{addr}/?token={token}");
         announce(&url)?;
         let launcher = if opts.no_open {
@@ -139,13 +243,17 @@ pub fn serve(
             indexing: api::Indexing::default(),
         });
         // The share server's connection bounds (a head within 10 s, idle for at most 60 s;
-        // the live streams' keep-alive comments every 15 s keep them from looking stalled).
+        // the live streams' keep-alive comments every 15 s keep them from looking stalled),
+        // with the spare sockets a browser opens and never uses closed without a warning.
         // Ctrl+C: stop accepting, let requests in progress finish, but not a live stream
         // (server-sent events never end by themselves): they are cut after a grace period.
         freecode_http::serve(
             listener,
             router(ui),
-            freecode_http::ConnLimits::default(),
+            freecode_http::ConnLimits {
+                quiet_unused: true,
+                ..Default::default()
+            },
             SHUTDOWN_GRACE,
             async {
                 let _ = tokio::signal::ctrl_c().await;
@@ -220,7 +328,7 @@ fn is_us(host: &str, addr: SocketAddr) -> bool {
 }
 
 /// The token a request carries: in its query (`token=`), or in the cookie.
-fn tokens(req: &Request) -> (Option<String>, Option<String>) {
+fn tokens(req: &Request, cookie_name: &str) -> (Option<String>, Option<String>) {
     let query = req.uri().query().and_then(|q| {
         q.split('&')
             .find_map(|kv| kv.strip_prefix("token="))
@@ -234,7 +342,8 @@ fn tokens(req: &Request) -> (Option<String>, Option<String>) {
         .flat_map(|v| v.split(';'))
         .find_map(|c| {
             c.trim()
-                .strip_prefix(&format!("{COOKIE}="))
+                .strip_prefix(cookie_name)
+                .and_then(|v| v.strip_prefix('='))
                 .map(str::to_owned)
         });
     (query, cookie)
@@ -257,10 +366,13 @@ async fn guard(State(ui): State<Arc<Ui>>, req: Request, next: Next) -> Response 
             return secured(forbidden("forbidden: cross-origin request"));
         }
     }
-    let (query, cookie) = tokens(&req);
+    let name = cookie_name(ui.addr);
+    let (query, cookie) = tokens(&req, &name);
     if let Some(t) = query {
         if !same_secret(&t, &ui.token) {
-            return secured(forbidden("forbidden: wrong token"));
+            return secured(pages::stale_link_page(
+                "This link's token is not the one this freecode ui uses.",
+            ));
         }
         // The token moves into the cookie and out of the address bar and history. The first
         // request may come from elsewhere (the launch page is a file), so the cookie is set by
@@ -279,8 +391,9 @@ async fn guard(State(ui): State<Arc<Ui>>, req: Request, next: Next) -> Response 
         }
         let mut resp = pages::handshake_page(&to).into_response();
         if let Ok(v) = HeaderValue::from_str(&format!(
-            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
-            ui.token
+            "{name}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+            ui.token,
+            u64::from(COOKIE_DAYS) * 86_400
         )) {
             resp.headers_mut().insert(header::SET_COOKIE, v);
         }
@@ -292,8 +405,8 @@ async fn guard(State(ui): State<Arc<Ui>>, req: Request, next: Next) -> Response 
         return secured(forbidden("forbidden: cross-site request"));
     }
     if !cookie.is_some_and(|c| same_secret(&c, &ui.token)) {
-        return secured(forbidden(
-            "forbidden: open the URL `freecode ui` printed (it carries this run's token)",
+        return secured(pages::stale_link_page(
+            "This browser has no key for this freecode ui, or an old one.",
         ));
     }
     secured(next.run(req).await)

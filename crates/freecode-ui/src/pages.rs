@@ -11,7 +11,7 @@ use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use freecode_core::message::PartType;
+use freecode_core::message::{PartType, Role};
 use freecode_core::rollout::trace::Trace;
 use freecode_core::{SessionMeta, StoredMessage};
 use freecode_store::index::SearchHit;
@@ -19,15 +19,16 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde::Deserialize;
 
 use freecode_ops::human::{
-    format_duration, local_time, plural, relative_time, thousands, truncate,
+    count, format_duration, local_time, plural, relative_time, thousands, truncate,
 };
 use freecode_ops::sessions::TranscriptPage;
 use freecode_ops::types::StatsReport;
 
 use super::api::{self, ListQuery, PAGE_SESSIONS};
 use super::highlight::code_block;
+use super::text;
 use super::waterfall;
-use super::{Ui, UiError, blocking};
+use super::{COOKIE_DAYS, Ui, UiError, blocking};
 
 /// The stylesheet, embedded.
 pub const CSS: &str = include_str!("assets/app.css");
@@ -140,6 +141,32 @@ fn forward_page(to: &str, title: &str) -> Markup {
             body { p { a href=(to) { "Open freecode ui" } } }
         }
     }
+}
+
+/// The answer to a request without the right token (403): a page that says what happened and
+/// what to do, with no session data and no link that carries a token.
+pub fn stale_link_page(what: &str) -> Response {
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="referrer" content="no-referrer";
+                title { "Open freecode ui from its link — freecode" }
+            }
+            body {
+                h1 { "Forbidden: open the link freecode ui printed" }
+                p { (what) }
+                p { "The viewer shows your transcripts, so every browser needs its key once: the link "
+                    code { "freecode ui" } " prints in the terminal when it starts (" code { "http://127.0.0.1:PORT/?token=…" } "). "
+                    "Open that link and this page works again; the key is then kept in a cookie for "
+                    (COOKIE_DAYS) " days." }
+                p { "The link stays the same from run to run. It changes only after "
+                    code { "freecode ui --new-token" } ", which makes every older link and tab stop working." }
+            }
+        }
+    };
+    (StatusCode::FORBIDDEN, Html(page.into_string())).into_response()
 }
 
 /// The page of an error.
@@ -286,17 +313,43 @@ fn list_markup(sessions: &[SessionMeta], q: &ListQuery) -> Markup {
                     }
                 }
             }
-            (pager(page, page < pages, &href, Some(pages)))
+            (pager(page, pages, &href))
         },
     )
 }
 
-fn pager(page: usize, more: bool, href: &dyn Fn(usize) -> String, pages: Option<usize>) -> Markup {
+/// The pages a pager links by number: the first, the last, and two on each side of `page`;
+/// `None` where pages are left out.
+fn pager_numbers(page: usize, pages: usize) -> Vec<Option<usize>> {
+    let mut out = Vec::new();
+    for p in 1..=pages {
+        if p == 1 || p == pages || p.abs_diff(page) <= 2 {
+            out.push(Some(p));
+        } else if out.last().is_some_and(Option::is_some) {
+            out.push(None);
+        }
+    }
+    out
+}
+
+/// Previous, numbered pages and next; nothing when there is one page.
+fn pager(page: usize, pages: usize, href: &dyn Fn(usize) -> String) -> Markup {
     html! {
-        nav.pager {
-            @if page > 1 { a.prev rel="prev" href=(href(page - 1)) { "← previous" } }
-            span { "page " (page) @if let Some(n) = pages { " of " (n) } }
-            @if more { a.next rel="next" href=(href(page + 1)) { "next →" } }
+        @if pages > 1 {
+            nav.pager aria-label="Pages" {
+                @if page > 1 { a.prev rel="prev" href=(href(page - 1)) { "← previous" } }
+                @else { span.prev.disabled { "← previous" } }
+                @for n in pager_numbers(page, pages) {
+                    @match n {
+                        Some(n) if n == page => { span.current aria-current="page" { (n) } }
+                        Some(n) => { a.page href=(href(n)) { (n) } }
+                        None => { span.gap { "…" } }
+                    }
+                }
+                @if page < pages { a.next rel="next" href=(href(page + 1)) { "next →" } }
+                @else { span.next.disabled { "next →" } }
+                span.of { "page " (thousands(page as u64)) " of " (thousands(pages as u64)) }
+            }
         }
     }
 }
@@ -454,9 +507,12 @@ fn session_markup(t: &TranscriptPage, page: usize) -> Markup {
             (meta_line(&t.meta))
             p { a href=(format!("/trace/{}", t.meta.id)) { "Trace →" } " "
                 a href=(format!("/api/sessions/{}", t.meta.id)) { "JSON" } }
-            (pager(page, t.more, &href, None))
+            @let pages = t.total.div_ceil(api::PAGE_MESSAGES).max(1);
+            p.count { (thousands(t.total as u64)) " messages"
+                @if pages > 1 { ", " (thousands(api::PAGE_MESSAGES as u64)) " a page" } }
+            (pager(page, pages, &href))
             (transcript(&t.messages, t.first))
-            (pager(page, t.more, &href, None))
+            (pager(page, pages, &href))
         },
     )
 }
@@ -477,33 +533,6 @@ fn image_src(media_type: Option<&str>, data: Option<&str>) -> Option<String> {
     ok.then(|| format!("data:{mt};base64,{data}"))
 }
 
-/// Text with fenced code blocks (```lang … ```) shown as code.
-fn text_block(text: &str) -> Markup {
-    let mut pieces: Vec<(bool, Option<&str>, &str)> = Vec::new();
-    let mut rest = text;
-    while let Some(open) = rest.find("```") {
-        let after = &rest[open + 3..];
-        let Some(close) = after.find("```") else {
-            break;
-        };
-        pieces.push((false, None, &rest[..open]));
-        let inner = &after[..close];
-        let (lang, code) = match inner.split_once('\n') {
-            Some((l, c)) if !l.contains(' ') => (Some(l.trim()), c),
-            _ => (None, inner),
-        };
-        pieces.push((true, lang, code));
-        rest = &after[close + 3..];
-    }
-    pieces.push((false, None, rest));
-    html! {
-        @for (code, lang, s) in pieces {
-            @if code { (code_block(s, lang)) }
-            @else if !s.trim().is_empty() { div.text { (s.trim_matches('\n')) } }
-        }
-    }
-}
-
 /// Messages `first..` of a transcript.
 pub fn transcript(messages: &[StoredMessage], first: usize) -> Markup {
     html! {
@@ -522,12 +551,16 @@ pub fn transcript_items(messages: &[StoredMessage]) -> Markup {
                         " " span.when { (local_time(m.timestamp)) }
                         @if m.interrupted == Some(true) { " " span.badge.interrupted { "interrupted" } }
                         @if let Some(u) = &m.usage {
-                            " " span.usage { (u.input_tokens.unwrap_or(0)) " in / " (u.output_tokens.unwrap_or(0)) " out" }
+                            " " span.usage title=(format!("{} tokens in, {} out", thousands(u.input_tokens.unwrap_or(0)), thousands(u.output_tokens.unwrap_or(0))))
+                                { (count(u.input_tokens.unwrap_or(0))) " in · " (count(u.output_tokens.unwrap_or(0))) " out" }
                         }
                     }
                     @for part in &m.parts {
                         @match part.kind {
-                            PartType::Text => { (text_block(part.content.as_deref().unwrap_or(""))) }
+                            PartType::Text => {
+                                @let text = part.content.as_deref().unwrap_or("");
+                                @if m.role == Role::Assistant { (text::markdown(text)) } @else { (text::plain(text)) }
+                            }
                             PartType::Code => { (code_block(part.content.as_deref().unwrap_or(""), part.language.as_deref())) }
                             PartType::Tool => {
                                 @let name = part.tool.as_ref().and_then(|t| t.name.as_deref()).unwrap_or("tool");
@@ -625,26 +658,31 @@ async fn trace_page(
         if p.fragment.is_some() {
             return Ok(page_html(chart));
         }
+        let writing = api::being_written(&ui.home, &id);
         Ok(page_html(trace_markup(
             &trace,
             &w,
             chart,
             sel,
             Assets::Linked,
+            writing,
         )))
     })
     .await
 }
 
-/// The trace page around its waterfall `chart`.
+/// The trace page around its waterfall `chart`. The page follows the log as it grows
+/// (`data-live`) only when something can still come: a request open, or a writer holding the
+/// session (`writing`); a finished trace opens no connection.
 pub fn trace_markup(
     t: &Trace,
     w: &waterfall::Waterfall,
     chart: Markup,
     sel: waterfall::Select,
     assets: Assets,
+    writing: bool,
 ) -> Markup {
-    let live = t.in_flight || (t.hung && !t.abandoned);
+    let live = t.in_flight || (t.hung && !t.abandoned) || writing;
     html! {
         (layout(&format!("Trace {}", t.session_id), assets, html! {
             h1 { "Trace " span.id { (t.session_id) } }
@@ -823,7 +861,7 @@ fn stats_markup(r: &StatsReport) -> Markup {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use freecode_core::message::{Part, Role};
+    use freecode_core::message::Part;
 
     #[test]
     fn session_text_is_escaped_everywhere() {
@@ -859,6 +897,31 @@ mod tests {
         let page = layout("t", Assets::Inline, html! { p { "x" } }).into_string();
         assert_eq!(page.matches("<script>").count(), 1);
         assert!(!page.contains("src=\"/assets") && !page.contains("href=\"/assets"));
+    }
+
+    #[test]
+    fn the_pager_numbers_the_pages_around_this_one() {
+        let n = |page, pages| {
+            pager_numbers(page, pages)
+                .iter()
+                .map(|p| p.map_or("…".to_owned(), |p| p.to_string()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(n(1, 1), "1");
+        assert_eq!(n(1, 3), "1 2 3");
+        assert_eq!(n(1, 20), "1 2 3 … 20");
+        assert_eq!(n(10, 20), "1 … 8 9 10 11 12 … 20");
+        assert_eq!(n(4, 20), "1 2 3 4 5 6 … 20");
+        assert_eq!(n(20, 20), "1 … 18 19 20");
+        let html = pager(3, 5, &|p| format!("/x?page={p}")).into_string();
+        assert!(
+            html.contains("<span class=\"current\" aria-current=\"page\">3</span>"),
+            "{html}"
+        );
+        assert!(html.contains("href=\"/x?page=2\"") && html.contains("href=\"/x?page=4\""));
+        assert!(html.contains("page 3 of 5"), "{html}");
+        assert_eq!(pager(1, 1, &|p| p.to_string()).into_string(), "");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! `freecode ui`: the local web viewer ([`freecode_ui`]) on loopback, its URL (with the run's
-//! token) printed on stdout.
+//! `freecode ui`: the local web viewer ([`freecode_ui`]) on loopback, its URL (with the home's
+//! token, the same from run to run) printed on stdout.
 
 use clap::Args;
 use freecode_store::Home;
@@ -7,12 +7,16 @@ use freecode_store::Home;
 /// `freecode ui`.
 #[derive(Debug, Args)]
 pub struct UiArgs {
-    /// Address to listen on: a loopback address (127.x.y.z); port 0 picks a free one.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
-    listen: String,
+    /// Address to listen on: a loopback address (127.x.y.z); port 0 picks a free one for this
+    /// run. Default: 127.0.0.1 on the port of the last run, so the address stays the same.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
     /// Print the URL without opening a browser.
     #[arg(long)]
     no_open: bool,
+    /// Make a new token (kept in the home): links, bookmarks and tabs from before stop working.
+    #[arg(long)]
+    new_token: bool,
 }
 
 impl UiArgs {
@@ -21,6 +25,7 @@ impl UiArgs {
         let opts = freecode_ui::Options {
             listen: self.listen,
             no_open: self.no_open,
+            new_token: self.new_token,
         };
         freecode_ui::serve(home, &opts, |url| {
             use std::io::Write;

@@ -248,6 +248,69 @@ pub fn fixture() -> Fixture {
     Fixture { tmp, home, base }
 }
 
+/// A session imported from Claude Code: opened by a slash command, a prompt carrying a system
+/// reminder, and a long markdown answer with token usage ([`write_markdown_session`]).
+pub const MARKDOWN: &str = "ui-markdown-0003";
+
+/// The answer of [`MARKDOWN`]: headings, lists, a table, code, a quote, links (one of them not
+/// a web link), an image, raw HTML, and text that is not ASCII.
+pub const LONG_ANSWER: &str = "## What changed in the parser\n\n\
+The flaky test came from **two** causes, and *both* are fixed:\n\n\
+1. The tokenizer read `\\r\\n` as two line ends.\n\
+2. A number such as `1_000` was cut at the underscore.\n\n\
+- Kept: the public API of `parse()`\n\
+- Changed: `Lexer::next` now returns `Option<Token>`\n\
+  - nested: error messages name the line\n\n\
+| file | lines | why |\n|---|---:|---|\n\
+| `src/lexer.rs` | 42 | line ends |\n| `src/number.rs` | 7 | underscores |\n\n\
+```rust\nfn parse(s: &str) -> Option<u32> {\n    // keep digits and underscores\n    s.trim().replace('_', \"\").parse().ok()\n}\n```\n\n\
+> Note: run `cargo test -p parser` twice; the second run must be green too.\n\n\
+See [the CommonMark spec](https://spec.commonmark.org/) and [a bad link](javascript:alert(1)). \
+![diagram](https://example.com/diagram.png)\n\n\
+<div onclick=\"alert(1)\">raw html stays text</div>\n\n\
+Ça marche — 完成了 ✓\n\n\
+- [x] tests pass\n- [ ] release notes\n";
+
+/// Writes [`MARKDOWN`] into `home`, its last turn at `at` (ms).
+pub fn write_markdown_session(home: &Path, at: i64) {
+    let mut m = meta(
+        MARKDOWN,
+        "Explain the parser fix",
+        "/work/parser",
+        "active",
+        at,
+        2,
+    );
+    m["importedFrom"] = json!({"agent": "claude-code", "sessionId": "0b7c1d2e-aaaa-bbbb-cccc-000000000003", "projectPath": "/work/parser", "importedAt": at});
+    let msg = |id: &str, role: &str, parts: Value, ts: i64| json!({"id": id, "role": role, "parts": parts, "timestamp": ts});
+    let mut answer = msg(
+        "k3",
+        "assistant",
+        json!([{"type": "text", "content": LONG_ANSWER}]),
+        at,
+    );
+    answer["usage"] = json!({"inputTokens": 25_801, "outputTokens": 27});
+    write_session(
+        home,
+        &m,
+        &[
+            msg(
+                "k1",
+                "user",
+                json!([{"type": "text", "content": "<command-message>review</command-message>\n<command-name>/review</command-name>\n<command-args>src/parser.rs</command-args>"}]),
+                at - 2_000,
+            ),
+            msg(
+                "k2",
+                "user",
+                json!([{"type": "text", "content": "Why was the **parser** test flaky?\n<system-reminder>\nThe user opened src/parser.rs in the IDE.\n</system-reminder>"}]),
+                at - 1_000,
+            ),
+            answer,
+        ],
+    );
+}
+
 /// `freecode` on `home`, as the other CLI tests run it.
 pub fn freecode(home: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_freecode"));
@@ -333,16 +396,22 @@ impl Server {
         }
     }
 
+    /// `freecode ui --no-open ARGS…`, its standard error written to `log`.
+    pub fn start_logged(home: &Path, args: &[&str], log: &Path) -> Self {
+        let mut c = freecode(home);
+        c.args(["ui", "--no-open"])
+            .args(args)
+            .stderr(std::fs::File::create(log).unwrap());
+        Self::spawn(c)
+    }
+
     fn spawn(mut c: Command) -> Self {
-        let mut child = c
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = c.stdout(Stdio::piped()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
+        assert!(!line.is_empty(), "freecode ui printed no URL");
         let url = line.trim().to_owned();
         let rest = url.strip_prefix("http://").expect("an http URL");
         let (authority, q) = rest.split_once("/?token=").expect("a token in the URL");
@@ -363,9 +432,14 @@ impl Server {
         format!("http://{}", self.authority)
     }
 
+    /// The cookie that carries the token (named after the port).
+    pub fn cookie(&self) -> String {
+        format!("freecode_ui_{}={}", self.port(), self.token)
+    }
+
     /// A request with the token cookie.
     pub fn get(&self, path: &str) -> Response {
-        let cookie = format!("freecode_ui={}", self.token);
+        let cookie = self.cookie();
         http(
             &self.authority,
             path,

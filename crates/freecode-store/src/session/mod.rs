@@ -583,6 +583,59 @@ impl SessionStore {
         })
     }
 
+    /// Whether a writer holds session `id` now (its [`crate::lock::LOCK_FILE`] is locked): a
+    /// run or an import is adding to it. Probed with a shared lock taken and dropped at once
+    /// (a writer arriving meanwhile waits out its grace, [`crate::lock::try_lock_graced`]);
+    /// the lock file is never created, and never opened through a link.
+    pub fn is_being_written(&self, id: &SessionId) -> Result<bool> {
+        let dir = self.locate(id)?.dir;
+        let path = dir.join(crate::lock::LOCK_FILE);
+        let file = match crate::fsutil::open_read(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e).ctx("open", &path),
+        };
+        match file.try_lock_shared() {
+            Ok(()) => Ok(false),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(true),
+            Err(std::fs::TryLockError::Error(e)) => Err(e).ctx("lock", &path),
+        }
+    }
+
+    /// How many messages session `id`'s log holds, counted as a full read counts them (lines
+    /// that do not parse are not messages). The offset index is brought up to date as for a
+    /// page ([`Self::message_blocks_from`]), and only what lies past its last mark (about a
+    /// stride) is read: a pager's page count costs what a page does.
+    pub fn message_count(&self, id: &SessionId) -> Result<u64> {
+        self.read_located(id, |paths| {
+            let path = paths.messages();
+            let Some(mut file) = open_log(&path)? else {
+                return Ok(0);
+            };
+            let meta = file.metadata().ctx("stat", &path)?;
+            let mark = if meta.len() < offsets::STRIDE as u64 {
+                offsets::Mark::START
+            } else {
+                let ix = offsets::current(&self.home, id, &path, &file, &meta, MESSAGE_DECODE)?;
+                ix.marks().last().copied().unwrap_or(offsets::Mark::START)
+            };
+            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(mark.offset))
+                .ctx("seek", &path)?;
+            let mut blocks = jsonl::Blocks::part(file, PAGE_BLOCK, mark.line, mark.offset);
+            let mut items = Vec::new();
+            let mut n = mark.ordinal;
+            while blocks
+                .next_block_into(MESSAGE_DECODE, &mut items)
+                .ctx("read", &path)?
+                .is_some()
+            {
+                n += items.len() as u64;
+                items.clear();
+            }
+            Ok(n)
+        })
+    }
+
     /// Streams messages in constant memory, calling `on_issue` for each skipped line.
     pub fn stream_messages(
         &self,

@@ -114,6 +114,11 @@ fn check_pages(h: &TestHome, id: &SessionId) {
         .map(|m| m.id)
         .collect();
     let total = all.len();
+    assert_eq!(
+        h.store.message_count(id).unwrap(),
+        total as u64,
+        "the count is the full read's"
+    );
     for first in firsts(total) {
         for take in [1, 50] {
             let want: Vec<String> = all.iter().skip(first).take(take).cloned().collect();

@@ -486,3 +486,27 @@ fn a_session_reopens_while_another_thread_spawns_processes() {
     );
     assert_eq!(s.messages(&id).unwrap().messages.len(), 300);
 }
+
+#[test]
+fn a_session_is_being_written_while_a_writer_holds_it() {
+    let h = crate::support::TestHome::new();
+    let id = h.create("/work/live");
+    assert!(!h.store.is_being_written(&id).unwrap());
+    let w = h.store.writer(&id).unwrap();
+    assert!(h.store.is_being_written(&id).unwrap());
+    // The probe takes nothing from the writer: it goes on appending.
+    let mut w = w;
+    w.append(&crate::support::text_msg("m1", Role::User, "still mine"))
+        .unwrap();
+    assert!(h.store.is_being_written(&id).unwrap());
+    drop(w);
+    assert!(!h.store.is_being_written(&id).unwrap());
+    // With no lock file at all, nothing is being written, and the probe makes none.
+    let lock = h.dir(&id).join(freecode_store::lock::LOCK_FILE);
+    std::fs::remove_file(&lock).unwrap();
+    assert!(!h.store.is_being_written(&id).unwrap());
+    assert!(!lock.exists());
+    // A link in its place is not followed.
+    std::os::unix::fs::symlink("/etc/passwd", &lock).unwrap();
+    assert!(h.store.is_being_written(&id).is_err());
+}

@@ -386,6 +386,7 @@ async fn run(
         idle_timeout: config.idle_timeout,
         max_connections: config.max_connections,
         max_connections_per_ip: config.max_connections_per_ip,
+        quiet_unused: false,
     };
     freecode_http::serve(listener, router, limits, SHUTDOWN_GRACE, shutdown).await;
     sweeper.abort();

@@ -39,6 +39,8 @@
   function live() {
     var chart = document.getElementById("chart");
     if (!chart || !window.EventSource || location.protocol.indexOf("http") !== 0) return;
+    // A finished trace (nothing open, no writer) has nothing to wait for.
+    if (chart.getAttribute("data-live") !== "true") return;
     var id = chart.getAttribute("data-session");
     var turn = chart.getAttribute("data-turn");
     var es = new EventSource("/api/events/" + encodeURIComponent(id));
@@ -48,8 +50,10 @@
       try { t = JSON.parse(ev.data); } catch (e) { return; }
       var summary = document.getElementById("summary");
       if (summary) {
-        summary.textContent = fmt(t.wallMs) + " wall · model " + fmt(t.modelMs) +
-          " · tools " + fmt(t.toolMs) + " · " + t.modelSpans.length + " model calls, " +
+        var time = t.time || {};
+        summary.textContent = fmt(t.wallMs) + " wall · model " + fmt(time.modelMs || 0) +
+          " · tools " + fmt(time.toolsMs || 0) + " · idle " + fmt(time.idleMs || 0) +
+          " · other " + fmt(time.otherMs || 0) + " · " + t.modelSpans.length + " model calls, " +
           t.toolSpans.length + " tools, " + t.deniedSpans.length + " denied" +
           (t.hung ? " · hung request" : "") + (t.inFlight ? " · in flight" : "") + " · live";
       }
