@@ -6,7 +6,10 @@
 //!
 //! Without `chromium` and `chromedriver` (scripts/test-deps installs them) the tests print a
 //! notice and pass, except under `CI=true`, where they fail saying what is missing.
-//! `FREECODE_UI_SCREENSHOTS=DIR` saves PNGs of the list, a session and a waterfall into DIR.
+//! `FREECODE_UI_SCREENSHOTS=DIR` saves PNGs of the list, a session and a waterfall into DIR
+//! (an absolute path: tests run in the crate's directory). A long markdown answer is compared
+//! with the reference screenshot in `tests/ui_reference/` (`FREECODE_UI_REFERENCE=update`
+//! rewrites it; a look at the new one before committing it is the review).
 //! The ignored `perf_…` test measures first paint of a 100,000-message session and the
 //! waterfall of a 1,000,000-event log in the browser (figures on stderr, no timed assertion).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -741,6 +744,196 @@ async fn the_pages_in_a_real_browser() {
     assert_eq!(
         c.current_url().await.unwrap().as_str(),
         format!("{}/", opening.base())
+    );
+    b.finish().await;
+}
+
+/// Where the reference screenshots live (`FREECODE_UI_REFERENCE=update` rewrites them).
+fn reference_png(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/ui_reference")
+        .join(format!("{name}.png"))
+}
+
+/// RGBA pixels and size of a PNG.
+fn decode_png(bytes: &[u8]) -> (u32, u32, Vec<u8>) {
+    let mut decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+    decoder.set_transformations(png::Transformations::normalize_to_color8());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    buf.truncate(info.buffer_size());
+    let rgba: Vec<u8> = match info.color_type {
+        png::ColorType::Rgba => buf,
+        png::ColorType::Rgb => buf
+            .chunks(3)
+            .flat_map(|p| [p[0], p[1], p[2], 255])
+            .collect(),
+        other => panic!("a screenshot in {other:?}"),
+    };
+    (info.width, info.height, rgba)
+}
+
+/// Compares `png` with the reference `name`: the same size, and at most 1% of the pixels
+/// visibly different (a channel off by more than 48 of 255), which leaves room for
+/// anti-aliasing and nothing else. What was seen is kept in Cargo's temporary directory for
+/// tests (`target/tmp`), and a mismatch says where.
+fn compare_with_reference(name: &str, shot: &[u8]) {
+    let keep = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let path = reference_png(name);
+    if std::env::var("FREECODE_UI_REFERENCE").is_ok_and(|v| v == "update") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, shot).unwrap();
+        eprintln!("wrote {}", path.display());
+        return;
+    }
+    let want = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; make it with FREECODE_UI_REFERENCE=update",
+            path.display()
+        )
+    });
+    let seen = keep.join(format!("{name}.seen.png"));
+    std::fs::write(&seen, shot).unwrap();
+    let (w1, h1, a) = decode_png(&want);
+    let (w2, h2, b) = decode_png(shot);
+    assert_eq!(
+        (w1, h1),
+        (w2, h2),
+        "{name}: the reference is {w1}×{h1}, the page {w2}×{h2} (seen: {})",
+        seen.display()
+    );
+    let differ = a
+        .chunks(4)
+        .zip(b.chunks(4))
+        .filter(|(p, q)| p.iter().zip(q.iter()).any(|(x, y)| x.abs_diff(*y) > 48))
+        .count();
+    let share = differ as f64 / f64::from(w1 * h1);
+    eprintln!(
+        "{name}: {differ} of {} pixels differ ({:.3}%)",
+        w1 * h1,
+        share * 100.0
+    );
+    assert!(
+        share <= 0.01,
+        "{name}: {:.2}% of the pixels differ from {} (seen: {})",
+        share * 100.0,
+        path.display(),
+        seen.display()
+    );
+}
+
+/// A long markdown answer as a reader sees it: headings, lists, a table, code, a quote and
+/// links rendered (not `**` and `- `), raw HTML as text, the slash command and the system
+/// reminder quiet, tokens short; compared with a reference screenshot. A finished trace page
+/// opens no live connection.
+#[tokio::test]
+async fn a_long_markdown_answer_as_a_reader_sees_it() {
+    let Some((chromium, driver)) = browser_tools() else {
+        return;
+    };
+    let f = fixture();
+    // A fixed time, so the screenshot shows the same clock on every run.
+    ui_home::write_markdown_session(&f.home, 1_767_225_600_000);
+    let server = Server::start(&f.home);
+    let b = Browser::start(&chromium, &driver).await;
+    let c = b.c();
+    // Tall enough for the whole answer: an element's screenshot is cut at the viewport.
+    c.set_window_size(1280, 2000).await.unwrap();
+    c.goto(&server.url).await.unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("table.sessions"))
+        .await
+        .unwrap();
+    c.goto(&format!("{}/session/{}", server.base(), ui_home::MARKDOWN))
+        .await
+        .unwrap();
+    let seen = b
+        .js(r#"
+        const md = document.querySelector('li#m-k3 .md');
+        const strong = md.querySelector('strong');
+        return {
+          h2: md.querySelector('h2').textContent,
+          items: md.querySelectorAll('li').length,
+          cells: Array.from(md.querySelectorAll('table td')).map(td => td.textContent),
+          code: md.querySelector('pre.code[data-lang=rust]').textContent.includes("replace('_'"),
+          bold: Number(getComputedStyle(strong).fontWeight),
+          links: Array.from(md.querySelectorAll('a')).map(a => a.getAttribute('href')),
+          images: md.querySelectorAll('img').length,
+          raw: md.textContent.includes('<div onclick="alert(1)">raw html stays text</div>'),
+          stars: md.textContent.includes('**'),
+          command: document.querySelector('li#m-k1 .quiet.command code').textContent,
+          reminderOpen: document.querySelector('li#m-k2 details.quiet').open,
+          reminderShown: document.querySelector('li#m-k2 details.quiet .text').checkVisibility(),
+          usage: document.querySelector('li#m-k3 .usage').textContent,
+          agent: document.querySelector('dd.agent').textContent,
+        };
+    "#)
+        .await;
+    assert_eq!(seen["h2"], "What changed in the parser");
+    assert_eq!(seen["items"], 7, "2 numbered, 2 bullets, 1 nested, 2 tasks");
+    assert_eq!(
+        seen["cells"],
+        json!([
+            "src/lexer.rs",
+            "42",
+            "line ends",
+            "src/number.rs",
+            "7",
+            "underscores"
+        ])
+    );
+    assert_eq!(seen["code"], true);
+    assert!(seen["bold"].as_f64().unwrap() >= 600.0, "{seen}");
+    assert_eq!(
+        seen["links"],
+        json!([
+            "https://spec.commonmark.org/",
+            "https://example.com/diagram.png"
+        ])
+    );
+    assert_eq!(seen["images"], 0);
+    assert_eq!(seen["raw"], true);
+    assert_eq!(seen["stars"], false);
+    assert_eq!(seen["command"], "/review src/parser.rs");
+    assert_eq!(seen["reminderOpen"], false);
+    assert_eq!(seen["reminderShown"], false);
+    assert_eq!(seen["usage"], "25.8k in · 27 out");
+    assert_eq!(seen["agent"], "claude-code");
+    b.screenshot("session-markdown").await;
+    let answer = c.find(Locator::Css("li#m-k3")).await.unwrap();
+    let shot = answer.screenshot().await.unwrap();
+    compare_with_reference("markdown-answer", &shot);
+
+    // A finished trace: drawn, and no stream opened.
+    let events = [
+        ui_home::event(1, ui_home::MARKDOWN, 1_767_225_590_000, "turn.started", json!({"turnId": "t0"})),
+        ui_home::event(
+            2,
+            ui_home::MARKDOWN,
+            1_767_225_590_100,
+            "model.request",
+            json!({"turnId": "t0", "provider": "anthropic", "model": "claude-test", "messageCount": 2, "toolCount": 0, "promptChars": 90, "streamed": true}),
+        ),
+        ui_home::event(
+            3,
+            ui_home::MARKDOWN,
+            1_767_225_599_000,
+            "model.response",
+            json!({"turnId": "t0", "provider": "anthropic", "model": "claude-test", "duration_ms": 8_900, "inputTokens": 25_801, "outputTokens": 27, "toolCalls": [], "textChars": 900, "thinkingChars": 0}),
+        ),
+    ]
+    .concat();
+    ui_home::write_events(&f.home, ui_home::MARKDOWN, &events);
+    c.goto(&format!("{}/trace/{}", server.base(), ui_home::MARKDOWN))
+        .await
+        .unwrap();
+    assert_eq!(b.count(".wf-row.model").await, 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        b.js("return [document.getElementById('chart').dataset.live, document.getElementById('chart').dataset.stream || null, performance.getEntriesByType('resource').filter(e => e.name.includes('/api/events/')).length]").await,
+        json!(["false", null, 0])
     );
     b.finish().await;
 }

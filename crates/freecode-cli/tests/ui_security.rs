@@ -606,7 +606,8 @@ fn answers_are_markdown_and_what_agents_wrap_is_quiet() {
         "<code>1_000</code>",
         "<ol>",
         "<table>",
-        "<td style=\"text-align: right\">42</td>",
+        // Alignment would be a style attribute, which the CSP refuses: left out.
+        "<td>42</td>",
         "<pre class=\"code\" data-lang=\"rust\">",
         "<blockquote>",
         "<a href=\"https://spec.commonmark.org/\">the CommonMark spec</a>",
@@ -615,7 +616,7 @@ fn answers_are_markdown_and_what_agents_wrap_is_quiet() {
         "&lt;div onclick=",
         "raw html stays text&lt;/div&gt;",
         "and a bad link.",
-        "Ça marche — 完成了 ✓",
+        "Ça marche — готово ✓",
         "type=\"checkbox\"",
         // The slash command on one quiet line, the reminder folded away.
         "<code>/review src/parser.rs</code>",

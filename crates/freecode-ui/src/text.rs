@@ -7,7 +7,8 @@
 //!   go through this crate's highlighter ([`code_block`], escaped by the template); a link is
 //!   kept only to an `http:`, `https:` or `mailto:` address (anything else keeps its text and
 //!   loses the link); an image is never loaded (the CSP would refuse it anyway) but shown as a
-//!   link to it. A line break in the answer is a line break on the page, as in chat.
+//!   link to it. A line break in the answer is a line break on the page, as in chat. Table
+//!   columns are not aligned (that would take a `style` attribute, which the CSP refuses).
 //! - **What an agent wrapped in a tag of its own is quiet** ([`plain`]): a segment that starts
 //!   a line with `<name>` and ends with `</name>`, where the name is lowercase with a `-` or `_`
 //!   in it (the shape of agents' wrappers, such as `system-reminder`, `local-command-stdout` or
@@ -17,7 +18,7 @@
 //! - Everything else is shown as written (line breaks kept), with fenced code blocks as code.
 
 use maud::{Markup, PreEscaped, html};
-use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{Alignment, CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
 
 use super::highlight::code_block;
 
@@ -76,6 +77,13 @@ fn safe_events<'a>(parser: impl Iterator<Item = Event<'a>>) -> Vec<Event<'a>> {
             Event::Start(Tag::HtmlBlock) => block = Some((Some("html".to_owned()), String::new())),
             Event::Html(t) | Event::InlineHtml(t) => out.push(Event::Text(t)),
             Event::SoftBreak => out.push(Event::HardBreak),
+            // A column's alignment would be a `style` attribute, which the CSP refuses.
+            Event::Start(Tag::Table(columns)) => {
+                out.push(Event::Start(Tag::Table(vec![
+                    Alignment::None;
+                    columns.len()
+                ])));
+            }
             Event::Start(Tag::Link {
                 link_type,
                 dest_url,

@@ -260,7 +260,7 @@ The flaky test came from **two** causes, and *both* are fixed:\n\n\
 2. A number such as `1_000` was cut at the underscore.\n\n\
 - Kept: the public API of `parse()`\n\
 - Changed: `Lexer::next` now returns `Option<Token>`\n\
-  - nested: error messages name the line\n\n\
+\x20 - nested: error messages name the line\n\n\
 | file | lines | why |\n|---|---:|---|\n\
 | `src/lexer.rs` | 42 | line ends |\n| `src/number.rs` | 7 | underscores |\n\n\
 ```rust\nfn parse(s: &str) -> Option<u32> {\n    // keep digits and underscores\n    s.trim().replace('_', \"\").parse().ok()\n}\n```\n\n\
@@ -268,7 +268,7 @@ The flaky test came from **two** causes, and *both* are fixed:\n\n\
 See [the CommonMark spec](https://spec.commonmark.org/) and [a bad link](javascript:alert(1)). \
 ![diagram](https://example.com/diagram.png)\n\n\
 <div onclick=\"alert(1)\">raw html stays text</div>\n\n\
-Ça marche — 完成了 ✓\n\n\
+Ça marche — готово ✓\n\n\
 - [x] tests pass\n- [ ] release notes\n";
 
 /// Writes [`MARKDOWN`] into `home`, its last turn at `at` (ms).
@@ -281,6 +281,8 @@ pub fn write_markdown_session(home: &Path, at: i64) {
         at,
         2,
     );
+    m["provider"] = json!("anthropic");
+    m["model"] = json!("claude-sonnet-4-5");
     m["importedFrom"] = json!({"agent": "claude-code", "sessionId": "0b7c1d2e-aaaa-bbbb-cccc-000000000003", "projectPath": "/work/parser", "importedAt": at});
     let msg = |id: &str, role: &str, parts: Value, ts: i64| json!({"id": id, "role": role, "parts": parts, "timestamp": ts});
     let mut answer = msg(
