@@ -637,6 +637,26 @@ fn agent_filters_select_imported_sessions_on_both_backends() {
         };
         assert_eq!(search("codex"), [codex.as_str()], "{backend}");
         assert_eq!(search("freecode"), [ours.as_str()], "{backend}");
+        // Each hit names its agent; the text names it once hits come from another agent.
+        let hits = ctx.json_on(backend, &["search", "platypus", "--json"]);
+        let mut agents: Vec<&str> = hits
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["agent"].as_str().unwrap())
+            .collect();
+        agents.sort_unstable();
+        assert_eq!(agents, ["codex", "freecode"], "{backend}");
+        let text = String::from_utf8(ctx.run_on(backend, &["search", "platypus"]).stdout).unwrap();
+        let line = |id: &str| text.lines().find(|l| l.starts_with(id)).unwrap().to_owned();
+        assert!(line(&codex).contains("  codex     "), "{text}");
+        assert!(line(&ours).contains("  freecode  "), "{text}");
+        let only_ours = String::from_utf8(
+            ctx.run_on(backend, &["search", "platypus", "--agent", "freecode"])
+                .stdout,
+        )
+        .unwrap();
+        assert!(!only_ours.contains("  freecode  "), "{only_ours}");
         // Nothing matches: search's "no match" (exit 1, nothing on stderr), not an error.
         let out = ctx.run_on(
             backend,

@@ -42,7 +42,10 @@
 //!   failed `exec_command_end`, `patch_apply_end` or `mcp_tool_call_end` marks its call
 //!   [`ToolOutcome::Error`]; a call without output is [`ToolOutcome::Missing`]. Calls without a
 //!   `call_id` (`web_search_call`, `image_generation_call`) end when they are recorded.
-//! - Usage: `event_msg/token_count.info.last_token_usage`, once per snapshot whose
+//! - Usage: a file with `token_usage_record` records (0.16x and later: one per response, right
+//!   after its items, naming its `response_id`) takes each record's `usage` for the response
+//!   just recorded, and its `token_count` snapshots are not used. Otherwise
+//!   `event_msg/token_count.info.last_token_usage`, once per snapshot whose
 //!   `total_token_usage` differs from the previous one (identical snapshots repeat): `inputTokens`
 //!   = `input_tokens` (OpenAI's cached ⊂ input, kept as is), `cacheReadInputTokens` =
 //!   `cached_input_tokens`, `outputTokens` = `output_tokens`, `reasoningTokens` =
@@ -393,6 +396,20 @@ const INJECTED: &[&str] = &[
     "<INSTRUCTIONS>",
 ];
 
+/// A usage object of Codex (`input_tokens`, `cached_input_tokens`, `output_tokens`,
+/// `reasoning_output_tokens`, `cache_write_input_tokens`) as ours, and its `total_tokens`.
+fn usage_of(u: &Map<String, Value>) -> (Usage, Option<u64>) {
+    let count = |key: &str| u.get(key).and_then(Value::as_u64);
+    let mut usage = Usage::new(
+        count("input_tokens").unwrap_or(0),
+        count("output_tokens").unwrap_or(0),
+    );
+    usage.cache_read_input_tokens = count("cached_input_tokens");
+    usage.reasoning_tokens = count("reasoning_output_tokens");
+    usage.cache_write_input_tokens = count("cache_write_input_tokens");
+    (usage, count("total_tokens"))
+}
+
 struct State<'a> {
     path: &'a Path,
     issues: Vec<SourceIssue>,
@@ -418,6 +435,8 @@ struct State<'a> {
     last_total: Option<Value>,
     /// Distinct usage snapshots: (items before it, whether a response was open, usage).
     snapshots: Vec<(usize, bool, Usage)>,
+    /// `token_usage_record`s: (items before it, usage).
+    usage_records: Vec<(usize, Usage)>,
     context_tokens: Option<u64>,
     event_users: bool,
     unknown: BTreeMap<String, (u64, u64)>,
@@ -447,6 +466,7 @@ impl<'a> State<'a> {
             calls: HashMap::new(),
             last_total: None,
             snapshots: Vec::new(),
+            usage_records: Vec::new(),
             context_tokens: None,
             event_users: false,
             unknown: BTreeMap::new(),
@@ -533,6 +553,13 @@ impl<'a> State<'a> {
                     before_tokens: self.context_tokens,
                     after_tokens: None,
                 }));
+            }
+            "token_usage_record" => {
+                if let Some(usage) = payload.get("usage").and_then(Value::as_object) {
+                    let (usage, total) = usage_of(usage);
+                    self.context_tokens = total.or(self.context_tokens);
+                    self.usage_records.push((self.items.len(), usage));
+                }
             }
             k if IGNORED_RECORDS.contains(&k) => {}
             other => self.unknown(format!("record type {other:?}")),
@@ -986,15 +1013,8 @@ impl<'a> State<'a> {
             return;
         }
         self.last_total = total;
-        let count = |key: &str| last.get(key).and_then(Value::as_u64);
-        let mut usage = Usage::new(
-            count("input_tokens").unwrap_or(0),
-            count("output_tokens").unwrap_or(0),
-        );
-        usage.cache_read_input_tokens = count("cached_input_tokens");
-        usage.reasoning_tokens = count("reasoning_output_tokens");
-        usage.cache_write_input_tokens = count("cache_write_input_tokens");
-        self.context_tokens = count("total_tokens");
+        let (usage, total) = usage_of(last);
+        self.context_tokens = total;
         self.snapshots
             .push((self.items.len(), self.open.is_some(), usage));
     }
@@ -1004,6 +1024,21 @@ impl<'a> State<'a> {
     /// them (none is open). The file's majority decides which; a snapshot with no response on
     /// its side (one before the first, in an excerpt) is left out.
     fn assign_usage(&mut self) {
+        let records = std::mem::take(&mut self.usage_records);
+        if !records.is_empty() {
+            // Each record measures the response whose items it follows.
+            for (at, usage) in records {
+                let target = self.items[..at.min(self.items.len())]
+                    .iter()
+                    .rposition(|(item, _)| matches!(item, Item::Response(_)));
+                if let Some((Item::Response(r), _)) = target.and_then(|i| self.items.get_mut(i))
+                    && r.usage.is_none()
+                {
+                    r.usage = Some(usage);
+                }
+            }
+            return;
+        }
         let snapshots = std::mem::take(&mut self.snapshots);
         let after = snapshots.iter().filter(|(_, open, _)| *open).count();
         let after_mode = after * 2 >= snapshots.len();
@@ -1329,6 +1364,67 @@ mod tests {
                 .any(|i| i.line == Some(16) && i.message.contains("brand_new_record")),
             "{:?}",
             read.issues
+        );
+    }
+
+    /// 0.16x writes a `token_usage_record` after each response's items, and its `token_count`
+    /// snapshot only after the calls' outputs: the records decide, each for the response it
+    /// follows, and nothing is reported unknown.
+    #[test]
+    fn usage_records_measure_the_response_they_follow() {
+        let usage = |i: u64, o: u64| {
+            format!(
+                r#"{{"input_tokens":{i},"cached_input_tokens":0,"cache_write_input_tokens":0,"output_tokens":{o},"reasoning_output_tokens":0,"total_tokens":{}}}"#,
+                i + o
+            )
+        };
+        let record = |resp: &str, i: u64, o: u64| {
+            format!(
+                r#"{{"timestamp":"2026-12-06T07:44:22.806Z","type":"token_usage_record","payload":{{"thread_id":"t","turn_id":"u","response_id":"{resp}","usage":{}}}}}"#,
+                usage(i, o)
+            )
+        };
+        let count = |ti: u64, to: u64, i: u64, o: u64| {
+            format!(
+                r#"{{"timestamp":"2026-12-06T07:44:22.900Z","type":"event_msg","payload":{{"type":"token_count","info":{{"total_token_usage":{},"last_token_usage":{}}}}}}}"#,
+                usage(ti, to),
+                usage(i, o)
+            )
+        };
+        let lines = [
+            r#"{"timestamp":"2026-12-06T07:44:22.000Z","type":"session_meta","payload":{"id":"01a2-0169","timestamp":"2026-12-06T07:44:22.000Z","cwd":"/p","cli_version":"0.169.0","model_provider":"scripted"}}"#.to_owned(),
+            r#"{"timestamp":"2026-12-06T07:44:22.100Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"fix it"}]}}"#.to_owned(),
+            r#"{"timestamp":"2026-12-06T07:44:22.700Z","type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"ls\"}","call_id":"c1"}}"#.to_owned(),
+            record("resp_1", 100, 6),
+            r#"{"timestamp":"2026-12-06T07:44:22.850Z","type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"a.txt"}}"#.to_owned(),
+            count(100, 6, 100, 6),
+            r#"{"timestamp":"2026-12-06T07:44:23.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}}"#.to_owned(),
+            record("resp_2", 200, 7),
+            count(300, 13, 200, 7),
+            r#"{"timestamp":"2026-12-06T07:44:24.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"more?"}]}}"#.to_owned(),
+            r#"{"timestamp":"2026-12-06T07:44:25.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"no"}]}}"#.to_owned(),
+            record("resp_3", 300, 8),
+            count(600, 21, 300, 8),
+        ];
+        let text: String = lines.iter().map(|l| env(l)).collect();
+        let read = read_text("rollout-2026-12-06T07-44-22-x.jsonl", &text);
+        assert!(read.issues.is_empty(), "{:?}", read.issues);
+        let s = session(&read);
+        let got: Vec<(Option<u64>, Option<u64>)> = s
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Response(r) => r.usage.as_ref().map(|u| (u.input_tokens, u.output_tokens)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(100), Some(6)),
+                (Some(200), Some(7)),
+                (Some(300), Some(8))
+            ]
         );
     }
 

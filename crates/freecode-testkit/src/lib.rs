@@ -1,7 +1,13 @@
 //! What the freecode crates' tests share (a dev-dependency only): where the TypeScript
-//! original's reference fixtures are, a writable, private copy of a fixture tree, and moto's
-//! S3 server on loopback ([`Moto`]).
+//! original's reference fixtures are, a writable, private copy of a fixture tree, moto's S3
+//! server on loopback ([`Moto`]), and (feature `agents`) the real agents from npm
+//! ([`agents`]) with the scripted model server they talk to ([`model_server`]).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[cfg(feature = "agents")]
+pub mod agents;
+#[cfg(feature = "agents")]
+pub mod model_server;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -446,6 +446,7 @@ fn search_markup(p: &api::SearchParams, hits: &[SearchHit]) -> Markup {
                             div.hit-head {
                                 a href=(format!("{}#m-{}", session_href(&h.session_id), h.message_id)) { @if h.title.is_empty() { "(no title)" } @else { (h.title) } }
                                 " " span.role { (h.role) } " " span.when { (local_time(h.timestamp)) }
+                                " " span.agent { (h.agent) }
                                 @if let Some(by) = h.found_by {
                                     " " span.found-by { "by " (found_by(by)) }
                                 }

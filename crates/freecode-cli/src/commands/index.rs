@@ -131,15 +131,23 @@ fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
     }
     // Hits go out in 64 KiB writes, not one a line (stdout is line-buffered).
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+    // The agent is named once hits come from another agent's sessions (as `session list`).
+    let agents = hits.iter().any(|h| h.agent != freecode_core::NATIVE_AGENT);
+    let width = hits.iter().map(|h| h.agent.len()).max().unwrap_or(0);
     for h in hits {
         let title = if h.title.is_empty() {
             "(no title)"
         } else {
             &h.title
         };
+        let agent = if agents {
+            format!("{:<width$}  ", clean_line(&h.agent))
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "{}  {}  {:<9}  {}",
+            "{}  {}  {:<9}  {agent}{}",
             st.id(&h.session_id),
             local_time(h.timestamp),
             clean_line(&h.role),

@@ -52,6 +52,9 @@ pub struct SearchHit {
     pub title: String,
     /// The session's project.
     pub project_path: String,
+    /// The agent that wrote the session ([`freecode_core::SessionMeta::agent`]: `freecode`,
+    /// `claude-code`, `codex`, …).
+    pub agent: String,
     /// The message.
     pub message_id: String,
     /// `user` or `assistant`.
@@ -204,7 +207,7 @@ impl SessionIndex {
         };
         let sql = format!(
             "SELECT m.sessionId, s.metaJson, s.projectPath, m.msgId, m.role, m.timestamp,
-                    snippet(idx_messages_fts, 0, '', '', '…', 16), {rank}, m.line
+                    snippet(idx_messages_fts, 0, '', '', '…', 16), {rank}, m.line, s.agent
              FROM idx_messages_fts
              JOIN idx_messages m ON m.rowid = idx_messages_fts.rowid
              JOIN idx_sessions s ON s.id = m.sessionId
@@ -230,6 +233,7 @@ impl SessionIndex {
                         session_id: r.get(0)?,
                         title: title_of(&meta),
                         project_path: r.get(2)?,
+                        agent: r.get(9)?,
                         message_id: r.get(3)?,
                         role: r.get(4)?,
                         timestamp: r.get(5)?,
@@ -703,6 +707,7 @@ pub fn search_scan(
                     session_id: meta.id.clone(),
                     title: meta.title.clone(),
                     project_path: meta.project_path.clone(),
+                    agent: meta.agent().to_owned(),
                     message_id: m.id.clone(),
                     role: m.role.as_str().to_owned(),
                     timestamp: m.timestamp,

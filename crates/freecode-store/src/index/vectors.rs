@@ -621,7 +621,8 @@ impl SessionIndex {
     fn chunk_hit(&self, chunk: i64) -> Result<Option<SearchHit>> {
         self.conn
             .prepare_cached(
-                "SELECT c.sessionId, s.metaJson, s.projectPath, c.msgId, m.role, c.at, f.text
+                "SELECT c.sessionId, s.metaJson, s.projectPath, c.msgId, m.role, c.at, f.text,
+                        s.agent
                  FROM idx_chunks c JOIN idx_sessions s ON s.id = c.sessionId
                  LEFT JOIN idx_messages m ON m.sessionId = c.sessionId AND m.line = c.line
                  LEFT JOIN idx_messages_fts f ON f.rowid = m.rowid
@@ -640,6 +641,7 @@ impl SessionIndex {
                         session_id: r.get(0)?,
                         title: title_of(&meta),
                         project_path: r.get(2)?,
+                        agent: r.get(7)?,
                         message_id: r.get(3)?,
                         role: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
                         timestamp: r.get(5)?,

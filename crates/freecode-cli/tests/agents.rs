@@ -1,0 +1,386 @@
+//! The real agents, today's versions (pinned in `scripts/agents.pinned`, installed from npm by
+//! `scripts/test-deps`), run offline against the scripted model server
+//! (`freecode_testkit::model_server`) with homes of their own: a multi-turn session with tool
+//! calls (a file read, a command, an edit, calls in parallel) and a long answer, continued by
+//! the agent's own resume; then `freecode import` of what the agent wrote, compared with what
+//! the model server saw and what the agent did: every prompt and answer in order, each tool
+//! call with its input and the output the agent sent back, the model, the project directory
+//! and the token counts the server reported.
+//!
+//! Without the agents installed the tests print a notice and pass, except under `CI=true`
+//! (`freecode_testkit::agents::installed`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::Ctx;
+use freecode_testkit::agents::{self, Agent};
+use freecode_testkit::model_server::{Api, ModelServer, Recorded, Script, Step};
+use serde_json::{Value, json};
+
+/// A long markdown answer, not ASCII only.
+const ANSWER: &str = "## Done\n\nThe typo is fixed: `teh` → `the` in **notes.txt**.\n\n\
+- Read the file first (one line, 14 bytes)\n- Listed the directory: nothing else to fix\n\n\
+Ça y est — the file now reads *the quick fox*. Naïve spellcheckers miss this kind of slip, so \
+I also looked for other three-letter transpositions and found none. ";
+
+/// The prompts of the two runs (the second continues the first).
+const PROMPTS: [&str; 2] = [
+    "Fix the typo in notes.txt, s'il vous plaît — and check nothing else is wrong",
+    "Anything else in this directory to fix?",
+];
+
+/// A directory for an agent's work: `notes.txt` with a typo, in a path that is not ASCII.
+fn workspace(ctx: &Ctx) -> PathBuf {
+    let work = ctx.path("wörk space");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "teh quick fox\n").unwrap();
+    // The path the agents see (the temporary directory may be under a link).
+    std::fs::canonicalize(&work).unwrap()
+}
+
+/// An empty `HOME` for an agent.
+fn agent_home(ctx: &Ctx) -> PathBuf {
+    let home = ctx.path("agent-home");
+    std::fs::create_dir_all(&home).unwrap();
+    home
+}
+
+/// Runs `cmd`, which must succeed within the test's patience; its stdout.
+fn run(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({:?}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The one file with extension `ext` below `dir`.
+fn only_file(dir: &Path, ext: &str) -> PathBuf {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == ext) {
+                found.push(p);
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+/// What a session holds, as the tests compare it: prompts, answers' text, tool calls (name,
+/// input, output) in order, each assistant message's tokens.
+#[derive(Debug, Default)]
+struct Seen {
+    prompts: Vec<String>,
+    answers: Vec<String>,
+    tools: Vec<(String, Value, String)>,
+    tokens: Vec<(u64, u64)>,
+}
+
+fn seen(session: &Value) -> Seen {
+    let mut s = Seen::default();
+    for m in session["messages"].as_array().unwrap() {
+        let assistant = m["role"] == "assistant";
+        for p in m["parts"].as_array().unwrap() {
+            match p["type"].as_str().unwrap() {
+                "text" if assistant => s.answers.push(p["content"].as_str().unwrap().to_owned()),
+                "text" => s.prompts.push(p["content"].as_str().unwrap().to_owned()),
+                "tool" => s.tools.push((
+                    p["tool"]["name"].as_str().unwrap().to_owned(),
+                    p["tool"]["args"].clone(),
+                    p["result"].as_str().unwrap_or("").to_owned(),
+                )),
+                _ => {}
+            }
+        }
+        if assistant && let Some(u) = m.get("usage").filter(|u| !u.is_null()) {
+            s.tokens.push((
+                u["inputTokens"].as_u64().unwrap_or(0),
+                u["outputTokens"].as_u64().unwrap_or(0),
+            ));
+        }
+    }
+    s
+}
+
+/// Whether `want`'s keys all hold the same values in `got` (an agent may add defaults).
+fn includes(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => w
+            .iter()
+            .all(|(k, v)| g.get(k).is_some_and(|gv| includes(gv, v))),
+        _ => got == want,
+    }
+}
+
+/// Imports every session of `agent` from `home` into the context's home; the one imported.
+fn import_one(ctx: &Ctx, home: &Path, agent: &str) -> Value {
+    let out = ctx
+        .cmd(&["import", agent, "--json"])
+        .env("HOME", home)
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "import {agent}: {stderr}");
+    // Every record of today's version is read or knowingly passed over: no issue, nothing
+    // skipped, nothing unknown.
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["issues"], json!([]), "import {agent}: {report}");
+    assert_eq!(report["summary"]["skipped"], 0, "{report}");
+    assert!(!stderr.contains("unknown"), "import {agent} said: {stderr}");
+    let list = ctx.json(&["session", "list", "--json", "--agent", agent]);
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    ctx.json(&["session", "show", &id, "--json"])
+}
+
+/// The text of the tool results a Messages API request carries, by tool-use id.
+fn anthropic_results(r: &Recorded) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for m in r.body["messages"].as_array().unwrap() {
+        let Some(blocks) = m["content"].as_array() else {
+            continue;
+        };
+        for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => String::new(),
+            };
+            out.push((b["tool_use_id"].as_str().unwrap().to_owned(), text));
+        }
+    }
+    // The agent sends results as the tools finish; the scripted ids number them as called.
+    out.sort();
+    out
+}
+
+/// Every text a request carries from the user (prompts, with what the agent adds).
+fn request_text(r: &Recorded) -> String {
+    r.body.to_string()
+}
+
+#[test]
+fn claude_code_today_imports_every_turn_the_model_saw() {
+    let Some(bin) = agents::installed(Agent::ClaudeCode) else {
+        return;
+    };
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let notes = work.join("notes.txt").display().to_string();
+    let server = ModelServer::start(Script::new([
+        Step::tool("Read", json!({"file_path": notes})),
+        // Two calls in parallel.
+        Step::Tools(vec![
+            (
+                "Bash".into(),
+                json!({"command": "ls -a", "description": "List the directory"}),
+            ),
+            ("Grep".into(), json!({"pattern": "teh", "path": work})),
+        ]),
+        Step::TextThenTools(
+            "Fixing it now.".into(),
+            vec![(
+                "Edit".into(),
+                json!({"file_path": notes, "old_string": "teh", "new_string": "the"}),
+            )],
+        ),
+        Step::text(ANSWER.repeat(6)),
+    ]));
+    let claude = |prompt: &str, resume: Option<&str>| {
+        let mut c = agents::claude(&bin, &home, &work, &server.url());
+        c.args(["--permission-mode", "acceptEdits"])
+            .args(["--allowedTools", "Read,Bash,Edit,Grep"]);
+        if let Some(id) = resume {
+            c.args(["--resume", id]);
+        }
+        c.args(["--", prompt]);
+        run(&mut c)
+    };
+    let printed = claude(PROMPTS[0], None);
+    assert!(printed.contains("the quick fox"), "{printed}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("notes.txt")).unwrap(),
+        "the quick fox\n",
+        "the agent ran the edit"
+    );
+    let transcript = only_file(&home.join(".claude/projects"), "jsonl");
+    let uuid = transcript.file_stem().unwrap().to_str().unwrap().to_owned();
+    // The second run resumes the first: its request carries every earlier turn.
+    server.play(Script::new([Step::text(
+        "Nothing else: the directory is clean.",
+    )]));
+    claude(PROMPTS[1], Some(&uuid));
+    let turns = server.turns();
+    assert_eq!(turns.len(), 5, "4 steps, then the resumed turn");
+    assert!(turns.iter().all(|t| t.api == Api::Messages));
+    let resumed = request_text(&turns[4]);
+    for earlier in [PROMPTS[0], "Fixing it now.", "the quick fox"] {
+        assert!(resumed.contains(earlier), "{earlier:?} not sent again");
+    }
+    assert!(resumed.contains(PROMPTS[1]));
+
+    let session = import_one(&ctx, &home, "claude-code");
+    let s = seen(&session);
+    assert_eq!(s.prompts, PROMPTS, "the prompts, in order");
+    assert_eq!(
+        s.answers,
+        [
+            "Fixing it now.".to_owned(),
+            ANSWER.repeat(6),
+            "Nothing else: the directory is clean.".to_owned()
+        ]
+    );
+    // Each tool call with its input, and the output the agent sent to the model.
+    let names: Vec<&str> = s.tools.iter().map(|t| t.0.as_str()).collect();
+    assert_eq!(names, ["Read", "Bash", "Grep", "Edit"]);
+    let scripted: Vec<Value> = turns[..3]
+        .iter()
+        .flat_map(|t| match t.step.as_ref().unwrap() {
+            Step::Tools(c) | Step::TextThenTools(_, c) => c.iter().map(|c| c.1.clone()).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    for ((name, args, _), want) in s.tools.iter().zip(&scripted) {
+        assert!(includes(args, want), "{name}: {args} is not {want}");
+    }
+    let sent: Vec<String> = anthropic_results(&turns[3])
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect();
+    let imported: Vec<String> = s.tools.iter().map(|t| t.2.clone()).collect();
+    assert_eq!(imported, sent, "the tool outputs the model saw");
+    assert!(imported[0].contains("teh quick fox") && imported[1].contains("notes.txt"));
+    // The model, the project, the tokens.
+    let model = turns[0].body["model"].as_str().unwrap();
+    assert_eq!(session["model"], model);
+    assert_eq!(session["provider"], "anthropic");
+    assert_eq!(session["projectPath"], work.display().to_string());
+    let usage: Vec<(u64, u64)> = turns.iter().map(|t| t.usage).collect();
+    assert_eq!(
+        s.tokens, usage,
+        "the tokens the server reported, per answer"
+    );
+}
+
+#[test]
+fn codex_today_imports_every_turn_the_model_saw() {
+    let Some(bin) = agents::installed(Agent::Codex) else {
+        return;
+    };
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let server = ModelServer::start(Script::new([
+        Step::tool("exec_command", json!({"cmd": "cat notes.txt"})),
+        Step::Tools(vec![
+            ("exec_command".into(), json!({"cmd": "ls -a"})),
+            (
+                "exec_command".into(),
+                json!({"cmd": "grep -n teh notes.txt"}),
+            ),
+        ]),
+        Step::TextThenTools(
+            "Fixing it now.".into(),
+            vec![(
+                "exec_command".into(),
+                json!({"cmd": "sed -i s/teh/the/ notes.txt && cat notes.txt"}),
+            )],
+        ),
+        Step::text(ANSWER.repeat(6)),
+    ]));
+    agents::codex_config(&home, &server.openai_base());
+    let printed = run(agents::codex(&bin, &home, &work).arg(PROMPTS[0]));
+    assert!(printed.contains("the quick fox"), "{printed}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("notes.txt")).unwrap(),
+        "the quick fox\n",
+        "the agent ran the edit"
+    );
+    let rollout = only_file(&home.join(".codex/sessions"), "jsonl");
+    let name = rollout.file_stem().unwrap().to_str().unwrap();
+    // rollout-YYYY-MM-DDThh-mm-ss-<id>
+    let id = &name[name.len() - 36..];
+    server.play(Script::new([Step::text(
+        "Nothing else: the directory is clean.",
+    )]));
+    run(agents::codex(&bin, &home, &work).args(["resume", id, PROMPTS[1]]));
+    let turns = server.turns();
+    assert_eq!(turns.len(), 5, "4 steps, then the resumed turn");
+    assert!(turns.iter().all(|t| t.api == Api::Responses));
+    let resumed = request_text(&turns[4]);
+    for earlier in [PROMPTS[0], "Fixing it now.", "teh quick fox"] {
+        assert!(resumed.contains(earlier), "{earlier:?} not sent again");
+    }
+
+    let session = import_one(&ctx, &home, "codex");
+    let s = seen(&session);
+    assert_eq!(s.prompts, PROMPTS, "the prompts, in order");
+    assert_eq!(
+        s.answers,
+        [
+            "Fixing it now.".to_owned(),
+            ANSWER.repeat(6),
+            "Nothing else: the directory is clean.".to_owned()
+        ]
+    );
+    assert_eq!(s.tools.len(), 4, "{:?}", s.tools);
+    let scripted = [
+        "cat notes.txt",
+        "ls -a",
+        "grep -n teh notes.txt",
+        "sed -i s/teh/the/ notes.txt && cat notes.txt",
+    ];
+    for ((name, args, _), want) in s.tools.iter().zip(scripted) {
+        assert_eq!(name, "exec_command");
+        assert!(
+            args.to_string().contains(&want.replace('"', "\\\"")),
+            "{args} is not {want}"
+        );
+    }
+    // The outputs the agent sent back, as the model saw them.
+    let sent: Vec<String> = turns[3].body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| match &i["output"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    assert_eq!(sent.len(), 4);
+    for ((_, _, got), want) in s.tools.iter().zip(&sent) {
+        assert!(
+            want.contains(got.trim()) || got.contains(want.trim()),
+            "imported {got:?}, the model saw {want:?}"
+        );
+    }
+    assert!(s.tools[0].2.contains("teh quick fox"));
+    assert_eq!(session["model"], turns[0].body["model"]);
+    assert_eq!(session["projectPath"], work.display().to_string());
+    let usage: Vec<(u64, u64)> = turns.iter().map(|t| t.usage).collect();
+    assert_eq!(
+        s.tokens, usage,
+        "the tokens the server reported, per answer"
+    );
+}
