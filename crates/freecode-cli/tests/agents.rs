@@ -384,3 +384,351 @@ fn codex_today_imports_every_turn_the_model_saw() {
         "the tokens the server reported, per answer"
     );
 }
+
+/// A session of this home (as `freecode run` writes one) in `project`: a prompt, an answer
+/// with a tool call and its output, a last answer. Its id.
+fn session_here(ctx: &Ctx, project: &Path) -> String {
+    let id = "0c5e5510-4a2f-4f3e-9d0c-000000000044";
+    let project = project.display().to_string();
+    let dir = ctx
+        .home
+        .join("sessions")
+        .join(freecode_core::project_key::project_key(&project).dir_name())
+        .join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let t0 = 1_767_225_600_000_i64;
+    let meta = json!({
+        "id": id, "title": "Fix the typo", "projectPath": project, "provider": "openai",
+        "model": "gpt-here", "status": "active", "createdAt": t0, "updatedAt": t0 + 3_000,
+        "lastTurnAt": t0 + 3_000, "turnCount": 1,
+    });
+    std::fs::write(
+        dir.join("meta.json"),
+        serde_json::to_vec_pretty(&meta).unwrap(),
+    )
+    .unwrap();
+    let notes = format!("{project}/notes.txt");
+    let messages = [
+        json!({"id": "h1", "role": "user", "parts": [{"type": "text", "content": "Fix the typo in notes.txt — vite"}], "timestamp": t0}),
+        json!({"id": "h2", "role": "assistant", "parts": [
+            {"type": "text", "content": "Reading it first."},
+            {"type": "tool", "tool": {"name": "read_file", "args": {"path": notes}}, "result": "teh quick fox"},
+        ], "timestamp": t0 + 1_000, "usage": {"inputTokens": 50, "outputTokens": 9}}),
+        json!({"id": "h3", "role": "assistant", "parts": [{"type": "text", "content": "Found it: `teh` should be `the`."}], "timestamp": t0 + 3_000}),
+    ];
+    let lines: String = messages.iter().map(|m| format!("{m}\n")).collect();
+    std::fs::write(dir.join("messages.jsonl"), lines).unwrap();
+    id.to_owned()
+}
+
+/// `session handoff ID --to AGENT --json` with `home` as `HOME`: the answer.
+fn handoff(ctx: &Ctx, home: &Path, id: &str, agent: &str) -> Value {
+    let out = ctx
+        .cmd(&["session", "handoff", id, "--to", agent, "--json"])
+        .env("HOME", home)
+        .env_remove("CODEX_HOME")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    common::schema_check("session-handoff.json", &v);
+    let path = Path::new(v["path"].as_str().unwrap());
+    assert!(path.starts_with(home), "{v}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    v
+}
+
+/// The session's messages as (role, text of its parts) lines.
+fn lines_of(session: &Value) -> Vec<String> {
+    session["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let parts: Vec<String> = m["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| match p["type"].as_str().unwrap() {
+                    "tool" => format!(
+                        "{}→{}",
+                        p["tool"]["name"].as_str().unwrap(),
+                        p["result"].as_str().unwrap_or("")
+                    ),
+                    _ => p["content"].as_str().unwrap_or("").to_owned(),
+                })
+                .collect();
+            format!("{}: {}", m["role"].as_str().unwrap(), parts.join(" | "))
+        })
+        .collect()
+}
+
+/// Imports `agent` from `home`; the report.
+fn import_report(ctx: &Ctx, home: &Path, agent: &str) -> Value {
+    let out = ctx
+        .cmd(&["import", agent, "--json"])
+        .env("HOME", home)
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_session_handed_to_claude_code_is_resumed_and_its_new_turns_come_back() {
+    let Some(bin) = agents::installed(Agent::ClaudeCode) else {
+        return;
+    };
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let id = session_here(&ctx, &work);
+    let before = lines_of(&ctx.json(&["session", "show", &id, "--json"]));
+    let handed = handoff(&ctx, &home, &id, "claude-code");
+    assert_eq!(handed["agent"], "claude-code");
+    let uuid = handed["id"].as_str().unwrap();
+    assert!(
+        handed["resume"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("claude --resume {uuid}"))
+    );
+    // Never the same file twice.
+    let again = handoff(&ctx, &home, &id, "claude-code");
+    assert_ne!(again["id"], handed["id"]);
+    std::fs::remove_file(again["path"].as_str().unwrap()).unwrap();
+
+    let server = ModelServer::start(Script::new([Step::text(
+        "Continuing: the file is clean now.",
+    )]));
+    let mut c = agents::claude(&bin, &home, &work, &server.url());
+    c.args([
+        "--permission-mode",
+        "acceptEdits",
+        "--resume",
+        uuid,
+        "--",
+        PROMPTS[1],
+    ]);
+    run(&mut c);
+    // The agent sent the whole session to the model: prompt, answer, call and its output.
+    let turns = server.turns();
+    assert_eq!(turns.len(), 1);
+    let sent = request_text(&turns[0]);
+    let mut at = 0;
+    for want in [
+        "Fix the typo in notes.txt — vite",
+        "Reading it first.",
+        "read_file",
+        "teh quick fox",
+        "Found it: `teh` should be `the`.",
+        PROMPTS[1],
+    ] {
+        let pos = sent[at..].find(want).map(|p| p + at);
+        assert!(
+            pos.is_some(),
+            "{want:?} not sent (in order) to the model: {sent}"
+        );
+        at = pos.unwrap();
+    }
+    let results = anthropic_results(&turns[0]);
+    assert_eq!(
+        results.len(),
+        1,
+        "the call's output went back as its result"
+    );
+
+    // Its new turns come back into the session it came from, once.
+    let report = import_report(&ctx, &home, "claude-code");
+    let back: Vec<&Value> = report["sessions"].as_array().unwrap().iter().collect();
+    assert!(back.iter().all(|s| s["sessionId"] == id), "{report}");
+    assert!(
+        back.iter()
+            .any(|s| s["action"] == "updated" && s["addedMessages"] == 2),
+        "{report}"
+    );
+    let list = ctx.json(&["session", "list", "--json"]);
+    assert_eq!(list.as_array().unwrap().len(), 1, "no new session: {list}");
+    let after = lines_of(&ctx.json(&["session", "show", &id, "--json"]));
+    assert_eq!(after[..before.len()], before[..]);
+    assert_eq!(
+        after[before.len()..],
+        [
+            format!("user: {}", PROMPTS[1]),
+            "assistant: Continuing: the file is clean now.".to_owned()
+        ]
+    );
+    let report = import_report(&ctx, &home, "claude-code");
+    assert!(
+        report["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["addedMessages"] == 0),
+        "{report}"
+    );
+    assert_eq!(
+        lines_of(&ctx.json(&["session", "show", &id, "--json"])),
+        after
+    );
+}
+
+#[test]
+fn a_session_handed_to_codex_is_resumed_and_its_new_turns_come_back() {
+    let Some(bin) = agents::installed(Agent::Codex) else {
+        return;
+    };
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let id = session_here(&ctx, &work);
+    let before = lines_of(&ctx.json(&["session", "show", &id, "--json"]));
+    let handed = handoff(&ctx, &home, &id, "codex");
+    assert_eq!(handed["agent"], "codex");
+    let cid = handed["id"].as_str().unwrap();
+    assert!(
+        handed["resume"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("codex resume {cid}"))
+    );
+
+    let server = ModelServer::start(Script::new([Step::text(
+        "Continuing: the file is clean now.",
+    )]));
+    agents::codex_config(&home, &server.openai_base());
+    run(agents::codex(&bin, &home, &work).args(["resume", cid, PROMPTS[1]]));
+    let turns = server.turns();
+    assert_eq!(turns.len(), 1);
+    let sent = request_text(&turns[0]);
+    let mut at = 0;
+    for want in [
+        "Fix the typo in notes.txt — vite",
+        "Reading it first.",
+        "read_file",
+        "teh quick fox",
+        "Found it: `teh` should be `the`.",
+        PROMPTS[1],
+    ] {
+        let pos = sent[at..].find(want).map(|p| p + at);
+        assert!(
+            pos.is_some(),
+            "{want:?} not sent (in order) to the model: {sent}"
+        );
+        at = pos.unwrap();
+    }
+
+    let report = import_report(&ctx, &home, "codex");
+    let back: Vec<&Value> = report["sessions"].as_array().unwrap().iter().collect();
+    assert!(back.iter().all(|s| s["sessionId"] == id), "{report}");
+    assert!(
+        back.iter()
+            .any(|s| s["action"] == "updated" && s["addedMessages"] == 2),
+        "{report}"
+    );
+    let list = ctx.json(&["session", "list", "--json"]);
+    assert_eq!(list.as_array().unwrap().len(), 1, "no new session: {list}");
+    let after = lines_of(&ctx.json(&["session", "show", &id, "--json"]));
+    assert_eq!(after[..before.len()], before[..]);
+    assert_eq!(
+        after[before.len()..],
+        [
+            format!("user: {}", PROMPTS[1]),
+            "assistant: Continuing: the file is clean now.".to_owned()
+        ]
+    );
+}
+
+/// Without the agents: a hand-back is written as the session is, secrets included, unless
+/// `--redact`; each is a new private file; a project that does not exist here must be named,
+/// and a relative `--project` is taken from the current directory.
+#[test]
+fn handoff_writes_new_private_files_and_redacts_only_when_asked() {
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let id = session_here(&ctx, &work);
+    // A credential in a tool's output.
+    let secret = "ghp_Zq9XyTb3LmN0pQr5StUvWx7YzA1bC2dE3fG4";
+    let log = common::find_below(&ctx.home.join("sessions"), "messages.jsonl");
+    let text = std::fs::read_to_string(&log)
+        .unwrap()
+        .replace("teh quick fox", &format!("teh quick fox\\ntoken={secret}"));
+    std::fs::write(&log, text).unwrap();
+    let plain = handoff(&ctx, &home, &id, "codex");
+    let written = std::fs::read_to_string(plain["path"].as_str().unwrap()).unwrap();
+    assert!(written.contains(secret), "written as it is by default");
+    let out = ctx
+        .cmd(&[
+            "session",
+            "handoff",
+            &id,
+            "--to",
+            "claude-code",
+            "--redact",
+            "--json",
+        ])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let redacted: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let written = std::fs::read_to_string(redacted["path"].as_str().unwrap()).unwrap();
+    assert!(!written.contains(secret), "--redact removes it");
+    assert!(written.contains("teh quick fox"));
+    // The session's project gone from this machine: the error says what to do; a relative
+    // --project is taken from the current directory.
+    std::fs::rename(&work, ctx.path("moved away")).unwrap();
+    let err = ctx
+        .cmd(&["session", "handoff", &id, "--to", "codex"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert_eq!(err.status.code(), Some(1), "{err:?}");
+    assert!(
+        String::from_utf8_lossy(&err.stderr).contains("--project DIR"),
+        "{err:?}"
+    );
+    let out = ctx
+        .cmd(&[
+            "session",
+            "handoff",
+            &id,
+            "--to",
+            "codex",
+            "--project",
+            "moved away",
+        ])
+        .current_dir(ctx.tmp.path())
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("resume it with: cd '") && said.contains("moved away' && codex resume "),
+        "{said}"
+    );
+}

@@ -296,6 +296,13 @@ fn a_real_mcp_client_lists_the_tools_calls_each_and_every_result_is_bounded_and_
             (vec!["limit", "offset", "sessionId"], vec!["sessionId"]),
         ),
         ("session_stats", (vec!["project", "sessionId"], vec![])),
+        (
+            "handoff_session",
+            (
+                vec!["project", "redact", "sessionId", "to"],
+                vec!["sessionId", "to"],
+            ),
+        ),
     ]);
     assert_eq!(
         tools.keys().map(String::as_str).collect::<BTreeSet<_>>(),

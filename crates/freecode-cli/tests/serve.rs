@@ -289,6 +289,56 @@ fn every_session_method_over_stdio() {
     assert!(rpc.finish().success(), "stdin closed: the server exits 0");
 }
 
+/// `session.handoff`: a new Claude Code transcript in the agent's home (`HOME` of the server),
+/// answered as `session handoff --json` answers; a relative project, an unknown agent and a
+/// project that does not exist here are refused.
+#[test]
+fn handoff_over_rpc() {
+    let (tmp, home) = fixture_home();
+    let agent_home = tmp.path().join("agent home");
+    let project = tmp.path().join("projet résumé");
+    std::fs::create_dir_all(&agent_home).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    let mut rpc = Rpc::start_with(&home, false, &[("HOME", agent_home.to_str().unwrap())]);
+    let done = rpc.ok(
+        "session.handoff",
+        json!({"sessionId": S1, "to": "claude-code", "project": project}),
+    );
+    common::schema_check("session-handoff.json", &done);
+    assert_eq!(done["agent"], "claude-code");
+    let path = PathBuf::from(done["path"].as_str().unwrap());
+    assert!(
+        path.starts_with(agent_home.join(".claude/projects")),
+        "{done}"
+    );
+    let first = std::fs::read_to_string(&path).unwrap();
+    assert!(first.lines().count() > 2, "{first}");
+    assert!(done["resume"].as_str().unwrap().contains("claude --resume"));
+    let codex = rpc.ok(
+        "session.handoff",
+        json!({"sessionId": S1, "to": "codex", "project": project, "redact": true}),
+    );
+    assert!(
+        Path::new(codex["path"].as_str().unwrap()).starts_with(agent_home.join(".codex/sessions"))
+    );
+    for (bad, says) in [
+        (
+            json!({"sessionId": S1, "to": "codex", "project": "rel"}),
+            "absolute",
+        ),
+        (
+            json!({"sessionId": S1, "to": "gemini-cli", "project": project}),
+            "claude-code or codex",
+        ),
+        (json!({"sessionId": S1, "to": "codex"}), "--project"),
+        (json!({"sessionId": S1}), "to"),
+    ] {
+        let (_, message) = rpc.err("session.handoff", bad.clone());
+        assert!(message.contains(says), "{bad}: {message}");
+    }
+    rpc.finish();
+}
+
 #[test]
 fn export_and_import_over_rpc() {
     let (tmp, home) = fixture_home();

@@ -27,7 +27,7 @@ use serde_json::Value;
 use crate::model::{ImportedSession, ParentKind};
 use crate::projects::{KnownRoots, ProjectHints};
 use crate::source::{Agent, SourceIssue, SourceUnit};
-use crate::state::{FileMark, ImportState, SessionMark, UnitMark};
+use crate::state::{FileMark, HandoffMark, HandoffMarks, ImportState, SessionMark, UnitMark};
 use crate::write::{Planned, keep_own_events, plan, session_id};
 
 /// What to import.
@@ -205,6 +205,7 @@ pub fn run(
         redactor: redactor.as_ref(),
         hints: opts.project_hints.as_ref(),
         known: std::sync::OnceLock::new(),
+        handoffs: HandoffMarks::load(store.home()),
     };
     let results = for_each_unit(&units, |unit| {
         let key = ImportState::key(&unit.path);
@@ -266,6 +267,8 @@ struct Shared<'a> {
     redactor: Option<&'a HomeRedactor>,
     hints: Option<&'a ProjectHints>,
     known: std::sync::OnceLock<KnownRoots>,
+    /// The files `session handoff` wrote ([`HandoffMarks`]).
+    handoffs: HandoffMarks,
 }
 
 impl Shared<'_> {
@@ -498,6 +501,23 @@ fn unit_pass(
                 continue;
             }
         };
+        // A file a hand-back wrote: its new turns go on the session it came from.
+        if let Some(mark) = shared
+            .handoffs
+            .handoffs
+            .get(&HandoffMarks::key(s.agent, &s.source_id))
+        {
+            let outcome = {
+                let _one_writer = shared.locks.lock(&mark.session);
+                handed_back(store, s, &planned, mark, opts.dry_run)
+            };
+            if outcome.action == Action::Failed {
+                complete = false;
+            }
+            out.sessions.push(outcome);
+            planned_here.push(planned);
+            continue;
+        }
         let mut outcome = SessionOutcome {
             id: planned.id.to_string(),
             source_id: s.source_id.clone(),
@@ -570,6 +590,94 @@ fn unit_pass(
         out.mark = Some(UnitMark { files, sessions });
     }
     out
+}
+
+/// A file `session handoff` wrote, grown by the agent since (`s`, planned as `p`): the
+/// messages after the hand-back (later than `mark.at`) that the session it came from does not
+/// hold yet (by id: ids are derived from the source, the same on every import) are appended
+/// to that session, never written as a new one. A session gone since is not recreated.
+fn handed_back(
+    store: &SessionStore,
+    s: &ImportedSession,
+    p: &Planned,
+    mark: &HandoffMark,
+    dry_run: bool,
+) -> SessionOutcome {
+    let mut outcome = SessionOutcome {
+        id: mark.session.clone(),
+        source_id: s.source_id.clone(),
+        path: s.source_path.clone(),
+        action: Action::Unchanged,
+        title: p.title.clone(),
+        parent_id: None,
+        messages: 0,
+        added_messages: 0,
+        events: 0,
+        redactions: 0,
+        redaction_rules: Default::default(),
+        findings: Vec::new(),
+        last_activity: p.last_activity,
+        reason: None,
+        placed: None,
+    };
+    let fail = |mut o: SessionOutcome, action: Action, why: String| {
+        o.action = action;
+        o.reason = Some(why);
+        o
+    };
+    let Ok(id) = SessionId::new(mark.session.clone()) else {
+        return fail(
+            outcome,
+            Action::Skipped,
+            "a hand-back mark names no session".into(),
+        );
+    };
+    let existing = match store.messages(&id) {
+        Ok(m) => m.messages,
+        Err(StoreError::NotFound { .. }) => {
+            return fail(
+                outcome,
+                Action::Skipped,
+                format!("handed back from session {id}, which is gone: not imported again"),
+            );
+        }
+        Err(e) => return fail(outcome, Action::Failed, e.to_string()),
+    };
+    let have: std::collections::HashSet<&str> = existing.iter().map(|m| m.id.as_str()).collect();
+    let new: Vec<&StoredMessage> = p
+        .written()
+        .iter()
+        .filter(|m| m.timestamp > mark.at && !have.contains(m.id.as_str()))
+        .collect();
+    outcome.messages = existing.len() + new.len();
+    if new.is_empty() {
+        return outcome;
+    }
+    if !dry_run {
+        let appended = (|| -> Result<(), StoreError> {
+            let mut writer = store.writer(&id)?;
+            for m in &new {
+                writer.append(m)?;
+            }
+            writer.sync()?;
+            let last = new.iter().map(|m| m.timestamp).max().unwrap_or(0);
+            let turns = new
+                .iter()
+                .filter(|m| m.role == freecode_core::message::Role::User)
+                .count();
+            writer.update_meta(|m| {
+                m.last_turn_at = m.last_turn_at.max(last);
+                m.turn_count += turns as u64;
+            })?;
+            Ok(())
+        })();
+        if let Err(e) = appended {
+            return fail(outcome, Action::Failed, e.to_string());
+        }
+    }
+    outcome.action = Action::Updated;
+    outcome.added_messages = new.len();
+    outcome
 }
 
 /// The outcome of a session that could not be planned: skipped, with the reason.

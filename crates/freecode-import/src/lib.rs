@@ -15,6 +15,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod gemini_cli;
 pub mod goose;
+pub mod handback;
 pub mod importer;
 pub mod lines;
 pub mod model;

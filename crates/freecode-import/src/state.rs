@@ -223,3 +223,77 @@ mod tests {
         assert_eq!(back.version, 1);
     }
 }
+
+/// The file of [`HandoffMarks`] under the home's `state/`.
+pub const HANDOFFS_FILE: &str = "handoffs.json";
+
+/// Sessions handed back to an agent (`freecode session handoff`), so that an import of the
+/// file the agent goes on writing adds its new turns to the session it came from instead of
+/// making a new one: `state/handoffs.json`, written by the hand-back only (so an import that
+/// rewrites `imports.json` never loses one), atomically.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffMarks {
+    /// Format version (1).
+    pub version: u32,
+    /// By `<agent>:<the source id the hand-back wrote>`.
+    pub handoffs: BTreeMap<String, HandoffMark>,
+}
+
+/// One hand-back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffMark {
+    /// Our session it came from.
+    pub session: String,
+    /// When it was written, ms: every record it wrote is at or before this time.
+    pub at: i64,
+    /// The file written.
+    pub path: PathBuf,
+}
+
+impl HandoffMarks {
+    /// The key of a hand-back to `agent` that wrote source id `source_id`.
+    pub fn key(agent: crate::source::Agent, source_id: &str) -> String {
+        format!("{}:{source_id}", agent.name())
+    }
+
+    /// The marks of `home` (none when the file is missing or unreadable, which is reported).
+    pub fn load(home: &Home) -> Self {
+        let path = home.state_dir().join(HANDOFFS_FILE);
+        match freecode_store::fsutil::read_bounded(&path, MAX_STATE_BYTES, "hand-back marks") {
+            Ok(None) => Self::default(),
+            Ok(Some(bytes)) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!("{}: unreadable ({e})", path.display());
+                Self::default()
+            }),
+            Err(e) => {
+                tracing::warn!("{e}");
+                Self::default()
+            }
+        }
+    }
+
+    /// Adds `mark` under `key` to the home's marks: read, changed and written atomically under
+    /// an advisory lock (`state/handoffs.lock`), so two hand-backs at once both stay.
+    pub fn add(
+        home: &Home,
+        key: String,
+        mark: HandoffMark,
+    ) -> Result<(), freecode_store::StoreError> {
+        let dir = home.state_dir();
+        freecode_store::fsutil::create_dir_private(&dir)?;
+        let lock_path = dir.join("handoffs.lock");
+        let lock = freecode_store::fsutil::open_rw(&lock_path)?;
+        lock.lock().map_err(|e| freecode_store::StoreError::Io {
+            op: "lock",
+            path: lock_path.clone(),
+            source: e,
+        })?;
+        let mut marks = Self::load(home);
+        marks.version = 1;
+        marks.handoffs.insert(key, mark);
+        let bytes = serde_json::to_vec_pretty(&marks).unwrap_or_default();
+        freecode_store::fsutil::write_atomic(&dir.join(HANDOFFS_FILE), &bytes, true)
+    }
+}

@@ -37,6 +37,7 @@
 pub mod config;
 pub mod doctor;
 pub mod error;
+pub mod handoff;
 pub mod human;
 pub mod import;
 pub mod index;

@@ -349,6 +349,20 @@ pub struct Imported {
     pub shape: String,
 }
 
+/// What `session handoff ID --to AGENT --json` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Handoff {
+    /// The agent: `claude-code` or `codex`.
+    pub agent: String,
+    /// The session's new id in the agent (a UUID).
+    pub id: String,
+    /// The transcript written.
+    pub path: PathBuf,
+    /// The shell command that resumes it in the agent, in the project directory.
+    pub resume: String,
+}
+
 /// What `session export --file F --json` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -776,6 +790,11 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         name: "session-imported.json",
         used_by: "`session import --json`",
         generate: root::<Imported>,
+    },
+    SchemaFile {
+        name: "session-handoff.json",
+        used_by: "`session handoff ID --to AGENT --json`, `session.handoff`, MCP's `handoff_session`",
+        generate: root::<Handoff>,
     },
     SchemaFile {
         name: "share-file.json",

@@ -42,6 +42,14 @@ pub enum SessionCommand {
     /// For an imported session whose project was a guess, or that no evidence placed (under
     /// the home's `unplaced` project): put where it belongs.
     Move(MoveArgs),
+    /// Hand a session to Claude Code or Codex, so the agent resumes it.
+    ///
+    /// Writes the session (run here, imported, or synced from another machine) as a new
+    /// transcript in the agent's own home ($CLAUDE_CONFIG_DIR or ~/.claude; $CODEX_HOME or
+    /// ~/.codex) and prints the command that resumes it. The session is written as it is,
+    /// secrets included (it stays on your machines); --redact removes credentials first, as
+    /// an export does. A later `freecode import` adds the turns the agent adds to this session.
+    Handoff(HandoffArgs),
     /// Archive a session: kept and listed, out of the way (`restore` undoes it).
     Archive(IdArgs),
     /// Trim the log to the last N user turns, recording a summary.
@@ -106,6 +114,26 @@ pub struct MoveArgs {
     #[arg(long, value_name = "DIR")]
     project: String,
     /// Print the updated meta as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `session handoff`.
+#[derive(Debug, Args)]
+pub struct HandoffArgs {
+    /// Session id (or a unique prefix of one).
+    id: String,
+    /// The agent: claude-code or codex.
+    #[arg(long, value_name = "AGENT")]
+    to: String,
+    /// The directory to resume it in (default: the session's project; relative paths are
+    /// taken from the current directory).
+    #[arg(long, value_name = "DIR")]
+    project: Option<String>,
+    /// Remove credentials first, with the export's redactor (default: written as it is).
+    #[arg(long)]
+    redact: bool,
+    /// Print {"agent", "id", "path", "resume"} as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -232,6 +260,35 @@ impl SessionCommand {
                     print_json(&meta)
                 } else {
                     print_line(&format!("moved {id} to project {}", meta.project_path))
+                }
+            }
+            Self::Handoff(a) => {
+                let id = resolve_id(&store, &a.id)?;
+                let req = freecode_ops::handoff::HandoffRequest {
+                    to: freecode_ops::handoff::Target::parse(&a.to)?,
+                    project: a.project,
+                    redact: a.redact,
+                };
+                let homes = freecode_ops::handoff::AgentHomes::from_env(&|k| std::env::var_os(k));
+                let done = freecode_ops::handoff::handoff(
+                    &store,
+                    &id,
+                    &req,
+                    &homes,
+                    freecode_store::now_ms(),
+                )?;
+                if a.json {
+                    print_json(&done)
+                } else {
+                    print_line(&format!(
+                        "handed {id} to {} as {}
+  wrote {}
+  resume it with: {}",
+                        done.agent,
+                        done.id,
+                        done.path.display(),
+                        done.resume
+                    ))
                 }
             }
             Self::Archive(a) => {

@@ -119,6 +119,17 @@ const METHODS: &[Method] = &[
         result: sub::<SessionMeta>,
     },
     Method {
+        name: "session.handoff",
+        summary: "Write a session as a new Claude Code or Codex transcript in the agent's home; the agent, its new id, the file and the command that resumes it",
+        params: &[
+            SESSION_ID,
+            p("to", true, sub::<String>),
+            p("project", false, sub::<String>),
+            p("redact", false, sub::<bool>),
+        ],
+        result: sub::<freecode_ops::types::Handoff>,
+    },
+    Method {
         name: "session.fork",
         summary: "Copy a session; the new id as a bare string (the original's protocol)",
         params: &[SESSION_ID],

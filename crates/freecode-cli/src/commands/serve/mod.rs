@@ -390,6 +390,15 @@ impl Server {
                 sessions::visible(&self.store, &id)?;
                 to_value(&sessions::move_to_project(&self.store, &id, &project)?)
             }
+            "session.handoff" => {
+                let params: freecode_ops::handoff::HandoffParams =
+                    serde_json::from_value(Value::Object(p.0.clone()))
+                        .map_err(|e| RpcError::params(e.to_string()))?;
+                to_value(&freecode_ops::handoff::handoff_params(
+                    self.store.home(),
+                    params,
+                )?)
+            }
             "session.fork" => {
                 let id = p.session_id()?;
                 sessions::visible(&self.store, &id)?;
