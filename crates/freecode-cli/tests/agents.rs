@@ -732,3 +732,201 @@ fn handoff_writes_new_private_files_and_redacts_only_when_asked() {
         "{said}"
     );
 }
+
+/// `freecode` on `home` with `agent_home` as `HOME`, in `cwd`; must succeed; its stdout.
+fn fc(home: &Path, agent_home: &Path, cwd: &Path, args: &[&str], input: Option<&str>) -> String {
+    use std::io::Write as _;
+    let mut c = common::freecode(home);
+    c.args(args)
+        .current_dir(cwd)
+        .env("HOME", agent_home)
+        .env_remove("CODEX_HOME")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    if let Some(text) = input {
+        stdin.write_all(text.as_bytes()).unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "freecode {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The round trip across machines and agents, each step by the real programs: on alpha, Codex
+/// does a task and `freecode import` takes it; `freecode sync` carries it to beta; beta hands
+/// it to Claude Code, which resumes it (the model server receives Codex's turns) and adds a
+/// turn; beta imports that turn into the same session and syncs; alpha gets it, hands the
+/// session back to Codex, which resumes it with both agents' turns; alpha imports that too.
+/// One session holds all three runs, the same on both machines.
+#[test]
+fn a_session_goes_from_codex_on_one_machine_to_claude_code_on_another_and_back() {
+    let (Some(codex_bin), Some(claude_bin)) = (
+        agents::installed(Agent::Codex),
+        agents::installed(Agent::ClaudeCode),
+    ) else {
+        return;
+    };
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let (alpha, beta) = (ctx.path("alpha"), ctx.path("beta"));
+    let (agents_a, agents_b) = (ctx.path("agents-alpha"), ctx.path("agents-beta"));
+    for d in [&agents_a, &agents_b] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let model = ModelServer::start(Script::new([
+        Step::tool("exec_command", json!({"cmd": "cat notes.txt"})),
+        Step::text("On alpha, with Codex: the typo is `teh`."),
+    ]));
+    agents::codex_config(&agents_a, &model.openai_base());
+    run(agents::codex(&codex_bin, &agents_a, &work).arg(PROMPTS[0]));
+    fc(&alpha, &agents_a, &work, &["import", "codex"], None);
+    let id = {
+        let list: Value = serde_json::from_str(&fc(
+            &alpha,
+            &agents_a,
+            &work,
+            &["session", "list", "--json"],
+            None,
+        ))
+        .unwrap();
+        assert_eq!(list.as_array().unwrap().len(), 1);
+        list[0]["id"].as_str().unwrap().to_owned()
+    };
+
+    // Alpha to beta, end to end encrypted, through a real sync server on loopback.
+    let sync = freecode_sync::server::spawn(freecode_sync::server::ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: freecode_sync::blob::StoreSpec::File(ctx.path("sync-server")),
+        ..Default::default()
+    })
+    .unwrap();
+    fc(
+        &alpha,
+        &agents_a,
+        &work,
+        &["sync", "init", "--server", &sync.url],
+        None,
+    );
+    let key = fc(&alpha, &agents_a, &work, &["sync", "key"], None);
+    let phrase = key.lines().last().unwrap().to_owned();
+    fc(&alpha, &agents_a, &work, &["sync", "now"], None);
+    fc(
+        &beta,
+        &agents_b,
+        &work,
+        &["sync", "join", "--server", &sync.url],
+        Some(&phrase),
+    );
+    fc(&beta, &agents_b, &work, &["sync", "now"], None);
+
+    // Beta: to Claude Code, which sends Codex's turns to its model and adds one.
+    let handed: Value = serde_json::from_str(&fc(
+        &beta,
+        &agents_b,
+        &work,
+        &["session", "handoff", &id, "--to", "claude-code", "--json"],
+        None,
+    ))
+    .unwrap();
+    model.play(Script::new([Step::text(
+        "On beta, with Claude Code: fixed it in my head.",
+    )]));
+    let mut c = agents::claude(&claude_bin, &agents_b, &work, &model.url());
+    c.args(["--resume", handed["id"].as_str().unwrap(), "--", PROMPTS[1]]);
+    run(&mut c);
+    let sent = request_text(model.turns().last().unwrap());
+    for earlier in [
+        PROMPTS[0],
+        "cat notes.txt",
+        "teh quick fox",
+        "On alpha, with Codex",
+    ] {
+        assert!(
+            sent.contains(earlier),
+            "{earlier:?} not sent by Claude Code"
+        );
+    }
+    fc(&beta, &agents_b, &work, &["import", "claude-code"], None);
+    fc(&beta, &agents_b, &work, &["sync", "now"], None);
+    fc(&alpha, &agents_a, &work, &["sync", "now"], None);
+
+    // Alpha: back to Codex, with both agents' turns.
+    let handed: Value = serde_json::from_str(&fc(
+        &alpha,
+        &agents_a,
+        &work,
+        &["session", "handoff", &id, "--to", "codex", "--json"],
+        None,
+    ))
+    .unwrap();
+    model.play(Script::new([Step::text(
+        "Back on alpha, with Codex: all done.",
+    )]));
+    run(agents::codex(&codex_bin, &agents_a, &work).args([
+        "resume",
+        handed["id"].as_str().unwrap(),
+        "Summarise what happened.",
+    ]));
+    let sent = request_text(model.turns().last().unwrap());
+    for earlier in [
+        "On alpha, with Codex",
+        PROMPTS[1],
+        "On beta, with Claude Code",
+    ] {
+        assert!(sent.contains(earlier), "{earlier:?} not sent by Codex");
+    }
+    fc(&alpha, &agents_a, &work, &["import", "codex"], None);
+    fc(&alpha, &agents_a, &work, &["sync", "now"], None);
+    fc(&beta, &agents_b, &work, &["sync", "now"], None);
+
+    let show = |home: &Path, agents: &Path| -> Value {
+        serde_json::from_str(&fc(
+            home,
+            agents,
+            &work,
+            &["session", "show", &id, "--json"],
+            None,
+        ))
+        .unwrap()
+    };
+    let (on_alpha, on_beta) = (show(&alpha, &agents_a), show(&beta, &agents_b));
+    let texts: Vec<String> = lines_of(&on_alpha)
+        .into_iter()
+        .filter(|l| !l.contains("exec_command"))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            format!("user: {}", PROMPTS[0]),
+            "assistant: On alpha, with Codex: the typo is `teh`.".to_owned(),
+            format!("user: {}", PROMPTS[1]),
+            "assistant: On beta, with Claude Code: fixed it in my head.".to_owned(),
+            "user: Summarise what happened.".to_owned(),
+            "assistant: Back on alpha, with Codex: all done.".to_owned(),
+        ]
+    );
+    assert_eq!(
+        lines_of(&on_alpha),
+        lines_of(&on_beta),
+        "the same on both machines"
+    );
+    for home in [(&alpha, &agents_a), (&beta, &agents_b)] {
+        let list: Value = serde_json::from_str(&fc(
+            home.0,
+            home.1,
+            &work,
+            &["session", "list", "--json"],
+            None,
+        ))
+        .unwrap();
+        assert_eq!(list.as_array().unwrap().len(), 1, "one session: {list}");
+    }
+}

@@ -325,7 +325,7 @@ fn the_operations_table_is_the_code() {
     );
     let mcp = read(&root().join("crates/freecode-mcp/src/lib.rs"));
     let tools = quoted_after(&mcp, "#[tool(\n        name = \"");
-    assert_eq!(tools.len(), 5, "{tools:?}");
+    assert_eq!(tools.len(), 6, "{tools:?}");
     assert_eq!(column(|r| &r.mcp), sorted(tools), "MCP tools");
     let routes: Vec<String> = sources(&root().join("crates/freecode-ui/src"))
         .iter()
