@@ -930,3 +930,80 @@ fn a_session_goes_from_codex_on_one_machine_to_claude_code_on_another_and_back()
         assert_eq!(list.as_array().unwrap().len(), 1, "one session: {list}");
     }
 }
+
+#[test]
+fn gemini_cli_today_imports_every_turn_the_model_saw() {
+    let Some(bin) = agents::installed(Agent::GeminiCli) else {
+        return;
+    };
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let notes = work.join("notes.txt").display().to_string();
+    let server = ModelServer::start(Script::new([
+        Step::tool("read_file", json!({"file_path": notes})),
+        Step::tool(
+            "run_shell_command",
+            json!({"command": "ls -a", "description": "List the directory"}),
+        ),
+        Step::text(ANSWER.repeat(6)),
+    ]));
+    let printed =
+        run(agents::gemini(&bin, &home, &work, &server.gemini_base()).args(["-p", PROMPTS[0]]));
+    assert!(printed.contains("the quick fox"), "{printed}");
+    let turns = server.turns();
+    assert_eq!(
+        turns.len(),
+        3,
+        "{:?}",
+        server.requests().iter().map(|r| &r.uri).collect::<Vec<_>>()
+    );
+    assert!(turns.iter().all(|t| t.api == Api::Gemini));
+    // What the agent sent back for each call, as the model saw it (functionResponse parts).
+    let responses: Vec<String> = turns[2].body["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p.get("functionResponse").map(|f| f["response"].to_string()))
+        .collect();
+    assert_eq!(responses.len(), 2, "{responses:?}");
+
+    let session = import_one(&ctx, &home, "gemini-cli");
+    let s = seen(&session);
+    // Gemini CLI sends the model a `<session_context>` block as the first user turn; the typed
+    // prompt follows it.
+    let typed: Vec<&String> = s
+        .prompts
+        .iter()
+        .filter(|p| !p.starts_with("<session_context>"))
+        .collect();
+    assert_eq!(typed, [PROMPTS[0]], "{:?}", s.prompts);
+    // Gemini CLI keeps the answer without its trailing blanks.
+    assert_eq!(s.answers, [ANSWER.repeat(6).trim_end()]);
+    let names: Vec<&str> = s.tools.iter().map(|t| t.0.as_str()).collect();
+    assert_eq!(names, ["read_file", "run_shell_command"]);
+    assert!(includes(&s.tools[0].1, &json!({"file_path": notes})));
+    assert!(s.tools[0].2.contains("teh quick fox"), "{:?}", s.tools[0]);
+    assert!(s.tools[1].2.contains("notes.txt"), "{:?}", s.tools[1]);
+    for ((_, _, got), sent) in s.tools.iter().zip(&responses) {
+        let first = got.lines().next().unwrap_or("");
+        assert!(
+            sent.contains(&first.replace('"', "\\\"")) || sent.contains(first),
+            "imported {got:?}, sent {sent}"
+        );
+    }
+    let model = turns[0]
+        .uri
+        .trim_start_matches("/v1beta/models/")
+        .split(':')
+        .next()
+        .unwrap();
+    assert_eq!(session["model"], model);
+    assert_eq!(session["projectPath"], work.display().to_string());
+    let usage: Vec<(u64, u64)> = turns.iter().map(|t| t.usage).collect();
+    assert_eq!(
+        s.tokens, usage,
+        "the tokens the server reported, per answer"
+    );
+}

@@ -32,6 +32,8 @@ pub enum Agent {
     ClaudeCode,
     /// `@openai/codex`: `codex`.
     Codex,
+    /// `@google/gemini-cli`: `gemini`.
+    GeminiCli,
 }
 
 impl Agent {
@@ -40,6 +42,7 @@ impl Agent {
         match self {
             Self::ClaudeCode => "@anthropic-ai/claude-code",
             Self::Codex => "@openai/codex",
+            Self::GeminiCli => "@google/gemini-cli",
         }
     }
 
@@ -48,6 +51,7 @@ impl Agent {
         match self {
             Self::ClaudeCode => "claude",
             Self::Codex => "codex",
+            Self::GeminiCli => "gemini",
         }
     }
 }
@@ -155,5 +159,30 @@ pub fn codex(bin: &Path, home: &Path, cwd: &Path) -> Command {
             "--skip-git-repo-check",
             "--dangerously-bypass-approvals-and-sandbox",
         ]);
+    c
+}
+
+/// `gemini -p …` in `cwd` with `home` as its `HOME`, talking to `base_url` (the model server's
+/// [`crate::model_server::ModelServer::gemini_base`]) with an API key (`settings.json` selects
+/// that way in), the workspace trusted, every tool call approved (`--yolo`).
+pub fn gemini(bin: &Path, home: &Path, cwd: &Path, base_url: &str) -> Command {
+    let dir = home.join(".gemini");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("settings.json"),
+        r#"{"security": {"auth": {"selectedType": "gemini-api-key"}}}"#,
+    )
+    .unwrap();
+    let mut c = Command::new(bin);
+    c.current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("TZ", "UTC")
+        .env("GEMINI_API_KEY", "scripted-test-key")
+        .env("GOOGLE_GEMINI_BASE_URL", base_url)
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+        .stdin(std::process::Stdio::null())
+        .arg("--yolo");
     c
 }

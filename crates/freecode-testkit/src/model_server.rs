@@ -1,13 +1,19 @@
 //! A scripted model server on loopback, for running the real agents in tests: the Anthropic
-//! Messages API (`POST /v1/messages`, what Claude Code speaks at `ANTHROPIC_BASE_URL`) and the
-//! OpenAI Responses API (`POST /v1/responses`, what Codex speaks at a provider's `base_url`),
-//! both as server-sent events, driven by a [`Script`] of [`Step`]s, recording every request.
+//! Messages API (`POST /v1/messages`, what Claude Code speaks at `ANTHROPIC_BASE_URL`), the
+//! OpenAI Responses API (`POST /v1/responses`, what Codex speaks at a provider's `base_url`)
+//! and the Gemini API (`POST /v1beta/models/M:streamGenerateContent`, `:generateContent`,
+//! `:countTokens`, what Gemini CLI speaks at `GOOGLE_GEMINI_BASE_URL`), as server-sent events
+//! (or one JSON answer where the request asks for it), driven by a [`Script`] of [`Step`]s,
+//! recording every request.
 //!
 //! Which request takes the next step: one that offers the model tools (the agent's own loop,
 //! a subagent's loop). A request without tools (a title, a summary, a check the agent makes on
 //! the side) is answered with [`Script::side_answer`] and takes no step, so the script is the
 //! conversation and nothing else. When the steps run out, the answer is the
-//! [`Script::fallback`] text, so an agent that asks once more never hangs.
+//! [`Script::fallback`] text, so an agent that asks once more never hangs. A side request that
+//! asks for JSON of a schema (Gemini CLI's model router: `responseMimeType: application/json`
+//! with `responseJsonSchema`) gets the smallest object of that schema: each required property
+//! a value of its type.
 //!
 //! Every answer carries usage: input tokens are the request body's bytes / 4, output tokens
 //! the answer's characters / 4 + 1 (recorded with the request as [`Recorded::usage`]), so a
@@ -81,6 +87,10 @@ pub enum Api {
     CountTokens,
     /// `POST /v1/responses` (OpenAI).
     Responses,
+    /// `POST /v1beta/models/M:generateContent` or `:streamGenerateContent` (Gemini).
+    Gemini,
+    /// `POST /v1beta/models/M:countTokens` (Gemini).
+    GeminiCount,
     /// Anything else (answered 404).
     Other,
 }
@@ -183,6 +193,12 @@ impl ModelServer {
         format!("http://{}", self.addr)
     }
 
+    /// `http://127.0.0.1:PORT`: Gemini CLI's `GOOGLE_GEMINI_BASE_URL`, Claude Code's
+    /// `ANTHROPIC_BASE_URL` ([`Self::url`]).
+    pub fn gemini_base(&self) -> String {
+        self.url()
+    }
+
     /// `http://127.0.0.1:PORT/v1`: a Codex provider's `base_url`.
     pub fn openai_base(&self) -> String {
         format!("http://{}/v1", self.addr)
@@ -240,6 +256,15 @@ async fn handle(
         ("POST", "/v1/messages") => Api::Messages,
         ("POST", "/v1/messages/count_tokens") => Api::CountTokens,
         ("POST", "/v1/responses") => Api::Responses,
+        ("POST", p) if p.starts_with("/v1beta/models/") && p.ends_with(":countTokens") => {
+            Api::GeminiCount
+        }
+        ("POST", p)
+            if p.starts_with("/v1beta/models/")
+                && (p.ends_with(":generateContent") || p.ends_with(":streamGenerateContent")) =>
+        {
+            Api::Gemini
+        }
         _ => Api::Other,
     };
     let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -264,13 +289,17 @@ async fn handle(
     let answer = {
         let mut inner = lock(&shared);
         let step = match api {
-            Api::Messages | Api::Responses if rec.offers_tools() => {
+            Api::Messages | Api::Responses | Api::Gemini if rec.offers_tools() => {
                 let step = inner.script.steps.pop_front();
                 rec.step = step.clone();
                 step.unwrap_or_else(|| Step::Text(inner.script.fallback.clone()))
             }
+            Api::Gemini => match json_schema_asked(&json) {
+                Some(schema) => Step::Text(smallest_of(schema).to_string()),
+                None => Step::Text(inner.script.side_answer.clone()),
+            },
             Api::Messages | Api::Responses => Step::Text(inner.script.side_answer.clone()),
-            Api::CountTokens | Api::Other => Step::Text(String::new()),
+            Api::CountTokens | Api::GeminiCount | Api::Other => Step::Text(String::new()),
         };
         let first_id = inner.tool_ids;
         let n = inner.requests.len() as u64;
@@ -293,6 +322,22 @@ async fn handle(
     let (step, ids, usage) = answer;
     match api {
         Api::CountTokens => axum::Json(json!({"input_tokens": input_tokens})).into_response(),
+        Api::GeminiCount => axum::Json(json!({"totalTokens": input_tokens})).into_response(),
+        Api::Gemini => {
+            let model = path
+                .trim_start_matches("/v1beta/models/")
+                .split(':')
+                .next()
+                .unwrap_or("gemini-scripted")
+                .to_owned();
+            gemini(
+                &step,
+                &model,
+                ids,
+                usage,
+                path.ends_with(":streamGenerateContent"),
+            )
+        }
         Api::Other => (
             StatusCode::NOT_FOUND,
             axum::Json(json!({"error": {"message": "not scripted", "type": "not_found"}})),
@@ -314,6 +359,118 @@ async fn handle(
             openai(&step, model, ids, usage)
         }
     }
+}
+
+/// The JSON schema a Gemini request asks its answer to follow, if it does.
+fn json_schema_asked(body: &Value) -> Option<&Value> {
+    let config = body.get("generationConfig")?;
+    (config.get("responseMimeType").and_then(Value::as_str) == Some("application/json"))
+        .then(|| {
+            config
+                .get("responseJsonSchema")
+                .or_else(|| config.get("responseSchema"))
+        })
+        .flatten()
+}
+
+/// The smallest value of `schema`: an object of its required properties, each the smallest of
+/// its own; the first of an enum; 1 for a number; false; an empty array; else a short string.
+fn smallest_of(schema: &Value) -> Value {
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    let kind = schema
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match kind.as_str() {
+        "object" => {
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let props = schema.get("properties").and_then(Value::as_object);
+            let mut out = serde_json::Map::new();
+            for name in required {
+                let sub = props.and_then(|p| p.get(name)).unwrap_or(&Value::Null);
+                out.insert(name.to_owned(), smallest_of(sub));
+            }
+            Value::Object(out)
+        }
+        "integer" | "number" => json!(1),
+        "boolean" => json!(false),
+        "array" => json!([]),
+        _ => json!("scripted"),
+    }
+}
+
+/// An answer of the Gemini API: server-sent events (one chunk a piece of text, the last with
+/// the finish reason and usage), or one JSON answer.
+fn gemini(
+    step: &Step,
+    model: &str,
+    (n, first_id): (u64, u64),
+    usage: (u64, u64),
+    streamed: bool,
+) -> Response {
+    if let Step::Error(status, message) = step {
+        let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST);
+        return (
+            status,
+            axum::Json(json!({"error": {"code": status.as_u16(), "message": message, "status": "INVALID_ARGUMENT"}})),
+        )
+            .into_response();
+    }
+    let (text, calls) = parts(step);
+    let usage_meta = json!({"promptTokenCount": usage.0, "candidatesTokenCount": usage.1, "totalTokenCount": usage.0 + usage.1});
+    let chunk = |parts: Vec<Value>, last: bool| {
+        let mut c = json!({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+                           "modelVersion": model, "responseId": format!("resp_scripted_{n:04}")});
+        if last {
+            c["candidates"][0]["finishReason"] = json!("STOP");
+            c["usageMetadata"] = usage_meta.clone();
+        }
+        c
+    };
+    let call_parts: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| {
+            json!({"functionCall": {"name": name, "args": args, "id": format!("call_scripted_{:04}", first_id + i as u64)}})
+        })
+        .collect();
+    if !streamed {
+        let mut all: Vec<Value> = text.map(|t| json!({"text": t})).into_iter().collect();
+        all.extend(call_parts);
+        return axum::Json(chunk(all, true)).into_response();
+    }
+    let mut chunks: Vec<Value> = text
+        .map(|t| {
+            deltas(t)
+                .into_iter()
+                .map(|d| chunk(vec![json!({"text": d})], false))
+                .collect()
+        })
+        .unwrap_or_default();
+    chunks.push(chunk(call_parts, true));
+    let mut body = String::new();
+    for c in chunks {
+        body.push_str(&format!("data: {c}\r\n\r\n"));
+    }
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// The pieces of `text` a stream sends one delta each.
