@@ -1007,3 +1007,76 @@ fn gemini_cli_today_imports_every_turn_the_model_saw() {
         "the tokens the server reported, per answer"
     );
 }
+
+#[test]
+fn a_session_handed_to_gemini_cli_is_resumed_and_its_new_turns_come_back() {
+    let Some(bin) = agents::installed(Agent::GeminiCli) else {
+        return;
+    };
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let id = session_here(&ctx, &work);
+    let before = lines_of(&ctx.json(&["session", "show", &id, "--json"]));
+    let handed = handoff(&ctx, &home, &id, "gemini-cli");
+    assert_eq!(handed["agent"], "gemini-cli");
+    let gid = handed["id"].as_str().unwrap();
+    assert!(
+        handed["resume"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("gemini --resume {gid}"))
+    );
+    // The project is registered as Gemini CLI registers one.
+    let registry: Value =
+        serde_json::from_slice(&std::fs::read(home.join(".gemini/projects.json")).unwrap())
+            .unwrap();
+    assert!(
+        registry["projects"][work.display().to_string()].is_string(),
+        "{registry}"
+    );
+
+    let server = ModelServer::start(Script::new([Step::text(
+        "Continuing: the file is clean now.",
+    )]));
+    run(agents::gemini(&bin, &home, &work, &server.gemini_base())
+        .args(["--resume", gid, "-p", PROMPTS[1]]));
+    let turns = server.turns();
+    assert_eq!(turns.len(), 1);
+    let sent = request_text(&turns[0]);
+    let mut at = 0;
+    for want in [
+        "Fix the typo in notes.txt — vite",
+        "Reading it first.",
+        "read_file",
+        "teh quick fox",
+        "Found it: `teh` should be `the`.",
+        PROMPTS[1],
+    ] {
+        let pos = sent[at..].find(want).map(|p| p + at);
+        assert!(
+            pos.is_some(),
+            "{want:?} not sent (in order) to the model: {sent}"
+        );
+        at = pos.unwrap();
+    }
+
+    let report = import_report(&ctx, &home, "gemini-cli");
+    let back: Vec<&Value> = report["sessions"].as_array().unwrap().iter().collect();
+    assert!(back.iter().all(|s| s["sessionId"] == id), "{report}");
+    let list = ctx.json(&["session", "list", "--json"]);
+    assert_eq!(list.as_array().unwrap().len(), 1, "no new session: {list}");
+    let after = lines_of(&ctx.json(&["session", "show", &id, "--json"]));
+    assert_eq!(after[..before.len()], before[..]);
+    let added: Vec<&String> = after[before.len()..]
+        .iter()
+        .filter(|l| !l.contains("<session_context>"))
+        .collect();
+    assert_eq!(
+        added,
+        [
+            &format!("user: {}", PROMPTS[1]),
+            &"assistant: Continuing: the file is clean now.".to_owned()
+        ]
+    );
+}

@@ -327,8 +327,8 @@ fn handoff_over_rpc() {
             "absolute",
         ),
         (
-            json!({"sessionId": S1, "to": "gemini-cli", "project": project}),
-            "claude-code or codex",
+            json!({"sessionId": S1, "to": "opencode", "project": project}),
+            "claude-code, codex, gemini-cli",
         ),
         (json!({"sessionId": S1, "to": "codex"}), "--project"),
         (json!({"sessionId": S1}), "to"),

@@ -11,6 +11,11 @@
 //!   `$CODEX_HOME/sessions/YYYY/MM/DD/`: `session_meta` (id, cwd), then `response_item`s: user
 //!   and assistant `message`s, `function_call`s (ids `call_fc_…`) with their
 //!   `function_call_output`s, and a `user_message` event for each prompt.
+//! - **Gemini CLI** ([`gemini_cli`]): a chat `session-<time>-<id8>.jsonl` for
+//!   `~/.gemini/tmp/<project slug>/chats/`: the metadata line (`sessionId`, `projectHash`: the
+//!   project's SHA-256), then `user` records and `gemini` records whose `toolCalls` carry their
+//!   results as `functionResponse`s, each followed by a `user` record of those responses, as
+//!   0.61 writes them.
 //!
 //! What the target has no shape for is carried as text with a marker, never dropped: a code
 //! part becomes a fenced block; an image goes to Claude Code as an image block and to Codex as
@@ -365,6 +370,121 @@ pub fn codex(
         rel_path: std::path::Path::new("sessions")
             .join(day)
             .join(format!("rollout-{stamp}-{id}.jsonl")),
+        bytes: to_lines(&lines),
+        records,
+    }
+}
+
+/// Session `meta`'s `messages` (after `summary`, if any) as a Gemini CLI chat of session `id`
+/// in `project`, filed under the project's `slug` (`projects.json` names it).
+pub fn gemini_cli(
+    meta: &SessionMeta,
+    messages: &[StoredMessage],
+    summary: Option<&str>,
+    project: &str,
+    slug: &str,
+    id: &str,
+    now: i64,
+) -> Written {
+    let first_ts = messages.first().map_or(now, |m| m.timestamp).min(now);
+    let hash: String = Sha256::digest(project.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut lines = vec![json!({
+        "sessionId": id, "projectHash": hash, "startTime": iso(first_ts),
+        "lastUpdated": iso(messages.last().map_or(now, |m| m.timestamp).min(now)), "kind": "main",
+    })];
+    let mut n = 0;
+    let mut next_id = || {
+        n += 1;
+        derived_uuid(id, n)
+    };
+    let model = meta.model.clone().unwrap_or_else(|| "unknown".to_owned());
+    if let Some(s) = summary {
+        lines.push(
+            json!({"id": next_id(), "timestamp": iso(first_ts), "type": "user",
+                          "content": [{"text": format!("{SUMMARY_MARK}\n\n{s}")}]}),
+        );
+    }
+    let mut calls = 0;
+    for m in messages {
+        let ts = iso(m.timestamp.min(now));
+        match &m.role {
+            Role::User | Role::Other(_) => {
+                let mut text: Vec<String> = m
+                    .parts
+                    .iter()
+                    .map(|p| part_as_text(&p.kind, p))
+                    .filter(|t| !t.is_empty())
+                    .collect();
+                if let Role::Other(r) = &m.role {
+                    text.insert(0, format!("[freecode: a message of role {r}]"));
+                }
+                if !text.is_empty() {
+                    lines.push(json!({"id": next_id(), "timestamp": ts, "type": "user",
+                                      "content": [{"text": text.join("\n\n")}]}));
+                }
+            }
+            Role::Assistant => {
+                let mut text = Vec::new();
+                let mut tool_calls = Vec::new();
+                let mut responses = Vec::new();
+                for p in &m.parts {
+                    if p.kind == PartType::Tool {
+                        let call = call_id("call_fc_", calls);
+                        calls += 1;
+                        let tool = p.tool.as_deref();
+                        let name = tool
+                            .and_then(|t| t.name.clone())
+                            .unwrap_or_else(|| "tool".to_owned());
+                        let response = json!({"functionResponse": {"id": call, "name": name,
+                            "response": {"output": p.result.clone().unwrap_or_default()}}});
+                        tool_calls.push(json!({
+                            "id": call, "name": name,
+                            "args": tool.and_then(|t| t.args.clone()).unwrap_or_else(|| json!({})),
+                            "result": [response.clone()], "status": "success", "timestamp": ts,
+                        }));
+                        responses.push(response);
+                    } else {
+                        let t = part_as_text(&p.kind, p);
+                        if !t.is_empty() {
+                            text.push(t);
+                        }
+                    }
+                }
+                if text.is_empty() && tool_calls.is_empty() {
+                    continue;
+                }
+                let usage = m.usage.as_deref();
+                let input = usage.and_then(|u| u.input_tokens).unwrap_or(0);
+                let output = usage.and_then(|u| u.output_tokens).unwrap_or(0);
+                let mut rec = json!({
+                    "id": next_id(), "timestamp": ts, "type": "gemini", "content": text.join("\n\n"),
+                    "thoughts": [], "model": model,
+                    "tokens": {"input": input, "output": output, "cached": 0, "thoughts": 0, "tool": 0, "total": input + output},
+                });
+                if !tool_calls.is_empty() {
+                    rec["toolCalls"] = Value::Array(tool_calls);
+                }
+                lines.push(rec);
+                if !responses.is_empty() {
+                    lines.push(json!({"id": next_id(), "timestamp": ts, "type": "user", "content": responses}));
+                }
+            }
+        }
+    }
+    let stamp = jiff::Timestamp::from_millisecond(now)
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+        .strftime("%Y-%m-%dT%H-%M")
+        .to_string();
+    let short: String = id.chars().take(8).collect();
+    let records = lines.len();
+    Written {
+        rel_path: std::path::Path::new("tmp")
+            .join(slug)
+            .join("chats")
+            .join(format!("session-{stamp}-{short}.jsonl")),
         bytes: to_lines(&lines),
         records,
     }

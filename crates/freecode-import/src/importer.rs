@@ -593,9 +593,11 @@ fn unit_pass(
 }
 
 /// A file `session handoff` wrote, grown by the agent since (`s`, planned as `p`): the
-/// messages after the hand-back (later than `mark.at`) that the session it came from does not
-/// hold yet (by id: ids are derived from the source, the same on every import) are appended
-/// to that session, never written as a new one. A session gone since is not recreated.
+/// messages after the hand-back (later than `mark.at`) that are neither what the hand-back
+/// carried (`mark.handed`: an agent may rewrite the history it resumes, as Gemini CLI does,
+/// with new times) nor already in the session it came from (by id: ids come from the source,
+/// the same on every import) are appended to that session, never written as a new one. A
+/// session gone since is not recreated.
 fn handed_back(
     store: &SessionStore,
     s: &ImportedSession,
@@ -643,7 +645,9 @@ fn handed_back(
         }
         Err(e) => return fail(outcome, Action::Failed, e.to_string()),
     };
-    let have: std::collections::HashSet<&str> = existing.iter().map(|m| m.id.as_str()).collect();
+    let mut have: std::collections::HashSet<&str> =
+        existing.iter().map(|m| m.id.as_str()).collect();
+    have.extend(mark.handed.iter().map(String::as_str));
     let new: Vec<&StoredMessage> = p
         .written()
         .iter()

@@ -250,6 +250,10 @@ pub struct HandoffMark {
     pub at: i64,
     /// The file written.
     pub path: PathBuf,
+    /// The ids of the messages an import of the file as written gives: what the hand-back
+    /// carried, never new, however the agent rewrites or re-stamps it on resume.
+    #[serde(default)]
+    pub handed: Vec<String>,
 }
 
 impl HandoffMarks {

@@ -184,8 +184,8 @@ impl Memory {
     /// Where a session's time went, from its rollout log.
     #[tool(
         name = "handoff_session",
-        description = "Hand one session (sessionId) to Claude Code or Codex (to: claude-code or \
-            codex): written as a new transcript in that agent's home, so the agent resumes it. \
+        description = "Hand one session (sessionId) to Claude Code, Codex or Gemini CLI (to: \
+            claude-code, codex or gemini-cli): written as a new transcript in that agent's home, so the agent resumes it. \
             Answers the agent, the new id, the file written and the shell command that resumes \
             it (in the project: the session's own, or project, an absolute directory). Written \
             as it is unless redact is true. Never overwrites a file. The transcript is \

@@ -5,7 +5,10 @@
 //!
 //! - **Where**: Claude Code's `$CLAUDE_CONFIG_DIR` or `$HOME/.claude`
 //!   (`projects/<project>/<uuid>.jsonl`); Codex's `$CODEX_HOME` or `$HOME/.codex`
-//!   (`sessions/YYYY/MM/DD/rollout-…-<uuid>.jsonl`). The project is `--project DIR` or the
+//!   (`sessions/YYYY/MM/DD/rollout-…-<uuid>.jsonl`); Gemini CLI's `$GEMINI_CLI_HOME/.gemini`
+//!   or `$HOME/.gemini` (`tmp/<slug>/chats/session-…-<id8>.jsonl`, the project's slug from
+//!   `projects.json`, or a new one added to it with its `.project_root`, as Gemini CLI does on a
+//!   project's first use). The project is `--project DIR` or the
 //!   session's own, and must be a directory here (a session synced from a machine with other
 //!   paths names one with `--project`).
 //! - **Never overwrite**: a new id every time; the file is new (refused if the name exists, or
@@ -37,20 +40,23 @@ pub enum Target {
     ClaudeCode,
     /// Codex.
     Codex,
+    /// Gemini CLI.
+    GeminiCli,
 }
 
 impl Target {
     /// The agents' names, as `--to` takes them.
-    pub const NAMES: &[&str] = &["claude-code", "codex"];
+    pub const NAMES: &[&str] = &["claude-code", "codex", "gemini-cli"];
 
     /// `claude-code` or `codex`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "claude-code" => Ok(Self::ClaudeCode),
             "codex" => Ok(Self::Codex),
+            "gemini-cli" => Ok(Self::GeminiCli),
             other => Err(Error::Invalid(format!(
                 "--to {other:?}: a session can be handed to {}",
-                Self::NAMES.join(" or ")
+                Self::NAMES.join(", ")
             ))),
         }
     }
@@ -59,6 +65,7 @@ impl Target {
         match self {
             Self::ClaudeCode => Agent::ClaudeCode,
             Self::Codex => Agent::Codex,
+            Self::GeminiCli => Agent::GeminiCli,
         }
     }
 }
@@ -82,6 +89,8 @@ pub struct AgentHomes {
     pub claude: Option<PathBuf>,
     /// Codex's (`~/.codex`).
     pub codex: Option<PathBuf>,
+    /// Gemini CLI's (`~/.gemini`).
+    pub gemini: Option<PathBuf>,
 }
 
 impl AgentHomes {
@@ -98,6 +107,10 @@ impl AgentHomes {
         Self {
             claude: pick("CLAUDE_CONFIG_DIR", ".claude"),
             codex: pick("CODEX_HOME", ".codex"),
+            gemini: var("GEMINI_CLI_HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".gemini"))
+                .or_else(|| home.as_ref().map(|h| h.join(".gemini"))),
         }
     }
 }
@@ -197,9 +210,40 @@ pub fn handoff(
             let resume = format!("cd {} && codex resume {new_id}", shell_quote(&project));
             (home, w, resume)
         }
+        Target::GeminiCli => {
+            let home = homes.gemini.clone().ok_or_else(|| {
+                Error::Invalid("no HOME (or GEMINI_CLI_HOME) to find Gemini CLI's home in".into())
+            })?;
+            let slug = gemini_slug(&home, &project)?;
+            let w = handback::gemini_cli(
+                &bundle.meta,
+                &bundle.messages,
+                summary,
+                &project,
+                &slug,
+                &new_id,
+                now,
+            );
+            let resume = format!("cd {} && gemini --resume {new_id}", shell_quote(&project));
+            (home, w, resume)
+        }
     };
     let path = agent_home.join(&written.rel_path);
     write_new(&path, &written.bytes)?;
+    // What an import of the file as written gives: the hand-back's own messages, never new.
+    let handed = freecode_import::read(&freecode_import::source::SourceUnit::file(
+        req.to.agent(),
+        &path,
+    ))
+    .ok()
+    .and_then(|read| read.sessions.into_iter().next())
+    .and_then(|mut s| {
+        // Gemini CLI's chat names its project by hash only (its registry is a side file).
+        s.project_path = Some(project.clone());
+        freecode_import::write::plan(&s, now).ok()
+    })
+    .map(|p| p.written().iter().map(|m| m.id.clone()).collect())
+    .unwrap_or_default();
     HandoffMarks::add(
         store.home(),
         HandoffMarks::key(req.to.agent(), &new_id),
@@ -207,6 +251,7 @@ pub fn handoff(
             session: id.to_string(),
             at: now,
             path: path.clone(),
+            handed,
         },
     )?;
     Ok(Handoff {
@@ -223,7 +268,7 @@ pub fn handoff(
 pub struct HandoffParams {
     /// The session's id (or a unique prefix of one).
     pub session_id: String,
-    /// The agent: `claude-code` or `codex`.
+    /// The agent: `claude-code`, `codex` or `gemini-cli`.
     pub to: String,
     /// The directory to resume it in, absolute (default: the session's project).
     #[serde(default)]
@@ -255,6 +300,70 @@ pub fn handoff_params(home: &freecode_store::Home, p: HandoffParams) -> Result<H
     };
     let homes = AgentHomes::from_env(&|k| std::env::var_os(k));
     handoff(&store, &id, &req, &homes, freecode_store::now_ms())
+}
+
+/// The slug Gemini CLI files `project` under in `gemini_home`: the one `projects.json` names,
+/// else a new one (the directory's name in lowercase ASCII letters, digits and `-`, made unique
+/// with `-2`, `-3`…) added to `projects.json` (rewritten atomically, every other entry kept)
+/// with its `tmp/<slug>/.project_root`.
+fn gemini_slug(gemini_home: &Path, project: &str) -> Result<String> {
+    let registry = gemini_home.join("projects.json");
+    let mut doc: serde_json::Value = match std::fs::read(&registry) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            Error::Failed(format!(
+                "{} does not read ({e}): not changed",
+                registry.display()
+            ))
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({"projects": {}}),
+        Err(e) => return Err(Error::Failed(format!("{}: {e}", registry.display()))),
+    };
+    let projects = doc
+        .as_object_mut()
+        .ok_or_else(|| Error::Failed(format!("{} is not an object", registry.display())))?
+        .entry("projects")
+        .or_insert_with(|| serde_json::json!({}));
+    let map = projects.as_object_mut().ok_or_else(|| {
+        Error::Failed(format!("{}: projects is not an object", registry.display()))
+    })?;
+    if let Some(slug) = map.get(project).and_then(serde_json::Value::as_str) {
+        return Ok(slug.to_owned());
+    }
+    let base: String = Path::new(project)
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let base = if base.trim_matches('-').is_empty() {
+        "project".to_owned()
+    } else {
+        base
+    };
+    let taken: std::collections::HashSet<&str> =
+        map.values().filter_map(serde_json::Value::as_str).collect();
+    let slug = (1..)
+        .map(|n| {
+            if n == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{n}")
+            }
+        })
+        .find(|s| !taken.contains(s.as_str()) && !gemini_home.join("tmp").join(s).exists())
+        .unwrap_or(base);
+    map.insert(project.to_owned(), serde_json::Value::String(slug.clone()));
+    let bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    let dir = gemini_home.join("tmp").join(&slug);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| Error::Failed(format!("cannot create {}: {e}", dir.display())))?;
+    freecode_store::fsutil::write_atomic(&dir.join(".project_root"), project.as_bytes(), true)?;
+    freecode_store::fsutil::write_atomic(&registry, &bytes, true)?;
+    Ok(slug)
 }
 
 /// Writes `bytes` as the new file `path` (0600, atomically), its missing directories 0700;
@@ -310,6 +419,6 @@ mod tests {
         ]));
         assert_eq!(h.claude.as_deref(), Some(Path::new("/cc")));
         assert_eq!(h.codex.as_deref(), Some(Path::new("/c")));
-        assert!(Target::parse("gemini-cli").is_err());
+        assert!(Target::parse("opencode").is_err() && Target::parse("gemini-cli").is_ok());
     }
 }

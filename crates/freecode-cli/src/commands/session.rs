@@ -42,11 +42,11 @@ pub enum SessionCommand {
     /// For an imported session whose project was a guess, or that no evidence placed (under
     /// the home's `unplaced` project): put where it belongs.
     Move(MoveArgs),
-    /// Hand a session to Claude Code or Codex, so the agent resumes it.
+    /// Hand a session to Claude Code, Codex or Gemini CLI, so the agent resumes it.
     ///
     /// Writes the session (run here, imported, or synced from another machine) as a new
     /// transcript in the agent's own home ($CLAUDE_CONFIG_DIR or ~/.claude; $CODEX_HOME or
-    /// ~/.codex) and prints the command that resumes it. The session is written as it is,
+    /// ~/.codex; ~/.gemini) and prints the command that resumes it. The session is written as it is,
     /// secrets included (it stays on your machines); --redact removes credentials first, as
     /// an export does. A later `freecode import` adds the turns the agent adds to this session.
     Handoff(HandoffArgs),
@@ -123,7 +123,7 @@ pub struct MoveArgs {
 pub struct HandoffArgs {
     /// Session id (or a unique prefix of one).
     id: String,
-    /// The agent: claude-code or codex.
+    /// The agent: claude-code, codex or gemini-cli.
     #[arg(long, value_name = "AGENT")]
     to: String,
     /// The directory to resume it in (default: the session's project; relative paths are
