@@ -1080,3 +1080,67 @@ fn a_session_handed_to_gemini_cli_is_resumed_and_its_new_turns_come_back() {
         ]
     );
 }
+
+#[test]
+fn opencode_today_imports_every_turn_the_model_saw() {
+    let Some(bin) = agents::installed(Agent::Opencode) else {
+        return;
+    };
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let notes = work.join("notes.txt").display().to_string();
+    let server = ModelServer::start(Script::new([
+        Step::tool("read", json!({"filePath": notes})),
+        Step::tool(
+            "bash",
+            json!({"command": "ls -a", "description": "List the directory"}),
+        ),
+        Step::text(ANSWER.repeat(6)),
+    ]));
+    let printed = run(agents::opencode(&bin, &home, &work, &server.openai_base()).arg(PROMPTS[0]));
+    assert!(printed.contains("the quick fox"), "{printed}");
+    let turns = server.turns();
+    assert_eq!(
+        turns.len(),
+        3,
+        "{:?}",
+        server.requests().iter().map(|r| &r.uri).collect::<Vec<_>>()
+    );
+    assert!(turns.iter().all(|t| t.api == Api::ChatCompletions));
+    // The outputs the agent sent back (`tool` messages), as the model saw them.
+    let sent: Vec<String> = turns[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+
+    let session = import_one(&ctx, &home, "opencode");
+    let s = seen(&session);
+    assert_eq!(s.prompts.len(), 1, "{:?}", s.prompts);
+    assert!(s.prompts[0].contains(PROMPTS[0]), "{:?}", s.prompts);
+    assert_eq!(s.answers.concat().trim_end(), ANSWER.repeat(6).trim_end());
+    let names: Vec<&str> = s.tools.iter().map(|t| t.0.as_str()).collect();
+    assert_eq!(names, ["read", "bash"]);
+    assert!(includes(&s.tools[0].1, &json!({"filePath": notes})));
+    for ((_, _, got), want) in s.tools.iter().zip(&sent) {
+        assert!(
+            want.contains(got.trim()) || got.contains(want.trim()),
+            "imported {got:?}, the model saw {want:?}"
+        );
+    }
+    assert!(s.tools[0].2.contains("teh quick fox"));
+    assert_eq!(session["model"], "scripted-model");
+    assert_eq!(session["projectPath"], work.display().to_string());
+    let usage: Vec<(u64, u64)> = turns.iter().map(|t| t.usage).collect();
+    assert_eq!(
+        s.tokens, usage,
+        "the tokens the server reported, per answer"
+    );
+}

@@ -34,6 +34,8 @@ pub enum Agent {
     Codex,
     /// `@google/gemini-cli`: `gemini`.
     GeminiCli,
+    /// `opencode-ai`: `opencode`.
+    Opencode,
 }
 
 impl Agent {
@@ -43,6 +45,7 @@ impl Agent {
             Self::ClaudeCode => "@anthropic-ai/claude-code",
             Self::Codex => "@openai/codex",
             Self::GeminiCli => "@google/gemini-cli",
+            Self::Opencode => "opencode-ai",
         }
     }
 
@@ -52,6 +55,7 @@ impl Agent {
             Self::ClaudeCode => "claude",
             Self::Codex => "codex",
             Self::GeminiCli => "gemini",
+            Self::Opencode => "opencode",
         }
     }
 }
@@ -184,5 +188,38 @@ pub fn gemini(bin: &Path, home: &Path, cwd: &Path, base_url: &str) -> Command {
         .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
         .stdin(std::process::Stdio::null())
         .arg("--yolo");
+    c
+}
+
+/// `opencode run --auto …` in `cwd` with `home` as its `HOME` and its XDG directories below
+/// it, its provider the model server's Chat Completions (`openai_base`, through the
+/// OpenAI-compatible provider package opencode loads), every permission granted.
+pub fn opencode(bin: &Path, home: &Path, cwd: &Path, openai_base: &str) -> Command {
+    let config = home.join(".config/opencode");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("opencode.json"),
+        format!(
+            r#"{{"$schema": "https://opencode.ai/config.json",
+  "provider": {{"scripted": {{"npm": "@ai-sdk/openai-compatible", "name": "Scripted",
+    "options": {{"baseURL": "{openai_base}", "apiKey": "scripted-test-key"}},
+    "models": {{"scripted-model": {{"name": "Scripted"}}}}}}}},
+  "model": "scripted/scripted-model", "autoupdate": false, "share": "disabled"}}"#
+        ),
+    )
+    .unwrap();
+    let mut c = Command::new(bin);
+    c.current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("TZ", "UTC")
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .stdin(std::process::Stdio::null())
+        .args(["run", "--auto"]);
     c
 }

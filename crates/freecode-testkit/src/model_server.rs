@@ -1,7 +1,8 @@
 //! A scripted model server on loopback, for running the real agents in tests: the Anthropic
 //! Messages API (`POST /v1/messages`, what Claude Code speaks at `ANTHROPIC_BASE_URL`), the
-//! OpenAI Responses API (`POST /v1/responses`, what Codex speaks at a provider's `base_url`)
-//! and the Gemini API (`POST /v1beta/models/M:streamGenerateContent`, `:generateContent`,
+//! OpenAI Responses API (`POST /v1/responses`, what Codex speaks at a provider's `base_url`),
+//! OpenAI's Chat Completions (`POST /v1/chat/completions`, what opencode speaks through an
+//! OpenAI-compatible provider) and the Gemini API (`POST /v1beta/models/M:streamGenerateContent`, `:generateContent`,
 //! `:countTokens`, what Gemini CLI speaks at `GOOGLE_GEMINI_BASE_URL`), as server-sent events
 //! (or one JSON answer where the request asks for it), driven by a [`Script`] of [`Step`]s,
 //! recording every request.
@@ -87,6 +88,8 @@ pub enum Api {
     CountTokens,
     /// `POST /v1/responses` (OpenAI).
     Responses,
+    /// `POST /v1/chat/completions` (OpenAI Chat Completions).
+    ChatCompletions,
     /// `POST /v1beta/models/M:generateContent` or `:streamGenerateContent` (Gemini).
     Gemini,
     /// `POST /v1beta/models/M:countTokens` (Gemini).
@@ -256,6 +259,7 @@ async fn handle(
         ("POST", "/v1/messages") => Api::Messages,
         ("POST", "/v1/messages/count_tokens") => Api::CountTokens,
         ("POST", "/v1/responses") => Api::Responses,
+        ("POST", "/v1/chat/completions") => Api::ChatCompletions,
         ("POST", p) if p.starts_with("/v1beta/models/") && p.ends_with(":countTokens") => {
             Api::GeminiCount
         }
@@ -289,7 +293,9 @@ async fn handle(
     let answer = {
         let mut inner = lock(&shared);
         let step = match api {
-            Api::Messages | Api::Responses | Api::Gemini if rec.offers_tools() => {
+            Api::Messages | Api::Responses | Api::ChatCompletions | Api::Gemini
+                if rec.offers_tools() =>
+            {
                 let step = inner.script.steps.pop_front();
                 rec.step = step.clone();
                 step.unwrap_or_else(|| Step::Text(inner.script.fallback.clone()))
@@ -298,7 +304,9 @@ async fn handle(
                 Some(schema) => Step::Text(smallest_of(schema).to_string()),
                 None => Step::Text(inner.script.side_answer.clone()),
             },
-            Api::Messages | Api::Responses => Step::Text(inner.script.side_answer.clone()),
+            Api::Messages | Api::Responses | Api::ChatCompletions => {
+                Step::Text(inner.script.side_answer.clone())
+            }
             Api::CountTokens | Api::GeminiCount | Api::Other => Step::Text(String::new()),
         };
         let first_id = inner.tool_ids;
@@ -323,6 +331,13 @@ async fn handle(
     match api {
         Api::CountTokens => axum::Json(json!({"input_tokens": input_tokens})).into_response(),
         Api::GeminiCount => axum::Json(json!({"totalTokens": input_tokens})).into_response(),
+        Api::ChatCompletions => {
+            let model = json
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("chat-scripted");
+            chat(&step, model, ids, usage)
+        }
         Api::Gemini => {
             let model = path
                 .trim_start_matches("/v1beta/models/")
@@ -359,6 +374,60 @@ async fn handle(
             openai(&step, model, ids, usage)
         }
     }
+}
+
+/// An answer of Chat Completions, as a stream of chunks: the text in pieces, the tool calls,
+/// the finish reason, then the usage, then `[DONE]`.
+fn chat(step: &Step, model: &str, (n, first_id): (u64, u64), usage: (u64, u64)) -> Response {
+    if let Step::Error(status, message) = step {
+        let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST);
+        return (
+            status,
+            axum::Json(json!({"error": {"message": message, "type": "invalid_request_error", "code": null}})),
+        )
+            .into_response();
+    }
+    let (text, calls) = parts(step);
+    let id = format!("chatcmpl-scripted-{n:04}");
+    let chunk = |choices: Value| json!({"id": id, "object": "chat.completion.chunk", "created": 1, "model": model, "choices": choices});
+    let mut chunks = vec![chunk(
+        json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+    )];
+    for d in text.map(deltas).unwrap_or_default() {
+        chunks.push(chunk(
+            json!([{"index": 0, "delta": {"content": d}, "finish_reason": null}]),
+        ));
+    }
+    for (i, (name, args)) in calls.iter().enumerate() {
+        chunks.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{
+            "index": i, "id": format!("call_scripted_{:04}", first_id + i as u64), "type": "function",
+            "function": {"name": name, "arguments": args.to_string()},
+        }]}, "finish_reason": null}])));
+    }
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    chunks.push(chunk(
+        json!([{"index": 0, "delta": {}, "finish_reason": finish}]),
+    ));
+    let mut last = chunk(json!([]));
+    last["usage"] = json!({"prompt_tokens": usage.0, "completion_tokens": usage.1, "total_tokens": usage.0 + usage.1});
+    chunks.push(last);
+    let mut body = String::new();
+    for c in chunks {
+        body.push_str(&format!("data: {c}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// The JSON schema a Gemini request asks its answer to follow, if it does.
