@@ -1144,3 +1144,95 @@ fn opencode_today_imports_every_turn_the_model_saw() {
         "the tokens the server reported, per answer"
     );
 }
+
+/// Claude Code runs a subagent (its `Agent` tool, launched beside the parent): the subagent's
+/// own loop talks to the model, and the import makes it a child session of the parent, with
+/// its prompt, its call with the output and its answer.
+#[test]
+fn a_claude_code_subagent_is_imported_as_a_child_session() {
+    let Some(bin) = agents::installed(Agent::ClaudeCode) else {
+        return;
+    };
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let notes = work.join("notes.txt").display().to_string();
+    // The subagent runs beside its parent (Claude Code launches it asynchronously): its
+    // requests are told apart by its prompt.
+    let server = ModelServer::start(
+        Script::new([
+            Step::tool(
+                "Agent",
+                json!({"description": "Check the notes", "prompt": "Read notes.txt and report any typo.", "subagent_type": "general-purpose"}),
+            ),
+            Step::text("Waiting for the subagent."),
+            // Its report comes back to the parent when it ends.
+            Step::text("The subagent found one typo."),
+        ])
+        .route(
+            "Read notes.txt and report any typo.",
+            [
+                Step::tool("Read", json!({"file_path": notes})),
+                Step::text("Subagent report: `teh` should be `the`."),
+            ],
+        ),
+    );
+    let mut c = agents::claude(&bin, &home, &work, &server.url());
+    c.args([
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "Agent,Read",
+        "--",
+        PROMPTS[0],
+    ]);
+    run(&mut c);
+    assert_eq!(server.steps_left(), 0, "every step played");
+
+    let out = ctx
+        .cmd(&["import", "claude-code", "--json"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["issues"], json!([]), "{report}");
+    let list = ctx.json(&["session", "list", "--json"]);
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 2, "the parent and its subagent: {list:?}");
+    let child = list
+        .iter()
+        .find(|s| s["parentId"].is_string())
+        .expect("a child session");
+    let parent = list.iter().find(|s| s["parentId"].is_null()).unwrap();
+    assert_eq!(child["parentId"], parent["id"]);
+    let child = seen(&ctx.json(&["session", "show", child["id"].as_str().unwrap(), "--json"]));
+    assert!(
+        child
+            .prompts
+            .iter()
+            .any(|p| p.contains("Read notes.txt and report any typo.")),
+        "{:?}",
+        child.prompts
+    );
+    assert_eq!(child.tools.len(), 1, "{child:?}");
+    assert!(child.tools[0].2.contains("teh quick fox"));
+    assert_eq!(child.answers, ["Subagent report: `teh` should be `the`."]);
+    let parent = seen(&ctx.json(&["session", "show", parent["id"].as_str().unwrap(), "--json"]));
+    // The parent's call launched it, and the report reached the parent's model.
+    assert_eq!(parent.tools.len(), 1);
+    assert_eq!(parent.tools[0].0, "Agent");
+    assert_eq!(
+        parent.answers,
+        ["Waiting for the subagent.", "The subagent found one typo."]
+    );
+    let last = server.turns().into_iter().last().unwrap();
+    assert!(
+        request_text(&last).contains("Subagent report"),
+        "the report went to the parent"
+    );
+}

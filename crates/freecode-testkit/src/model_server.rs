@@ -62,6 +62,10 @@ impl Step {
 pub struct Script {
     /// The answers to the requests that offer tools, in order.
     pub steps: VecDeque<Step>,
+    /// Conversations of their own, each with its steps: a request whose first user message
+    /// holds the marker takes its steps from there (a subagent, which may run beside its
+    /// parent, is told apart by the prompt it was given).
+    pub routes: Vec<(String, VecDeque<Step>)>,
     /// The answer once the steps are used up.
     pub fallback: String,
     /// The answer to a request that offers no tools.
@@ -73,10 +77,36 @@ impl Script {
     pub fn new(steps: impl IntoIterator<Item = Step>) -> Self {
         Self {
             steps: steps.into_iter().collect(),
+            routes: Vec::new(),
             fallback: "Nothing more to do.".to_owned(),
             side_answer: "Scripted session".to_owned(),
         }
     }
+}
+
+impl Script {
+    /// Steps for the conversation whose first user message holds `marker`.
+    pub fn route(
+        mut self,
+        marker: impl Into<String>,
+        steps: impl IntoIterator<Item = Step>,
+    ) -> Self {
+        self.routes
+            .push((marker.into(), steps.into_iter().collect()));
+        self
+    }
+}
+
+/// The text of a request's first user message, whatever the API.
+fn first_user_text(body: &Value) -> String {
+    let list = ["messages", "input", "contents"]
+        .iter()
+        .find_map(|k| body.get(*k).and_then(Value::as_array));
+    let first = list.and_then(|l| {
+        l.iter()
+            .find(|m| matches!(m.get("role").and_then(Value::as_str), Some("user")))
+    });
+    first.map(Value::to_string).unwrap_or_default()
 }
 
 /// Which API a request was made to.
@@ -225,9 +255,10 @@ impl ModelServer {
         lock(&self.shared).script = script;
     }
 
-    /// Steps not played yet.
+    /// Steps not played yet, on every route.
     pub fn steps_left(&self) -> usize {
-        lock(&self.shared).script.steps.len()
+        let inner = lock(&self.shared);
+        inner.script.steps.len() + inner.script.routes.iter().map(|r| r.1.len()).sum::<usize>()
     }
 }
 
@@ -296,7 +327,16 @@ async fn handle(
             Api::Messages | Api::Responses | Api::ChatCompletions | Api::Gemini
                 if rec.offers_tools() =>
             {
-                let step = inner.script.steps.pop_front();
+                let first = first_user_text(&json);
+                let route = inner
+                    .script
+                    .routes
+                    .iter()
+                    .position(|(marker, _)| first.contains(marker.as_str()));
+                let step = match route {
+                    Some(i) => inner.script.routes[i].1.pop_front(),
+                    None => inner.script.steps.pop_front(),
+                };
                 rec.step = step.clone();
                 step.unwrap_or_else(|| Step::Text(inner.script.fallback.clone()))
             }
