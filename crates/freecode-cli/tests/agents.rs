@@ -1236,3 +1236,41 @@ fn a_claude_code_subagent_is_imported_as_a_child_session() {
         "the report went to the parent"
     );
 }
+
+/// Claude Code compacts a session non-interactively (`claude -p --resume <uuid> /compact`):
+/// the model writes the summary, and the import makes it the session's compaction (a summary
+/// in `memory/<id>/memory.json`, the history from it on), so resuming here sends the summary.
+#[test]
+fn a_claude_code_compaction_is_imported_as_ours() {
+    let Some(bin) = agents::installed(Agent::ClaudeCode) else {
+        return;
+    };
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    // The summary is asked for like a turn (the request offers the tools too).
+    let server = ModelServer::start(Script::new([
+        Step::text("The typo is `teh`."),
+        Step::text("SUMMARY: the user asked about a typo in notes.txt; it is `teh`."),
+    ]));
+    let claude = |args: &[&str]| {
+        let mut c = agents::claude(&bin, &home, &work, &server.url());
+        c.args(args);
+        run(&mut c)
+    };
+    claude(&["--", PROMPTS[0]]);
+    let transcript = only_file(&home.join(".claude/projects"), "jsonl");
+    let uuid = transcript.file_stem().unwrap().to_str().unwrap().to_owned();
+    claude(&["--resume", &uuid, "/compact"]);
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    assert!(text.contains("compact_boundary"), "Claude Code compacted");
+
+    let session = import_one(&ctx, &home, "claude-code");
+    let id = session["id"].as_str().unwrap();
+    let memory = std::fs::read_to_string(ctx.home.join("memory").join(id).join("memory.json"))
+        .expect("the compaction's summary is the session's");
+    assert!(
+        memory.contains("SUMMARY: the user asked about a typo"),
+        "{memory}"
+    );
+}
