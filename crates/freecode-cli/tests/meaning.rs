@@ -285,4 +285,30 @@ fn an_embedder_that_cannot_be_used_warns_and_words_still_answer() {
     // An unknown mode is refused by the parser.
     let out = ctx.run(&["search", "lockfile", "--mode", "vibes"]);
     assert_eq!(out.status.code(), Some(2));
+
+    // An unknown provider is refused by `config set`, with the ones there are; one written
+    // into config.json by hand is one warning, and the words still answer.
+    let err = ctx.fails(&["config", "set", "embed.provider", "ollama"]);
+    assert!(err.contains("one of: local, openai"), "{err}");
+    let path = ctx.home.join("config.json");
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    config["embed"]["provider"] = "ollama".into();
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    let out = ctx.run(&["search", "lockfile", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("\"ollama\" is not an embedder") && stderr.contains("local, openai"),
+        "{stderr}"
+    );
+    let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(hits.as_array().unwrap().len(), 3, "{hits}");
+    // Nothing found is still "no match" (exit 1), not an error.
+    let out = ctx.run(&["search", "zzqxv-flurbnog"]);
+    assert_eq!(out.status.code(), Some(1));
 }

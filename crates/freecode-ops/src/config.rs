@@ -22,6 +22,8 @@ pub enum Kind {
     Positive,
     /// `true` or `false` (also `yes`/`no`, `on`/`off`, `1`/`0`).
     Bool,
+    /// One of these words.
+    OneOf(&'static [&'static str]),
 }
 
 /// One key of `config.json`.
@@ -87,7 +89,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "embed.provider",
-        kind: Kind::Text,
+        kind: Kind::OneOf(crate::meaning::PROVIDERS),
         default: None,
         secret: false,
         about: "the embedder search by meaning uses: local (a model directory, embed.path) or \
@@ -233,6 +235,8 @@ fn parse_value(key: &Key, raw: &str) -> Result<Value> {
             "false" | "no" | "off" | "0" => Ok(Value::Bool(false)),
             _ => Err(bad("true or false")),
         },
+        Kind::OneOf(words) if words.contains(&raw) => Ok(Value::String(raw.to_owned())),
+        Kind::OneOf(words) => Err(bad(&format!("one of: {}", words.join(", ")))),
     }
 }
 

@@ -50,6 +50,9 @@ fn setting(config: &serde_json::Value, key: &str) -> Option<String> {
         .or_else(|| crate::config::lookup_str(config, key))
 }
 
+/// The embedders `embed.provider` names.
+pub const PROVIDERS: &[&str] = &["local", "openai"];
+
 /// The embedder `home` is configured with, if any; an incomplete or unknown configuration is
 /// an error naming the key to set.
 pub fn configured(home: &Home) -> Result<Option<EmbedConfig>> {
@@ -77,7 +80,9 @@ pub fn configured(home: &Home) -> Result<Option<EmbedConfig>> {
             api_key: setting(&config, "embed.apiKey"),
         })),
         other => Err(Error::Invalid(format!(
-            "embed.provider {other:?}: local or openai"
+            "embed.provider {other:?} is not an embedder freecode has (one of: {}): \
+             freecode config set embed.provider …",
+            PROVIDERS.join(", ")
         ))),
     }
 }
@@ -191,10 +196,11 @@ pub fn fill(
 pub fn resolve_mode(home: &Home, mode: Option<SearchMode>) -> Result<SearchMode> {
     match mode {
         Some(m) => Ok(m),
-        None => Ok(if configured(home)?.is_some() {
-            SearchMode::Both
-        } else {
-            SearchMode::Words
+        // Something set, even wrongly: both, so that a broken embedder is one warning and the
+        // words' answer (see [`search`]), never a search that fails.
+        None => Ok(match configured(home) {
+            Ok(None) => SearchMode::Words,
+            Ok(Some(_)) | Err(_) => SearchMode::Both,
         }),
     }
 }
