@@ -312,3 +312,22 @@ fn an_embedder_that_cannot_be_used_warns_and_words_still_answer() {
     let out = ctx.run(&["search", "zzqxv-flurbnog"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// Words alone find nothing for a question: "no match" (exit 1), and with -v the way to
+/// search by meaning; nothing more when piped without it.
+#[test]
+fn a_question_words_miss_says_how_to_search_by_meaning() {
+    let ctx = Ctx::missing();
+    home_with_sessions(&ctx);
+    let question = "why did the phoenix server not start";
+    let out = ctx.run(&["search", question]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+    let out = ctx.run(&["-v", "search", question]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("config set embed.provider local"),
+        "{stderr}"
+    );
+}

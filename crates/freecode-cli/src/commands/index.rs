@@ -115,6 +115,24 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
     }
     // As grep and rg: no match is exit status 1.
     if hits.is_empty() {
+        // Words alone, more than one of them: say what would find more (on a terminal, or
+        // with -v).
+        if a.mode.is_none()
+            && q.text.split_whitespace().count() > 1
+            && matches!(
+                freecode_ops::meaning::resolve_mode(home, None),
+                Ok(SearchMode::Words)
+            )
+        {
+            let hint = "every word must begin a word of one message; a question finds more by \
+                        meaning: `freecode config set embed.provider local` with `embed.path` \
+                        (see `freecode config list`)";
+            if std::io::stderr().is_terminal() && !a.json {
+                eprintln!("{hint}");
+            } else {
+                tracing::info!("{hint}");
+            }
+        }
         return Err(crate::NoMatch.into());
     }
     Ok(())
