@@ -41,6 +41,10 @@ pub struct Written {
     pub records: usize,
 }
 
+/// The `version` of the Claude Code records a hand-back writes: a 2.1 release's shape, which
+/// is what the records follow (Claude Code reads it as information only).
+const CLAUDE_RECORD_VERSION: &str = "2.1.0";
+
 /// The marker that opens a summary of what a compaction replaced.
 pub const SUMMARY_MARK: &str = "[freecode: the conversation before this point, summarised]";
 
@@ -130,7 +134,7 @@ pub fn claude_code(
             "userType": "external",
             "cwd": project,
             "sessionId": uuid,
-            "version": "2.1.0",
+            "version": CLAUDE_RECORD_VERSION,
             "type": kind,
             "message": message,
             "uuid": id,

@@ -21,6 +21,7 @@
 //!   ([`freecode_import::state::HandoffMarks`]); `freecode import` of the file the agent goes on
 //!   writing appends only the turns after the hand-back to the session it came from.
 
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
 use freecode_core::SessionId;
@@ -385,8 +386,6 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
     freecode_store::fsutil::write_atomic(path, bytes, true)?;
     Ok(())
 }
-
-use std::os::unix::fs::DirBuilderExt as _;
 
 #[cfg(test)]
 mod tests {

@@ -133,7 +133,7 @@ pub enum Api {
 pub struct Recorded {
     /// The API.
     pub api: Api,
-    /// Method and path with its query.
+    /// The method.
     pub method: String,
     /// The path and query.
     pub uri: String,
