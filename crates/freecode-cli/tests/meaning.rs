@@ -151,6 +151,8 @@ fn a_paraphrase_words_miss_is_found_by_meaning() {
     check("search.json", &hits);
     assert_eq!(session_ids(&hits)[0], ids[0], "{hits:#}");
     assert_eq!(hits[0]["foundBy"], "meaning");
+    let similarity = hits[0]["similarity"].as_f64().unwrap();
+    assert!((0.3..=1.0).contains(&similarity), "{hits:#}");
     assert_eq!(hits[0]["messageId"], "m0-0");
     assert!(
         hits[0]["snippet"]
@@ -162,18 +164,21 @@ fn a_paraphrase_words_miss_is_found_by_meaning() {
         "search", QUERY, "--mode", "meaning", "--limit", "1", "--json",
     ]);
     assert_eq!(session_ids(&meaning), vec![ids[0].clone()]);
-    // Words still mean words, with their bytes unchanged (no foundBy).
+    // Words still mean words: found by them, no similarity.
     ctx.fails(&["search", QUERY, "--mode", "words"]);
     let words = ctx.json(&["search", "lockfile", "--mode", "words", "--json"]);
-    assert!(words[0].get("foundBy").is_none(), "{words}");
+    assert_eq!(words[0]["foundBy"], "words", "{words}");
+    assert!(words[0].get("similarity").is_none(), "{words}");
     // A word hit that is also the nearest in meaning is found by both.
     let both = ctx.json(&["search", "regenerate protobuf stubs", "--json"]);
     assert_eq!(session_ids(&both)[0], ids[1]);
     assert_eq!(both[0]["foundBy"], "both", "{both:#}");
-    // The human output: the session's title and the snippet.
+    // The human output: the session's title, why it matched, and the snippet.
     let out = ctx.ok(&["search", QUERY, "--limit", "1"]);
     assert!(
-        out.contains("Auth callback bouncing") && out.contains("after signing in"),
+        out.contains("Auth callback bouncing")
+            && out.contains(&format!("(by meaning {similarity:.2})"))
+            && out.contains("after signing in"),
         "{out}"
     );
 
@@ -223,8 +228,12 @@ fn a_paraphrase_words_miss_is_found_by_meaning() {
         )
         .unwrap();
     assert_eq!(left, 0);
+    // What is left is not near enough: no hit (exit 1), as for any query about nothing here.
+    let out = ctx.run(&["search", QUERY, "--mode", "meaning", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    ctx.ok(&["config", "set", "embed.minSimilarity", "0"]);
     let hits = ctx.json(&["search", QUERY, "--mode", "meaning", "--json"]);
-    assert!(!session_ids(&hits).contains(&ids[0]));
+    assert!(!session_ids(&hits).is_empty() && !session_ids(&hits).contains(&ids[0]));
 }
 
 #[test]
@@ -259,7 +268,7 @@ fn an_embedder_that_cannot_be_used_warns_and_words_still_answer() {
     );
     let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(hits.as_array().unwrap().len(), 3, "{hits}");
-    assert!(hits[0].get("foundBy").is_none());
+    assert_eq!(hits[0]["foundBy"], "words");
     // Asked for meaning only, the failure is the answer (exit 1, the reason on stderr).
     let err = ctx.fails(&["search", "lockfile", "--mode", "meaning"]);
     assert!(err.contains("cannot reach it"), "{err}");
@@ -330,4 +339,63 @@ fn a_question_words_miss_says_how_to_search_by_meaning() {
         stderr.contains("config set embed.provider local"),
         "{stderr}"
     );
+}
+
+/// With an embedder, a query about nothing in the history finds nothing (exit 1, as grep), by
+/// meaning and by both; turns that say next to nothing ("Please continue.", a redacted prompt)
+/// come after every turn that says something, even with no floor at all.
+#[test]
+fn nonsense_finds_nothing_and_turns_that_say_little_rank_last() {
+    let ctx = Ctx::missing();
+    let ids = home_with_sessions(&ctx);
+    let store = SessionStore::open(Home::new(&ctx.home)).unwrap();
+    let mut little = Vec::new();
+    for (n, text) in ["System: Please continue.", "[REDACTED_PROMPT]"]
+        .into_iter()
+        .enumerate()
+    {
+        let mut w = store
+            .create_writer(NewSession {
+                title: String::new(),
+                project_path: "/work/ünïcode-app".into(),
+                provider: "scripted".into(),
+                model: None,
+            })
+            .unwrap();
+        w.append(&message(format!("e{n}"), "user", text, 1_767_400_000_000))
+            .unwrap();
+        w.end_turn(0).unwrap();
+        little.push(w.id().to_string());
+    }
+    local_model(&ctx);
+    ctx.ok(&["index", "embed"]);
+
+    for mode in ["both", "meaning"] {
+        let out = ctx.run(&["search", "zzqxv flurbnog", "--mode", mode, "--json"]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    // The paraphrase still finds its session, above the floor.
+    let hits = ctx.json(&["search", QUERY, "--json"]);
+    assert_eq!(session_ids(&hits)[0], ids[0], "{hits:#}");
+
+    // No floor: every turn is a hit by meaning, and those that say little are the last.
+    ctx.ok(&["config", "set", "embed.minSimilarity", "0"]);
+    for query in [QUERY, "xterm scroll", "continue the work"] {
+        let hits = ctx.json(&["search", query, "--mode", "meaning", "--json"]);
+        let got = session_ids(&hits);
+        let says_little: Vec<bool> = got.iter().map(|id| little.contains(id)).collect();
+        let first_little = says_little.iter().position(|&l| l);
+        assert!(
+            first_little.is_some() && says_little[first_little.unwrap()..].iter().all(|&l| l),
+            "{query}: {hits:#}"
+        );
+    }
+    // A floor that is not one is refused.
+    let err = ctx.fails(&["config", "set", "embed.minSimilarity", "1.5"]);
+    assert!(err.contains("a number from 0 to 1"), "{err}");
 }

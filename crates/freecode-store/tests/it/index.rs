@@ -682,3 +682,132 @@ fn an_index_made_before_the_agent_column_learns_each_sessions_agent() {
         [codex.as_str()]
     );
 }
+
+/// A question finds its session by words: stop words left out, the messages holding every
+/// remaining word first, then those holding most of them (naming the words they lack), in
+/// the same order from the index and from the scan; a message with less than most of the
+/// words is no hit.
+#[test]
+fn a_question_finds_its_session_by_most_of_its_words_in_the_index_and_the_scan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = SessionStore::with_config(Home::new(tmp.path()), crate::support::quiet()).unwrap();
+    let all = session_by(
+        &store,
+        None,
+        "the quokka gateway would not boot: port 4000 was taken",
+        1_800_000_000_000,
+    );
+    let most = session_by(
+        &store,
+        Some("codex"),
+        "Quokka proxy did not boot after the upgrade",
+        1_800_000_000_001,
+    );
+    let one = session_by(
+        &store,
+        Some("goose"),
+        "the gateway is up again",
+        1_800_000_000_002,
+    );
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    let q = SearchQuery {
+        text: "Why did the Quokka gateway not boot?".into(),
+        limit: 10,
+        ..Default::default()
+    };
+    let from_index = ix.search(&q).unwrap();
+    let (from_scan, _) = search_scan(&store, &q).unwrap();
+    let view = |hits: &[freecode_store::index::SearchHit]| -> Vec<(String, Vec<String>, String)> {
+        hits.iter()
+            .map(|h| {
+                (
+                    h.session_id.clone(),
+                    h.missing.clone(),
+                    format!("{:.6}", h.rank),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(view(&from_index), view(&from_scan));
+    let ids: Vec<&str> = from_index.iter().map(|h| h.session_id.as_str()).collect();
+    assert_eq!(ids, [all.as_str(), most.as_str()], "{from_index:#?}");
+    assert!(from_index[0].missing.is_empty());
+    assert_eq!(from_index[1].missing, ["gateway"]);
+    assert_eq!(
+        from_index[1].why().as_deref(),
+        Some("missing: gateway"),
+        "{:?}",
+        from_index[1]
+    );
+    assert!(!ids.contains(&one.as_str()));
+    // Stop words are not highlighted; the words asked for are.
+    let hit = &from_index[0];
+    let marked: Vec<String> = hit
+        .matches
+        .iter()
+        .map(|m| {
+            hit.snippet
+                .chars()
+                .skip(m.start)
+                .take(m.end - m.start)
+                .collect()
+        })
+        .collect();
+    assert_eq!(marked, ["quokka", "gateway", "boot"], "{hit:?}");
+
+    // Four words (three needed): messages holding three and holding all four, the same from
+    // the index and the scan, ranks and all.
+    let four = SearchQuery {
+        text: "quokka gateway boot port".into(),
+        limit: 10,
+        ..Default::default()
+    };
+    assert_eq!(
+        view(&ix.search(&four).unwrap()),
+        view(&search_scan(&store, &four).unwrap().0)
+    );
+    let wide = SearchQuery {
+        text: "quokka proxy boot upgrade gateway".into(),
+        limit: 10,
+        ..Default::default()
+    };
+    let a = ix.search(&wide).unwrap();
+    assert_eq!(view(&a), view(&search_scan(&store, &wide).unwrap().0));
+    assert_eq!(a.len(), 2, "{a:#?}");
+
+    // With room for only the full match, the partial one is not asked for.
+    let first = ix
+        .search(&SearchQuery {
+            limit: 1,
+            ..q.clone()
+        })
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].session_id, all);
+    // Two words: both are needed, as before.
+    let two = SearchQuery {
+        text: "quokka gateway".into(),
+        limit: 10,
+        ..Default::default()
+    };
+    let ids: Vec<String> = ix
+        .search(&two)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.session_id)
+        .collect();
+    assert_eq!(ids, [all]);
+    // Only stop words: they are the words then.
+    let stop = SearchQuery {
+        text: "is up".into(),
+        limit: 10,
+        ..Default::default()
+    };
+    let ids: Vec<String> = ix
+        .search(&stop)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.session_id)
+        .collect();
+    assert_eq!(ids, [one]);
+}
