@@ -26,6 +26,17 @@ fn backend_choice() -> Result<BackendChoice> {
     }
 }
 
+/// Set by [`check_everything`]: the indexes this process opens check every session at their next
+/// look.
+static CHECK_EVERYTHING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every index this process opens from now on check every session against the files at
+/// its first look (`--fresh`), not only those that may have changed since the last look
+/// ([`SessionIndex::check_everything`]).
+pub fn check_everything() {
+    CHECK_EVERYTHING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The session index when the SQLite backend can be used; `None` means: scan the files. Opens
 /// the database once (recovering a corrupt one); never writes into a read-only home.
 pub fn open_index(home: &Home) -> Result<Option<SessionIndex>> {
@@ -46,7 +57,12 @@ pub fn open_index(home: &Home) -> Result<Option<SessionIndex>> {
         return Ok(None);
     }
     match SessionIndex::open(home) {
-        Ok(ix) => Ok(Some(ix)),
+        Ok(mut ix) => {
+            if CHECK_EVERYTHING.load(std::sync::atomic::Ordering::Relaxed) {
+                ix.check_everything();
+            }
+            Ok(Some(ix))
+        }
         Err(e) => {
             tracing::warn!("session index unavailable ({e}); scanning the files");
             Ok(None)

@@ -13,8 +13,11 @@
 //!   [`rollout::RecorderConfig`].
 //! - [`redaction`] is a home's redactor: the built-in rules, or `redact.toml` merged over them.
 //! - [`share`] exports a session as a redacted bundle and imports one as a new session.
+//! - [`changes`] is the change journal our writers append to, so the index's look costs what
+//!   changed since the last one.
 //! - [`doctor`] finds leftovers, damage and loose modes in a home, and repairs them on request.
 
+pub mod changes;
 pub mod codec;
 pub mod doctor;
 pub mod error;

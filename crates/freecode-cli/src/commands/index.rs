@@ -45,6 +45,11 @@ pub struct SearchArgs {
     /// fused. Default: both when an embedder is configured, else words.
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     mode: Option<SearchMode>,
+    /// Check every session against the files first, not only those that changed since the
+    /// last look: sees at once what another program changed in place in a quiet session
+    /// (otherwise seen within five minutes).
+    #[arg(long)]
+    fresh: bool,
     /// Print a JSON array of hits: each with its plain `snippet` and the `matches` in it as
     /// character offsets (`[{start, end}]`), `foundBy` (words, meaning or both), the
     /// `similarity` when meaning found it, and the `missing` words of a hit of most words.
@@ -68,6 +73,11 @@ pub struct StatsArgs {
     /// directory).
     #[arg(long, value_name = "P", conflicts_with = "id")]
     project: Option<String>,
+    /// Check every session against the files first, not only those that changed since the
+    /// last look: sees at once what another program changed in place in a quiet session
+    /// (otherwise seen within five minutes).
+    #[arg(long)]
+    fresh: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -93,6 +103,9 @@ pub enum IndexCommand {
 
 /// Runs `freecode search`.
 pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
+    if a.fresh {
+        freecode_ops::index::check_everything();
+    }
     let since = a
         .since
         .as_deref()
@@ -214,6 +227,9 @@ fn highlight(snippet: &str, matches: &[MatchSpan], st: Style) -> String {
 
 /// Runs `freecode stats`.
 pub fn stats(home: &Home, a: StatsArgs) -> anyhow::Result<()> {
+    if a.fresh {
+        freecode_ops::index::check_everything();
+    }
     let scope = match (a.id, a.project) {
         (Some(id), _) => StatsScope::Session(resolve_recorded_id(home, &id)?),
         (None, Some(p)) => StatsScope::Project(project_scope(&p)?),

@@ -88,6 +88,11 @@ pub struct ListArgs {
     /// Include deleted sessions.
     #[arg(long)]
     all: bool,
+    /// Check every session against the files first, not only those that changed since the
+    /// last look: sees at once what another program changed in place in a quiet session
+    /// (otherwise seen within five minutes).
+    #[arg(long)]
+    fresh: bool,
     /// Print a JSON array of metas.
     #[arg(long)]
     json: bool,
@@ -342,6 +347,9 @@ impl SessionCommand {
 }
 
 fn list(store: &SessionStore, a: ListArgs) -> anyhow::Result<()> {
+    if a.fresh {
+        freecode_ops::index::check_everything();
+    }
     let status = a
         .status
         .as_deref()

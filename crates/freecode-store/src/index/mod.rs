@@ -24,6 +24,7 @@
 //! Everything here can be dropped and rebuilt ([`SessionIndex::rebuild`]).
 
 mod derive;
+mod look;
 mod query;
 mod vectors;
 
@@ -32,7 +33,6 @@ use std::fs::{self, File};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use freecode_core::project_key::is_project_dir_name;
 use freecode_core::{SessionId, SessionMeta};
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
@@ -70,6 +70,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 20261202120000,
         name: "chunks",
         sql: include_str!("../../migrations/20261202120000_chunks.sql"),
+    },
+    Migration {
+        version: 20261206120000,
+        name: "look",
+        sql: include_str!("../../migrations/20261206120000_look.sql"),
     },
 ];
 
@@ -222,6 +227,8 @@ type LogCache = HashMap<String, (derive::Watermarks, derive::LogStamps)>;
 struct Checked {
     metas: MetaCache,
     logs: LogCache,
+    /// Sessions whose meta or logs changed since they were indexed (or new ones).
+    changed: std::collections::HashSet<String>,
 }
 
 /// How long `rebuild` waits for another process's write to finish: a rebuild of a large home
@@ -234,6 +241,8 @@ pub struct SessionIndex {
     pub(crate) home: Home,
     path: PathBuf,
     problems: Vec<Problem>,
+    /// The next look checks every session ([`SessionIndex::check_everything`]).
+    everything: bool,
 }
 
 impl std::fmt::Debug for SessionIndex {
@@ -287,7 +296,16 @@ impl SessionIndex {
             home: home.clone(),
             path,
             problems: Vec::new(),
+            everything: false,
         })
+    }
+
+    /// Makes the next `refresh`, `list`, `search` or `stats` check every session against the
+    /// index (`--fresh`), not only those that may have changed since the last look
+    /// ([`look`](self::look)): what a writer that is not ours changed in a quiet session is
+    /// otherwise seen at the next scheduled full check.
+    pub fn check_everything(&mut self) {
+        self.everything = true;
     }
 
     /// The database file.
@@ -301,26 +319,21 @@ impl SessionIndex {
     }
 
     /// Every session directory with a `meta.json`, with its stamp: one `readdir` per project
-    /// directory and one `stat` per session, no file opened.
-    pub(crate) fn scan(&self, project_dirs: Option<&[String]>) -> Result<Vec<Found>> {
+    /// directory and one `stat` per session, no file opened. With it, the mtimes of
+    /// `sessions/` (named `""`) and of each project directory, each taken before it was listed,
+    /// for the next look ([`look`](self::look)).
+    pub(crate) fn scan(&self) -> Result<(Vec<Found>, look::DirStamps)> {
         let sessions = self.home.sessions_dir();
-        let dirs: Vec<String> = match project_dirs {
-            Some(d) => d.to_vec(),
-            None => match fs::read_dir(&sessions) {
-                Ok(rd) => rd
-                    .filter_map(|e| e.ok())
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .filter(|n| is_project_dir_name(n))
-                    .collect(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-                Err(e) => return Err(e).ctx("list", &sessions),
-            },
-        };
+        let mut dirs_seen = vec![(String::new(), look::to_record(look::mtime_of(&sessions)))];
+        let dirs = look::project_dirs(&sessions)?;
         let mut found = Vec::new();
         for pd in dirs {
-            let Ok(rd) = fs::read_dir(sessions.join(&pd)) else {
+            let path = sessions.join(&pd);
+            let mtime = look::mtime_of(&path);
+            let Ok(rd) = fs::read_dir(&path) else {
                 continue;
             };
+            dirs_seen.push((pd.clone(), look::to_record(mtime)));
             for e in rd.filter_map(|e| e.ok()) {
                 let Ok(name) = e.file_name().into_string() else {
                     continue;
@@ -339,7 +352,7 @@ impl SessionIndex {
                 }
             }
         }
-        Ok(found)
+        Ok((found, dirs_seen))
     }
 
     /// Checks the metas of `found` against the index without taking the write lock: reads the
@@ -350,7 +363,7 @@ impl SessionIndex {
         &self,
         found: &[Found],
         whole_home: bool,
-        cache: &mut MetaCache,
+        cache: &mut Checked,
         problems: &mut Vec<Problem>,
     ) -> Result<bool> {
         let known = known_metas(&self.conn, &self.path)?;
@@ -359,6 +372,8 @@ impl SessionIndex {
             if is_fresh(&known, f) {
                 continue;
             }
+            cache.changed.insert(f.id.clone());
+            let cache = &mut cache.metas;
             let read = read_meta(f);
             match &read {
                 MetaRead::Gone => {}
@@ -387,16 +402,21 @@ impl SessionIndex {
     }
 
     /// Refresh and rebuild share this: in one write transaction, so that another process sees
-    /// the index before or after it, never half-way. `found` must cover the whole home when
-    /// `logs` is set.
+    /// the index before or after it, never half-way. `found`: the sessions to bring up to date
+    /// (the whole home when `whole_home`: then every other indexed session is removed); `gone`:
+    /// indexed sessions to remove. `save(tx, problems)` records the look, in the same
+    /// transaction.
+    #[allow(clippy::too_many_arguments)]
     fn write_index(
         &mut self,
         found: &[Found],
         whole_home: bool,
+        gone: &[String],
         logs: bool,
         rebuild: bool,
         mut cache: Checked,
         mut progress: impl FnMut(usize, usize),
+        save: impl FnOnce(&Connection, &[Problem]) -> Result<()>,
     ) -> Result<RefreshReport> {
         let mut report = RefreshReport::default();
         let db = self.path.clone();
@@ -463,8 +483,14 @@ impl SessionIndex {
                 derive::forget_session(&tx, id).map_err(db_err(&db))?;
                 report.removed += 1;
             }
+            report.sessions = usable.len();
+        } else {
+            for id in gone.iter().filter(|id| known.contains_key(id.as_str())) {
+                derive::forget_session(&tx, id).map_err(db_err(&db))?;
+                report.removed += 1;
+            }
+            report.sessions = session_count(&tx, &db)?;
         }
-        report.sessions = usable.len();
         if logs {
             let mut marks = all_watermarks(&tx, &db)?;
             for (i, f) in found.iter().enumerate() {
@@ -492,49 +518,136 @@ impl SessionIndex {
                 progress(i + 1, found.len());
             }
         }
+        save(&tx, &report.problems)?;
         tx.commit().map_err(db_err(&db))?;
         Ok(report)
     }
 
+    /// Records a look that found nothing to write: its own small write transaction.
+    fn save_look(&mut self, save: impl FnOnce(&Connection) -> Result<()>) -> Result<()> {
+        let db = self.path.clone();
+        let tx = Self::begin_write(&mut self.conn, &db)?;
+        save(&tx)?;
+        tx.commit().map_err(db_err(&db))
+    }
+
+    /// Decides what the next check covers ([`look::look`]), in one read snapshot.
+    fn look(&mut self, logs: bool) -> Result<look::Look> {
+        let force = std::mem::take(&mut self.everything);
+        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
+            .map_err(db_err(&self.path))?;
+        let l = look::look(&tx, &self.path, &self.home, logs, force)?;
+        tx.commit().map_err(db_err(&self.path))?;
+        Ok(l)
+    }
+
     /// Updates the index from the files: metas, message logs and rollout logs, each from its
-    /// watermark. `progress(done, total)` is called per session. When nothing changed no write
-    /// is made (and no lock taken); otherwise the whole update is one `BEGIN IMMEDIATE`
-    /// transaction.
+    /// watermark, for the sessions that may have changed since the last look ([`look`](self::look):
+    /// the change journal, directory mtimes, recently changed sessions) or, on a full check,
+    /// every session. `progress(done, total)` is called per session. When nothing changed no
+    /// write is made (and no lock taken) beyond recording the look; otherwise the whole update
+    /// is one `BEGIN IMMEDIATE` transaction.
     pub fn refresh(&mut self, progress: impl FnMut(usize, usize)) -> Result<RefreshReport> {
-        let found = self.scan(None)?;
-        let mut cache = Checked::default();
-        let mut problems = Vec::new();
-        let (dirty, bad_metas) = {
-            // One snapshot for the check.
-            let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
-                .map_err(db_err(&self.path))?;
-            let metas_dirty = self.check_metas(&found, true, &mut cache.metas, &mut problems)?;
-            let bad_metas = problems.len();
-            let dirty =
-                metas_dirty || self.logs_changed(&tx, &found, &mut cache.logs, &mut problems)?;
-            tx.commit().map_err(db_err(&self.path))?;
-            (dirty, bad_metas)
-        };
-        let report = if dirty {
-            self.write_index(&found, true, true, false, cache, progress)?
-        } else {
-            RefreshReport {
-                sessions: found.len().saturating_sub(bad_metas),
-                problems,
-                ..RefreshReport::default()
+        let started = crate::now_ms();
+        let report = match self.look(true)? {
+            look::Look::Full(full) => {
+                let (found, dirs) = self.scan()?;
+                let (dirty, cache, problems) = self.check(&found, true, true, &[])?;
+                if dirty {
+                    let changed = cache.changed.clone();
+                    let db = self.path.clone();
+                    let found_ref = &found;
+                    self.write_index(
+                        found_ref,
+                        true,
+                        &[],
+                        true,
+                        false,
+                        cache,
+                        progress,
+                        |tx, problems| {
+                            let seen = look::Seen::of(found_ref, &changed, problems);
+                            look::save_full(tx, &db, &full, &dirs, &seen, started)
+                        },
+                    )?
+                } else {
+                    let db = self.path.clone();
+                    let seen = look::Seen::of(&found, &cache.changed, &problems);
+                    self.save_look(|tx| look::save_full(tx, &db, &full, &dirs, &seen, started))?;
+                    RefreshReport {
+                        sessions: found.len().saturating_sub(bad_metas(&problems)),
+                        problems,
+                        ..RefreshReport::default()
+                    }
+                }
+            }
+            look::Look::Partial(p) => {
+                let (dirty, cache, problems) = self.check(&p.found, false, true, &p.gone)?;
+                let db = self.path.clone();
+                if dirty {
+                    let changed = cache.changed.clone();
+                    let found = p.found.clone();
+                    let gone = p.gone.clone();
+                    self.write_index(
+                        &found,
+                        false,
+                        &gone,
+                        true,
+                        false,
+                        cache,
+                        progress,
+                        |tx, problems| {
+                            let seen = look::Seen::of(&found, &changed, problems);
+                            look::save_partial(tx, &db, &p, &seen)
+                        },
+                    )?
+                } else {
+                    let seen = look::Seen::of(&p.found, &cache.changed, &problems);
+                    if p.has_news() {
+                        self.save_look(|tx| look::save_partial(tx, &db, &p, &seen))?;
+                    }
+                    RefreshReport {
+                        sessions: session_count(&self.conn, &db)?,
+                        problems,
+                        ..RefreshReport::default()
+                    }
+                }
             }
         };
         self.note_problems(&report.problems);
         Ok(report)
     }
 
+    /// Checks `found` against the index in one read snapshot, without the write lock: their
+    /// metas, and their logs when `logs`. Returns whether anything needs writing (also when
+    /// `gone` names an indexed session), what was read, and the damaged files.
+    fn check(
+        &self,
+        found: &[Found],
+        whole_home: bool,
+        logs: bool,
+        gone: &[String],
+    ) -> Result<(bool, Checked, Vec<Problem>)> {
+        let mut cache = Checked::default();
+        let mut problems = Vec::new();
+        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
+            .map_err(db_err(&self.path))?;
+        let mut dirty = self.check_metas(found, whole_home, &mut cache, &mut problems)?;
+        if logs {
+            dirty |= self.logs_changed(&tx, found, &mut cache, &mut problems)?;
+        }
+        dirty |= !gone.is_empty();
+        tx.commit().map_err(db_err(&self.path))?;
+        Ok((dirty, cache, problems))
+    }
+
     /// Whether any indexed session's logs changed since they were indexed (stats only); logs
-    /// that cannot be read are reported. The stats taken go into `log_cache`, for the write.
+    /// that cannot be read are reported. The stats taken go into `cache`, for the write.
     fn logs_changed(
         &self,
         conn: &Connection,
         found: &[Found],
-        log_cache: &mut LogCache,
+        cache: &mut Checked,
         problems: &mut Vec<Problem>,
     ) -> Result<bool> {
         let marks = all_watermarks(conn, &self.path)?;
@@ -543,8 +656,11 @@ impl SessionIndex {
             if let Some(w) = marks.get(&f.id) {
                 let stamps = derive::stamp_logs(&self.home, f);
                 problems.extend_from_slice(stamps.problems());
-                changed |= derive::plan_logs(&stamps, w).changed();
-                log_cache.insert(f.id.clone(), (*w, stamps));
+                if derive::plan_logs(&stamps, w).changed() {
+                    changed = true;
+                    cache.changed.insert(f.id.clone());
+                }
+                cache.logs.insert(f.id.clone(), (*w, stamps));
             }
         }
         Ok(changed)
@@ -561,11 +677,31 @@ impl SessionIndex {
     /// process reads the old index until the new one is complete. Waits for another process's
     /// write (another rebuild) to finish first.
     pub fn rebuild(&mut self, progress: impl FnMut(usize, usize)) -> Result<RefreshReport> {
-        let found = self.scan(None)?;
+        let started = crate::now_ms();
+        let full = match look::look(&self.conn, &self.path, &self.home, true, true)? {
+            look::Look::Full(full) => full,
+            look::Look::Partial(_) => unreachable!("a forced look is a full one"),
+        };
+        let (found, dirs) = self.scan()?;
         self.conn
             .busy_timeout(REBUILD_WAIT)
             .map_err(db_err(&self.path))?;
-        let report = self.write_index(&found, true, true, true, Checked::default(), progress);
+        let db = self.path.clone();
+        let all: std::collections::HashSet<String> = found.iter().map(|f| f.id.clone()).collect();
+        let found_ref = &found;
+        let report = self.write_index(
+            found_ref,
+            true,
+            &[],
+            true,
+            true,
+            Checked::default(),
+            progress,
+            |tx, problems| {
+                let seen = look::Seen::of(found_ref, &all, problems);
+                look::save_full(tx, &db, &full, &dirs, &seen, started)
+            },
+        );
         self.conn
             .busy_timeout(BUSY_TIMEOUT)
             .map_err(db_err(&self.path))?;
@@ -574,39 +710,75 @@ impl SessionIndex {
         Ok(report)
     }
 
-    /// Lists sessions from the index: one `stat` per session to check freshness, and only
-    /// changed `meta.json` files are read. Same answer as [`crate::SessionStore::list`].
+    /// Lists sessions from the index, after checking the metas of the sessions that may have
+    /// changed since the last look ([`look`](self::look)); only changed `meta.json` files are
+    /// read. Same answer as [`crate::SessionStore::list`].
     pub fn list(&mut self, filter: &ListFilter) -> Result<Listing> {
-        let scope = filter
-            .project_path
-            .as_deref()
-            .filter(|p| !p.is_empty())
-            .map(project_dirs_of);
-        let found = self.scan(scope.as_deref())?;
-        let whole_home = scope.is_none();
-        let mut cache = MetaCache::new();
-        let mut problems = Vec::new();
-        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
-            .map_err(db_err(&self.path))?;
-        let dirty = self.check_metas(&found, whole_home, &mut cache, &mut problems)?;
-        tx.commit().map_err(db_err(&self.path))?;
-        if dirty {
-            problems = self
-                .write_index(
-                    &found,
-                    whole_home,
-                    false,
-                    false,
-                    Checked {
-                        metas: cache,
-                        logs: LogCache::new(),
-                    },
-                    |_, _| {},
-                )?
-                .problems;
-        }
+        let started = crate::now_ms();
+        let problems = match self.look(false)? {
+            look::Look::Full(full) => {
+                let (found, dirs) = self.scan()?;
+                let (dirty, cache, problems) = self.check(&found, true, false, &[])?;
+                let db = self.path.clone();
+                if dirty {
+                    let changed = cache.changed.clone();
+                    let found_ref = &found;
+                    self.write_index(
+                        found_ref,
+                        true,
+                        &[],
+                        false,
+                        false,
+                        cache,
+                        |_, _| {},
+                        |tx, problems| {
+                            let seen = look::Seen::of(found_ref, &changed, problems);
+                            look::save_full(tx, &db, &full, &dirs, &seen, started)
+                        },
+                    )?
+                    .problems
+                } else {
+                    let seen = look::Seen::of(&found, &cache.changed, &problems);
+                    self.save_look(|tx| look::save_full(tx, &db, &full, &dirs, &seen, started))?;
+                    problems
+                }
+            }
+            look::Look::Partial(p) => {
+                let (dirty, cache, problems) = self.check(&p.found, false, false, &p.gone)?;
+                let db = self.path.clone();
+                if dirty {
+                    let changed = cache.changed.clone();
+                    let found = p.found.clone();
+                    let gone = p.gone.clone();
+                    self.write_index(
+                        &found,
+                        false,
+                        &gone,
+                        false,
+                        false,
+                        cache,
+                        |_, _| {},
+                        |tx, problems| {
+                            let seen = look::Seen::of(&found, &changed, problems);
+                            look::save_partial(tx, &db, &p, &seen)
+                        },
+                    )?
+                    .problems
+                } else {
+                    if p.has_news() {
+                        let seen = look::Seen::of(&p.found, &cache.changed, &problems);
+                        self.save_look(|tx| look::save_partial(tx, &db, &p, &seen))?;
+                    }
+                    problems
+                }
+            }
+        };
         self.note_problems(&problems);
-        let ids: std::collections::HashSet<&str> = found.iter().map(|f| f.id.as_str()).collect();
+        self.listed(filter, problems)
+    }
+
+    /// The listing of the indexed sessions `filter` selects, newest activity first.
+    fn listed(&self, filter: &ListFilter, problems: Vec<Problem>) -> Result<Listing> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT id, metaJson FROM idx_sessions ORDER BY lastTurnAt DESC, createdAt DESC, id")
@@ -620,9 +792,6 @@ impl SessionIndex {
         };
         for row in rows {
             let (id, json) = row.map_err(db_err(&self.path))?;
-            if !ids.contains(id.as_str()) {
-                continue;
-            }
             // The meta's bytes as on disk: lone surrogates (the original's) read as U+FFFD.
             let meta: SessionMeta = match freecode_core::json::from_slice_lossy(json.as_bytes()) {
                 Ok(m) => m.value,
@@ -687,8 +856,19 @@ fn all_watermarks(conn: &Connection, db: &Path) -> Result<HashMap<String, derive
         .map_err(db_err(db))
 }
 
-/// The directories sessions of `project_path` can be in: ours, the original's and earlier
-/// versions'.
-pub(crate) fn project_dirs_of(project_path: &str) -> Vec<String> {
-    freecode_core::project_key::candidate_dir_names(project_path)
+/// How many sessions the index holds.
+fn session_count(conn: &Connection, db: &Path) -> Result<usize> {
+    conn.query_row("SELECT COUNT(*) FROM idx_sessions", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| usize::try_from(n).unwrap_or(0))
+    .map_err(db_err(db))
+}
+
+/// How many of `problems` are unusable metas (their sessions are not indexed).
+fn bad_metas(problems: &[Problem]) -> usize {
+    problems
+        .iter()
+        .filter(|(p, _)| p.file_name().is_some_and(|n| n == META_FILE))
+        .count()
 }

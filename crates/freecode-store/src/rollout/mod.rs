@@ -137,6 +137,11 @@ struct Log {
     idle: bool,
     /// The recorder is being dropped: the flusher ends.
     stop: bool,
+    /// The home and the aggregate, for the change journal ([`crate::changes`]).
+    home: Home,
+    aggregate: String,
+    /// Its notes in the change journal.
+    noter: crate::changes::Noter,
 }
 
 fn lock(m: &Mutex<Log>) -> MutexGuard<'_, Log> {
@@ -179,6 +184,7 @@ impl Log {
         }
         self.buf.clear();
         self.oldest = None;
+        self.noter.changed(&self.home, &self.aggregate, "");
         if self.durability == Durability::EveryAppend {
             // Written, not durable: `seq` stays after the written events.
             let last = self.last_seq;
@@ -313,6 +319,9 @@ impl Recorder {
                 failed: None,
                 idle: false,
                 stop: false,
+                home: home.clone(),
+                aggregate: aggregate.to_string(),
+                noter: crate::changes::Noter::default(),
             }),
             wake: Condvar::new(),
         }));
@@ -607,6 +616,11 @@ impl Drop for Recorder {
         };
         if let Err(e) = done {
             tracing::warn!(path = %self.path.display(), error = %e, "rollout log: last events not written");
+        }
+        if let Some(shared) = self.shared.as_ref() {
+            let mut log = lock(&shared.log);
+            let (home, aggregate) = (log.home.clone(), log.aggregate.clone());
+            log.noter.finish(&home, &aggregate, "");
         }
     }
 }

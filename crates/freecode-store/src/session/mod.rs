@@ -753,6 +753,9 @@ impl SessionStore {
                 }
             }
         }
+        if result.is_ok() {
+            self.note_change(&id, &paths.dir);
+        }
         result.map(|()| id)
     }
 
@@ -865,7 +868,13 @@ impl SessionStore {
             }
             write_atomic(&path, &bytes, sync)?;
         }
+        self.note_change(id, &target);
         Ok(())
+    }
+
+    /// Notes in the change journal ([`crate::changes`]) that the session in `dir` changed.
+    pub(crate) fn note_change(&self, id: &SessionId, dir: &Path) {
+        crate::changes::note(&self.home, id.as_str(), &writer::project_dir_name(dir));
     }
 
     /// Creates a session with the given id; fails if any session has it (never overwrites).
@@ -947,6 +956,7 @@ impl SessionStore {
         if self.sync_rewrites() {
             fsutil::sync_dir(&project_dir)?;
         }
+        self.note_change(id, &paths.dir);
         Ok((paths, making, log))
     }
 
@@ -1044,6 +1054,7 @@ impl SessionStore {
                 fsutil::sync_dir(&parent)?;
                 drop(writer);
                 fsutil::remove_tree(&doomed)?;
+                self.note_change(id, &dir);
                 removed.push(dir);
                 parents.push(parent);
             }
@@ -1170,6 +1181,7 @@ impl SessionStore {
         if self.sync_rewrites() {
             fsutil::sync_dir(&project_dir)?;
         }
+        self.note_change(&new_id, &dst.dir);
         Ok(new_id)
     }
 

@@ -68,6 +68,8 @@ pub struct SessionWriter {
     unsynced: bool,
     /// Bytes cut off a torn tail when the writer opened, if any: (offset, length).
     pub repaired_tail: Option<(u64, u64)>,
+    /// Its notes in the change journal ([`crate::changes`]).
+    noter: crate::changes::Noter,
 }
 
 /// Removes a project directory its last session left (a hashed one keeps its path file until
@@ -97,6 +99,7 @@ impl SessionWriter {
             _lock: lock,
             unsynced: false,
             repaired_tail: None,
+            noter: crate::changes::Noter::default(),
         };
         w.recover_compaction(true)?;
         w.repair_torn_tail()?;
@@ -122,6 +125,7 @@ impl SessionWriter {
             _lock: lock,
             unsynced: false,
             repaired_tail: None,
+            noter: crate::changes::Noter::default(),
         }
     }
 
@@ -204,6 +208,13 @@ impl SessionWriter {
         Ok(())
     }
 
+    /// Notes in the change journal that this session changed (throttled, see
+    /// [`crate::changes::Noter`]).
+    fn changed(&mut self) {
+        let dir = project_dir_name(&self.paths.dir);
+        self.noter.changed(&self.store.home, self.id.as_str(), &dir);
+    }
+
     /// The session id.
     pub fn id(&self) -> &SessionId {
         &self.id
@@ -255,6 +266,7 @@ impl SessionWriter {
             tracing::warn!(path = %path.display(), offset = cut, bytes = torn, "cut a torn last line before appending");
         }
         self.repaired_tail = Some((cut, len - cut));
+        self.changed();
         Ok(())
     }
 
@@ -302,6 +314,7 @@ impl SessionWriter {
         fsutil::remove_file(&journal_path)?;
         fsutil::sync_dir(&self.paths.dir)?;
         self.log = fsutil::open_append(&self.paths.messages())?;
+        self.changed();
         if on_open {
             tracing::warn!(session = %self.id, "completed a compaction interrupted by a crash");
         } else {
@@ -333,6 +346,7 @@ impl SessionWriter {
         check_line(&path, &line)?;
         let _busy = crate::fsutil::busy();
         fsutil::append_bytes(&mut self.log, &path, &line).ctx("append to", &path)?;
+        self.changed();
         if self.store.config.durability == Durability::EveryAppend {
             fsutil::sync_file(&self.log, &path, false).ctx("fsync", &path)?;
         } else {
@@ -395,12 +409,14 @@ impl SessionWriter {
         } else {
             write_atomic(&self.paths.meta(), &bytes, self.store.sync_rewrites())?;
         }
+        self.changed();
         Ok(meta)
     }
 
     /// Rewrites the log atomically with `bytes` and reopens it for appending.
     fn replace_log(&mut self, bytes: &[u8]) -> Result<()> {
         write_atomic(&self.paths.messages(), bytes, true)?;
+        self.changed();
         self.log = fsutil::open_append(&self.paths.messages())?;
         self.unsynced = false;
         Ok(())
@@ -427,6 +443,7 @@ impl SessionWriter {
         }
         let _busy = crate::fsutil::busy();
         fsutil::append_bytes(&mut self.log, &path, bytes).ctx("append to", &path)?;
+        self.changed();
         if self.store.config.durability != Durability::Never {
             fsutil::sync_file(&self.log, &path, false).ctx("fsync", &path)?;
             self.unsynced = false;
@@ -446,6 +463,7 @@ impl SessionWriter {
         let path = self.paths.messages();
         let _busy = crate::fsutil::busy();
         fsutil::set_len(&self.log, &path, len).ctx("truncate", &path)?;
+        self.changed();
         if self.store.config.durability == Durability::Never {
             return Ok(());
         }
@@ -458,6 +476,7 @@ impl SessionWriter {
     pub fn replace_log_bytes(&mut self, bytes: &[u8]) -> Result<()> {
         let _busy = crate::fsutil::busy();
         write_atomic(&self.paths.messages(), bytes, self.store.sync_rewrites())?;
+        self.changed();
         self.log = fsutil::open_append(&self.paths.messages())?;
         self.unsynced = self.store.config.durability == Durability::Never;
         Ok(())
@@ -484,6 +503,7 @@ impl SessionWriter {
             });
         }
         write_atomic(&path, bytes, self.store.sync_rewrites())?;
+        self.changed();
         Ok(meta)
     }
 
@@ -681,9 +701,20 @@ impl SessionWriter {
 
 impl Drop for SessionWriter {
     fn drop(&mut self) {
+        let dir = project_dir_name(&self.paths.dir);
+        self.noter.finish(&self.store.home, self.id.as_str(), &dir);
         // Best effort: the durability setting decides; an error here has nowhere to go.
         if self.unsynced && self.store.config.durability != Durability::Never {
             let _ = fsutil::sync_file(&self.log, &self.paths.messages(), false);
         }
     }
+}
+
+/// The project directory's name of a session directory (empty when it has none).
+pub(crate) fn project_dir_name(session_dir: &Path) -> String {
+    session_dir
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }

@@ -639,7 +639,23 @@ fn purge_removes_exactly_the_session_its_rollout_and_its_memory() {
             .collect();
         let mut want = before;
         want.retain(|rel, _| !gone.iter().any(|g| rel.starts_with(g)));
-        let after = snapshot(h.tmp.path());
+        // The change journal says the session changed: the one other file a purge writes.
+        let journal = freecode_store::changes::journal_path(&home);
+        let journal = journal.strip_prefix(h.tmp.path()).unwrap().to_path_buf();
+        want.remove(&journal);
+        let mut after = snapshot(h.tmp.path());
+        let noted = after.remove(&journal);
+        let noted = match noted {
+            Some(Entry::File(b)) => String::from_utf8(b).unwrap(),
+            other => panic!("no change journal after a purge: {other:?}"),
+        };
+        assert!(
+            noted
+                .lines()
+                .last()
+                .is_some_and(|l| l.starts_with(&format!("{id}\t"))),
+            "the purge is noted: {noted}"
+        );
         let changed: Vec<&PathBuf> = after
             .keys()
             .chain(want.keys())

@@ -10,6 +10,7 @@ mod compat;
 mod crash;
 mod hostile;
 mod index;
+mod look;
 mod offsets;
 mod power_loss;
 mod redaction;
