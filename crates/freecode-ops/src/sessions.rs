@@ -104,6 +104,10 @@ pub fn list(home: &Home, req: &ListRequest) -> Result<Listed> {
         project_path: req.project_path.clone(),
         include_deleted: req.include_deleted,
         agent: req.agent.clone(),
+        within: req.within.clone(),
+        since: req.since,
+        // In the listing's own order only: another order needs every session first.
+        limit: req.limit.filter(|_| matches!(req.sort, Sort::Activity)),
     };
     let scan = || Ok(open(home)?.list(&filter)?);
     let listing = if req.from_files {

@@ -356,6 +356,16 @@ pub(crate) struct LogStamps {
 }
 
 impl LogStamps {
+    /// The newest mtime of the logs, ns (`i64::MIN` when there is none).
+    pub(crate) fn newest_mtime(&self) -> i64 {
+        [self.log, self.ev]
+            .into_iter()
+            .flatten()
+            .map(|s| s.mtime_ns)
+            .max()
+            .unwrap_or(i64::MIN)
+    }
+
     /// The problems the stats found.
     pub(crate) fn problems(&self) -> &[Problem] {
         &self.problems

@@ -192,7 +192,7 @@ fn trusted(mtime: i64) -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0);
-    if now.saturating_sub(mtime) < RACY_NS {
+    if mtime != MISSING && now.saturating_sub(mtime) < RACY_NS {
         0
     } else {
         mtime
@@ -391,7 +391,7 @@ pub(crate) fn look(
             .map_err(db_err(db))?;
         rows.collect::<rusqlite::Result<_>>().map_err(db_err(db))?
     };
-    let root_now = dir_mtime(&sessions).unwrap_or(0);
+    let root_now = mtime_of(&sessions);
     let mut listed: Vec<(String, i64)> = Vec::new();
     let project_list: Vec<String> =
         if known_dirs.get("").copied() == Some(root_now) && root_now != 0 {
@@ -682,10 +682,14 @@ fn save_seen(
     Ok(())
 }
 
-/// A directory's mtime (0 when it is not there), taken before a full check lists it.
+/// A directory's mtime, taken before it is listed: [`MISSING`] when it is not there (stable, unlike
+/// 0, which is recorded for an mtime too recent to trust).
 pub(crate) fn mtime_of(path: &Path) -> i64 {
-    dir_mtime(path).unwrap_or(0)
+    dir_mtime(path).unwrap_or(MISSING)
 }
+
+/// The mtime recorded for a directory that is not there.
+const MISSING: i64 = -1;
 
 /// The mtime to record for a directory a full check listed.
 pub(crate) fn to_record(mtime: i64) -> i64 {

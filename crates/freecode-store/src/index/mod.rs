@@ -34,7 +34,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use freecode_core::{SessionId, SessionMeta};
-use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 pub use query::{
     DayStats, MatchSpan, ModelStats, RANK_LIMIT, SearchHit, SearchQuery, Stats, StatsScope,
@@ -75,6 +75,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 20261206120000,
         name: "look",
         sql: include_str!("../../migrations/20261206120000_look.sql"),
+    },
+    Migration {
+        version: 20261206130000,
+        name: "list_order",
+        sql: include_str!("../../migrations/20261206130000_list_order.sql"),
     },
 ];
 
@@ -184,12 +189,61 @@ fn read_meta(f: &Found) -> MetaRead {
 /// The indexed stamp and project directory of every session.
 type Known = HashMap<String, (Stamp, String)>;
 
-fn known_metas(conn: &Connection, db: &Path) -> Result<Known> {
-    let mut stmt = conn
-        .prepare_cached("SELECT id, metaMtimeNs, metaSize, metaIno, projectDir FROM idx_sessions")
-        .map_err(db_err(db))?;
-    let rows = stmt
-        .query_map([], |r| {
+/// The sessions a read of the index is about: all of them (a full check), or these ids only (a
+/// look's: the rows are read one by one, never the whole table).
+type Only<'a> = Option<&'a [&'a str]>;
+
+/// The ids of `found` and `gone`, for [`Only`].
+fn ids_of<'a>(found: &'a [Found], gone: &'a [String]) -> Vec<&'a str> {
+    found
+        .iter()
+        .map(|f| f.id.as_str())
+        .chain(gone.iter().map(String::as_str))
+        .collect()
+}
+
+/// Runs `sql` (whose last clause is `FROM idx_sessions`) over every row, or over the rows of
+/// `only` (`WHERE id = ?1` added, one lookup each), and collects what `row` makes of each.
+fn rows_of<T>(
+    conn: &Connection,
+    db: &Path,
+    sql: &str,
+    only: Only<'_>,
+    row: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<(String, T)>,
+) -> Result<HashMap<String, T>> {
+    match only {
+        None => {
+            let mut stmt = conn.prepare_cached(sql).map_err(db_err(db))?;
+            let rows = stmt.query_map([], |r| row(r)).map_err(db_err(db))?;
+            rows.collect::<rusqlite::Result<HashMap<_, _>>>()
+                .map_err(db_err(db))
+        }
+        Some(ids) => {
+            let mut stmt = conn
+                .prepare_cached(&format!("{sql} WHERE id = ?1"))
+                .map_err(db_err(db))?;
+            let mut out = HashMap::new();
+            for id in ids {
+                if let Some((k, v)) = stmt
+                    .query_row([id], |r| row(r))
+                    .optional()
+                    .map_err(db_err(db))?
+                {
+                    out.insert(k, v);
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn known_metas(conn: &Connection, db: &Path, only: Only<'_>) -> Result<Known> {
+    rows_of(
+        conn,
+        db,
+        "SELECT id, metaMtimeNs, metaSize, metaIno, projectDir FROM idx_sessions",
+        only,
+        |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 (
@@ -201,10 +255,8 @@ fn known_metas(conn: &Connection, db: &Path) -> Result<Known> {
                     r.get(4)?,
                 ),
             ))
-        })
-        .map_err(db_err(db))?;
-    rows.collect::<rusqlite::Result<Known>>()
-        .map_err(db_err(db))
+        },
+    )
 }
 
 /// Whether `f`'s indexed row is current: same stamp, same directory.
@@ -366,7 +418,9 @@ impl SessionIndex {
         cache: &mut Checked,
         problems: &mut Vec<Problem>,
     ) -> Result<bool> {
-        let known = known_metas(&self.conn, &self.path)?;
+        let ids = ids_of(found, &[]);
+        let only = (!whole_home).then_some(ids.as_slice());
+        let known = known_metas(&self.conn, &self.path, only)?;
         let mut dirty = false;
         for f in found {
             if is_fresh(&known, f) {
@@ -427,7 +481,9 @@ impl SessionIndex {
             cache.metas.clear();
         }
         // Read again under the lock: another process may have written since the check.
-        let known = known_metas(&tx, &db)?;
+        let ids = ids_of(found, gone);
+        let only = (!whole_home).then_some(ids.as_slice());
+        let known = known_metas(&tx, &db, only)?;
         let mut usable: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for f in found {
             if is_fresh(&known, f) {
@@ -492,7 +548,7 @@ impl SessionIndex {
             report.sessions = session_count(&tx, &db)?;
         }
         if logs {
-            let mut marks = all_watermarks(&tx, &db)?;
+            let mut marks = all_watermarks(&tx, &db, only)?;
             for (i, f) in found.iter().enumerate() {
                 // A session whose meta could not be used has no row, and no logs to index.
                 if let Some(w) = marks.remove(&f.id) {
@@ -554,7 +610,7 @@ impl SessionIndex {
                 let (found, dirs) = self.scan()?;
                 let (dirty, cache, problems) = self.check(&found, true, true, &[])?;
                 if dirty {
-                    let changed = cache.changed.clone();
+                    let changed = recently_written(&found, &cache);
                     let db = self.path.clone();
                     let found_ref = &found;
                     self.write_index(
@@ -572,7 +628,7 @@ impl SessionIndex {
                     )?
                 } else {
                     let db = self.path.clone();
-                    let seen = look::Seen::of(&found, &cache.changed, &problems);
+                    let seen = look::Seen::of(&found, &recently_written(&found, &cache), &problems);
                     self.save_look(|tx| look::save_full(tx, &db, &full, &dirs, &seen, started))?;
                     RefreshReport {
                         sessions: found.len().saturating_sub(bad_metas(&problems)),
@@ -634,7 +690,7 @@ impl SessionIndex {
             .map_err(db_err(&self.path))?;
         let mut dirty = self.check_metas(found, whole_home, &mut cache, &mut problems)?;
         if logs {
-            dirty |= self.logs_changed(&tx, found, &mut cache, &mut problems)?;
+            dirty |= self.logs_changed(&tx, found, whole_home, &mut cache, &mut problems)?;
         }
         dirty |= !gone.is_empty();
         tx.commit().map_err(db_err(&self.path))?;
@@ -647,10 +703,13 @@ impl SessionIndex {
         &self,
         conn: &Connection,
         found: &[Found],
+        whole_home: bool,
         cache: &mut Checked,
         problems: &mut Vec<Problem>,
     ) -> Result<bool> {
-        let marks = all_watermarks(conn, &self.path)?;
+        let ids = ids_of(found, &[]);
+        let only = (!whole_home).then_some(ids.as_slice());
+        let marks = all_watermarks(conn, &self.path, only)?;
         let mut changed = false;
         for f in found {
             if let Some(w) = marks.get(&f.id) {
@@ -687,7 +746,13 @@ impl SessionIndex {
             .busy_timeout(REBUILD_WAIT)
             .map_err(db_err(&self.path))?;
         let db = self.path.clone();
-        let all: std::collections::HashSet<String> = found.iter().map(|f| f.id.clone()).collect();
+        let all = recently_written(
+            &found,
+            &Checked {
+                changed: found.iter().map(|f| f.id.clone()).collect(),
+                ..Checked::default()
+            },
+        );
         let found_ref = &found;
         let report = self.write_index(
             found_ref,
@@ -721,7 +786,7 @@ impl SessionIndex {
                 let (dirty, cache, problems) = self.check(&found, true, false, &[])?;
                 let db = self.path.clone();
                 if dirty {
-                    let changed = cache.changed.clone();
+                    let changed = recently_written(&found, &cache);
                     let found_ref = &found;
                     self.write_index(
                         found_ref,
@@ -738,7 +803,7 @@ impl SessionIndex {
                     )?
                     .problems
                 } else {
-                    let seen = look::Seen::of(&found, &cache.changed, &problems);
+                    let seen = look::Seen::of(&found, &recently_written(&found, &cache), &problems);
                     self.save_look(|tx| look::save_full(tx, &db, &full, &dirs, &seen, started))?;
                     problems
                 }
@@ -791,6 +856,9 @@ impl SessionIndex {
             ..Listing::default()
         };
         for row in rows {
+            if filter.limit.is_some_and(|n| listing.sessions.len() >= n) {
+                break;
+            }
             let (id, json) = row.map_err(db_err(&self.path))?;
             // The meta's bytes as on disk: lone surrogates (the original's) read as U+FFFD.
             let meta: SessionMeta = match freecode_core::json::from_slice_lossy(json.as_bytes()) {
@@ -800,16 +868,11 @@ impl SessionIndex {
                     continue;
                 }
             };
-            let status_ok = match &filter.status {
-                Some(s) => &meta.status == s,
-                None => filter.include_deleted || !meta.is_deleted(),
-            };
-            let project_ok = filter
-                .project_path
-                .as_deref()
-                .is_none_or(|p| p.is_empty() || meta.project_path == p);
-            let agent_ok = filter.agent.as_deref().is_none_or(|a| meta.agent() == a);
-            if status_ok && project_ok && agent_ok {
+            // Newest activity first: none after this one is recent enough either.
+            if filter.since.is_some_and(|t| meta.last_turn_at < t) {
+                break;
+            }
+            if filter.keeps(&meta) {
                 listing.sessions.push(meta);
             }
         }
@@ -826,16 +889,19 @@ impl SessionIndex {
     }
 }
 
-/// The watermarks of every indexed session, in one query.
-fn all_watermarks(conn: &Connection, db: &Path) -> Result<HashMap<String, derive::Watermarks>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT id, logOffset, logIno, logLine, turnNumber, toolSeq, evOffset, evIno, logSeen, evSeen
+/// The watermarks of every indexed session (or of `only`).
+fn all_watermarks(
+    conn: &Connection,
+    db: &Path,
+    only: Only<'_>,
+) -> Result<HashMap<String, derive::Watermarks>> {
+    rows_of(
+        conn,
+        db,
+        "SELECT id, logOffset, logIno, logLine, turnNumber, toolSeq, evOffset, evIno, logSeen, evSeen
              FROM idx_sessions",
-        )
-        .map_err(db_err(db))?;
-    let rows = stmt
-        .query_map([], |r| {
+        only,
+        |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 derive::Watermarks {
@@ -850,10 +916,27 @@ fn all_watermarks(conn: &Connection, db: &Path) -> Result<HashMap<String, derive
                     ev_seen: r.get(9)?,
                 },
             ))
+        },
+    )
+}
+
+/// The sessions a full check saw change that were written in the last
+/// [`look::RECENT_WINDOW_MS`] (their meta's or logs' mtime): only those are kept re-checking at
+/// each look; the others changed while nobody looked, and are indexed now.
+fn recently_written(found: &[Found], cache: &Checked) -> std::collections::HashSet<String> {
+    let cutoff = (crate::now_ms() - look::RECENT_WINDOW_MS).saturating_mul(1_000_000);
+    found
+        .iter()
+        .filter(|f| cache.changed.contains(&f.id))
+        .filter(|f| {
+            f.meta.mtime_ns >= cutoff
+                || cache
+                    .logs
+                    .get(&f.id)
+                    .is_some_and(|(_, st)| st.newest_mtime() >= cutoff)
         })
-        .map_err(db_err(db))?;
-    rows.collect::<rusqlite::Result<HashMap<_, _>>>()
-        .map_err(db_err(db))
+        .map(|f| f.id.clone())
+        .collect()
 }
 
 /// How many sessions the index holds.

@@ -98,6 +98,34 @@ pub struct ListFilter {
     /// Only sessions this agent wrote ([`SessionMeta::agent`]: `freecode`, or the agent an
     /// import read them from, such as `codex`). A name no session has selects nothing.
     pub agent: Option<String>,
+    /// Only sessions of this project path or one below it (by whole path components:
+    /// [`freecode_core::project_key::within_project`]).
+    pub within: Option<String>,
+    /// Only sessions active (`lastTurnAt`) at or after this time, ms.
+    pub since: Option<i64>,
+    /// At most this many: the newest activity first.
+    pub limit: Option<usize>,
+}
+
+impl ListFilter {
+    /// Whether `m` is one this filter lists (everything but `limit`).
+    pub fn keeps(&self, m: &SessionMeta) -> bool {
+        let status_ok = match &self.status {
+            Some(s) => &m.status == s,
+            None => self.include_deleted || !m.is_deleted(),
+        };
+        let project_ok = match &self.project_path {
+            Some(p) if !p.is_empty() => &m.project_path == p,
+            _ => true,
+        };
+        let agent_ok = self.agent.as_deref().is_none_or(|a| m.agent() == a);
+        let within_ok = self
+            .within
+            .as_deref()
+            .is_none_or(|p| freecode_core::project_key::within_project(&m.project_path, p));
+        let since_ok = self.since.is_none_or(|t| m.last_turn_at >= t);
+        status_ok && project_ok && agent_ok && within_ok && since_ok
+    }
 }
 
 /// The result of a listing.
@@ -503,19 +531,11 @@ impl SessionStore {
         } else {
             read(&candidates)
         };
-        metas.retain(|m| {
-            let status_ok = match &filter.status {
-                Some(s) => &m.status == s,
-                None => filter.include_deleted || !m.is_deleted(),
-            };
-            let project_ok = match &filter.project_path {
-                Some(p) if !p.is_empty() => &m.project_path == p,
-                _ => true,
-            };
-            let agent_ok = filter.agent.as_deref().is_none_or(|a| m.agent() == a);
-            status_ok && project_ok && agent_ok
-        });
+        metas.retain(|m| filter.keeps(m));
         sort_newest_first(&mut metas);
+        if let Some(n) = filter.limit {
+            metas.truncate(n);
+        }
         problems.extend(read_problems);
         Ok(Listing {
             sessions: metas,

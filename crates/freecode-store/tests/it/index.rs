@@ -57,7 +57,35 @@ fn listing_from_the_index_equals_the_scan() {
             project_path: Some("C:\\Users\\john\\Projects\\win-app".into()),
             ..Default::default()
         },
+        ListFilter {
+            limit: Some(3),
+            ..Default::default()
+        },
+        ListFilter {
+            limit: Some(0),
+            ..Default::default()
+        },
+        ListFilter {
+            include_deleted: true,
+            limit: Some(4),
+            ..Default::default()
+        },
+        ListFilter {
+            within: Some("/home/dev".into()),
+            limit: Some(2),
+            ..Default::default()
+        },
     ];
+    // A `since` between two sessions' activity: the index stops at the first older one.
+    let all = store.list(&ListFilter::default()).unwrap().sessions;
+    let mid = all[all.len() / 2].last_turn_at;
+    let filters: Vec<ListFilter> = filters
+        .into_iter()
+        .chain([ListFilter {
+            since: Some(mid),
+            ..Default::default()
+        }])
+        .collect();
     for f in &filters {
         let scan = store.list(f).unwrap().sessions;
         let indexed = ix.list(f).unwrap().sessions;
