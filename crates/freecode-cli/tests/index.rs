@@ -671,3 +671,56 @@ fn agent_filters_select_imported_sessions_on_both_backends() {
         );
     }
 }
+
+/// `--fresh` on `session list`, `search` and `stats`: what another program changed in place in a
+/// quiet session (no note in the change journal, no directory changed) is seen at once; without
+/// it, at the next scheduled full check.
+#[test]
+fn fresh_sees_an_in_place_change_to_a_quiet_session_at_once() {
+    let ctx = index_home();
+    let listed = ctx.json(&["session", "list", "--json"]);
+    let first = listed.as_array().unwrap()[0].clone();
+    let id = first["id"].as_str().unwrap().to_owned();
+    // The first search indexes every log (a first look is a full check).
+    ctx.run(&["search", "anything"]);
+    // Quiet: nothing is recently changed any more (as ten minutes later).
+    let db = rusqlite::Connection::open(ctx.home.join("state/freecode.db")).unwrap();
+    db.execute("UPDATE idx_recent SET atMs = 0", []).unwrap();
+    // Another program rewrites the meta in place, and appends a message, as the original does.
+    let dir = common::find_below(&ctx.home.join("sessions"), &id);
+    let meta_path = dir.join("meta.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["title"] = "Titre changé à la main ✓".into();
+    std::fs::write(&meta_path, serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("messages.jsonl"))
+        .unwrap();
+    writeln!(
+        log,
+        r#"{{"id":"m-fresh","role":"user","parts":[{{"type":"text","content":"ornithorynque"}}],"timestamp":1700000000000}}"#
+    )
+    .unwrap();
+    drop(log);
+    let title_of = |v: &Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id.as_str())
+            .map(|m| m["title"].as_str().unwrap().to_owned())
+    };
+    let stale = ctx.json(&["session", "list", "--json"]);
+    assert_ne!(
+        title_of(&stale).as_deref(),
+        Some("Titre changé à la main ✓")
+    );
+    assert!(!ctx.run(&["search", "ornithorynque"]).status.success());
+    let fresh = ctx.json(&["session", "list", "--fresh", "--json"]);
+    assert_eq!(
+        title_of(&fresh).as_deref(),
+        Some("Titre changé à la main ✓")
+    );
+    let hits = ctx.json(&["search", "ornithorynque", "--fresh", "--json"]);
+    assert_eq!(hits[0]["sessionId"], id.as_str());
+    assert!(ctx.run(&["stats", "--fresh", "--json"]).status.success());
+}

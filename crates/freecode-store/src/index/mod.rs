@@ -604,74 +604,67 @@ impl SessionIndex {
     /// write is made (and no lock taken) beyond recording the look; otherwise the whole update
     /// is one `BEGIN IMMEDIATE` transaction.
     pub fn refresh(&mut self, progress: impl FnMut(usize, usize)) -> Result<RefreshReport> {
+        let report = self.update(true, progress)?;
+        self.note_problems(&report.problems);
+        Ok(report)
+    }
+
+    /// What `refresh` (`logs`: metas and logs) and `list` (metas only) share: a look, the
+    /// check of what it found, and one write when something changed (else the look alone is
+    /// recorded, when it has something to record).
+    fn update(&mut self, logs: bool, progress: impl FnMut(usize, usize)) -> Result<RefreshReport> {
         let started = crate::now_ms();
-        let report = match self.look(true)? {
+        let db = self.path.clone();
+        match self.look(logs)? {
             look::Look::Full(full) => {
                 let (found, dirs) = self.scan()?;
-                let (dirty, cache, problems) = self.check(&found, true, true, &[])?;
+                let (dirty, cache, problems) = self.check(&found, true, logs, &[])?;
+                let changed = recently_written(&found, &cache);
+                let found_ref = &found;
+                let save = |tx: &Connection, problems: &[Problem]| {
+                    let seen = look::Seen::of(found_ref, &changed, problems);
+                    look::save_full(tx, &db, &full, &dirs, &seen, started)
+                };
                 if dirty {
-                    let changed = recently_written(&found, &cache);
-                    let db = self.path.clone();
-                    let found_ref = &found;
-                    self.write_index(
+                    return self.write_index(
                         found_ref,
                         true,
                         &[],
-                        true,
+                        logs,
                         false,
                         cache,
                         progress,
-                        |tx, problems| {
-                            let seen = look::Seen::of(found_ref, &changed, problems);
-                            look::save_full(tx, &db, &full, &dirs, &seen, started)
-                        },
-                    )?
-                } else {
-                    let db = self.path.clone();
-                    let seen = look::Seen::of(&found, &recently_written(&found, &cache), &problems);
-                    self.save_look(|tx| look::save_full(tx, &db, &full, &dirs, &seen, started))?;
-                    RefreshReport {
-                        sessions: found.len().saturating_sub(bad_metas(&problems)),
-                        problems,
-                        ..RefreshReport::default()
-                    }
+                        save,
+                    );
                 }
+                self.save_look(|tx| save(tx, &problems))?;
+                Ok(RefreshReport {
+                    sessions: found.len().saturating_sub(bad_metas(&problems)),
+                    problems,
+                    ..RefreshReport::default()
+                })
             }
             look::Look::Partial(p) => {
-                let (dirty, cache, problems) = self.check(&p.found, false, true, &p.gone)?;
-                let db = self.path.clone();
+                let (dirty, cache, problems) = self.check(&p.found, false, logs, &p.gone)?;
+                let changed = cache.changed.clone();
+                let save = |tx: &Connection, problems: &[Problem]| {
+                    let seen = look::Seen::of(&p.found, &changed, problems);
+                    look::save_partial(tx, &db, &p, &seen)
+                };
                 if dirty {
-                    let changed = cache.changed.clone();
-                    let found = p.found.clone();
-                    let gone = p.gone.clone();
-                    self.write_index(
-                        &found,
-                        false,
-                        &gone,
-                        true,
-                        false,
-                        cache,
-                        progress,
-                        |tx, problems| {
-                            let seen = look::Seen::of(&found, &changed, problems);
-                            look::save_partial(tx, &db, &p, &seen)
-                        },
-                    )?
-                } else {
-                    let seen = look::Seen::of(&p.found, &cache.changed, &problems);
-                    if p.has_news() {
-                        self.save_look(|tx| look::save_partial(tx, &db, &p, &seen))?;
-                    }
-                    RefreshReport {
-                        sessions: session_count(&self.conn, &db)?,
-                        problems,
-                        ..RefreshReport::default()
-                    }
+                    return self
+                        .write_index(&p.found, false, &p.gone, logs, false, cache, progress, save);
                 }
+                if p.has_news() {
+                    self.save_look(|tx| save(tx, &problems))?;
+                }
+                Ok(RefreshReport {
+                    sessions: session_count(&self.conn, &db)?,
+                    problems,
+                    ..RefreshReport::default()
+                })
             }
-        };
-        self.note_problems(&report.problems);
-        Ok(report)
+        }
     }
 
     /// Checks `found` against the index in one read snapshot, without the write lock: their
@@ -779,65 +772,7 @@ impl SessionIndex {
     /// changed since the last look ([`look`](self::look)); only changed `meta.json` files are
     /// read. Same answer as [`crate::SessionStore::list`].
     pub fn list(&mut self, filter: &ListFilter) -> Result<Listing> {
-        let started = crate::now_ms();
-        let problems = match self.look(false)? {
-            look::Look::Full(full) => {
-                let (found, dirs) = self.scan()?;
-                let (dirty, cache, problems) = self.check(&found, true, false, &[])?;
-                let db = self.path.clone();
-                if dirty {
-                    let changed = recently_written(&found, &cache);
-                    let found_ref = &found;
-                    self.write_index(
-                        found_ref,
-                        true,
-                        &[],
-                        false,
-                        false,
-                        cache,
-                        |_, _| {},
-                        |tx, problems| {
-                            let seen = look::Seen::of(found_ref, &changed, problems);
-                            look::save_full(tx, &db, &full, &dirs, &seen, started)
-                        },
-                    )?
-                    .problems
-                } else {
-                    let seen = look::Seen::of(&found, &recently_written(&found, &cache), &problems);
-                    self.save_look(|tx| look::save_full(tx, &db, &full, &dirs, &seen, started))?;
-                    problems
-                }
-            }
-            look::Look::Partial(p) => {
-                let (dirty, cache, problems) = self.check(&p.found, false, false, &p.gone)?;
-                let db = self.path.clone();
-                if dirty {
-                    let changed = cache.changed.clone();
-                    let found = p.found.clone();
-                    let gone = p.gone.clone();
-                    self.write_index(
-                        &found,
-                        false,
-                        &gone,
-                        false,
-                        false,
-                        cache,
-                        |_, _| {},
-                        |tx, problems| {
-                            let seen = look::Seen::of(&found, &changed, problems);
-                            look::save_partial(tx, &db, &p, &seen)
-                        },
-                    )?
-                    .problems
-                } else {
-                    if p.has_news() {
-                        let seen = look::Seen::of(&p.found, &cache.changed, &problems);
-                        self.save_look(|tx| look::save_partial(tx, &db, &p, &seen))?;
-                    }
-                    problems
-                }
-            }
-        };
+        let problems = self.update(false, |_, _| {})?.problems;
         self.note_problems(&problems);
         self.listed(filter, problems)
     }
