@@ -521,3 +521,61 @@ fn our_cli_reads_everything_the_originals_code_writes_surrogates_included() {
         all.len()
     );
 }
+
+/// The index's look (issue 45) over sessions the original's own code writes while our index
+/// keeps looking: its new sessions are seen at the next look (their project directories
+/// changed), its append and meta rewrite to a session it wrote minutes ago too (recently changed),
+/// and the same to a quiet session at once with `--fresh` (else at the next scheduled full check).
+#[test]
+fn the_index_sees_what_the_originals_code_writes_in_a_home_it_has_looked_at() {
+    let h = Home::new();
+    let titles = |args: &[&str]| -> BTreeMap<String, String> {
+        let mut all = vec!["session", "list", "--json"];
+        all.extend_from_slice(args);
+        h.json(&all)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["id"].as_str().unwrap().to_owned(),
+                    m["title"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let found = |words: &str, args: &[&str]| -> bool {
+        let mut all = vec!["search", words];
+        all.extend_from_slice(args);
+        h.cmd(&all).output().unwrap().status.success()
+    };
+    // Our index has looked at the (empty) home, logs and metas.
+    assert!(titles(&[]).is_empty());
+    assert!(!found("question", &[]));
+    // The original writes six sessions: the next look sees every one, and their messages.
+    let orig = harness(h.parent(), &["write"]);
+    let listed = id_set(&orig["listed"]);
+    assert_eq!(titles(&[]).keys().cloned().collect::<BTreeSet<_>>(), listed);
+    assert!(found("ünïcödé", &[]));
+    // It continues one of them minutes later (an append, a meta rewritten in place): recent.
+    let mut ids = listed.iter();
+    let first = ids.next().unwrap().clone();
+    let path = |id: &str| {
+        orig["sessions"][id]["meta"]["projectPath"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    harness(h.parent(), &["continue", &first, &path(&first)]);
+    assert_eq!(titles(&[])[&first], "continued by the original");
+    assert!(found("continued", &[]));
+    // Quiet for a while (nothing recent), then the original continues another: not seen by a
+    // look that stats no quiet session, seen at once with --fresh.
+    let db = rusqlite::Connection::open(h.home().join("state/freecode.db")).unwrap();
+    db.execute("UPDATE idx_recent SET atMs = 0", []).unwrap();
+    let second = ids.next().unwrap().clone();
+    let before = titles(&[])[&second].clone();
+    harness(h.parent(), &["continue", &second, &path(&second)]);
+    assert_eq!(titles(&[])[&second], before);
+    assert_eq!(titles(&["--fresh"])[&second], "continued by the original");
+}
