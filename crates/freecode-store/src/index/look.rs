@@ -364,20 +364,17 @@ pub(crate) fn look(
             .map_err(db_err(db))
     };
     for (id, dir) in noted {
-        let dir = match dir {
-            Some(d) => Some(d),
-            // A rollout log: its session's directory, when the session is indexed.
-            None => indexed_dir(&id)?,
+        let known = indexed_dir(&id)?;
+        // A rollout log names no directory: its session's, when the session is indexed.
+        let Some(dir) = dir.or_else(|| known.clone()) else {
+            continue;
         };
-        if let Some(dir) = dir {
-            if let Some(known) = indexed_dir(&id)?
-                && known != dir
-            {
-                add(&mut cands, id.clone(), known);
-            }
-            p.noted.push((id.clone(), dir.clone()));
-            add(&mut cands, id, dir);
+        // Moved: it may be in either.
+        if let Some(known) = known.filter(|k| *k != dir) {
+            add(&mut cands, id.clone(), known);
         }
+        p.noted.push((id.clone(), dir.clone()));
+        add(&mut cands, id, dir);
     }
 
     // 2. Directory mtimes.

@@ -619,8 +619,13 @@ impl Drop for Recorder {
         }
         if let Some(shared) = self.shared.as_ref() {
             let mut log = lock(&shared.log);
-            let (home, aggregate) = (log.home.clone(), log.aggregate.clone());
-            log.noter.finish(&home, &aggregate, "");
+            let Log {
+                noter,
+                home,
+                aggregate,
+                ..
+            } = &mut *log;
+            noter.finish(home, aggregate, "");
         }
     }
 }
