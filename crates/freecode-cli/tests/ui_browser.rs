@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use fantoccini::error::NewSessionError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use ui_home::{EVIL, HUNG_AT, MODEL, OTHER, Server, TRACED, WORD, fixture, freecode};
@@ -77,8 +78,20 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        // Ready means its /status says so, not that its port takes a connection: a session
+        // asked for before then can be reset (seen on a loaded CI machine).
         let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        let status = format!("http://127.0.0.1:{port}/status");
+        loop {
+            let ready = ureq::get(&status)
+                .call()
+                .ok()
+                .and_then(|mut r| r.body_mut().read_to_string().ok())
+                .and_then(|body| serde_json::from_str::<Value>(&body).ok())
+                .is_some_and(|v| v["value"]["ready"] == json!(true));
+            if ready {
+                break;
+            }
             assert!(Instant::now() < deadline, "chromedriver did not start");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -99,11 +112,29 @@ impl Browser {
         let Value::Object(caps) = caps else {
             unreachable!()
         };
-        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .expect("a Chromium session over WebDriver");
+        // A session that fails in transport (the driver reset the connection while Chromium
+        // started) is asked for again, twice at most; a refusal by the driver is not.
+        let mut tries = 0;
+        let client = loop {
+            tries += 1;
+            let made =
+                ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+                    .capabilities(caps.clone())
+                    .connect(&format!("http://127.0.0.1:{port}"))
+                    .await;
+            match made {
+                Ok(c) => break c,
+                Err(
+                    e @ (NewSessionError::Failed(_)
+                    | NewSessionError::FailedC(_)
+                    | NewSessionError::Lost(_)),
+                ) if tries < 3 => {
+                    eprintln!("asking chromedriver for a session again after: {e}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("a Chromium session over WebDriver: {e:?}"),
+            }
+        };
         Self {
             driver,
             client: Some(client),
