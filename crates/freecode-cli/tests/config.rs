@@ -89,6 +89,7 @@ fn set_get_list_and_path_keep_unknown_keys_in_a_private_file() {
             "embed.baseUrl",
             "embed.model",
             "embed.apiKey",
+            "embed.readTokens",
             "embed.minSimilarity",
             "sync.exclude",
             "sync.auto"

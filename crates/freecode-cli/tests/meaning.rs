@@ -131,8 +131,38 @@ fn a_paraphrase_words_miss_is_found_by_meaning() {
     let ids = home_with_sessions(&ctx);
     // Words alone: nothing (exit 1, as grep).
     ctx.fails(&["search", QUERY, "--json"]);
+    // No embedder: the status says words only.
+    let status = ctx.json(&["index", "status", "--json"]);
+    check("index-status.json", &status);
+    assert_eq!(status["sessions"], 3, "{status}");
+    assert_eq!(status["messages"], 6, "{status}");
+    assert_eq!(status["meaning"], Value::Null, "{status}");
+    assert!(
+        ctx.ok(&["index", "status"])
+            .contains("no embedder configured")
+    );
 
     local_model(&ctx);
+    // Configured, nothing embedded yet: none of the history is covered, and it says so.
+    let status = ctx.json(&["index", "status", "--json"]);
+    check("index-status.json", &status);
+    let meaning = &status["meaning"];
+    assert_eq!(meaning["chunks"], 3, "{status}");
+    assert_eq!(meaning["embedded"], 0, "{status}");
+    assert_eq!(meaning["pending"], 3, "{status}");
+    assert_eq!(meaning["coverage"], 0.0, "{status}");
+    assert_eq!(meaning["problem"], Value::Null, "{status}");
+    let model = meaning["model"].as_str().unwrap();
+    assert!(
+        model.starts_with("local:model@") && model.ends_with("/64"),
+        "{status}"
+    );
+    let text = ctx.ok(&["index", "status"]);
+    assert!(
+        text.contains("0 of 3 chunks have a vector (0%)") && text.contains("index embed"),
+        "{text}"
+    );
+
     let report = ctx.json(&["index", "embed", "--json"]);
     check("index-embed.json", &report);
     assert_eq!(report["chunks"], 3, "{report}");
@@ -144,6 +174,14 @@ fn a_paraphrase_words_miss_is_found_by_meaning() {
             .as_str()
             .unwrap()
             .starts_with("local:model@")
+    );
+
+    let status = ctx.json(&["index", "status", "--json"]);
+    assert_eq!(status["meaning"]["coverage"], 1.0, "{status}");
+    assert!(
+        ctx.ok(&["index", "status"])
+            .contains("3 of 3 chunks have a vector (100%)"),
+        "{status}"
     );
 
     // Configured, search uses both by default: the bouncing callback comes first.
@@ -274,6 +312,10 @@ fn an_embedder_that_cannot_be_used_warns_and_words_still_answer() {
     assert!(err.contains("cannot reach it"), "{err}");
     let err = ctx.fails(&["index", "embed"]);
     assert!(err.contains("embedding endpoint"), "{err}");
+    // The status still answers (nothing is embedded by it), with no vectors yet.
+    let status = ctx.json(&["index", "status", "--json"]);
+    assert_eq!(status["sessions"], 3, "{status}");
+    assert_eq!(status["meaning"]["embedded"], 0, "{status}");
 
     // An incomplete configuration names the key to set.
     ctx.ok(&["config", "set", "embed.provider", "local"]);
@@ -291,6 +333,12 @@ fn an_embedder_that_cannot_be_used_warns_and_words_still_answer() {
         err.contains("nowhere") && err.contains("not a directory"),
         "{err}"
     );
+    // The status answers, saying why the embedder cannot be used.
+    let status = ctx.json(&["index", "status", "--json"]);
+    let problem = status["meaning"]["problem"].as_str().unwrap();
+    assert!(problem.contains("not a directory"), "{status}");
+    let text = ctx.ok(&["index", "status"]);
+    assert!(text.contains("the embedder cannot be used"), "{text}");
     // An unknown mode is refused by the parser.
     let out = ctx.run(&["search", "lockfile", "--mode", "vibes"]);
     assert_eq!(out.status.code(), Some(2));

