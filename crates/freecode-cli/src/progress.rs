@@ -21,9 +21,11 @@ fn enabled() -> bool {
     std::io::stderr().is_terminal()
 }
 
-/// A progress bar over `total` sessions, drawn once the work passes its delay.
+/// A progress bar over `total` sessions (or another unit), drawn once the work passes its
+/// delay.
 pub struct Progress {
     label: String,
+    unit: &'static str,
     started: Instant,
     delay: Duration,
     enabled: bool,
@@ -33,8 +35,14 @@ pub struct Progress {
 impl Progress {
     /// A bar labelled `label` that appears after `delay` (zero: at the first update).
     pub fn with_delay(label: &'static str, delay: Duration) -> Self {
+        Self::counting(label, "sessions", delay)
+    }
+
+    /// A bar labelled `label` over `total` of `unit` (`chunks`), that appears after `delay`.
+    pub fn counting(label: &'static str, unit: &'static str, delay: Duration) -> Self {
         Self {
             label: label.to_owned(),
+            unit,
             started: Instant::now(),
             delay,
             enabled: enabled(),
@@ -52,9 +60,10 @@ impl Progress {
                 Some(total as u64),
                 ProgressDrawTarget::stderr_with_hz(10),
             );
-            if let Ok(style) = ProgressStyle::with_template(
-                "{msg} [{bar:30}] {human_pos}/{human_len} sessions, {eta} left",
-            ) {
+            if let Ok(style) = ProgressStyle::with_template(&format!(
+                "{{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {}, {{eta}} left",
+                self.unit
+            )) {
                 bar.set_style(style.progress_chars("=> "));
             }
             bar.set_message(self.label.clone());
@@ -234,7 +243,10 @@ impl Drop for Steps {
 /// [`Progress`] bar, its steps as [`Steps`], both labelled `label`.
 pub struct Feedback {
     label: &'static str,
+    delay: Duration,
     bar: Progress,
+    /// Chunks embedded for search by meaning: a bar of its own, in place of the sessions'.
+    chunks: Option<Progress>,
     steps: Option<Steps>,
 }
 
@@ -248,7 +260,9 @@ impl Feedback {
     pub fn with_delay(label: &'static str, delay: Duration) -> Self {
         Self {
             label,
+            delay,
             bar: Progress::with_delay(label, delay),
+            chunks: None,
             steps: None,
         }
     }
@@ -256,6 +270,9 @@ impl Feedback {
     /// The work is over: whatever was drawn is erased before the result is printed.
     pub fn finish(self) {
         self.bar.finish();
+        if let Some(chunks) = self.chunks {
+            chunks.finish();
+        }
         if let Some(steps) = self.steps {
             steps.finish();
         }
@@ -265,6 +282,16 @@ impl Feedback {
 impl freecode_ops::Progress for Feedback {
     fn sessions(&mut self, done: usize, total: usize) {
         self.bar.update(done, total);
+    }
+
+    fn chunks(&mut self, done: usize, total: usize) {
+        let delay = self.delay;
+        let bar = self.chunks.get_or_insert_with(|| {
+            // Indexing is over when embedding begins: its bar makes way.
+            std::mem::replace(&mut self.bar, Progress::with_delay("", Duration::MAX)).finish();
+            Progress::counting("embedding", "chunks", delay)
+        });
+        bar.update(done, total);
     }
 
     fn steps(&mut self, total: u64) {

@@ -447,3 +447,26 @@ fn nonsense_finds_nothing_and_turns_that_say_little_rank_last() {
     let err = ctx.fails(&["config", "set", "embed.minSimilarity", "1.5"]);
     assert!(err.contains("a number from 0 to 1"), "{err}");
 }
+
+/// On a terminal, `index embed` draws a bar of chunks (not of sessions) and ends with its
+/// report; piped, only the report.
+#[test]
+fn embedding_shows_a_bar_of_chunks_on_a_terminal_only() {
+    let ctx = Ctx::missing();
+    home_with_sessions(&ctx);
+    local_model(&ctx);
+    let tty = common::on_terminal(&ctx.home, &["index", "embed"], 100, 40, &[]);
+    assert!(
+        tty.contains("embedding [") && tty.contains("/3 chunks"),
+        "{tty:?}"
+    );
+    assert!(tty.contains("3 of 3 chunks have vectors"), "{tty:?}");
+    // Nothing left to embed: a second run draws no bar.
+    let out = ctx.run(&["index", "embed"]);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -192,7 +192,7 @@ pub fn fill(
     let mut embedded_now = 0u64;
     let total = before.chunks;
     let mut done = before.embedded;
-    progress.sessions(
+    progress.chunks(
         usize::try_from(done).unwrap_or(usize::MAX),
         usize::try_from(total).unwrap_or(usize::MAX),
     );
@@ -220,7 +220,7 @@ pub fn fill(
         }
         embedded_now += stored as u64;
         done += stored as u64;
-        progress.sessions(
+        progress.chunks(
             usize::try_from(done).unwrap_or(usize::MAX),
             usize::try_from(total).unwrap_or(usize::MAX),
         );

@@ -9,6 +9,12 @@ pub trait Progress {
         let _ = (done, total);
     }
 
+    /// `done` of `total` chunks of conversation have a vector (embedding for search by
+    /// meaning).
+    fn chunks(&mut self, done: usize, total: usize) {
+        let _ = (done, total);
+    }
+
     /// The work ahead is `total` steps (said once, before the first [`Progress::step`]).
     fn steps(&mut self, total: u64) {
         let _ = total;

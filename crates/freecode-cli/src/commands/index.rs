@@ -381,11 +381,16 @@ fn render_status(r: &freecode_ops::types::IndexStatus) -> anyhow::Result<()> {
             st.yellow(&format!("the embedder cannot be used: {problem}"))
         )?;
     } else if m.pending > 0 {
+        let what = if m.embedded == 0 {
+            "search finds by words until they have"
+        } else {
+            "search by meaning covers those only until the rest have"
+        };
         writeln!(
             out,
-            "{}  search by meaning covers those only; `freecode index embed` embeds the other {}",
+            "{}  {what}: `freecode index embed` embeds them (so do `serve`, `mcp` and `ui`, in \
+             the background)",
             " ".repeat(8),
-            thousands(m.pending)
         )?;
     }
     Ok(())
@@ -426,7 +431,9 @@ impl IndexCommand {
             }
             Self::Embed { json } => {
                 let embedder = freecode_ops::meaning::required(home)?;
-                let mut feedback = Feedback::with_delay("embedding", std::time::Duration::ZERO);
+                // Sessions indexed first (a bar of sessions), then chunks embedded (a bar of
+                // chunks, "embedding").
+                let mut feedback = Feedback::with_delay("indexing", std::time::Duration::ZERO);
                 let report =
                     freecode_ops::meaning::fill(home, embedder.as_ref(), None, &mut feedback);
                 feedback.finish();
