@@ -1,5 +1,5 @@
 //! What a look at a big home costs, whole process: `session list --limit 20` and `search`
-//! (words) on homes of 10,000 and 50,000 sessions, warm, each beside the same command with
+//! (words; then both and meaning, with the tests' model and a random vector for every chunk) on homes of 10,000 and 50,000 sessions, warm, each beside the same command with
 //! `--fresh` (a full check: a `stat` of every session, what every look cost before the change
 //! journal), with the `statx` calls each makes (`strace -f -c`, when strace is installed), and the
 //! original's own `list` on as many sessions (`run-bench.sh`, `BENCHES=list`, when node is on
@@ -358,6 +358,71 @@ fn main() {
                     "why does the tokenizer deadlock in the parser",
                     "--mode",
                     "words",
+                    "--limit",
+                    "20",
+                ],
+            ),
+        ];
+        for (name, args) in &cases {
+            run(&home, args);
+            let mut times: Vec<Duration> = (0..runs).map(|_| run(&home, args)).collect();
+            let stats = stat_calls(&home, args).map_or_else(|| "-".to_owned(), |c| c.to_string());
+            println!(
+                "| {name} | {} | {} | {stats} |",
+                ms(percentile(&mut times, 0.5)),
+                ms(percentile(&mut times, 0.95))
+            );
+        }
+        // By meaning and both: the tests' model configured, the chunks made (`index status`
+        // makes them), and every chunk given a vector of random bytes: what a query costs is
+        // the model loaded, the query embedded and every vector scanned, whatever their values
+        // (embedding 4 chunks a session for real would take most of an hour here). Random
+        // vectors are far from any query, so the hits are the words'.
+        let model = freecode_testkit::sentence_model();
+        let dims = serde_json::from_slice::<serde_json::Value>(
+            &fs::read(model.join("config.json")).unwrap(),
+        )
+        .unwrap()["hidden_size"]
+            .as_u64()
+            .unwrap();
+        run(&home, &["config", "set", "embed.provider", "local"]);
+        run(
+            &home,
+            &["config", "set", "embed.path", model.to_str().unwrap()],
+        );
+        run(&home, &["index", "status"]);
+        let db = rusqlite::Connection::open(home.join("state/freecode.db")).unwrap();
+        let chunks = db
+            .execute(
+                "UPDATE idx_chunks SET vec = randomblob(?1) WHERE vec IS NULL",
+                [i64::try_from(dims).unwrap()],
+            )
+            .unwrap();
+        drop(db);
+        println!(
+            "| ({chunks} chunks, each with a random vector; the tests' model loaded each run) | | | |"
+        );
+        let cases: [(&str, Vec<&str>); 3] = [
+            (
+                "search (both)",
+                vec!["search", "tokenizer deadlock", "--limit", "20"],
+            ),
+            (
+                "search (both, a question)",
+                vec![
+                    "search",
+                    "why does the tokenizer deadlock in the parser",
+                    "--limit",
+                    "20",
+                ],
+            ),
+            (
+                "search (meaning)",
+                vec![
+                    "search",
+                    "tokenizer deadlock",
+                    "--mode",
+                    "meaning",
                     "--limit",
                     "20",
                 ],
