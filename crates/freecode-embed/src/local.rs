@@ -151,18 +151,27 @@ impl LocalBert {
         }));
 
         let weights_path = dir.join("model.safetensors");
-        let weights = read(&weights_path)?;
-        let header = safetensors_header(&weights)
-            .ok_or_else(|| model_err(&weights_path, "not a safetensors file"))?;
+        let device = Device::Cpu;
+        let (vb, header, weights_len) = match read_f32_weights(&weights_path, &device)? {
+            Some(read) => read,
+            None => {
+                // Weights of another type (f16, bf16): candle converts them from the file.
+                let weights = read(&weights_path)?;
+                let header = safetensors_header(&weights)
+                    .ok_or_else(|| model_err(&weights_path, "not a safetensors file"))?
+                    .to_vec();
+                let len = weights.len();
+                let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+                    .map_err(|e| model_err(&weights_path, e))?;
+                (vb, header, len)
+            }
+        };
         let id = model_id(
             dir,
-            &[&config_bytes, &tokenizer_bytes, header],
-            weights.len(),
+            &[&config_bytes, &tokenizer_bytes, &header],
+            weights_len,
             read_tokens,
         );
-        let device = Device::Cpu;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(|e| model_err(&weights_path, e))?;
         let model = BertModel::load(vb, &config).map_err(|e| {
             model_err(
                 &weights_path,
@@ -246,6 +255,91 @@ impl Embedder for LocalBert {
         }
         Ok(out)
     }
+}
+
+/// The weights of a safetensors file whose tensors are all `F32`, each read from the file
+/// straight into its tensor's memory (one copy; reading the file whole and letting candle
+/// convert it makes two, and is half of a search's time in a fresh process), with the file's
+/// header and length; integer tensors are left out (buffers, not weights). `None` when a
+/// tensor is of another floating type, or on a big-endian machine (the file is
+/// little-endian): the caller converts them.
+#[allow(clippy::type_complexity)]
+fn read_f32_weights(
+    path: &Path,
+    device: &Device,
+) -> Result<Option<(VarBuilder<'static>, Vec<u8>, usize)>, EmbedError> {
+    use std::io::Read;
+    use std::os::unix::fs::FileExt;
+
+    if cfg!(target_endian = "big") {
+        return Ok(None);
+    }
+    let bad = |m: &str| model_err(path, format!("not a safetensors file: {m}"));
+    let io = |e: std::io::Error| model_err(path, format!("cannot read it: {e}"));
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let file_len = file.metadata().map_err(io)?.len();
+    let mut len = [0u8; 8];
+    file.read_exact(&mut len).map_err(io)?;
+    let header_len = u64::from_le_bytes(len);
+    if header_len > file_len.saturating_sub(8) {
+        return Err(bad("its header is longer than the file"));
+    }
+    let mut header = vec![0u8; usize::try_from(header_len).map_err(|_| bad("header length"))?];
+    file.read_exact(&mut header).map_err(io)?;
+    let meta: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&header).map_err(|e| bad(&format!("header: {e}")))?;
+    let body = 8 + header_len;
+    let mut tensors = std::collections::HashMap::new();
+    for (name, info) in &meta {
+        if name == "__metadata__" {
+            continue;
+        }
+        match info.get("dtype").and_then(serde_json::Value::as_str) {
+            Some("F32") => {}
+            // An integer buffer (BERT's `position_ids`) is no weight: the model makes its own.
+            Some("I64" | "I32" | "I16" | "I8" | "U64" | "U32" | "U16" | "U8" | "BOOL") => continue,
+            _ => return Ok(None),
+        }
+        let shape: Vec<usize> = info
+            .get("shape")
+            .and_then(serde_json::Value::as_array)
+            .ok_or_else(|| bad(&format!("{name} has no shape")))?
+            .iter()
+            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad(&format!("{name}'s shape")))?;
+        let offsets: Vec<u64> = info
+            .get("data_offsets")
+            .and_then(serde_json::Value::as_array)
+            .map(|o| o.iter().filter_map(serde_json::Value::as_u64).collect())
+            .unwrap_or_default();
+        let count = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| bad(&format!("{name}'s shape")))?;
+        let (start, end) = match offsets[..] {
+            [start, end]
+                if end >= start
+                    && end - start == (count as u64).saturating_mul(4)
+                    && body.saturating_add(end) <= file_len =>
+            {
+                (start, end)
+            }
+            _ => return Err(bad(&format!("{name}'s data offsets"))),
+        };
+        let _ = end;
+        let mut values = vec![0f32; count];
+        file.read_exact_at(bytemuck::cast_slice_mut(&mut values), body + start)
+            .map_err(io)?;
+        let tensor = Tensor::from_vec(values, shape, device).map_err(|e| model_err(path, e))?;
+        tensors.insert(name.clone(), tensor);
+    }
+    let len = usize::try_from(file_len).map_err(|_| bad("length"))?;
+    Ok(Some((
+        VarBuilder::from_tensors(tensors, DType::F32, device),
+        header,
+        len,
+    )))
 }
 
 /// The JSON header of a safetensors file (its tensors' names, shapes and offsets).

@@ -335,10 +335,14 @@ impl SessionIndex {
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err(&path))?;
         // A rebuild is one transaction: with SQLite's default 2 MiB page cache its dirty pages
         // spill into the WAL again and again (`--bench index` 2a: 3.4 s, against 3.0 s with up
-        // to 64 MiB, which is only allocated as it is used).
+        // to 64 MiB, which is only allocated as it is used). Reads of the first 256 MiB go
+        // through SQLite's memory map rather than a `pread` copy a page: a search by meaning
+        // reads every chunk's vector, and on 54,000 chunks that copy was a third of a fresh
+        // process's time (0.20 s against 0.15 s whole). Only SQLite maps the file; it stays
+        // within its locking.
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;
-             PRAGMA cache_size = -65536;",
+             PRAGMA cache_size = -65536; PRAGMA mmap_size = 268435456;",
         )
         .map_err(db_err(&path))?;
         migrate::apply(&conn, migrate::THREAD_STORE).map_err(db_err(&path))?;
