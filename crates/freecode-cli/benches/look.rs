@@ -294,6 +294,21 @@ fn original_list(n: usize) -> Option<(f64, f64)> {
     Some((row["medianMs"].as_f64()?, repeat))
 }
 
+/// A table row per case: a warm-up run, then p50 and p95 of `runs` runs, and the `statx` calls
+/// of one more.
+fn rows(home: &Path, cases: &[(&str, Vec<&str>)], runs: usize) {
+    for (name, args) in cases {
+        run(home, args);
+        let mut times: Vec<Duration> = (0..runs).map(|_| run(home, args)).collect();
+        let stats = stat_calls(home, args).map_or_else(|| "-".to_owned(), |c| c.to_string());
+        println!(
+            "| {name} | {} | {} | {stats} |",
+            ms(percentile(&mut times, 0.5)),
+            ms(percentile(&mut times, 0.95))
+        );
+    }
+}
+
 fn main() {
     let sizes = env_list("FREECODE_BENCH_SESSIONS", &[10_000, 50_000]);
     let runs = env_list("FREECODE_BENCH_RUNS", &[21])[0].max(1);
@@ -363,16 +378,7 @@ fn main() {
                 ],
             ),
         ];
-        for (name, args) in &cases {
-            run(&home, args);
-            let mut times: Vec<Duration> = (0..runs).map(|_| run(&home, args)).collect();
-            let stats = stat_calls(&home, args).map_or_else(|| "-".to_owned(), |c| c.to_string());
-            println!(
-                "| {name} | {} | {} | {stats} |",
-                ms(percentile(&mut times, 0.5)),
-                ms(percentile(&mut times, 0.95))
-            );
-        }
+        rows(&home, &cases, runs);
         // By meaning and both: the tests' model configured, the chunks made (`index status`
         // makes them), and every chunk given a vector of random bytes: what a query costs is
         // the model loaded, the query embedded and every vector scanned, whatever their values
@@ -428,16 +434,7 @@ fn main() {
                 ],
             ),
         ];
-        for (name, args) in &cases {
-            run(&home, args);
-            let mut times: Vec<Duration> = (0..runs).map(|_| run(&home, args)).collect();
-            let stats = stat_calls(&home, args).map_or_else(|| "-".to_owned(), |c| c.to_string());
-            println!(
-                "| {name} | {} | {} | {stats} |",
-                ms(percentile(&mut times, 0.5)),
-                ms(percentile(&mut times, 0.95))
-            );
-        }
+        rows(&home, &cases, runs);
         match original_list(n) {
             Some((first, repeat)) => println!(
                 "| the original's list (in process, its own {n} sessions × 50 messages): first call, then the median of 25 | {first:.1} ms | {repeat:.1} ms | |"

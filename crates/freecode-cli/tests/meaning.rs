@@ -469,4 +469,27 @@ fn embedding_shows_a_bar_of_chunks_on_a_terminal_only() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // A read window `config set` refuses, written by hand: one warning, and the default.
+    let err = ctx.fails(&["config", "set", "embed.readTokens", "zero"]);
+    assert!(err.contains("a whole number of at least 1"), "{err}");
+    let path = ctx.home.join("config.json");
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    config["embed"]["readTokens"] = "zero".into();
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    let out = ctx.run(&["index", "status", "--json"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("embed.readTokens") && stderr.contains("using 64"),
+        "{stderr}"
+    );
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        status["meaning"]["model"]
+            .as_str()
+            .unwrap()
+            .ends_with("/64"),
+        "{status}"
+    );
 }

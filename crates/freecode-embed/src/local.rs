@@ -286,53 +286,38 @@ fn read_f32_weights(
     }
     let mut header = vec![0u8; usize::try_from(header_len).map_err(|_| bad("header length"))?];
     file.read_exact(&mut header).map_err(io)?;
-    let meta: serde_json::Map<String, serde_json::Value> =
+    // The safetensors crate's own reading of the header: names, types, shapes, and offsets
+    // checked to follow each other and to match each shape.
+    let meta: safetensors::tensor::Metadata =
         serde_json::from_slice(&header).map_err(|e| bad(&format!("header: {e}")))?;
     let body = 8 + header_len;
     let mut tensors = std::collections::HashMap::new();
-    for (name, info) in &meta {
-        if name == "__metadata__" {
-            continue;
+    for (name, info) in meta.tensors() {
+        use safetensors::Dtype;
+        let (start, end) = info.data_offsets;
+        if body.saturating_add(end as u64) > file_len {
+            return Err(bad(&format!("{name} ends past the end of the file")));
         }
-        match info.get("dtype").and_then(serde_json::Value::as_str) {
-            Some("F32") => {}
+        match info.dtype {
+            Dtype::F32 => {}
             // An integer buffer (BERT's `position_ids`) is no weight: the model makes its own.
-            Some("I64" | "I32" | "I16" | "I8" | "U64" | "U32" | "U16" | "U8" | "BOOL") => continue,
+            Dtype::BOOL
+            | Dtype::U8
+            | Dtype::I8
+            | Dtype::U16
+            | Dtype::I16
+            | Dtype::U32
+            | Dtype::I32
+            | Dtype::U64
+            | Dtype::I64 => continue,
             _ => return Ok(None),
         }
-        let shape: Vec<usize> = info
-            .get("shape")
-            .and_then(serde_json::Value::as_array)
-            .ok_or_else(|| bad(&format!("{name} has no shape")))?
-            .iter()
-            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
-            .collect::<Option<_>>()
-            .ok_or_else(|| bad(&format!("{name}'s shape")))?;
-        let offsets: Vec<u64> = info
-            .get("data_offsets")
-            .and_then(serde_json::Value::as_array)
-            .map(|o| o.iter().filter_map(serde_json::Value::as_u64).collect())
-            .unwrap_or_default();
-        let count = shape
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .ok_or_else(|| bad(&format!("{name}'s shape")))?;
-        let (start, end) = match offsets[..] {
-            [start, end]
-                if end >= start
-                    && end - start == (count as u64).saturating_mul(4)
-                    && body.saturating_add(end) <= file_len =>
-            {
-                (start, end)
-            }
-            _ => return Err(bad(&format!("{name}'s data offsets"))),
-        };
-        let _ = end;
-        let mut values = vec![0f32; count];
-        file.read_exact_at(bytemuck::cast_slice_mut(&mut values), body + start)
+        let mut values = vec![0f32; (end - start) / 4];
+        file.read_exact_at(bytemuck::cast_slice_mut(&mut values), body + start as u64)
             .map_err(io)?;
-        let tensor = Tensor::from_vec(values, shape, device).map_err(|e| model_err(path, e))?;
-        tensors.insert(name.clone(), tensor);
+        let tensor =
+            Tensor::from_vec(values, info.shape.clone(), device).map_err(|e| model_err(path, e))?;
+        tensors.insert(name, tensor);
     }
     let len = usize::try_from(file_len).map_err(|_| bad("length"))?;
     Ok(Some((
@@ -383,6 +368,55 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a directory"), "{err}");
+    }
+
+    /// A safetensors file of `header` (JSON) and `body`.
+    fn safetensors_file(dir: &Path, header: &str, body: &[u8]) -> PathBuf {
+        let path = dir.join("model.safetensors");
+        let mut b = (header.len() as u64).to_le_bytes().to_vec();
+        b.extend_from_slice(header.as_bytes());
+        b.extend_from_slice(body);
+        std::fs::write(&path, b).unwrap();
+        path
+    }
+
+    #[test]
+    fn f32_weights_are_read_whole_and_anything_else_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut body: Vec<u8> = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        body.extend_from_slice(&7i64.to_le_bytes());
+        let header = r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},
+                         "ids":{"dtype":"I64","shape":[1],"data_offsets":[8,16]}}"#;
+        let path = safetensors_file(dir.path(), header, &body);
+        let (vb, read_header, len) = read_f32_weights(&path, &Device::Cpu).unwrap().unwrap();
+        assert_eq!(read_header, header.as_bytes());
+        assert_eq!(len, 8 + header.len() + 16);
+        let w = vb.get(2, "w").unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(w, vec![1.5, -2.0]);
+        // The integer buffer is left out.
+        assert!(vb.get(1, "ids").is_err());
+
+        // Cut short: the error names the file and the tensor.
+        let short = safetensors_file(dir.path(), header, &body[..12]);
+        let Err(err) = read_f32_weights(&short, &Device::Cpu) else {
+            panic!("a file cut short was read")
+        };
+        let err = err.to_string();
+        assert!(
+            err.contains("model.safetensors") && err.contains("ids"),
+            "{err}"
+        );
+        // Offsets that do not match the shape.
+        let bad = r#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
+        let path = safetensors_file(dir.path(), bad, &body[..8]);
+        assert!(read_f32_weights(&path, &Device::Cpu).is_err());
+        // Half-precision weights are left to candle's conversion.
+        let half = r#"{"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}"#;
+        let path = safetensors_file(dir.path(), half, &body[..4]);
+        assert!(read_f32_weights(&path, &Device::Cpu).unwrap().is_none());
     }
 
     #[test]

@@ -231,6 +231,11 @@ pub fn shown(v: &Value) -> String {
     }
 }
 
+/// `raw` as the value of the known key `name`, checked as `config set` checks it.
+pub(crate) fn parse(name: &str, raw: &str) -> Result<Value> {
+    parse_value(known(name)?, raw)
+}
+
 fn parse_value(key: &Key, raw: &str) -> Result<Value> {
     let raw = raw.trim();
     let bad = |what: &str| Error::Invalid(format!("{} must be {what}, not {raw:?}", key.name));

@@ -106,15 +106,15 @@ pub fn configured(home: &Home) -> Result<Option<EmbedConfig>> {
     match provider.as_str() {
         "local" => {
             let path = need("embed.path", "the model directory")?;
+            // Checked as `config set` checks it; a bad value written by hand is a warning.
             let read_tokens = setting(&config, "embed.readTokens").and_then(|raw| {
-                let n = raw.parse::<usize>().ok().filter(|&n| n > 0);
-                if n.is_none() {
-                    tracing::warn!(
-                        "embed.readTokens {raw:?} is not a whole number of at least 1: using {}",
-                        freecode_embed::local::DEFAULT_READ_TOKENS
-                    );
+                match crate::config::parse("embed.readTokens", &raw) {
+                    Ok(v) => v.as_u64().and_then(|n| usize::try_from(n).ok()),
+                    Err(e) => {
+                        tracing::warn!("{e}: using {}", freecode_embed::local::DEFAULT_READ_TOKENS);
+                        None
+                    }
                 }
-                n
             });
             Ok(Some(EmbedConfig::Local {
                 path: std::path::PathBuf::from(path),
@@ -330,38 +330,30 @@ pub fn index_status(home: &Home, progress: &mut dyn Progress) -> Result<IndexSta
     };
     ix.refresh(|done, total| progress.sessions(done, total))?;
     let (sessions, messages) = ix.counts()?;
-    let loaded = match configured(home) {
-        Ok(None) => None,
-        Ok(Some(_)) => Some(
-            embedder(home)
-                .and_then(|e| e.ok_or_else(|| Error::Failed("no embedder is configured".into()))),
-        ),
-        Err(e) => Some(Err(e)),
-    };
-    let meaning = match loaded {
-        None => None,
-        Some(loaded) => {
-            let problem = match loaded {
-                Ok(e) => {
-                    ix.sync_chunks(e.id(), e.window_chars())?;
-                    None
-                }
-                Err(e) => Some(e.to_string()),
-            };
-            let s = ix.chunk_status()?;
-            Some(MeaningStatus {
-                model: s.model,
-                chunks: s.chunks,
-                embedded: s.embedded,
-                pending: s.chunks.saturating_sub(s.embedded),
-                coverage: if s.chunks == 0 {
-                    1.0
-                } else {
-                    s.embedded as f64 / s.chunks as f64
-                },
-                problem,
-            })
-        }
+    // Words only when nothing is configured; else the embedder, or why it cannot be used.
+    let meaning = if matches!(configured(home), Ok(None)) {
+        None
+    } else {
+        let problem = match required(home) {
+            Ok(e) => {
+                ix.sync_chunks(e.id(), e.window_chars())?;
+                None
+            }
+            Err(e) => Some(e.to_string()),
+        };
+        let s = ix.chunk_status()?;
+        Some(MeaningStatus {
+            model: s.model,
+            chunks: s.chunks,
+            embedded: s.embedded,
+            pending: s.chunks.saturating_sub(s.embedded),
+            coverage: if s.chunks == 0 {
+                1.0
+            } else {
+                s.embedded as f64 / s.chunks as f64
+            },
+            problem,
+        })
     };
     let database = ix.path().to_path_buf();
     let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());

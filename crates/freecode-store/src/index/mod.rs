@@ -374,6 +374,22 @@ impl SessionIndex {
         &self.problems
     }
 
+    /// How many sessions and message lines the index holds.
+    pub fn counts(&self) -> Result<(u64, u64)> {
+        let db = self.path();
+        let count = |sql: &str| -> Result<u64> {
+            let n: i64 = self
+                .conn
+                .query_row(sql, [], |r| r.get(0))
+                .map_err(db_err(db))?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        Ok((
+            count("SELECT count(*) FROM idx_sessions")?,
+            count("SELECT count(*) FROM idx_messages")?,
+        ))
+    }
+
     /// Every session directory with a `meta.json`, with its stamp: one `readdir` per project
     /// directory and one `stat` per session, no file opened. With it, the mtimes of
     /// `sessions/` (named `""`) and of each project directory, each taken before it was listed,

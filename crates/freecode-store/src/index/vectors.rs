@@ -487,22 +487,6 @@ impl SessionIndex {
             .map_err(db_err(self.path()))
     }
 
-    /// How many sessions and message lines the index holds.
-    pub fn counts(&self) -> Result<(u64, u64)> {
-        let db = self.path();
-        let count = |sql: &str| -> Result<u64> {
-            let n: i64 = self
-                .conn
-                .query_row(sql, [], |r| r.get(0))
-                .map_err(db_err(db))?;
-            Ok(u64::try_from(n).unwrap_or(0))
-        };
-        Ok((
-            count("SELECT count(*) FROM idx_sessions")?,
-            count("SELECT count(*) FROM idx_messages")?,
-        ))
-    }
-
     /// How many chunks there are and how many have vectors.
     pub fn chunk_status(&self) -> Result<ChunkStatus> {
         let db = self.path();
