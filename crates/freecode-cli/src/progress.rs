@@ -244,9 +244,9 @@ impl Drop for Steps {
 pub struct Feedback {
     label: &'static str,
     delay: Duration,
+    /// Sessions indexed, then (once embedding for search by meaning begins) chunks embedded.
     bar: Progress,
-    /// Chunks embedded for search by meaning: a bar of its own, in place of the sessions'.
-    chunks: Option<Progress>,
+    embedding: bool,
     steps: Option<Steps>,
 }
 
@@ -262,7 +262,7 @@ impl Feedback {
             label,
             delay,
             bar: Progress::with_delay(label, delay),
-            chunks: None,
+            embedding: false,
             steps: None,
         }
     }
@@ -270,9 +270,6 @@ impl Feedback {
     /// The work is over: whatever was drawn is erased before the result is printed.
     pub fn finish(self) {
         self.bar.finish();
-        if let Some(chunks) = self.chunks {
-            chunks.finish();
-        }
         if let Some(steps) = self.steps {
             steps.finish();
         }
@@ -285,13 +282,13 @@ impl freecode_ops::Progress for Feedback {
     }
 
     fn chunks(&mut self, done: usize, total: usize) {
-        let delay = self.delay;
-        let bar = self.chunks.get_or_insert_with(|| {
-            // Indexing is over when embedding begins: its bar makes way.
-            std::mem::replace(&mut self.bar, Progress::with_delay("", Duration::MAX)).finish();
-            Progress::counting("embedding", "chunks", delay)
-        });
-        bar.update(done, total);
+        if !self.embedding {
+            // Indexing is over when embedding begins: its bar makes way for one of chunks.
+            self.embedding = true;
+            let chunks = Progress::counting("embedding", "chunks", self.delay);
+            std::mem::replace(&mut self.bar, chunks).finish();
+        }
+        self.bar.update(done, total);
     }
 
     fn steps(&mut self, total: u64) {
