@@ -490,6 +490,47 @@ fn a_hit_by_some_of_the_words_ranks_below_the_nearest_in_meaning() {
     assert_eq!(both[k]["foundBy"], "words", "{both:#}");
 }
 
+/// The cover reads as English for one chunk too: "1 of 1 chunk has a vector".
+#[test]
+fn one_chunk_is_counted_in_the_singular() {
+    let ctx = Ctx::missing();
+    std::fs::create_dir_all(&ctx.home).unwrap();
+    let store = SessionStore::open(Home::new(&ctx.home)).unwrap();
+    let mut w = store
+        .create_writer(NewSession {
+            title: "Één".into(),
+            project_path: "/work/ünïcode-app".into(),
+            provider: "scripted".into(),
+            model: None,
+        })
+        .unwrap();
+    w.append(&message(
+        "o0".into(),
+        "user",
+        "rename the crate",
+        1_767_500_000_000,
+    ))
+    .unwrap();
+    w.end_turn(0).unwrap();
+    drop(w);
+    local_model(&ctx);
+    let status = ctx.ok(&["index", "status"]);
+    assert!(
+        status.contains("0 of 1 chunk have a vector (0%)"),
+        "{status}"
+    );
+    let embed = ctx.ok(&["index", "embed"]);
+    assert!(
+        embed.starts_with("1 of 1 chunk has a vector (1 now,"),
+        "{embed}"
+    );
+    let status = ctx.ok(&["index", "status"]);
+    assert!(
+        status.contains("1 of 1 chunk has a vector (100%)"),
+        "{status}"
+    );
+}
+
 /// On a terminal, `index embed` draws a bar of chunks (not of sessions) and ends with its
 /// report; piped, only the report.
 #[test]

@@ -306,10 +306,11 @@ fn query_vector(
     let report = fill(home, embedder.as_ref(), Some(budget), progress)?;
     if report.pending > 0 {
         tracing::warn!(
-            "{} of {} chunks have no vector yet: hits by meaning come from the rest \
+            "{} of {} {} no vector yet: hits by meaning come from the rest \
              (freecode index embed fills them)",
             report.pending,
-            report.chunks
+            crate::human::plural(report.chunks, "chunk", "chunks"),
+            if report.pending == 1 { "has" } else { "have" }
         );
     }
     let mut v = embedder
@@ -391,10 +392,15 @@ pub fn spawn_filler(
                 match result {
                     Ok(Some(r)) if r.embedded_now > 0 => {
                         tracing::info!(
-                            "embedded {} chunks ({} of {} have vectors)",
-                            r.embedded_now,
+                            "embedded {} ({} of {} {})",
+                            crate::human::plural(r.embedded_now, "chunk", "chunks"),
                             r.embedded,
-                            r.chunks
+                            r.chunks,
+                            if r.embedded == 1 {
+                                "has a vector"
+                            } else {
+                                "have vectors"
+                            }
                         );
                         last_error.clear();
                     }

@@ -366,9 +366,10 @@ fn render_status(r: &freecode_ops::types::IndexStatus) -> anyhow::Result<()> {
     };
     let model = m.model.as_deref().unwrap_or("no vectors yet");
     let cover = format!(
-        "{} of {} have a vector ({:.0}%)",
+        "{} of {} {} a vector ({:.0}%)",
         thousands(m.embedded),
         plural(m.chunks, "chunk", "chunks"),
+        if m.embedded == 1 { "has" } else { "have" },
         // Rounded down, so that 100% means every one.
         (m.coverage * 100.0).floor()
     );
@@ -443,9 +444,14 @@ impl IndexCommand {
                 }
                 writeln!(
                     std::io::stdout().lock(),
-                    "{} of {} have vectors ({} now, in {:.1} s) from {}, in {}",
+                    "{} of {} {} ({} now, in {:.1} s) from {}, in {}",
                     thousands(report.embedded),
                     plural(report.chunks, "chunk", "chunks"),
+                    if report.embedded == 1 {
+                        "has a vector"
+                    } else {
+                        "have vectors"
+                    },
                     thousands(report.embedded_now),
                     report.seconds,
                     report.model,
