@@ -13,6 +13,12 @@
 //! time (each batch committed, so a search in another process sees it), until none are left or
 //! its budget is spent. A search in [`SearchMode::Both`] answers with the vectors there are;
 //! when the embedder cannot be used it says why (a warning) and answers by words.
+//!
+//! A search by meaning does its two slow steps at once: the model loads on a thread of its own
+//! while the calling thread brings the index up to date and reads the vectors of the search's
+//! scope (at most 100,000 chunks, about 40 MB: [`freecode_store::index::VectorsAhead`]) and, by
+//! both, finds the words' hits; they are scored and fused once the query's vector is made,
+//! unless embedding what was pending changed the chunks meanwhile.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -177,6 +183,16 @@ pub fn fill(
     budget: Option<Duration>,
     progress: &mut dyn Progress,
 ) -> Result<EmbedReport> {
+    fill_telling(home, embedder, budget, progress).map(|(report, _)| report)
+}
+
+/// [`fill`], and whether it changed any chunk or vector.
+fn fill_telling(
+    home: &Home,
+    embedder: &dyn Embedder,
+    budget: Option<Duration>,
+    progress: &mut dyn Progress,
+) -> Result<(EmbedReport, bool)> {
     let started = Instant::now();
     let Some(mut ix) = open_index(home)? else {
         return Err(Error::Failed(
@@ -187,7 +203,7 @@ pub fn fill(
     };
     ix.refresh(|done, total| progress.sessions(done, total))?;
     warn_problems(ix.problems());
-    ix.sync_chunks(embedder.id(), embedder.window_chars())?;
+    let sync = ix.sync_chunks(embedder.id(), embedder.window_chars())?;
     let before = ix.chunk_status()?;
     let mut embedded_now = 0u64;
     let total = before.chunks;
@@ -227,15 +243,19 @@ pub fn fill(
     }
     let after = ix.chunk_status()?;
     let seconds = started.elapsed().as_secs_f64();
-    Ok(EmbedReport {
-        model: embedder.id().to_owned(),
-        chunks: after.chunks,
-        embedded: after.embedded,
-        embedded_now,
-        pending: after.chunks.saturating_sub(after.embedded),
-        seconds,
-        database: ix.path().to_path_buf(),
-    })
+    let changed = sync.sessions > 0 || sync.chunks > 0 || embedded_now > 0;
+    Ok((
+        EmbedReport {
+            model: embedder.id().to_owned(),
+            chunks: after.chunks,
+            embedded: after.embedded,
+            embedded_now,
+            pending: after.chunks.saturating_sub(after.embedded),
+            seconds,
+            database: ix.path().to_path_buf(),
+        },
+        changed,
+    ))
 }
 
 /// How a search was asked for: a mode, or the best there is ([`None`]: both when an embedder
@@ -268,7 +288,24 @@ pub fn search(
         return crate::search::search(home, q, progress);
     }
     let strict = mode == SearchMode::Meaning;
-    let vector = match query_vector(home, &q.text, budget, progress) {
+    // The model loads on a thread of its own while this one brings the index up to date and
+    // reads the scope's vectors: the two slow steps of a search by meaning, neither of which
+    // waits for the other (on two cores, a warm search of 10,000 sessions spends about half
+    // its time in each).
+    // (A thread that cannot be started only costs the overlap: the model loads below.)
+    let (vector, ahead) = std::thread::scope(|s| {
+        let loading = std::thread::Builder::new()
+            .name("freecode-model".into())
+            .spawn_scoped(s, || {
+                let _ = embedder(home);
+            });
+        let ahead = ahead(home, q, mode, progress);
+        if let Ok(loading) = loading {
+            let _ = loading.join();
+        }
+        (query_vector(home, &q.text, budget, progress), ahead)
+    });
+    let vector = match vector {
         Ok(v) => v,
         Err(e) if !strict => {
             tracing::warn!("search by meaning unavailable ({e}); searching by words");
@@ -276,11 +313,15 @@ pub fn search(
         }
         Err(e) => return Err(e),
     };
-    let (model, vector) = vector;
+    let (model, vector, changed) = vector;
+    // Read before the chunks were brought up to date: good unless that changed them.
+    let (vectors, words) = if changed { (None, None) } else { ahead };
     let meaning = Meaning {
         model: &model,
         vector: &vector,
         min_similarity: min_similarity(home),
+        ahead: vectors.as_ref(),
+        words_ahead: words.as_ref(),
     };
     let (hits, problems) = indexed_or_scanned(
         home,
@@ -294,16 +335,50 @@ pub fn search(
     Ok(hits)
 }
 
-/// Embeds what is pending (within `budget`) and the query: the embedder's id and the query's
-/// vector.
+/// Chunks a search reads ahead at most ([`vectors_ahead`]): about 40 MB of 384-dimension
+/// vectors. A larger scope is read as it is scored, in bounded memory.
+const AHEAD_CHUNKS: usize = 100_000;
+
+/// What a search by `mode` can find before the query's vector is known: the index brought up
+/// to date, the vectors of `q`'s scope read (see
+/// [`freecode_store::index::SessionIndex::vectors_ahead`]) and, by both, the words' hits. `None`
+/// for what could not be had: the index cannot be used (the search then says why), the scope is
+/// larger than [`AHEAD_CHUNKS`] (the search reads the vectors as it scores them).
+fn ahead(
+    home: &Home,
+    q: &SearchQuery,
+    mode: SearchMode,
+    progress: &mut dyn Progress,
+) -> (
+    Option<freecode_store::index::VectorsAhead>,
+    Option<freecode_store::index::WordsAhead>,
+) {
+    let Some(mut ix) = open_index(home).ok().flatten() else {
+        return (None, None);
+    };
+    if ix
+        .refresh(|done, total| progress.sessions(done, total))
+        .is_err()
+    {
+        return (None, None);
+    }
+    let vectors = ix.vectors_ahead(q, AHEAD_CHUNKS).ok().flatten();
+    let words = (mode == SearchMode::Both)
+        .then(|| ix.words_ahead(q).ok())
+        .flatten();
+    (vectors, words)
+}
+
+/// Embeds what is pending (within `budget`) and the query: the embedder's id, the query's
+/// vector, and whether embedding what was pending changed any chunk or vector.
 fn query_vector(
     home: &Home,
     text: &str,
     budget: Duration,
     progress: &mut dyn Progress,
-) -> Result<(String, Vec<f32>)> {
+) -> Result<(String, Vec<f32>, bool)> {
     let embedder = required(home)?;
-    let report = fill(home, embedder.as_ref(), Some(budget), progress)?;
+    let (report, changed) = fill_telling(home, embedder.as_ref(), Some(budget), progress)?;
     if report.pending > 0 {
         tracing::warn!(
             "{} of {} {} no vector yet: hits by meaning come from the rest \
@@ -317,7 +392,7 @@ fn query_vector(
         .embed(&[text])
         .map_err(|e| Error::Failed(e.to_string()))?;
     let vector = v.pop().unwrap_or_default();
-    Ok((embedder.id().to_owned(), vector))
+    Ok((embedder.id().to_owned(), vector, changed))
 }
 
 /// What the index holds and how much of it search by meaning covers, embedding nothing: the

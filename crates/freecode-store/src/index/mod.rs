@@ -40,7 +40,9 @@ pub use query::{
     DayStats, MatchSpan, ModelStats, RANK_LIMIT, SearchHit, SearchQuery, Stats, StatsScope,
     ToolStats, match_spans, search_scan, stats_scan, words,
 };
-pub use vectors::{ChunkStatus, ChunkSync, FoundBy, Meaning, PendingChunk, SearchMode};
+pub use vectors::{
+    ChunkStatus, ChunkSync, FoundBy, Meaning, PendingChunk, SearchMode, VectorsAhead, WordsAhead,
+};
 
 use crate::error::{IoContext, Result, StoreError};
 use crate::home::Home;
@@ -80,6 +82,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 20261206130000,
         name: "list_order",
         sql: include_str!("../../migrations/20261206130000_list_order.sql"),
+    },
+    Migration {
+        version: 20261207120000,
+        name: "chunk_counts",
+        sql: include_str!("../../migrations/20261207120000_chunk_counts.sql"),
     },
 ];
 

@@ -29,7 +29,7 @@ use crate::rollout::{events_path, read_events};
 use crate::session::{ListFilter, SessionStore};
 
 /// A search request.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SearchQuery {
     /// The words to find.
     pub text: String,
@@ -107,6 +107,7 @@ impl SearchHit {
 }
 
 /// A word hit with its message's line (fusion finds its chunk by it).
+#[derive(Debug, Clone)]
 pub(super) struct WordHit {
     pub hit: SearchHit,
     pub line: i64,

@@ -21,7 +21,9 @@
 //! **Vectors** are unit length, stored one signed byte a dimension (`round(x × 127)`); a query
 //! scores every stored vector of its scope by dot product (a scan: tens of thousands of chunks
 //! a query, in milliseconds). Missing vectors are only missing hits: word search answers
-//! without them.
+//! without them. A front end may read the scope's vectors before it has the query's vector
+//! ([`SessionIndex::vectors_ahead`], while its model loads) and hand them to the search
+//! ([`Meaning::ahead`]): the same hits, without reading them again.
 //!
 //! **Fusion** is reciprocal rank fusion (`Σ weight / (60 + rank)`) of the words' ranking (BM25,
 //! as [`SessionIndex::search`] orders it) and the vectors' (by similarity), per chunk: a word
@@ -111,6 +113,37 @@ pub struct Meaning<'a> {
     /// The floor: a chunk less similar than this to the query is not a hit by meaning (a
     /// query about nothing in the history finds nothing).
     pub min_similarity: f32,
+    /// The scope's vectors read before the query's vector was known
+    /// ([`SessionIndex::vectors_ahead`]), scored instead of reading them again when they are
+    /// this embedder's.
+    pub ahead: Option<&'a VectorsAhead>,
+    /// The words' hits found before the query's vector was known
+    /// ([`SessionIndex::words_ahead`]), fused instead of searching again.
+    pub words_ahead: Option<&'a WordsAhead>,
+}
+
+/// The words' hits of a search by both, found before the query's vector is known, so that a
+/// front end can search while the model loads ([`SessionIndex::words_ahead`]).
+#[derive(Debug, Clone, Default)]
+pub struct WordsAhead {
+    query: SearchQuery,
+    hits: Vec<WordHit>,
+}
+
+/// How many word hits and chunks by meaning a search by both fuses for a page of `limit`:
+/// deeper than the page, since fusion reorders.
+fn fusion_depth(limit: usize) -> usize {
+    (limit * 3).max(30)
+}
+
+/// The stored vectors of a search's scope, read before the query's vector is known, so that a
+/// front end can read them while the model loads ([`SessionIndex::vectors_ahead`]).
+#[derive(Debug, Clone, Default)]
+pub struct VectorsAhead {
+    model: String,
+    ids: Vec<i64>,
+    bytes: Vec<u8>,
+    dim: usize,
 }
 
 /// Fewer distinct words than this that carry meaning ([`says_little`]), and a chunk ranks
@@ -494,16 +527,22 @@ impl SessionIndex {
     pub fn chunk_status(&self) -> Result<ChunkStatus> {
         let db = self.path();
         let model = self.embed_model()?;
-        let (chunks, embedded): (i64, i64) = self
+        // Both counts from indexes (the smallest one, and the partial index of the chunks
+        // without a vector), not by reading every chunk's row and vector.
+        let (chunks, pending): (i64, i64) = self
             .conn
-            .query_row("SELECT count(*), count(vec) FROM idx_chunks", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                "SELECT (SELECT count(*) FROM idx_chunks),
+                        (SELECT count(*) FROM idx_chunks WHERE vec IS NULL)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .map_err(db_err(db))?;
+        let chunks = u64::try_from(chunks).unwrap_or(0);
         Ok(ChunkStatus {
             model,
-            chunks: u64::try_from(chunks).unwrap_or(0),
-            embedded: u64::try_from(embedded).unwrap_or(0),
+            chunks,
+            embedded: chunks.saturating_sub(u64::try_from(pending).unwrap_or(0)),
         })
     }
 
@@ -635,23 +674,9 @@ impl SessionIndex {
         Ok(texts)
     }
 
-    /// The `k` chunks most similar to `meaning` in `q`'s scope, at least
-    /// [`Meaning::min_similarity`] near, best first.
-    fn nearest_by_score(
-        &self,
-        q: &SearchQuery,
-        meaning: Meaning<'_>,
-        k: usize,
-    ) -> Result<Vec<(i64, f32)>> {
+    /// Each stored vector of `q`'s scope, as `each(chunk id, its bytes)`.
+    fn each_vector(&self, q: &SearchQuery, mut each: impl FnMut(i64, &[u8])) -> Result<()> {
         let db = self.path();
-        let model = self.embed_model()?;
-        if model.as_deref() != Some(meaning.model) || k == 0 {
-            return Ok(Vec::new());
-        }
-        let query: Vec<i8> = quantize(meaning.vector)
-            .into_iter()
-            .map(|b| b as i8)
-            .collect();
         let sql = format!(
             "SELECT c.id, c.vec FROM idx_chunks c JOIN idx_sessions s ON s.id = c.sessionId
              WHERE c.vec IS NOT NULL
@@ -666,27 +691,103 @@ impl SessionIndex {
         let mut rows = stmt
             .query(params![project, q.since, q.agent, q.all])
             .map_err(db_err(db))?;
-        // The best k so far, worst first (k is small: a sorted vector beats a heap of floats).
-        let mut best: Vec<(i64, f32)> = Vec::with_capacity(k + 1);
         while let Some(r) = rows.next().map_err(db_err(db))? {
             let id: i64 = r.get(0).map_err(db_err(db))?;
-            let vec = r.get_ref(1).map_err(db_err(db))?;
-            let Ok(bytes) = vec.as_blob() else { continue };
+            if let Ok(bytes) = r.get_ref(1).map_err(db_err(db))?.as_blob() {
+                each(id, bytes);
+            }
+        }
+        Ok(())
+    }
+
+    /// The vectors of `q`'s scope, read now so that scoring them later costs no reading (a front
+    /// end reads them while its model loads: [`Meaning::ahead`]); `None` when the scope holds
+    /// more than `max` chunks with a vector (they are read as the search scores them, so that
+    /// memory stays bounded) or no embedder's vectors at all.
+    pub fn vectors_ahead(&self, q: &SearchQuery, max: usize) -> Result<Option<VectorsAhead>> {
+        let Some(model) = self.embed_model()? else {
+            return Ok(None);
+        };
+        let mut ahead = VectorsAhead {
+            model,
+            ..VectorsAhead::default()
+        };
+        let mut fits = true;
+        self.each_vector(q, |id, bytes| {
+            if !fits {
+                return;
+            }
+            if ahead.ids.len() >= max || (ahead.dim != 0 && bytes.len() != ahead.dim) {
+                fits = false;
+                return;
+            }
+            ahead.dim = bytes.len();
+            ahead.ids.push(id);
+            ahead.bytes.extend_from_slice(bytes);
+        })?;
+        Ok(fits.then_some(ahead))
+    }
+
+    /// The words' hits a search by both of `q` fuses ([`Meaning::words_ahead`]), found now (the
+    /// index brought up to date first).
+    pub fn words_ahead(&mut self, q: &SearchQuery) -> Result<WordsAhead> {
+        self.refresh(|_, _| {})?;
+        let hits = if q.limit == 0 || q.text.trim().is_empty() {
+            Vec::new()
+        } else {
+            self.word_hits(&SearchQuery {
+                limit: fusion_depth(q.limit),
+                ..q.clone()
+            })?
+        };
+        Ok(WordsAhead {
+            query: q.clone(),
+            hits,
+        })
+    }
+
+    /// The `k` chunks most similar to `meaning` in `q`'s scope, at least
+    /// [`Meaning::min_similarity`] near, best first.
+    fn nearest_by_score(
+        &self,
+        q: &SearchQuery,
+        meaning: Meaning<'_>,
+        k: usize,
+    ) -> Result<Vec<(i64, f32)>> {
+        let model = self.embed_model()?;
+        if model.as_deref() != Some(meaning.model) || k == 0 {
+            return Ok(Vec::new());
+        }
+        let query: Vec<i8> = quantize(meaning.vector)
+            .into_iter()
+            .map(|b| b as i8)
+            .collect();
+        // The best k so far, worst first (k is small: a sorted vector beats a heap of floats).
+        let mut best: Vec<(i64, f32)> = Vec::with_capacity(k + 1);
+        let mut consider = |id: i64, bytes: &[u8]| {
             if bytes.len() != query.len() {
-                continue;
+                return;
             }
             let s = score(bytes, &query);
             if s < meaning.min_similarity {
-                continue;
+                return;
             }
             if best.len() == k && best.first().is_some_and(|&(_, worst)| s <= worst) {
-                continue;
+                return;
             }
             let at = best.partition_point(|&(_, x)| x < s);
             best.insert(at, (id, s));
             if best.len() > k {
                 best.remove(0);
             }
+        };
+        match meaning.ahead {
+            Some(a) if a.model == meaning.model && a.dim == query.len() => {
+                for (id, bytes) in a.ids.iter().zip(a.bytes.chunks_exact(a.dim)) {
+                    consider(*id, bytes);
+                }
+            }
+            _ => self.each_vector(q, consider)?,
         }
         best.reverse();
         Ok(best)
@@ -765,8 +866,7 @@ impl SessionIndex {
         if q.limit == 0 || q.text.trim().is_empty() {
             return Ok(Vec::new());
         }
-        // Deeper than the page: fusion reorders.
-        let depth = (q.limit * 3).max(30);
+        let depth = fusion_depth(q.limit);
         let near = self.nearest(
             q,
             meaning,
@@ -787,10 +887,13 @@ impl SessionIndex {
             }
             return Ok(hits);
         }
-        let words = self.word_hits(&SearchQuery {
-            limit: depth,
-            ..q.clone()
-        })?;
+        let words = match meaning.words_ahead {
+            Some(w) if w.query == *q => w.hits.clone(),
+            _ => self.word_hits(&SearchQuery {
+                limit: depth,
+                ..q.clone()
+            })?,
+        };
         // Per chunk: the fused score, and the best word hit in it.
         struct Fused {
             score: f64,

@@ -839,3 +839,133 @@ fn a_question_finds_its_session_by_most_of_its_words_in_the_index_and_the_scan()
         .collect();
     assert_eq!(ids, [one]);
 }
+
+/// A search by meaning scores the vectors read ahead (`vectors_ahead`, while a front end's
+/// model loads) exactly as the vectors it reads itself, and a search by both fuses the words'
+/// hits found ahead (`words_ahead`) as those it finds: the same hits in the same order, in every
+/// scope; vectors read ahead for another embedder, or past the bound, and words found ahead for
+/// another query are not used.
+#[test]
+fn what_a_search_finds_ahead_gives_the_same_hits_as_what_it_finds_itself() {
+    use freecode_store::index::{Meaning, SearchMode};
+
+    let (_tmp, store) = fixture_home();
+    let mut ix = SessionIndex::open(store.home()).unwrap();
+    ix.refresh(|_, _| {}).unwrap();
+    ix.sync_chunks("test-model", 1000).unwrap();
+    // A vector of 16 dimensions for every chunk, made from its text (no model needed).
+    let pending = ix.pending_chunks(10_000).unwrap();
+    assert!(pending.len() > 5, "{}", pending.len());
+    let vector = |seed: u64| -> Vec<f32> {
+        let mut x = seed | 1;
+        let v: Vec<f32> = (0..16)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect();
+        let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+        v.into_iter().map(|a| a / n).collect()
+    };
+    let rows: Vec<(i64, i64, Vec<f32>)> = pending
+        .iter()
+        .map(|p| (p.id, p.hash, vector(p.hash as u64)))
+        .collect();
+    assert_eq!(ix.put_vectors(&rows).unwrap(), rows.len());
+
+    let scopes = [
+        SearchQuery {
+            text: "dark mode toggle".into(),
+            limit: 10,
+            ..SearchQuery::default()
+        },
+        SearchQuery {
+            text: "rounding".into(),
+            limit: 3,
+            all: true,
+            ..SearchQuery::default()
+        },
+        SearchQuery {
+            text: "auth".into(),
+            limit: 10,
+            project: Some("/home/dev/projects/my-app".into()),
+            ..SearchQuery::default()
+        },
+    ];
+    for (n, q) in scopes.iter().enumerate() {
+        let query = vector(1_000 + n as u64);
+        let ahead = ix.vectors_ahead(q, 100_000).unwrap().unwrap();
+        let from_another_connection = {
+            let other_ix = SessionIndex::open(store.home()).unwrap();
+            other_ix.vectors_ahead(q, 100_000).unwrap().unwrap()
+        };
+        let meaning = |ahead| Meaning {
+            model: "test-model",
+            vector: &query,
+            min_similarity: -1.0,
+            ahead,
+            words_ahead: None,
+        };
+        for mode in [SearchMode::Meaning, SearchMode::Both] {
+            let read = ix.search_mode(q, mode, Some(meaning(None))).unwrap();
+            let scored = ix
+                .search_mode(q, mode, Some(meaning(Some(&ahead))))
+                .unwrap();
+            let key = |hits: &[freecode_store::index::SearchHit]| -> Vec<(String, String, u64)> {
+                hits.iter()
+                    .map(|h| (h.session_id.clone(), h.message_id.clone(), h.rank.to_bits()))
+                    .collect()
+            };
+            assert!(!read.is_empty(), "{q:?}");
+            assert_eq!(key(&read), key(&scored), "{q:?} {mode:?}");
+            assert_eq!(
+                key(&read),
+                key(&ix
+                    .search_mode(q, mode, Some(meaning(Some(&from_another_connection))))
+                    .unwrap())
+            );
+            // The words' hits found ahead fuse as those the search finds; those of another
+            // query are not used.
+            let other_query = SearchQuery {
+                text: "toggle".into(),
+                ..q.clone()
+            };
+            for words in [
+                ix.words_ahead(q).unwrap(),
+                ix.words_ahead(&other_query).unwrap(),
+            ] {
+                let m = Meaning {
+                    words_ahead: Some(&words),
+                    ..meaning(Some(&ahead))
+                };
+                assert_eq!(
+                    key(&read),
+                    key(&ix.search_mode(q, mode, Some(m)).unwrap()),
+                    "{q:?} {mode:?}"
+                );
+            }
+        }
+    }
+    // Past the bound: nothing read ahead.
+    assert!(ix.vectors_ahead(&scopes[0], 2).unwrap().is_none());
+    // Vectors of another embedder read ahead are not scored: a search for this one finds what
+    // its own reading finds.
+    let ahead = ix.vectors_ahead(&scopes[0], 100_000).unwrap().unwrap();
+    ix.sync_chunks("another-model", 1000).unwrap();
+    let query = vector(7);
+    let m = Meaning {
+        model: "another-model",
+        vector: &query,
+        min_similarity: -1.0,
+        ahead: Some(&ahead),
+        words_ahead: None,
+    };
+    assert!(
+        ix.search_mode(&scopes[0], SearchMode::Meaning, Some(m))
+            .unwrap()
+            .is_empty(),
+        "no vector of another-model yet"
+    );
+}
