@@ -183,25 +183,35 @@ pub fn fill(
     budget: Option<Duration>,
     progress: &mut dyn Progress,
 ) -> Result<EmbedReport> {
-    fill_telling(home, embedder, budget, progress).map(|(report, _)| report)
+    fill_telling(home, None, embedder, budget, progress).map(|(report, _)| report)
 }
 
-/// [`fill`], and whether it changed any chunk or vector.
+/// [`fill`], in `looked` when given (an index just brought up to date), and whether it changed
+/// any chunk or vector.
 fn fill_telling(
     home: &Home,
+    looked: Option<&mut freecode_store::index::SessionIndex>,
     embedder: &dyn Embedder,
     budget: Option<Duration>,
     progress: &mut dyn Progress,
 ) -> Result<(EmbedReport, bool)> {
     let started = Instant::now();
-    let Some(mut ix) = open_index(home)? else {
-        return Err(Error::Failed(
-            "search by meaning needs the SQLite session index, which is not available here \
-             (see FREECODE_LOG=info)"
-                .into(),
-        ));
+    let mut opened = None;
+    let ix = match looked {
+        Some(ix) => ix,
+        None => {
+            let Some(ix) = open_index(home)? else {
+                return Err(Error::Failed(
+                    "search by meaning needs the SQLite session index, which is not available \
+                     here (see FREECODE_LOG=info)"
+                        .into(),
+                ));
+            };
+            let ix = opened.insert(ix);
+            ix.refresh(|done, total| progress.sessions(done, total))?;
+            ix
+        }
     };
-    ix.refresh(|done, total| progress.sessions(done, total))?;
     warn_problems(ix.problems());
     let sync = ix.sync_chunks(embedder.id(), embedder.window_chars())?;
     let before = ix.chunk_status()?;
@@ -288,22 +298,23 @@ pub fn search(
         return crate::search::search(home, q, progress);
     }
     let strict = mode == SearchMode::Meaning;
-    // The model loads on a thread of its own while this one brings the index up to date and
-    // reads the scope's vectors: the two slow steps of a search by meaning, neither of which
-    // waits for the other (on two cores, a warm search of 10,000 sessions spends about half
-    // its time in each).
-    // (A thread that cannot be started only costs the overlap: the model loads below.)
-    let (vector, ahead) = std::thread::scope(|s| {
+    // The model loads on a thread of its own while this one brings the index up to date (one
+    // look for the whole search), reads the scope's vectors and, by both, finds the words' hits:
+    // the slow steps of a search by meaning, none of which waits for another (on two cores, a
+    // warm search of 10,000 sessions spends about half its time loading the model). A thread
+    // that cannot be started only costs the overlap: the model loads below.
+    let (vector, prepared) = std::thread::scope(|s| {
         let loading = std::thread::Builder::new()
             .name("freecode-model".into())
             .spawn_scoped(s, || {
                 let _ = embedder(home);
             });
-        let ahead = ahead(home, q, mode, progress);
+        let mut prepared = prepare(home, q, mode, progress);
         if let Ok(loading) = loading {
             let _ = loading.join();
         }
-        (query_vector(home, &q.text, budget, progress), ahead)
+        let ix = prepared.as_mut().map(|p| &mut p.ix);
+        (query_vector(home, ix, &q.text, budget, progress), prepared)
     });
     let vector = match vector {
         Ok(v) => v,
@@ -314,71 +325,96 @@ pub fn search(
         Err(e) => return Err(e),
     };
     let (model, vector, changed) = vector;
-    // Read before the chunks were brought up to date: good unless that changed them.
-    let (vectors, words) = if changed { (None, None) } else { ahead };
-    let meaning = Meaning {
-        model: &model,
-        vector: &vector,
-        min_similarity: min_similarity(home),
-        ahead: vectors.as_ref(),
-        words_ahead: words.as_ref(),
+    let floor = min_similarity(home);
+    let answer = match prepared {
+        Some(mut p) => {
+            // Read before the chunks were brought up to date: good unless that changed them.
+            let meaning = Meaning {
+                model: &model,
+                vector: &vector,
+                min_similarity: floor,
+                ahead: p.vectors.as_ref().filter(|_| !changed),
+                words_ahead: p.words.as_ref().filter(|_| !changed),
+            };
+            match p.ix.search_mode_looked(q, mode, meaning) {
+                Ok(hits) => Some((hits, p.ix.problems().to_vec())),
+                Err(e) => {
+                    tracing::warn!("session index failed ({e}); scanning the files");
+                    None
+                }
+            }
+        }
+        None => None,
     };
-    let (hits, problems) = indexed_or_scanned(
-        home,
-        |ix| {
-            let hits = ix.search_mode(q, mode, Some(meaning))?;
-            Ok((hits, ix.problems().to_vec()))
-        },
-        || Ok(search_scan(&open(home)?, q)?),
-    )?;
+    let (hits, problems) = match answer {
+        Some(answer) => answer,
+        None => {
+            let meaning = Meaning {
+                model: &model,
+                vector: &vector,
+                min_similarity: floor,
+                ahead: None,
+                words_ahead: None,
+            };
+            indexed_or_scanned(
+                home,
+                |ix| {
+                    let hits = ix.search_mode(q, mode, Some(meaning))?;
+                    Ok((hits, ix.problems().to_vec()))
+                },
+                || Ok(search_scan(&open(home)?, q)?),
+            )?
+        }
+    };
     warn_problems(&problems);
     Ok(hits)
 }
 
-/// Chunks a search reads ahead at most ([`vectors_ahead`]): about 40 MB of 384-dimension
-/// vectors. A larger scope is read as it is scored, in bounded memory.
+/// Chunks a search reads ahead at most ([`prepare`]): about 40 MB of 384-dimension vectors. A
+/// larger scope is read as it is scored, in bounded memory.
 const AHEAD_CHUNKS: usize = 100_000;
 
-/// What a search by `mode` can find before the query's vector is known: the index brought up
-/// to date, the vectors of `q`'s scope read (see
-/// [`freecode_store::index::SessionIndex::vectors_ahead`]) and, by both, the words' hits. `None`
-/// for what could not be had: the index cannot be used (the search then says why), the scope is
-/// larger than [`AHEAD_CHUNKS`] (the search reads the vectors as it scores them).
-fn ahead(
+/// The index a search by meaning works in, brought up to date, with what it found before the
+/// query's vector is known.
+struct Prepared {
+    ix: freecode_store::index::SessionIndex,
+    /// The vectors of the search's scope (see
+    /// [`freecode_store::index::SessionIndex::vectors_ahead`]); `None` past [`AHEAD_CHUNKS`].
+    vectors: Option<freecode_store::index::VectorsAhead>,
+    /// By both, the words' hits.
+    words: Option<freecode_store::index::WordsAhead>,
+}
+
+/// The index brought up to date, and what a search by `mode` of `q` can find in it before the
+/// query's vector is known; `None` when the index cannot be used (the search then says why).
+fn prepare(
     home: &Home,
     q: &SearchQuery,
     mode: SearchMode,
     progress: &mut dyn Progress,
-) -> (
-    Option<freecode_store::index::VectorsAhead>,
-    Option<freecode_store::index::WordsAhead>,
-) {
-    let Some(mut ix) = open_index(home).ok().flatten() else {
-        return (None, None);
-    };
-    if ix
-        .refresh(|done, total| progress.sessions(done, total))
-        .is_err()
-    {
-        return (None, None);
-    }
+) -> Option<Prepared> {
+    let mut ix = open_index(home).ok().flatten()?;
+    ix.refresh(|done, total| progress.sessions(done, total))
+        .ok()?;
     let vectors = ix.vectors_ahead(q, AHEAD_CHUNKS).ok().flatten();
     let words = (mode == SearchMode::Both)
         .then(|| ix.words_ahead(q).ok())
         .flatten();
-    (vectors, words)
+    Some(Prepared { ix, vectors, words })
 }
 
-/// Embeds what is pending (within `budget`) and the query: the embedder's id, the query's
-/// vector, and whether embedding what was pending changed any chunk or vector.
+/// Embeds what is pending (within `budget`; in `ix` when given, an index just brought up to
+/// date) and the query: the embedder's id, the query's vector, and whether embedding what was
+/// pending changed any chunk or vector.
 fn query_vector(
     home: &Home,
+    ix: Option<&mut freecode_store::index::SessionIndex>,
     text: &str,
     budget: Duration,
     progress: &mut dyn Progress,
 ) -> Result<(String, Vec<f32>, bool)> {
     let embedder = required(home)?;
-    let (report, changed) = fill_telling(home, embedder.as_ref(), Some(budget), progress)?;
+    let (report, changed) = fill_telling(home, ix, embedder.as_ref(), Some(budget), progress)?;
     if report.pending > 0 {
         tracing::warn!(
             "{} of {} {} no vector yet: hits by meaning come from the rest \

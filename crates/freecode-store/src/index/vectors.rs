@@ -728,10 +728,9 @@ impl SessionIndex {
         Ok(fits.then_some(ahead))
     }
 
-    /// The words' hits a search by both of `q` fuses ([`Meaning::words_ahead`]), found now (the
-    /// index brought up to date first).
-    pub fn words_ahead(&mut self, q: &SearchQuery) -> Result<WordsAhead> {
-        self.refresh(|_, _| {})?;
+    /// The words' hits a search by both of `q` fuses ([`Meaning::words_ahead`]), found now in an
+    /// index the caller has brought up to date.
+    pub fn words_ahead(&self, q: &SearchQuery) -> Result<WordsAhead> {
         let hits = if q.limit == 0 || q.text.trim().is_empty() {
             Vec::new()
         } else {
@@ -863,6 +862,20 @@ impl SessionIndex {
             (_, Some(m)) => m,
         };
         self.refresh(|_, _| {})?;
+        self.search_mode_looked(q, mode, meaning)
+    }
+
+    /// [`SessionIndex::search_mode`] by meaning or both, in an index the caller has just brought
+    /// up to date (one look a search, not one for each step of it).
+    pub fn search_mode_looked(
+        &mut self,
+        q: &SearchQuery,
+        mode: SearchMode,
+        meaning: Meaning<'_>,
+    ) -> Result<Vec<SearchHit>> {
+        if mode == SearchMode::Words {
+            return self.search(q);
+        }
         if q.limit == 0 || q.text.trim().is_empty() {
             return Ok(Vec::new());
         }
