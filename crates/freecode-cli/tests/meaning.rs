@@ -95,6 +95,24 @@ fn home_with_sessions(ctx: &Ctx) -> Vec<String> {
     ids
 }
 
+/// A session of one user message (`id`, `text`) in the context's home, written through the
+/// store; its id.
+fn one_turn(ctx: &Ctx, title: &str, id: &str, text: &str, at: i64) -> String {
+    std::fs::create_dir_all(&ctx.home).unwrap();
+    let store = SessionStore::open(Home::new(&ctx.home)).unwrap();
+    let mut w = store
+        .create_writer(NewSession {
+            title: title.into(),
+            project_path: "/work/ünïcode-app".into(),
+            provider: "scripted".into(),
+            model: None,
+        })
+        .unwrap();
+    w.append(&message(id.into(), "user", text, at)).unwrap();
+    w.end_turn(0).unwrap();
+    w.id().to_string()
+}
+
 fn local_model(ctx: &Ctx) {
     let model = freecode_testkit::sentence_model();
     ctx.ok(&["config", "set", "embed.provider", "local"]);
@@ -396,25 +414,11 @@ fn a_question_words_miss_says_how_to_search_by_meaning() {
 fn nonsense_finds_nothing_and_turns_that_say_little_rank_last() {
     let ctx = Ctx::missing();
     let ids = home_with_sessions(&ctx);
-    let store = SessionStore::open(Home::new(&ctx.home)).unwrap();
-    let mut little = Vec::new();
-    for (n, text) in ["System: Please continue.", "[REDACTED_PROMPT]"]
+    let little: Vec<String> = ["System: Please continue.", "[REDACTED_PROMPT]"]
         .into_iter()
         .enumerate()
-    {
-        let mut w = store
-            .create_writer(NewSession {
-                title: String::new(),
-                project_path: "/work/ünïcode-app".into(),
-                provider: "scripted".into(),
-                model: None,
-            })
-            .unwrap();
-        w.append(&message(format!("e{n}"), "user", text, 1_767_400_000_000))
-            .unwrap();
-        w.end_turn(0).unwrap();
-        little.push(w.id().to_string());
-    }
+        .map(|(n, text)| one_turn(&ctx, "", &format!("e{n}"), text, 1_767_400_000_000))
+        .collect();
     local_model(&ctx);
     ctx.ok(&["index", "embed"]);
 
@@ -455,25 +459,13 @@ fn nonsense_finds_nothing_and_turns_that_say_little_rank_last() {
 fn a_hit_by_some_of_the_words_ranks_below_the_nearest_in_meaning() {
     let ctx = Ctx::missing();
     let ids = home_with_sessions(&ctx);
-    let store = SessionStore::open(Home::new(&ctx.home)).unwrap();
-    let mut w = store
-        .create_writer(NewSession {
-            title: "Knitting club".into(),
-            project_path: "/work/ünïcode-app".into(),
-            provider: "scripted".into(),
-            model: None,
-        })
-        .unwrap();
-    w.append(&message(
-        "k0".into(),
-        "user",
+    let knitting = one_turn(
+        &ctx,
+        "Knitting club",
+        "k0",
         "our knitting circle meets on Tuesdays to practise the slip stitch loop; the wool shop's login is in the shared vault",
         1_767_500_000_000,
-    ))
-    .unwrap();
-    w.end_turn(0).unwrap();
-    let knitting = w.id().to_string();
-    drop(w);
+    );
     local_model(&ctx);
     ctx.ok(&["index", "embed"]);
 
@@ -494,25 +486,7 @@ fn a_hit_by_some_of_the_words_ranks_below_the_nearest_in_meaning() {
 #[test]
 fn one_chunk_is_counted_in_the_singular() {
     let ctx = Ctx::missing();
-    std::fs::create_dir_all(&ctx.home).unwrap();
-    let store = SessionStore::open(Home::new(&ctx.home)).unwrap();
-    let mut w = store
-        .create_writer(NewSession {
-            title: "Één".into(),
-            project_path: "/work/ünïcode-app".into(),
-            provider: "scripted".into(),
-            model: None,
-        })
-        .unwrap();
-    w.append(&message(
-        "o0".into(),
-        "user",
-        "rename the crate",
-        1_767_500_000_000,
-    ))
-    .unwrap();
-    w.end_turn(0).unwrap();
-    drop(w);
+    one_turn(&ctx, "Één", "o0", "rename the crate", 1_767_500_000_000);
     local_model(&ctx);
     let status = ctx.ok(&["index", "status"]);
     assert!(

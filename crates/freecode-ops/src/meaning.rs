@@ -325,47 +325,34 @@ pub fn search(
         Err(e) => return Err(e),
     };
     let (model, vector, changed) = vector;
-    let floor = min_similarity(home);
-    let answer = match prepared {
-        Some(mut p) => {
-            // Read before the chunks were brought up to date: good unless that changed them.
-            let meaning = Meaning {
-                model: &model,
-                vector: &vector,
-                min_similarity: floor,
-                ahead: p.vectors.as_ref().filter(|_| !changed),
-                words_ahead: p.words.as_ref().filter(|_| !changed),
-            };
-            match p.ix.search_mode_looked(q, mode, meaning) {
-                Ok(hits) => Some((hits, p.ix.problems().to_vec())),
-                Err(e) => {
-                    tracing::warn!("session index failed ({e}); scanning the files");
-                    None
-                }
-            }
-        }
-        None => None,
+    let meaning = Meaning {
+        model: &model,
+        vector: &vector,
+        min_similarity: min_similarity(home),
+        vectors_ahead: None,
+        words_ahead: None,
     };
-    let (hits, problems) = match answer {
-        Some(answer) => answer,
-        None => {
-            let meaning = Meaning {
-                model: &model,
-                vector: &vector,
-                min_similarity: floor,
-                ahead: None,
-                words_ahead: None,
-            };
-            indexed_or_scanned(
-                home,
-                |ix| {
-                    let hits = ix.search_mode(q, mode, Some(meaning))?;
-                    Ok((hits, ix.problems().to_vec()))
-                },
-                || Ok(search_scan(&open(home)?, q)?),
-            )?
+    if let Some(mut p) = prepared {
+        // What was found ahead is good unless bringing the chunks up to date changed them.
+        let ahead = Meaning {
+            vectors_ahead: p.vectors.as_ref().filter(|_| !changed),
+            words_ahead: p.words.as_ref().filter(|_| !changed),
+            ..meaning
+        };
+        // The damaged files of this index were reported when the pending chunks were filled.
+        match p.ix.search_mode_looked(q, mode, ahead) {
+            Ok(hits) => return Ok(hits),
+            Err(e) => tracing::warn!("session index failed ({e}); scanning the files"),
         }
-    };
+    }
+    let (hits, problems) = indexed_or_scanned(
+        home,
+        |ix| {
+            let hits = ix.search_mode(q, mode, Some(meaning))?;
+            Ok((hits, ix.problems().to_vec()))
+        },
+        || Ok(search_scan(&open(home)?, q)?),
+    )?;
     warn_problems(&problems);
     Ok(hits)
 }

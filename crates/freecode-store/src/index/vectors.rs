@@ -23,7 +23,7 @@
 //! a query, in milliseconds). Missing vectors are only missing hits: word search answers
 //! without them. A front end may read the scope's vectors before it has the query's vector
 //! ([`SessionIndex::vectors_ahead`], while its model loads) and hand them to the search
-//! ([`Meaning::ahead`]): the same hits, without reading them again.
+//! ([`Meaning::vectors_ahead`]): the same hits, without reading them again.
 //!
 //! **Fusion** is reciprocal rank fusion (`Σ weight / (60 + rank)`) of the words' ranking (BM25,
 //! as [`SessionIndex::search`] orders it) and the vectors' (by similarity), per chunk: a word
@@ -116,7 +116,7 @@ pub struct Meaning<'a> {
     /// The scope's vectors read before the query's vector was known
     /// ([`SessionIndex::vectors_ahead`]), scored instead of reading them again when they are
     /// this embedder's.
-    pub ahead: Option<&'a VectorsAhead>,
+    pub vectors_ahead: Option<&'a VectorsAhead>,
     /// The words' hits found before the query's vector was known
     /// ([`SessionIndex::words_ahead`]), fused instead of searching again.
     pub words_ahead: Option<&'a WordsAhead>,
@@ -701,7 +701,7 @@ impl SessionIndex {
     }
 
     /// The vectors of `q`'s scope, read now so that scoring them later costs no reading (a front
-    /// end reads them while its model loads: [`Meaning::ahead`]); `None` when the scope holds
+    /// end reads them while its model loads: [`Meaning::vectors_ahead`]); `None` when the scope holds
     /// more than `max` chunks with a vector (they are read as the search scores them, so that
     /// memory stays bounded) or no embedder's vectors at all.
     pub fn vectors_ahead(&self, q: &SearchQuery, max: usize) -> Result<Option<VectorsAhead>> {
@@ -780,7 +780,7 @@ impl SessionIndex {
                 best.remove(0);
             }
         };
-        match meaning.ahead {
+        match meaning.vectors_ahead {
             Some(a) if a.model == meaning.model && a.dim == query.len() => {
                 for (id, bytes) in a.ids.iter().zip(a.bytes.chunks_exact(a.dim)) {
                     consider(*id, bytes);

@@ -901,11 +901,11 @@ fn what_a_search_finds_ahead_gives_the_same_hits_as_what_it_finds_itself() {
             let other_ix = SessionIndex::open(store.home()).unwrap();
             other_ix.vectors_ahead(q, 100_000).unwrap().unwrap()
         };
-        let meaning = |ahead| Meaning {
+        let meaning = |vectors_ahead| Meaning {
             model: "test-model",
             vector: &query,
             min_similarity: -1.0,
-            ahead,
+            vectors_ahead,
             words_ahead: None,
         };
         for mode in [SearchMode::Meaning, SearchMode::Both] {
@@ -959,7 +959,7 @@ fn what_a_search_finds_ahead_gives_the_same_hits_as_what_it_finds_itself() {
         model: "another-model",
         vector: &query,
         min_similarity: -1.0,
-        ahead: Some(&ahead),
+        vectors_ahead: Some(&ahead),
         words_ahead: None,
     };
     assert!(
