@@ -130,6 +130,14 @@ pub struct WordsAhead {
     hits: Vec<WordHit>,
 }
 
+impl VectorsAhead {
+    /// Whether they were read for `q`'s scope (project, time, agent, statuses).
+    fn in_scope_of(&self, q: &SearchQuery) -> bool {
+        let a = &self.query;
+        (&a.project, a.since, &a.agent, a.all) == (&q.project, q.since, &q.agent, q.all)
+    }
+}
+
 /// How many word hits and chunks by meaning a search by both fuses for a page of `limit`:
 /// deeper than the page, since fusion reorders.
 fn fusion_depth(limit: usize) -> usize {
@@ -141,6 +149,8 @@ fn fusion_depth(limit: usize) -> usize {
 #[derive(Debug, Clone, Default)]
 pub struct VectorsAhead {
     model: String,
+    /// The search they were read for (its scope is what counts).
+    query: SearchQuery,
     ids: Vec<i64>,
     bytes: Vec<u8>,
     dim: usize,
@@ -674,8 +684,9 @@ impl SessionIndex {
         Ok(texts)
     }
 
-    /// Each stored vector of `q`'s scope, as `each(chunk id, its bytes)`.
-    fn each_vector(&self, q: &SearchQuery, mut each: impl FnMut(i64, &[u8])) -> Result<()> {
+    /// Each stored vector of `q`'s scope, as `each(chunk id, its bytes)`, until `each` says
+    /// no more (`false`).
+    fn each_vector(&self, q: &SearchQuery, mut each: impl FnMut(i64, &[u8]) -> bool) -> Result<()> {
         let db = self.path();
         let sql = format!(
             "SELECT c.id, c.vec FROM idx_chunks c JOIN idx_sessions s ON s.id = c.sessionId
@@ -693,8 +704,10 @@ impl SessionIndex {
             .map_err(db_err(db))?;
         while let Some(r) = rows.next().map_err(db_err(db))? {
             let id: i64 = r.get(0).map_err(db_err(db))?;
-            if let Ok(bytes) = r.get_ref(1).map_err(db_err(db))?.as_blob() {
-                each(id, bytes);
+            if let Ok(bytes) = r.get_ref(1).map_err(db_err(db))?.as_blob()
+                && !each(id, bytes)
+            {
+                break;
             }
         }
         Ok(())
@@ -710,20 +723,18 @@ impl SessionIndex {
         };
         let mut ahead = VectorsAhead {
             model,
+            query: q.clone(),
             ..VectorsAhead::default()
         };
         let mut fits = true;
         self.each_vector(q, |id, bytes| {
-            if !fits {
-                return;
+            fits = ahead.ids.len() < max && (ahead.dim == 0 || bytes.len() == ahead.dim);
+            if fits {
+                ahead.dim = bytes.len();
+                ahead.ids.push(id);
+                ahead.bytes.extend_from_slice(bytes);
             }
-            if ahead.ids.len() >= max || (ahead.dim != 0 && bytes.len() != ahead.dim) {
-                fits = false;
-                return;
-            }
-            ahead.dim = bytes.len();
-            ahead.ids.push(id);
-            ahead.bytes.extend_from_slice(bytes);
+            fits
         })?;
         Ok(fits.then_some(ahead))
     }
@@ -765,23 +776,24 @@ impl SessionIndex {
         let mut best: Vec<(i64, f32)> = Vec::with_capacity(k + 1);
         let mut consider = |id: i64, bytes: &[u8]| {
             if bytes.len() != query.len() {
-                return;
+                return true;
             }
             let s = score(bytes, &query);
             if s < meaning.min_similarity {
-                return;
+                return true;
             }
             if best.len() == k && best.first().is_some_and(|&(_, worst)| s <= worst) {
-                return;
+                return true;
             }
             let at = best.partition_point(|&(_, x)| x < s);
             best.insert(at, (id, s));
             if best.len() > k {
                 best.remove(0);
             }
+            true
         };
         match meaning.vectors_ahead {
-            Some(a) if a.model == meaning.model && a.dim == query.len() => {
+            Some(a) if a.model == meaning.model && a.dim == query.len() && a.in_scope_of(q) => {
                 for (id, bytes) in a.ids.iter().zip(a.bytes.chunks_exact(a.dim)) {
                     consider(*id, bytes);
                 }

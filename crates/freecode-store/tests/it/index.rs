@@ -843,8 +843,8 @@ fn a_question_finds_its_session_by_most_of_its_words_in_the_index_and_the_scan()
 /// A search by meaning scores the vectors read ahead (`vectors_ahead`, while a front end's
 /// model loads) exactly as the vectors it reads itself, and a search by both fuses the words'
 /// hits found ahead (`words_ahead`) as those it finds: the same hits in the same order, in every
-/// scope; vectors read ahead for another embedder, or past the bound, and words found ahead for
-/// another query are not used.
+/// scope; vectors read ahead for another embedder, another scope or past the bound, and words
+/// found ahead for another query are not used.
 #[test]
 fn what_a_search_finds_ahead_gives_the_same_hits_as_what_it_finds_itself() {
     use freecode_store::index::{Meaning, SearchMode};
@@ -901,6 +901,11 @@ fn what_a_search_finds_ahead_gives_the_same_hits_as_what_it_finds_itself() {
             let other_ix = SessionIndex::open(store.home()).unwrap();
             other_ix.vectors_ahead(q, 100_000).unwrap().unwrap()
         };
+        let other_scope = SearchQuery {
+            project: Some("/home/dev/work/snake_case_repo".into()),
+            ..q.clone()
+        };
+        let elsewhere = ix.vectors_ahead(&other_scope, 100_000).unwrap().unwrap();
         let meaning = |vectors_ahead| Meaning {
             model: "test-model",
             vector: &query,
@@ -925,6 +930,14 @@ fn what_a_search_finds_ahead_gives_the_same_hits_as_what_it_finds_itself() {
                 key(&ix
                     .search_mode(q, mode, Some(meaning(Some(&from_another_connection))))
                     .unwrap())
+            );
+            // Vectors read ahead for another scope are not used.
+            assert_eq!(
+                key(&read),
+                key(&ix
+                    .search_mode(q, mode, Some(meaning(Some(&elsewhere))))
+                    .unwrap()),
+                "{q:?} {mode:?}"
             );
             // The words' hits found ahead fuse as those the search finds; those of another
             // query are not used.
