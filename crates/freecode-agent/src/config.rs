@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use freecode_ops::config::lookup_str;
+use freecode_ops::keys::lookup_str;
 use freecode_ops::{Error, Result};
 use freecode_store::Home;
 

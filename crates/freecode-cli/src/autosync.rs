@@ -25,7 +25,7 @@ pub fn after_turn(home: &Home) {
 
 fn start(home: &Home) -> anyhow::Result<()> {
     let config = home.read_config()?;
-    if !freecode_ops::config::lookup_bool(&config, "sync.auto").unwrap_or(false)
+    if !freecode_ops::keys::lookup_bool(&config, "sync.auto").unwrap_or(false)
         || !freecode_ops::sync::is_set_up(home)
     {
         return Ok(());

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A real MCP client for `freecode mcp`: the Python SDK (the `mcp` package) starts the server
 over stdio, lists its tools and calls each one the way an agent would, and prints what it saw
-as one JSON object on stdout. crates/freecode-cli/tests/mcp.rs builds the home, runs this and
+as one JSON object on stdout. crates/freecode-cli/tests/it/mcp.rs builds the home, runs this and
 asserts on that summary.
 
 Usage: mcp_client.py FREECODE_BINARY PLAN_JSON

@@ -510,7 +510,7 @@ fn main() {
     );
     println!(
         "default floor (embed.minSimilarity): {}",
-        freecode_ops::meaning::MIN_SIMILARITY_DEFAULT
+        freecode_ops::keys::MIN_SIMILARITY_DEFAULT
     );
     config(None);
     // Where each query's target ranks (within the first 10) by each mode, and how long each

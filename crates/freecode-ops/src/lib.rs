@@ -27,7 +27,7 @@
 //! | home sync across machines (end-to-end encrypted) | [`sync`] |
 //! | other agents' sessions | [`import`] |
 //! | doctor | [`doctor`] |
-//! | config | [`config`] |
+//! | config (the operations; the keys and their defaults: [`keys`], a leaf) | [`config`] |
 //! | bounded pages for an agent (MCP) | [`page`] |
 //! | text for people (sanitizer, counts, durations, times) | [`human`] |
 //!
@@ -41,6 +41,7 @@ pub mod handoff;
 pub mod human;
 pub mod import;
 pub mod index;
+pub mod keys;
 pub mod live;
 pub mod meaning;
 pub mod otlp;

@@ -29,6 +29,7 @@ use freecode_store::index::{Meaning, SearchHit, SearchMode, SearchQuery, search_
 
 use crate::error::{Error, Result};
 use crate::index::{indexed_or_scanned, open_index, warn_problems};
+use crate::keys::{MIN_SIMILARITY_DEFAULT, PROVIDERS};
 use crate::progress::Progress;
 use crate::sessions::open;
 use crate::types::{EmbedReport, IndexStatus, MeaningStatus};
@@ -44,15 +45,6 @@ pub const ENV: &[(&str, &str)] = &[
     ("embed.readTokens", "FREECODE_EMBED_READ_TOKENS"),
 ];
 
-/// The floor of a hit by meaning when `embed.minSimilarity` is not set, as `config list`
-/// shows it: calibrated on the development query set and nonsense queries with
-/// all-MiniLM-L6-v2 (`cargo bench -p freecode-ops --bench recall`, docs/recall.md).
-pub const MIN_SIMILARITY_DEFAULT: &str = "0.30";
-
-/// `embed.readTokens` when it is not set, as `config list` shows it: the local embedder's
-/// [`freecode_embed::local::DEFAULT_READ_TOKENS`].
-pub const READ_TOKENS_DEFAULT: &str = "128";
-
 /// Chunks embedded per call of the embedder (and per committed batch).
 const BATCH: usize = 64;
 /// How long a server's filler embeds before it looks whether it should stop.
@@ -65,9 +57,9 @@ fn setting(config: &serde_json::Value, key: &str) -> Option<String> {
     env.and_then(|e| std::env::var(e).ok())
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
-        .or_else(|| match crate::config::lookup(config, key) {
+        .or_else(|| match crate::keys::lookup(config, key) {
             Some(serde_json::Value::Number(n)) => Some(n.to_string()),
-            _ => crate::config::lookup_str(config, key),
+            _ => crate::keys::lookup_str(config, key),
         })
 }
 
@@ -92,9 +84,6 @@ pub fn min_similarity(home: &Home) -> f32 {
     }
 }
 
-/// The embedders `embed.provider` names.
-pub const PROVIDERS: &[&str] = &["local", "openai"];
-
 /// The embedder `home` is configured with, if any; an incomplete or unknown configuration is
 /// an error naming the key to set.
 pub fn configured(home: &Home) -> Result<Option<EmbedConfig>> {
@@ -114,7 +103,7 @@ pub fn configured(home: &Home) -> Result<Option<EmbedConfig>> {
             let path = need("embed.path", "the model directory")?;
             // Checked as `config set` checks it; a bad value written by hand is a warning.
             let read_tokens = setting(&config, "embed.readTokens").and_then(|raw| {
-                match crate::config::parse("embed.readTokens", &raw) {
+                match crate::keys::parse("embed.readTokens", &raw) {
                     Ok(v) => v.as_u64().and_then(|n| usize::try_from(n).ok()),
                     Err(e) => {
                         tracing::warn!("{e}: using {}", freecode_embed::local::DEFAULT_READ_TOKENS);
@@ -528,7 +517,7 @@ mod tests {
     #[test]
     fn the_default_config_list_shows_is_the_embedders() {
         assert_eq!(
-            super::READ_TOKENS_DEFAULT.parse::<usize>().ok(),
+            crate::keys::READ_TOKENS_DEFAULT.parse::<usize>().ok(),
             Some(freecode_embed::local::DEFAULT_READ_TOKENS)
         );
     }

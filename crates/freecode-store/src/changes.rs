@@ -7,7 +7,7 @@
 //! processes writing at once never interleave. A writer notes a session after it changed it,
 //! at most once per [`NOTE_EVERY`] while it keeps writing, and once more when it lets go of it
 //! ([`Noter`]): the index keeps re-checking a session it saw noted for a while after
-//! (`index::look::RECENT_WINDOW`, far longer than [`NOTE_EVERY`]), so the writes between two
+//! (`index::look::RECENT_WINDOW_MS`, far longer than [`NOTE_EVERY`]), so the writes between two
 //! notes are seen too.
 //!
 //! A note is a hint, never the truth: a note that cannot be written (a full disk, a read-only

@@ -702,7 +702,7 @@ fn fold_checkpoints(home: &Home, fix: bool, r: &mut Report) {
                 for suffix in checkpoint::spool_suffixes(kind) {
                     ok &= fsutil::remove_file(&sdir.join(format!("{kind}.{suffix}"))).is_ok();
                 }
-                ok && checkpoint::rebuild(home, &id, kind).is_ok()
+                ok && crate::rollout::rebuild_checkpoint(home, &id, kind).is_ok()
             };
             r.add(
                 FindingKind::Index,

@@ -150,11 +150,11 @@ pub enum StoreError {
         /// What is wrong there.
         message: String,
     },
-    /// A record whose line would be past [`crate::jsonl::MAX_LINE_BYTES`]: no reader would take
+    /// A record whose line would be past [`freecode_core::limits::MAX_LINE_BYTES`]: no reader would take
     /// it back, so it is not written.
     #[error(
         "cannot append to {}: the record is {} as one line, past the {} a log line may hold; nothing was written",
-        path.display(), human_bytes(*len), human_bytes(crate::jsonl::MAX_LINE_BYTES as u64)
+        path.display(), human_bytes(*len), human_bytes(freecode_core::limits::MAX_LINE_BYTES as u64)
     )]
     LineTooLong {
         /// The log.

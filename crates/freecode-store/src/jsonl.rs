@@ -17,6 +17,18 @@ use serde::de::DeserializeOwned;
 /// this (the one cap of [`freecode_core::limits`]).
 pub use freecode_core::limits::MAX_LINE_BYTES;
 
+/// Refuses a line (its newline included) that no reader would take back.
+pub(crate) fn check_line(path: &std::path::Path, line: &[u8]) -> crate::error::Result<()> {
+    let len = line.strip_suffix(b"\n").unwrap_or(line).len();
+    if len > MAX_LINE_BYTES {
+        return Err(crate::error::StoreError::LineTooLong {
+            path: path.to_owned(),
+            len: len as u64,
+        });
+    }
+    Ok(())
+}
+
 /// Below this size a log is parsed on one thread.
 const PARALLEL_THRESHOLD: usize = 4 * 1024 * 1024;
 

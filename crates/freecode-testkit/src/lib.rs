@@ -74,6 +74,32 @@ pub fn sentence_model() -> PathBuf {
     }
 }
 
+/// Whether a test may go on: `ok` says this machine has the prerequisite `what` (a tool such
+/// as strace or prlimit, a package, running as root). Without it, under `CI=true` (which
+/// `.ci/run` sets: `scripts/test-deps` installs every prerequisite there, and CI runs as root)
+/// the test fails naming `fix`, so CI never passes a test that did not run; elsewhere a notice
+/// on stderr and `false`, and the test returns without testing.
+pub fn prerequisite(ok: bool, what: &str, fix: &str) -> bool {
+    if ok {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("this test needs {what}, missing here ({fix}); CI=true makes that a failure");
+    }
+    eprintln!("skipped: this test needs {what}, missing here ({fix})");
+    false
+}
+
+/// Whether `program` runs (`program arg` starts at all; its status is not looked at).
+pub fn runs(program: &str, arg: &str) -> bool {
+    std::process::Command::new(program)
+        .arg(arg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok()
+}
+
 /// The bytes of every file below `dir` (links not followed), for benches that print a home's
 /// size.
 pub fn tree_size(dir: &Path) -> u64 {

@@ -1,9 +1,10 @@
-//! `freecode config list|get|set|path`: the keys of `config.json` ([`freecode_ops::config`]),
-//! printed for a person or as JSON.
+//! `freecode config list|get|set|path`: the keys of `config.json` ([`freecode_ops::keys`]) and
+//! the operations on it ([`freecode_ops::config`]), printed for a person or as JSON.
 
 use std::io::Write;
 
-use freecode_ops::config::{self, KEYS, shown};
+use freecode_ops::config;
+use freecode_ops::keys::{KEYS, shown};
 use freecode_store::Home;
 
 use crate::render::{print_json, print_line};

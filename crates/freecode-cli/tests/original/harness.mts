@@ -1,5 +1,5 @@
 // Runs the original's own code (../shared/reference/original/src, unchanged) over a home, for
-// the two-sided compatibility test (crates/freecode-cli/tests/original.rs, issue 12).
+// the two-sided compatibility test (crates/freecode-cli/tests/it/original.rs, issue 12).
 //
 //   tsx harness.mts read            what the original's readers return for $HOME/.freecode
 //   tsx harness.mts write           writes a home with the original's code, then reads it

@@ -494,7 +494,7 @@ pub fn now(home: &Home, progress: &mut dyn Progress) -> Result<SyncReport> {
 fn excluded(home: &Home) -> Result<globset::GlobSet> {
     let config = home.read_config()?;
     let mut set = globset::GlobSetBuilder::new();
-    for glob in crate::config::lookup_str(&config, "sync.exclude")
+    for glob in crate::keys::lookup_str(&config, "sync.exclude")
         .unwrap_or_default()
         .split(',')
         .map(str::trim)

@@ -1,5 +1,5 @@
 //! What changed since the index's last look, found without a `stat` per session: the cost of a
-//! look is the cost of what changed (DESIGN.md, Scale).
+//! look is the cost of what changed, not of how many sessions the home holds.
 //!
 //! A look gathers the sessions that may have changed, and only those are checked (their
 //! `meta.json` and logs stat'ed against the index):

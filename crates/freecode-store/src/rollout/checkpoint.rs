@@ -525,30 +525,6 @@ pub fn health(home: &Home, id: &SessionId, state_path: &Path) -> Health {
     Health::Good
 }
 
-/// Folds session `id`'s log again into a checkpoint of `kind` (what `doctor --fix` does after
-/// removing a bad one), whatever the log's size; a kind this version does not make is left.
-pub fn rebuild(home: &Home, id: &SessionId, kind: &str) -> Result<()> {
-    use super::stream::{CompactJson, PrettyJson, Spooled, SpooledTurns};
-    use freecode_core::rollout::replay::ReplayBuilder;
-    use freecode_core::rollout::trace::TraceBuilder;
-    match kind {
-        "trace-pretty" => {
-            fold_checkpointed_from::<TraceBuilder<Spooled<PrettyJson>>>(home, id, 0)?;
-        }
-        "trace-compact" => {
-            fold_checkpointed_from::<TraceBuilder<Spooled<CompactJson>>>(home, id, 0)?;
-        }
-        "replay-pretty" => {
-            fold_checkpointed_from::<ReplayBuilder<SpooledTurns<PrettyJson>>>(home, id, 0)?;
-        }
-        "replay-compact" => {
-            fold_checkpointed_from::<ReplayBuilder<SpooledTurns<CompactJson>>>(home, id, 0)?;
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
 /// The spool suffixes of a checkpoint kind (`trace-…`: three span spools; `replay-…`: turns).
 pub fn spool_suffixes(kind: &str) -> &'static [&'static str] {
     if kind.starts_with("trace-") {

@@ -49,7 +49,8 @@ pub use stream::{
     CompactJson, CompactSpans, CompactTurns, JsonForm, JsonSpans, JsonTurns, OtlpSpans, PrettyJson,
     SpanPage, SpanRecords, Spooled, SpooledTurns, StreamedReplay, TracePage, TurnRecords,
     fold_otlp_streamed, fold_replay_checkpointed, fold_replay_streamed, fold_trace_checkpointed,
-    fold_trace_streamed, trace_page, write_otlp_streamed, write_replay_json, write_trace_json,
+    fold_trace_streamed, rebuild_checkpoint, trace_page, write_otlp_streamed, write_replay_json,
+    write_trace_json,
 };
 pub use views::{
     BLOCK_BYTES, SPLIT_BYTES, fold_event_views, fold_file_views, fold_views_split,
@@ -452,7 +453,7 @@ impl Recorder {
                 source,
             })?;
         // An event no reader would take back is not written (the seq is not used).
-        if let Err(e) = crate::session::check_line(&self.path, &log.buf[before..]) {
+        if let Err(e) = crate::jsonl::check_line(&self.path, &log.buf[before..]) {
             log.buf.truncate(before);
             return Err(e);
         }

@@ -857,3 +857,29 @@ impl StreamedReplay {
         Ok(self.replay)
     }
 }
+
+/// Folds session `id`'s log again into a checkpoint of `kind` (what `doctor --fix` does after
+/// removing a bad one), whatever the log's size; a kind this version does not make is left. (Here, beside the
+/// spooled forms it folds into, so the checkpoint module names none of them.)
+pub fn rebuild_checkpoint(home: &Home, id: &SessionId, kind: &str) -> Result<()> {
+    match kind {
+        "trace-pretty" => {
+            checkpoint::fold_checkpointed_from::<TraceBuilder<Spooled<PrettyJson>>>(home, id, 0)?;
+        }
+        "trace-compact" => {
+            checkpoint::fold_checkpointed_from::<TraceBuilder<Spooled<CompactJson>>>(home, id, 0)?;
+        }
+        "replay-pretty" => {
+            checkpoint::fold_checkpointed_from::<ReplayBuilder<SpooledTurns<PrettyJson>>>(
+                home, id, 0,
+            )?;
+        }
+        "replay-compact" => {
+            checkpoint::fold_checkpointed_from::<ReplayBuilder<SpooledTurns<CompactJson>>>(
+                home, id, 0,
+            )?;
+        }
+        _ => {}
+    }
+    Ok(())
+}

@@ -27,7 +27,6 @@ use crate::settings::RecorderConfig;
 
 pub mod offsets;
 mod writer;
-pub(crate) use writer::check_line;
 
 pub use crate::settings::Durability;
 pub use writer::SessionWriter;
@@ -794,7 +793,7 @@ impl SessionStore {
         let mut log = Vec::new();
         for m in messages {
             let line = m.to_line();
-            writer::check_line(&staged.messages(), &line)?;
+            crate::jsonl::check_line(&staged.messages(), &line)?;
             log.extend_from_slice(&line);
         }
         write_atomic(&staged.messages(), &log, sync)?;

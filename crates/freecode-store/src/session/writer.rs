@@ -31,18 +31,6 @@ pub(crate) struct Journal {
 /// start, enough to see what it was).
 const TORN_KEEP_PAST_CAP: u64 = 64 << 10;
 
-/// Refuses a line (its newline included) that no reader would take back.
-pub(crate) fn check_line(path: &Path, line: &[u8]) -> Result<()> {
-    let len = line.strip_suffix(b"\n").unwrap_or(line).len();
-    if len > MAX_LINE_BYTES {
-        return Err(StoreError::LineTooLong {
-            path: path.to_owned(),
-            len: len as u64,
-        });
-    }
-    Ok(())
-}
-
 /// Reads the compaction journal at `path`: `None` when there is none, `Some(Err(why))` when it
 /// is garbage (too large, or not a journal), which the writer sets aside and `doctor` reports
 /// (one parser, so they cannot disagree).
@@ -343,7 +331,7 @@ impl SessionWriter {
     pub fn append(&mut self, msg: &StoredMessage) -> Result<()> {
         let line = msg.to_line();
         let path = self.paths.messages();
-        check_line(&path, &line)?;
+        crate::jsonl::check_line(&path, &line)?;
         let _busy = crate::fsutil::busy();
         fsutil::append_bytes(&mut self.log, &path, &line).ctx("append to", &path)?;
         self.changed();
@@ -439,7 +427,7 @@ impl SessionWriter {
             });
         }
         for line in bytes.split_inclusive(|&b| b == b'\n') {
-            check_line(&path, line)?;
+            crate::jsonl::check_line(&path, line)?;
         }
         let _busy = crate::fsutil::busy();
         fsutil::append_bytes(&mut self.log, &path, bytes).ctx("append to", &path)?;

@@ -14,7 +14,9 @@ use freecode_core::{Role, SessionId, StoredMessage};
 use freecode_store::session::{META_FILE, TORN_FILE};
 use freecode_store::{IssueKind, LineIssue, ListFilter, StoreError};
 
-use crate::support::{Entry, TestHome, ids, mode, new_session, role_for, snapshot, text_msg};
+use crate::support::{
+    Entry, TestHome, ids, mode, new_session, role_for, snapshot, text_msg, without_file_override,
+};
 
 fn append_raw(path: &Path, bytes: &[u8]) {
     let mut f = OpenOptions::new().append(true).open(path).unwrap();
@@ -498,32 +500,31 @@ fn an_unreadable_meta_is_a_listed_problem_and_its_error_names_the_path() {
     let locked = h.create("/work/one");
     let meta_path = h.dir(&locked).join(META_FILE);
     fs::set_permissions(&meta_path, fs::Permissions::from_mode(0o000)).unwrap();
-    if fs::read(&meta_path).is_ok() {
-        // Root (or CAP_DAC_OVERRIDE) reads a mode-000 file: nothing to test here.
-        eprintln!("skipped: this process can read a mode-000 file (running as root)");
-        return;
-    }
-    let (ids_listed, problems) = listed(&h);
-    assert_eq!(ids_listed, set(&[&a]));
-    assert_eq!(problems.len(), 1, "{problems:?}");
-    assert_eq!(problems[0].0, meta_path);
-    assert!(
-        problems[0].1.contains(&meta_path.display().to_string()),
-        "{problems:?}"
-    );
+    // Root reads a mode-000 file: this thread drops that power for the test.
+    without_file_override(|| {
+        assert!(fs::read(&meta_path).is_err(), "a mode-000 file read");
+        let (ids_listed, problems) = listed(&h);
+        assert_eq!(ids_listed, set(&[&a]));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, meta_path);
+        assert!(
+            problems[0].1.contains(&meta_path.display().to_string()),
+            "{problems:?}"
+        );
 
-    let err = h
-        .store
-        .meta(&locked)
-        .expect_err("an unreadable meta is an error");
-    assert!(
-        matches!(&err, StoreError::Io { path, .. } if *path == meta_path),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string().contains(&meta_path.display().to_string()),
-        "{err}"
-    );
+        let err = h
+            .store
+            .meta(&locked)
+            .expect_err("an unreadable meta is an error");
+        assert!(
+            matches!(&err, StoreError::Io { path, .. } if *path == meta_path),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains(&meta_path.display().to_string()),
+            "{err}"
+        );
+    });
     fs::set_permissions(&meta_path, fs::Permissions::from_mode(0o600)).unwrap();
 }
 

@@ -956,8 +956,11 @@ fn failed_write_child() {
 /// acknowledged event is lost to every reader.
 #[test]
 fn an_event_after_a_failed_partial_write_is_not_glued_onto_the_fragment() {
-    if Command::new("prlimit").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: needs util-linux prlimit");
+    if !freecode_testkit::prerequisite(
+        freecode_testkit::runs("prlimit", "--version"),
+        "util-linux's prlimit",
+        "scripts/test-deps installs it: apt-get install util-linux",
+    ) {
         return;
     }
     for mode in ["direct", "buffered"] {

@@ -393,3 +393,18 @@ impl Drop for ChildProc {
 }
 
 pub use freecode_testkit::{copy_tree, fixtures};
+
+/// Runs `f` on this thread without the capabilities that let root read and search past file
+/// modes (`CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH`; capabilities are per thread, and threads
+/// `f` starts inherit them), then gives them back: so a test of an unreadable file tests it as
+/// root too (CI runs as root). Without them already, `f` just runs.
+pub fn without_file_override<R>(f: impl FnOnce() -> R) -> R {
+    use rustix::thread::{CapabilitySet, capabilities, set_capabilities};
+    let before = capabilities(None).unwrap();
+    let mut dropped = before;
+    dropped.effective -= CapabilitySet::DAC_OVERRIDE | CapabilitySet::DAC_READ_SEARCH;
+    set_capabilities(None, dropped).unwrap();
+    let out = f();
+    set_capabilities(None, before).unwrap();
+    out
+}

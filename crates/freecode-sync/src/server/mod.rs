@@ -1,4 +1,14 @@
-//! The share server (`freecode sync serve`): stores opaque, expiring, revocable bundles.
+//! The server (`freecode sync serve`): stores opaque, expiring, revocable shares, and home
+//! sync's sealed records for each group of machines.
+//!
+//! | part | module |
+//! |---|---|
+//! | settings, start and stop, the routes, the state every handler reads ([`App`]), the responses they share | this module |
+//! | every rule a request meets (admission, API key, group credential, group quota) | [`rules`] |
+//! | the share endpoints (`/upload`, `/{code}`) and a share's record | [`share`], [`record`] |
+//! | home sync's endpoints (`/sync/v1/…`) | [`home_sync`] |
+//! | `/healthz`, `/limits`, the request log | [`service`] |
+//! | expired shares removed | [`sweep`] |
 //!
 //! HTTP API (JSON responses; errors are `{"error": "..."}`):
 //!
@@ -13,8 +23,8 @@
 //! - `GET /healthz` — `200 {"status":"ok"}` when the store answers, else 503.
 //! - `GET /limits` — `200 {"maxBodyBytes": N}`: the largest upload taken, for clients to check
 //!   before they build or send one (413 names the limit too).
-//! - `/sync/v1/…` — home sync: sealed records and claims ([`sync`]), each group's behind its
-//!   own credential ([`group`]).
+//! - `/sync/v1/…` — home sync: sealed records and claims ([`home_sync`]), each group's behind
+//!   its own credential ([`rules::group`]).
 //!
 //! Any request but `/healthz` waits up to 2 s for one of [`ServerConfig::max_concurrent`]
 //! slots, else `503 {"error": "server busy"}` with `Retry-After: 1`; a request not answered
@@ -39,19 +49,32 @@
 //! a non-loopback Host.
 //!
 //! Codes are 128 random bits (32 lowercase hex); delete tokens 256 bits, stored only as their
-//! SHA-256. The server holds no state: blobs and records live in the [`crate::blob`] store
-//! (see its layout), and a sweeper task on every replica removes expired shares, so replicas
-//! over one directory or bucket behave as one server. Logs never carry a whole code: store
-//! errors have the codes in their paths and keys shortened.
+//! SHA-256. Logs never carry a whole code: store errors have the codes in their paths and keys
+//! shortened.
+//!
+//! # State
+//!
+//! What must hold across replicas lives in the [`crate::blob`] store (see its layout): shares
+//! and their records, each group's credential and objects. A sweeper task on every replica
+//! removes expired shares, so replicas over one directory or bucket serve the same shares and
+//! the same groups. Each replica also keeps, in memory and for itself alone ([`App`]):
+//!
+//! - which group each credential hash names (`creds/` objects never change, so this is a cache
+//!   that cannot go stale; [`rules::group`]);
+//! - each group's request bucket and counted usage ([`rules::quota`]): N replicas admit up to
+//!   N times a group's request rate, and see what the others stored at their next listing;
+//! - each group's last status listing, for [`SYNC_STATUS_TTL`];
+//! - its admission slots ([`rules::admission`]).
+//!
+//! A replica restarted starts these again from the store.
 
-mod group;
-mod handlers;
-mod limits;
-mod quota;
+mod home_sync;
 mod record;
 mod redact;
+mod rules;
+mod service;
+mod share;
 mod sweep;
-mod sync;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,13 +87,72 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use freecode_http::ConnLimits;
 
-pub use group::CREDENTIAL_HEADER as SYNC_CREDENTIAL_HEADER;
-pub use handlers::{DELETE_TOKEN_HEADER, EXPIRES_AT_HEADER, EXPIRES_IN_HEADER};
-pub use quota::{GroupLimits, USAGE_TTL as SYNC_USAGE_TTL};
-pub use sync::STATUS_TTL as SYNC_STATUS_TTL;
+pub use home_sync::STATUS_TTL as SYNC_STATUS_TTL;
+pub use rules::group::CREDENTIAL_HEADER as SYNC_CREDENTIAL_HEADER;
+pub use rules::quota::{GroupLimits, USAGE_TTL as SYNC_USAGE_TTL};
+pub use share::{DELETE_TOKEN_HEADER, EXPIRES_AT_HEADER, EXPIRES_IN_HEADER};
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
 
 use crate::blob::{BlobError, BlobStore, StoreSpec};
-use handlers::App;
+
+/// Everything a handler needs: the configuration, and what this replica keeps in memory (see
+/// "State" above).
+#[derive(Debug)]
+pub(crate) struct App {
+    pub store: BlobStore,
+    pub api_key: Option<String>,
+    pub public_url: Option<String>,
+    pub local_addr: SocketAddr,
+    pub max_body: usize,
+    pub default_ttl: Duration,
+    pub max_ttl: Duration,
+    /// Home sync's last status of each group (its JSON) and when it was listed: see
+    /// `home_sync::status`.
+    pub sync_status: std::sync::Mutex<
+        std::collections::HashMap<String, (std::time::Instant, axum::body::Bytes)>,
+    >,
+    /// Which group each credential hash names (immutable on the store): see `rules::group`.
+    pub sync_creds: rules::group::CredCache,
+    /// Each group's request rate and usage: see `rules::quota`.
+    pub quotas: rules::quota::Quotas,
+    /// Sync writes through this replica (a listing begun before one is not kept).
+    pub sync_writes: std::sync::atomic::AtomicU64,
+}
+
+/// A JSON error response.
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let mut response = (status, Json(json!({ "error": message.into() }))).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `413`: a body past this server's limit (`max_body`).
+pub(crate) fn too_large(max: usize) -> Response {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "body larger than {max} bytes, this server's limit (GET /limits tells it \
+             beforehand; its operator can raise it with `freecode sync serve --max-body BYTES`)"
+        ),
+    )
+}
+
+/// A home-sync store failure: logged (keys redacted), answered without internals.
+pub(crate) fn store_failed(op: &'static str, err: &BlobError) -> Response {
+    tracing::error!(op, error = %redact::redacted(err), "sync store request failed");
+    error(StatusCode::INTERNAL_SERVER_ERROR, "storage error")
+}
+
+/// `404` JSON for anything unrouted.
+pub(crate) async fn fallback() -> Response {
+    error(StatusCode::NOT_FOUND, "not found")
+}
 
 /// Share server settings. `Default` is a loopback server (`127.0.0.1:8787`) over
 /// `./freecode-shares`, without API key or public URL, taking bodies up to 16 MiB, shares of
@@ -316,50 +398,53 @@ async fn run(
         default_ttl: config.default_ttl,
         max_ttl: config.max_ttl,
         sync_status: std::sync::Mutex::new(std::collections::HashMap::new()),
-        sync_creds: group::CredCache::default(),
-        quotas: quota::Quotas::new(config.group_limits),
+        sync_creds: rules::group::CredCache::default(),
+        quotas: rules::quota::Quotas::new(config.group_limits),
         sync_writes: std::sync::atomic::AtomicU64::new(0),
     });
     let router = Router::new()
-        .route("/upload", post(handlers::upload))
-        .route("/healthz", get(handlers::health))
-        .route("/limits", get(handlers::limits))
-        .route("/sync/v1/status", get(sync::status))
+        .route("/upload", post(share::upload))
+        .route("/healthz", get(service::health))
+        .route("/limits", get(service::limits))
+        .route("/sync/v1/status", get(home_sync::status))
         .route(
             "/sync/v1/logs/{log}/{host}/{index}",
-            axum::routing::put(sync::put_record),
+            axum::routing::put(home_sync::put_record),
         )
-        .route("/sync/v1/logs/{log}/{host}", get(sync::get_records))
+        .route("/sync/v1/logs/{log}/{host}", get(home_sync::get_records))
         .route(
             "/sync/v1/logs/{log}",
-            axum::routing::delete(sync::delete_log),
+            axum::routing::delete(home_sync::delete_log),
         )
         .route(
             "/sync/v1/claims/{log}/{chain}",
-            axum::routing::put(sync::put_claim),
+            axum::routing::put(home_sync::put_claim),
         )
         .route(
             "/sync/v1/logs/{log}/{host}/{index}/wrap",
-            post(sync::rewrap_record),
+            post(home_sync::rewrap_record),
         )
-        .route("/sync/v1/batch", post(sync::batch))
-        .route("/sync/v1/credential", axum::routing::put(group::rotate))
+        .route("/sync/v1/batch", post(home_sync::batch))
+        .route(
+            "/sync/v1/credential",
+            axum::routing::put(rules::group::rotate),
+        )
         .route(
             "/sync/v1/rings/{key}",
-            axum::routing::put(sync::put_ring).get(sync::get_ring),
+            axum::routing::put(home_sync::put_ring).get(home_sync::get_ring),
         )
-        .route("/{code}", get(handlers::download).delete(handlers::revoke))
-        .fallback(handlers::fallback)
+        .route("/{code}", get(share::download).delete(share::revoke))
+        .fallback(fallback)
         .layer(DefaultBodyLimit::max(config.max_body))
         .layer(axum::middleware::from_fn_with_state(
-            Arc::new(limits::Limits::new(
+            Arc::new(rules::admission::Limits::new(
                 config.max_concurrent,
                 config.request_timeout,
                 config.body_timeout,
             )),
-            limits::limit,
+            rules::admission::limit,
         ))
-        .layer(axum::middleware::from_fn(handlers::log_request))
+        .layer(axum::middleware::from_fn(service::log_request))
         .with_state(app);
 
     let sweeper = tokio::spawn(sweep::Sweeper::default().run(store, config.sweep_interval));

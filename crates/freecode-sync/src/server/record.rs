@@ -86,6 +86,11 @@ fn unhex32(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// Whether `s` is `len` lowercase hex characters (the ids of a path: nothing else is named).
+pub(crate) fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

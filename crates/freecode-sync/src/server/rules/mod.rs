@@ -1,0 +1,44 @@
+//! Every rule a request meets before a handler acts on it, in the order it meets them; the
+//! one place a new rule goes.
+//!
+//! | rule | what it refuses | module |
+//! |---|---|---|
+//! | admission | past [`ServerConfig::max_concurrent`](super::ServerConfig::max_concurrent) requests at once (`503`), a request or its body past its deadline (`408`) | [`admission`] |
+//! | body size | a body past [`ServerConfig::max_body`](super::ServerConfig::max_body) (`413`), read by the handler with [`super::too_large`] | the handlers |
+//! | API key | with `--api-key`, an upload or any `/sync/v1/` request without it (`401`): it decides who may store anything at all | [`unauthorized`] |
+//! | group credential | a `/sync/v1/` request without a credential, or with one rotated out or not current (`401`, `403`); it decides which group's objects a request may touch | [`group`] |
+//! | group quota | a group past its requests a minute (`429`), bytes or objects (`413`) | [`quota`] |
+//!
+//! A share needs no credential beyond its code (a download) or its delete token (a revoke):
+//! [`super::share`] checks those.
+//!
+//! What these rules keep in memory is per replica (see [`super`]'s "State").
+
+pub(crate) mod admission;
+pub(crate) mod group;
+pub(crate) mod quota;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+
+use super::record::secrets_equal;
+use super::{App, error};
+
+/// `401` unless the request carries the server's API key (when it has one).
+pub(crate) fn unauthorized(app: &App, headers: &HeaderMap) -> Option<Response> {
+    let key = app.api_key.as_ref()?;
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    if presented.is_some_and(|token| secrets_equal(token, key)) {
+        return None;
+    }
+    let mut response = error(StatusCode::UNAUTHORIZED, "missing or wrong API key");
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    Some(response)
+}
