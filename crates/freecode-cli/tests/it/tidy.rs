@@ -164,6 +164,19 @@ fn operations_table() -> Vec<Row> {
     rows
 }
 
+/// The child module a `pub use child::…;` line of `text` re-exports `name` from, if any.
+fn reexported_from<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix("pub use ")?.strip_suffix(';')?;
+        let (child, names) = rest.split_once("::")?;
+        let names = names.trim_start_matches('{').trim_end_matches('}');
+        names
+            .split(',')
+            .any(|n| n.trim() == name)
+            .then_some(child)
+    })
+}
+
 /// `freecode_agent::module::[Type::]function` or `module::[Type::]function` (of
 /// `freecode-ops`) is a public function of that module; `module::child::function` names a
 /// function of the child module `src/module/child.rs`, when there is one.
@@ -187,8 +200,16 @@ fn assert_function(path: &str, operation: &str) {
             parts.remove(0);
         }
     }
-    let text = read(&file);
+    let mut text = read(&file);
     let function = parts[parts.len() - 1];
+    // A function re-exported from a child module (`pub use child::{…, function, …};`) is
+    // that child's.
+    if parts.len() == 2
+        && let Some(child) = reexported_from(&text, function)
+    {
+        file = src.join(parts[0]).join(format!("{child}.rs"));
+        text = read(&file);
+    }
     assert!(
         text.contains(&format!("pub fn {function}("))
             || text.contains(&format!("pub fn {function}<")),
