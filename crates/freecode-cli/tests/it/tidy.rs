@@ -170,10 +170,7 @@ fn reexported_from<'a>(text: &'a str, name: &str) -> Option<&'a str> {
         let rest = l.trim().strip_prefix("pub use ")?.strip_suffix(';')?;
         let (child, names) = rest.split_once("::")?;
         let names = names.trim_start_matches('{').trim_end_matches('}');
-        names
-            .split(',')
-            .any(|n| n.trim() == name)
-            .then_some(child)
+        names.split(',').any(|n| n.trim() == name).then_some(child)
     })
 }
 
@@ -667,4 +664,25 @@ fn a_module_circle_is_found() {
         found[0].contains("a -> c") && found[0].contains("c -> a"),
         "{found:?}"
     );
+}
+
+/// Every Rust file of the workspace fits in a reader's head: at most 1,800 lines (a larger
+/// module is split along its seams, its tests in a sibling `tests.rs`); home sync's, where the
+/// next rules land, at most 900 each.
+#[test]
+fn no_source_file_is_past_what_a_person_reads() {
+    let crates = root().join("crates");
+    let mut files = Vec::new();
+    rust_files(&crates, &mut files);
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let sync = crates.join("freecode-ops/src/sync");
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|p| {
+            let lines = read(p).lines().count();
+            let cap = if p.starts_with(&sync) { 900 } else { 1800 };
+            (lines > cap).then(|| format!("{} ({lines} lines, at most {cap})", p.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "files past their size: {long:#?}");
 }

@@ -18,10 +18,10 @@
 
 use regex::Regex;
 
-use super::{
-    Finding, Gates, SecretKind, Strength, Value, classify_key, compile, credential_like, has_digit,
-    judge, parse_value, push,
-};
+use super::detectors::{Gates, compile};
+use super::keys::{Strength, classify_key};
+use super::values::{Value, credential_like, has_digit, judge, parse_value};
+use super::{Finding, SecretKind, push};
 
 /// The compiled patterns.
 #[derive(Debug)]

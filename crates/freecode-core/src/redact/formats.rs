@@ -11,11 +11,10 @@
 //! (one Aho-Corasick pass finds them all); the structural rules without a literal
 //! ([`RUN_RULES`]) run only on a whole run of their byte class whose length fits.
 
+use super::detectors::{SimpleSpec, always};
 use super::gitleaks::shannon as entropy;
-use super::{
-    SecretKind, SimpleSpec, always, has_both_cases, has_digit, has_digit_and_letter, is_alnum,
-    is_token_byte, is_word,
-};
+use super::values::{has_both_cases, has_digit, has_digit_and_letter};
+use super::{SecretKind, is_alnum, is_token_byte, is_word};
 
 /// A byte that cannot surround a base64 token (`=` included: padding belongs to the token).
 fn is_b64_or_pad(b: u8) -> bool {
@@ -163,7 +162,7 @@ pub(super) enum RunClass {
     Alnum,
 }
 
-const CLASSES: [(RunClass, super::Boundary); 4] = [
+const CLASSES: [(RunClass, super::detectors::Boundary); 4] = [
     (RunClass::Base64, is_b64_or_pad),
     (RunClass::Token, is_token_byte),
     (RunClass::TokenOrDot, is_token_or_dot),

@@ -1,0 +1,115 @@
+//! Unit tests of `vectors`.
+
+use super::*;
+
+fn chunk(messages: &[(&str, &str)], window: usize) -> Vec<(i64, i64, String)> {
+    let mut c = Chunker::new(window);
+    for (i, (role, text)) in messages.iter().enumerate() {
+        let line = i as i64 + 1;
+        c.message(line, &format!("m{line}"), role, line * 10, text);
+    }
+    c.finish()
+        .into_iter()
+        .map(|b| (b.line, b.end_line, b.text))
+        .collect()
+}
+
+#[test]
+fn a_chunk_is_a_user_turn_with_what_followed() {
+    let got = chunk(
+        &[
+            ("user", "fix the login loop"),
+            ("assistant", "looking at auth.ts"),
+            ("assistant", ""),
+            ("user", "now the tests"),
+            ("assistant", "all green"),
+        ],
+        1000,
+    );
+    assert_eq!(
+        got,
+        vec![
+            (1, 3, "fix the login loop\nlooking at auth.ts".to_owned()),
+            (4, 5, "now the tests\nall green".to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn steps_are_cut_and_a_long_turn_goes_on_in_a_next_chunk() {
+    let long = "x".repeat(5000);
+    let got = chunk(
+        &[
+            ("user", "go"),
+            ("assistant", &long),
+            ("assistant", &long),
+            ("assistant", &long),
+        ],
+        700,
+    );
+    // Each step gives STEP_CHARS; the window holds two of them after the prompt.
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!((got[0].0, got[0].1), (1, 3));
+    assert_eq!(
+        got[0].2.chars().count(),
+        2 + 1 + STEP_CHARS + 1 + STEP_CHARS
+    );
+    assert_eq!((got[1].0, got[1].1), (4, 4));
+    assert!(got.iter().all(|(_, _, t)| t.chars().count() <= 700));
+    // A user message longer than the window is cut to it.
+    let got = chunk(&[("user", &"é".repeat(2000))], 700);
+    assert_eq!(got[0].2.chars().count(), 700);
+}
+
+#[test]
+fn a_log_that_starts_with_the_assistant_still_chunks() {
+    let got = chunk(&[("assistant", "hello"), ("user", "hi")], 1000);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].2, "hello");
+}
+
+#[test]
+fn quantized_scores_keep_the_order() {
+    let a = [0.6f32, 0.8, 0.0];
+    let b = [0.8f32, 0.6, 0.0];
+    let c = [0.0f32, 0.0, 1.0];
+    let q: Vec<i8> = quantize(&a).into_iter().map(|x| x as i8).collect();
+    let (sa, sb, sc) = (
+        score(&quantize(&a), &q),
+        score(&quantize(&b), &q),
+        score(&quantize(&c), &q),
+    );
+    assert!((sa - 1.0).abs() < 0.02 && (sb - 0.96).abs() < 0.02 && sc.abs() < 0.02);
+    assert!(sa > sb && sb > sc);
+    assert_eq!(quantize(&[1.5, -1.5]), vec![127u8, (-127i8) as u8]);
+}
+
+#[test]
+fn the_text_hash_is_stable() {
+    // FNV-1a's published value for "a": stored hashes must not change between builds.
+    assert_eq!(text_hash("a") as u64, 0xaf63_dc4c_8601_ec8c);
+    assert_ne!(text_hash("ab"), text_hash("ba"));
+}
+
+#[test]
+fn turns_that_say_little_are_told_from_those_that_say_something() {
+    for little in [
+        "System: Please continue.",
+        "[REDACTED_PROMPT]",
+        "[REDACTED:env_assignment] ok",
+        "",
+        "yes, do it",
+        "là, c'est ça",
+    ] {
+        assert!(says_little([little]), "{little}");
+    }
+    for something in [
+        "fix the flaky arm runner cache",
+        "ダークモード の 設定 画面 を 作って",
+        "[REDACTED_PROMPT] then rotate the staging deploy keys",
+    ] {
+        assert!(!says_little([something]), "{something}");
+    }
+    // Counted over the whole chunk.
+    assert!(!says_little(["continue", "rotated the staging keys"]));
+}
