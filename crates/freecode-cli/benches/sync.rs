@@ -4,7 +4,7 @@
 //!
 //! `cargo bench -p freecode-cli --bench sync` (2,000 sessions, 1,000,000 messages;
 //! `FREECODE_BENCH_SESSIONS` and `FREECODE_BENCH_MESSAGES` scale it down). The server is the
-//! real share server on loopback over a file store; the client is `freecode_ops::sync`.
+//! real share server on loopback over a file store; the client is `freecode_ops::home_sync`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use freecode_core::{Part, Role, SessionId, StoredMessage};
 use freecode_ops::Silent;
+use freecode_remote::blob::StoreSpec;
+use freecode_remote::server::{ServerConfig, spawn};
 use freecode_store::{Durability, Home, NewSession, SessionStore, StoreConfig};
-use freecode_sync::blob::StoreSpec;
-use freecode_sync::server::{ServerConfig, spawn};
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -174,23 +174,23 @@ fn main() {
         ..ServerConfig::default()
     })
     .unwrap();
-    freecode_ops::sync::init(&a, &server.url, false).unwrap();
-    let phrase = freecode_ops::sync::key_phrase(&a).unwrap();
-    freecode_ops::sync::join(&b, &server.url, &phrase, false).unwrap();
+    freecode_ops::home_sync::init(&a, &server.url, false).unwrap();
+    let phrase = freecode_ops::home_sync::key_phrase(&a).unwrap();
+    freecode_ops::home_sync::join(&b, &server.url, &phrase, false).unwrap();
 
     let rsync_dest = tmp.path().join("rsync-dest");
     std::fs::create_dir_all(&rsync_dest).unwrap();
     let rsyncd = Rsyncd::start(tmp.path(), &rsync_dest);
 
     let mut rows = Vec::new();
-    let timed = |f: &dyn Fn() -> freecode_ops::sync::SyncReport| {
+    let timed = |f: &dyn Fn() -> freecode_ops::home_sync::SyncReport| {
         let t = Instant::now();
         let r = f();
         (t.elapsed().as_secs_f64(), r)
     };
-    let (secs, r) = timed(&|| freecode_ops::sync::push(&a, &mut Silent).unwrap());
+    let (secs, r) = timed(&|| freecode_ops::home_sync::push(&a, &mut Silent).unwrap());
     rows.push(("first sync: push", secs, r.bytes_sent));
-    let (secs, r) = timed(&|| freecode_ops::sync::pull(&b, &mut Silent).unwrap());
+    let (secs, r) = timed(&|| freecode_ops::home_sync::pull(&b, &mut Silent).unwrap());
     rows.push((
         "first sync: pull on another machine",
         secs,
@@ -205,15 +205,15 @@ fn main() {
     w.append(&message(messages + 2, Role::Assistant)).unwrap();
     w.end_turn(10).unwrap();
     drop(w);
-    let (secs, r) = timed(&|| freecode_ops::sync::push(&a, &mut Silent).unwrap());
+    let (secs, r) = timed(&|| freecode_ops::home_sync::push(&a, &mut Silent).unwrap());
     rows.push(("one new turn: push", secs, r.bytes_sent));
-    let (secs, r) = timed(&|| freecode_ops::sync::pull(&b, &mut Silent).unwrap());
+    let (secs, r) = timed(&|| freecode_ops::home_sync::pull(&b, &mut Silent).unwrap());
     rows.push((
         "one new turn: pull on another machine",
         secs,
         r.bytes_received,
     ));
-    let (secs, r) = timed(&|| freecode_ops::sync::now(&a, &mut Silent).unwrap());
+    let (secs, r) = timed(&|| freecode_ops::home_sync::now(&a, &mut Silent).unwrap());
     rows.push(("nothing new: now", secs, r.bytes_sent + r.bytes_received));
     let rsync_again = rsyncd.as_ref().map(|d| d.push(a.root()));
 

@@ -3,7 +3,7 @@
 //!
 //! The sync is a detached `freecode sync now --auto` (its own process group, so Ctrl+C at the
 //! terminal does not stop it, and it outlives a one-shot `run`). It waits for any sync already
-//! running and does nothing when another is already waiting (see [`freecode_ops::sync::auto`]).
+//! running and does nothing when another is already waiting (see [`freecode_ops::home_sync::auto`]).
 //! What it did, or why it failed, is appended to `state/sync/auto.log` (0600, started afresh
 //! past [`LOG_MAX`]); nothing of it reaches the turn's output.
 
@@ -26,7 +26,7 @@ pub fn after_turn(home: &Home) {
 fn start(home: &Home) -> anyhow::Result<()> {
     let config = home.read_config()?;
     if !freecode_ops::keys::lookup_bool(&config, "sync.auto").unwrap_or(false)
-        || !freecode_ops::sync::is_set_up(home)
+        || !freecode_ops::home_sync::is_set_up(home)
     {
         return Ok(());
     }

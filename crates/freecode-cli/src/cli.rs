@@ -71,7 +71,7 @@ pub enum Command {
     Share(commands::share::ShareCommand),
     /// Sync this home with your other machines, end to end encrypted (init, key, join, status, push, pull, now), and run the server.
     #[command(subcommand)]
-    Sync(commands::share::SyncCommand),
+    Sync(commands::sync::SyncCommand),
     /// The settings of config.json: list, get, set, path (the known keys and their defaults).
     #[command(subcommand)]
     Config(commands::config::ConfigCommand),

@@ -100,10 +100,10 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             return 1;
         }
         // A share server that cannot start: a port in use, an unusable setting.
-        if let Some(e) = cause.downcast_ref::<freecode_sync::server::ServerError>() {
+        if let Some(e) = cause.downcast_ref::<freecode_remote::server::ServerError>() {
             return match e {
-                freecode_sync::server::ServerError::Bind { .. }
-                | freecode_sync::server::ServerError::Config(_) => 1,
+                freecode_remote::server::ServerError::Bind { .. }
+                | freecode_remote::server::ServerError::Config(_) => 1,
                 _ => 2,
             };
         }

@@ -11,7 +11,7 @@
 //! - idle keep-alive (a response done, no new byte) — closed after `idle_timeout` from the
 //!   last byte written (hyper may still be flushing the end of the response);
 //! - busy (a request in the handlers) — no deadline here: the handlers' request and body
-//!   timeouts bound it (each server its own; the share server's in `freecode-sync`);
+//!   timeouts bound it (each server its own; the share server's in `freecode-remote`);
 //! - responding (the response body is being written) — closed when a write makes no
 //!   progress for `idle_timeout`, so a client that never reads cannot pin it.
 //!

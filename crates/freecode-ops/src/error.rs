@@ -18,10 +18,10 @@ use std::path::Path;
 use freecode_core::IdError;
 use freecode_core::bundle::BundleError;
 use freecode_import::importer::ImportError;
+use freecode_remote::crypto::CryptoError;
+use freecode_remote::share::ClientError;
 use freecode_store::StoreError;
 use freecode_store::share::ShareError;
-use freecode_sync::client::ClientError;
-use freecode_sync::crypto::CryptoError;
 
 /// What went wrong, as every front end tells it to its user (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! for its key ([`parse`]).
 //!
 //! A leaf: it names no other module of this crate but [`crate::error`], so every module may
-//! read a key (`meaning`'s embedder, `sync`'s exclusions, the sessions' model) without
+//! read a key (`meaning`'s embedder, `home_sync`'s exclusions, the sessions' model) without
 //! reaching the operations on the file ([`crate::config`]).
 
 use serde_json::{Value, json};

@@ -24,7 +24,7 @@
 //! | trace, replay, the recorded sessions, a log followed | [`trace`], [`live`] |
 //! | OTLP export | [`otlp`] |
 //! | export, import, share list and revoke | [`share`] |
-//! | home sync across machines (end-to-end encrypted) | [`sync`] |
+//! | home sync across machines (end-to-end encrypted) | [`home_sync`] |
 //! | other agents' sessions | [`import`] |
 //! | doctor | [`doctor`] |
 //! | config (the operations; the keys and their defaults: [`keys`], a leaf) | [`config`] |
@@ -38,6 +38,7 @@ pub mod config;
 pub mod doctor;
 pub mod error;
 pub mod handoff;
+pub mod home_sync;
 pub mod human;
 pub mod import;
 pub mod index;
@@ -52,7 +53,6 @@ pub mod scope;
 pub mod search;
 pub mod sessions;
 pub mod share;
-pub mod sync;
 pub mod trace;
 pub mod types;
 

@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use freecode_core::SessionId;
 use freecode_core::bundle::{Bundle, SourceShape};
-use freecode_store::share::{self as store_share, ExportOptions, ImportOptions};
-use freecode_store::{Home, SessionStore};
-use freecode_sync::client::{
+use freecode_remote::share::{
     Client, ClientError, SessionShare, ShareLog, ShareOptions, SyncConfig, expires_at,
     share_session,
 };
+use freecode_store::share::{self as store_share, ExportOptions, ImportOptions};
+use freecode_store::{Home, SessionStore};
 
 use crate::error::{Error, Result};
 use crate::progress::Progress;
@@ -175,7 +175,9 @@ pub fn dry_run(
     } else {
         match config.endpoint_or(req.to.as_deref()) {
             Ok(url) => url,
-            Err(freecode_sync::client::ClientError::NoEndpoint { .. }) => NO_DESTINATION.to_owned(),
+            Err(freecode_remote::share::ClientError::NoEndpoint { .. }) => {
+                NO_DESTINATION.to_owned()
+            }
             Err(e) => return Err(e.into()),
         }
     };
@@ -235,7 +237,7 @@ pub fn read_bundle_file(path: &Path, progress: &mut dyn Progress) -> Result<(Bun
         return Err(too_big());
     }
     progress.step("checking the bundle");
-    freecode_sync::client::decode_body(&bytes, None).map_err(|e| {
+    freecode_remote::share::decode_body(&bytes, None).map_err(|e| {
         Error::from(e).context(format!(
             "cannot import {}; nothing was written",
             path.display()

@@ -15,10 +15,10 @@ use freecode_core::jsonw;
 use freecode_core::rollout::replay::Replay;
 use freecode_core::rollout::trace::Trace;
 use freecode_core::{SessionMeta, SessionStatus, StoredMessage};
+use freecode_remote::share::ShareRecord;
 use freecode_store::doctor::Finding;
 use freecode_store::index::{SearchHit, Stats};
 use freecode_store::session::{CompactionOutcome, MessageBlocks};
-use freecode_sync::client::ShareRecord;
 use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
 use serde::Serialize;
 
@@ -869,27 +869,27 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
     SchemaFile {
         name: "sync-setup.json",
         used_by: "`sync init --json`, `sync join --json`",
-        generate: root::<crate::sync::SyncSetup>,
+        generate: root::<crate::home_sync::SyncSetup>,
     },
     SchemaFile {
         name: "sync-key.json",
         used_by: "`sync key --json`",
-        generate: root::<crate::sync::SyncPhrase>,
+        generate: root::<crate::home_sync::SyncPhrase>,
     },
     SchemaFile {
         name: "sync-status.json",
         used_by: "`sync status --json`, `sync.status`",
-        generate: root::<crate::sync::SyncStatus>,
+        generate: root::<crate::home_sync::SyncStatus>,
     },
     SchemaFile {
         name: "sync-report.json",
         used_by: "`sync push --json`, `sync pull --json`, `sync now --json`, `sync.now`",
-        generate: root::<crate::sync::SyncReport>,
+        generate: root::<crate::home_sync::SyncReport>,
     },
     SchemaFile {
         name: "sync-rotation.json",
         used_by: "`sync rotate --json`",
-        generate: root::<crate::sync::SyncRotation>,
+        generate: root::<crate::home_sync::SyncRotation>,
     },
     SchemaFile {
         name: "config-list.json",

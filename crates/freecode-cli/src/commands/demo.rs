@@ -65,9 +65,9 @@ impl DemoArgs {
         step(&["trace", "--last"])?;
 
         // Sharing through an embedded share server on loopback, its blobs in the home.
-        let server = freecode_sync::server::spawn(freecode_sync::server::ServerConfig {
+        let server = freecode_remote::server::spawn(freecode_remote::server::ServerConfig {
             listen: "127.0.0.1:0".parse().context("loopback address")?,
-            store: freecode_sync::blob::StoreSpec::File(home.join("share-server")),
+            store: freecode_remote::blob::StoreSpec::File(home.join("share-server")),
             ..Default::default()
         })?;
         let home_dir = freecode_store::Home::new(&home);

@@ -12,5 +12,6 @@ pub mod serve;
 pub mod session;
 pub mod share;
 pub mod shell;
+pub mod sync;
 pub mod trace;
 pub mod ui;

@@ -801,9 +801,9 @@ fn a_session_goes_from_codex_on_one_machine_to_claude_code_on_another_and_back()
     };
 
     // Alpha to beta, end to end encrypted, through a real sync server on loopback.
-    let sync = freecode_sync::server::spawn(freecode_sync::server::ServerConfig {
+    let sync = freecode_remote::server::spawn(freecode_remote::server::ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        store: freecode_sync::blob::StoreSpec::File(ctx.path("sync-server")),
+        store: freecode_remote::blob::StoreSpec::File(ctx.path("sync-server")),
         ..Default::default()
     })
     .unwrap();

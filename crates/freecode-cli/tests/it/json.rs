@@ -9,8 +9,8 @@ use crate::common::Ctx;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use freecode_sync::blob::StoreSpec;
-use freecode_sync::server::{ServerConfig, spawn};
+use freecode_remote::blob::StoreSpec;
+use freecode_remote::server::{ServerConfig, spawn};
 use serde_json::Value;
 
 const S1: &str = "68d44408-94df-4f2f-ae2e-ffffdb68e297";

@@ -340,9 +340,9 @@ fn handoff_over_rpc() {
 #[test]
 fn export_and_import_over_rpc() {
     let (tmp, home) = fixture_home();
-    let server = freecode_sync::server::spawn(freecode_sync::server::ServerConfig {
+    let server = freecode_remote::server::spawn(freecode_remote::server::ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        store: freecode_sync::blob::StoreSpec::File(tmp.path().join("blobs")),
+        store: freecode_remote::blob::StoreSpec::File(tmp.path().join("blobs")),
         ..Default::default()
     })
     .unwrap();

@@ -11,8 +11,8 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::common::Ctx;
-use freecode_sync::blob::StoreSpec;
-use freecode_sync::server::{ServerConfig, ServerHandle, spawn};
+use freecode_remote::blob::StoreSpec;
+use freecode_remote::server::{ServerConfig, ServerHandle, spawn};
 use serde_json::Value;
 
 struct Net {
@@ -39,7 +39,7 @@ fn net_on_s3() -> Net {
     let spec = StoreSpec::S3 {
         bucket: "home-sync".into(),
         prefix: "team".into(),
-        options: freecode_sync::blob::S3Options {
+        options: freecode_remote::blob::S3Options {
             endpoint: Some(moto.endpoint()),
             region: Some("us-east-1".into()),
             access_key_id: Some("test-access-key".into()),
@@ -92,7 +92,7 @@ impl Net {
     /// Every sync object the server's store holds, by its whole key (`creds/…` and
     /// `groups/<group>/…`), read through the store itself, with its bytes.
     fn all_objects(&self) -> BTreeMap<String, Vec<u8>> {
-        use freecode_sync::blob::{BlobStore, SyncKey};
+        use freecode_remote::blob::{BlobStore, SyncKey};
         let store = BlobStore::open(&self.spec).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -204,7 +204,7 @@ impl Net {
 /// Waits out the server's status listing age: a store changed behind the server's back (a
 /// test's hand on its files) shows in its counts after that.
 fn settle() {
-    std::thread::sleep(freecode_sync::server::SYNC_STATUS_TTL);
+    std::thread::sleep(freecode_remote::server::SYNC_STATUS_TTL);
 }
 
 /// Every session of a home: id → meta.
@@ -1196,7 +1196,7 @@ fn strangers_other_groups_and_rotated_out_keys_touch_nothing_of_a_group_over_s3(
 /// refused or lands in the attacker's own group, the group's objects on the server stay byte
 /// for byte, and the victims' next `sync now` succeeds with their sessions intact.
 fn strangers_touch_nothing(n: Net) {
-    use freecode_sync::home::{HostId, Kind, Remote, SyncKey};
+    use freecode_remote::home_sync::{HostId, Kind, Remote, SyncKey};
     let (a, b, c) = (n.home("alpha"), n.home("beta"), n.home("gamma"));
     let s = n.turn(&a, None, "la question du jour");
     let phrase = n.first(&a);
@@ -1386,8 +1386,8 @@ fn sync_now(n: &Net, home: &Path) -> (Value, String) {
 /// succeeds, names what it passed over (machine and index), mends the wrap from the copy
 /// kept where the record was written, and both machines end with the same sessions.
 fn member_garbage(n: Net) {
-    use freecode_sync::home::seal::WRAP_SPAN;
-    use freecode_sync::home::{Chain, HostId, Remote, SyncKey};
+    use freecode_remote::home_sync::seal::WRAP_SPAN;
+    use freecode_remote::home_sync::{Chain, HostId, Remote, SyncKey};
     let (a, b) = (n.home("alpha"), n.home("beta"));
     let s = n.turn(&a, None, "l'histoire commence");
     let phrase = n.first(&a);

@@ -675,7 +675,7 @@ fn no_source_file_is_past_what_a_person_reads() {
     let mut files = Vec::new();
     rust_files(&crates, &mut files);
     assert!(files.len() > 100, "found only {} files", files.len());
-    let sync = crates.join("freecode-ops/src/sync");
+    let sync = crates.join("freecode-ops/src/home_sync");
     let long: Vec<String> = files
         .iter()
         .filter_map(|p| {

@@ -182,13 +182,13 @@ const METHODS: &[Method] = &[
         name: "sync.status",
         summary: "Home sync: sessions to push and records to pull (as `sync status --json`)",
         params: &[],
-        result: sub::<freecode_ops::sync::SyncStatus>,
+        result: sub::<freecode_ops::home_sync::SyncStatus>,
     },
     Method {
         name: "sync.now",
         summary: "Home sync: pull, then push (as `sync now --json`)",
         params: &[],
-        result: sub::<freecode_ops::sync::SyncReport>,
+        result: sub::<freecode_ops::home_sync::SyncReport>,
     },
     Method {
         name: "rpc.discover",

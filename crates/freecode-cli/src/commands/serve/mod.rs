@@ -49,8 +49,8 @@ use freecode_ops::sessions::{self, CompactRequest, ListRequest, StartRequest};
 use freecode_ops::share::{self, ExportRequest, ImportRequest};
 use freecode_ops::trace::{self, CompactJson};
 use freecode_ops::types::{self as ops, JsonStyle};
+use freecode_remote::share::ClientError;
 use freecode_store::{Home, SessionStore, StoreError};
-use freecode_sync::client::ClientError;
 use serde_json::{Map, Value, json};
 
 mod discover;
@@ -408,8 +408,8 @@ impl Server {
             "session.getInterrupted" => to_value(&sessions::interrupted(&self.store)?),
             // Home sync (`freecode sync status|now`), blocking this request only as long as
             // the server takes.
-            "sync.status" => to_value(&freecode_ops::sync::status(self.store.home())?),
-            "sync.now" => to_value(&freecode_ops::sync::now(
+            "sync.status" => to_value(&freecode_ops::home_sync::status(self.store.home())?),
+            "sync.now" => to_value(&freecode_ops::home_sync::now(
                 self.store.home(),
                 &mut freecode_ops::Silent,
             )?),
@@ -648,9 +648,9 @@ impl Server {
 }
 
 /// A share failure: the caller's URL or key is bad (-32602), or the exchange failed (-32603).
-fn client_error(what: &str, e: freecode_sync::client::ClientError) -> RpcError {
-    use freecode_sync::client::ClientError as C;
-    use freecode_sync::crypto::CryptoError;
+fn client_error(what: &str, e: freecode_remote::share::ClientError) -> RpcError {
+    use freecode_remote::crypto::CryptoError;
+    use freecode_remote::share::ClientError as C;
     let code = match &e {
         C::BadUrl { .. } | C::Insecure { .. } | C::MissingKey | C::Crypto(CryptoError::BadKey) => {
             -32602

@@ -213,11 +213,11 @@ pub(super) fn compressed_files_and_v2_envelopes_are_smaller_and_plain_and_v1_one
 
     // A version-1 envelope (uncompressed JSON, what earlier builds uploaded) still imports.
     let key =
-        freecode_sync::crypto::ShareKey::from_fragment(url.split('#').nth(1).unwrap()).unwrap();
-    let v1 = freecode_sync::crypto::seal_version(
+        freecode_remote::crypto::ShareKey::from_fragment(url.split('#').nth(1).unwrap()).unwrap();
+    let v1 = freecode_remote::crypto::seal_version(
         &key,
         &plain_bytes,
-        freecode_sync::crypto::VERSION_UNCOMPRESSED,
+        freecode_remote::crypto::VERSION_UNCOMPRESSED,
     )
     .unwrap();
     std::fs::write(&blob, &v1).unwrap();
@@ -227,7 +227,7 @@ pub(super) fn compressed_files_and_v2_envelopes_are_smaller_and_plain_and_v1_one
         .to_owned();
     assert_eq!(messages(&other, &id).len(), messages(&ctx.home, S1).len());
     // A v2 envelope whose plaintext is not zstd is refused, not parsed.
-    let not_zstd = freecode_sync::crypto::seal(&key, &plain_bytes).unwrap();
+    let not_zstd = freecode_remote::crypto::seal(&key, &plain_bytes).unwrap();
     std::fs::write(&blob, &not_zstd).unwrap();
     let before = sessions_in(&other).len();
     let out = ctx.run_in(&other, &["session", "import", &url]);

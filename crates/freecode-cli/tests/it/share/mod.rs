@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use freecode_sync::blob::StoreSpec;
-use freecode_sync::server::{ServerConfig, ServerHandle, spawn};
+use freecode_remote::blob::StoreSpec;
+use freecode_remote::server::{ServerConfig, ServerHandle, spawn};
 use serde_json::Value;
 
 mod hostile_bundles;
@@ -745,7 +745,7 @@ fn oversized_downloads_are_refused() {
         .ok(&["session", "export", S1, "--to", &server.url])
         .trim()
         .to_owned();
-    let client = freecode_sync::client::Client::new(None).max_download(100);
+    let client = freecode_remote::share::Client::new(None).max_download(100);
     let err = client.fetch(&url).unwrap_err();
     assert!(err.to_string().contains("larger than 100 bytes"), "{err}");
 }
