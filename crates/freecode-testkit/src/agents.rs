@@ -83,9 +83,8 @@ pub fn installed(agent: Agent) -> Option<PathBuf> {
     let bin = agents_dir().join("node_modules/.bin").join(agent.command());
     let version = installed_version(agent);
     let ok = bin.exists() && version.is_some();
-    if !ok {
-        let msg = format!("{} in {}", agent.package(), agents_dir().display());
-        crate::prerequisite(false, &msg, "scripts/test-deps installs it");
+    let what = format!("{} in {}", agent.package(), agents_dir().display());
+    if !crate::prerequisite(ok, &what, "scripts/test-deps installs it") {
         return None;
     }
     if std::env::var_os("FREECODE_AGENTS_LATEST").is_none() {

@@ -520,7 +520,11 @@ fn named_paths(module: &[String], code: &str) -> Vec<Vec<String>> {
 /// into B's; each circle as its modules, and for each edge the files that make it.
 fn module_circles(src: &Path) -> Vec<String> {
     use std::collections::{BTreeMap, BTreeSet};
-    let files = sources(src);
+    // A module's tests (`tests.rs` beside it) are not a dependency of the crate.
+    let files: Vec<(PathBuf, String)> = sources(src)
+        .into_iter()
+        .filter(|(p, _)| module_path(src, p).last().is_none_or(|m| m != "tests"))
+        .collect();
     let modules: BTreeSet<Vec<String>> = files.iter().map(|(p, _)| module_path(src, p)).collect();
     let mut edges: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for (path, text) in &files {
@@ -656,6 +660,7 @@ fn a_module_circle_is_found() {
         "c/d.rs",
         "//! d\n// crate::b is only a comment\nuse super::Y;\n\n#[cfg(test)]\nmod tests {\n    use crate::a;\n}\n",
     );
+    write("c/tests.rs", "//! c's tests\nuse crate::a::X;\n");
     assert!(module_circles(src).is_empty(), "{:?}", module_circles(src));
     write("c/d.rs", "//! d\nfn g() { super::super::a::f(); }\n");
     let found = module_circles(src);

@@ -42,17 +42,14 @@ fn browser_tools() -> Option<(PathBuf, PathBuf)> {
         .find(|p| p.is_file())
         .or_else(|| find_tool(&["chromium", "chromium-browser", "google-chrome"]));
     let driver = find_tool(&["chromedriver"]);
-    match (chromium, driver) {
-        (Some(c), Some(d)) => Some((c, d)),
-        _ => {
-            freecode_testkit::prerequisite(
-                false,
-                "Debian's `chromium` and `chromium-driver` on PATH",
-                "scripts/test-deps installs them",
-            );
-            None
-        }
-    }
+    let tools = chromium.zip(driver);
+    freecode_testkit::prerequisite(
+        tools.is_some(),
+        "Debian's `chromium` and `chromium-driver` on PATH",
+        "scripts/test-deps installs them",
+    )
+    .then_some(tools)
+    .flatten()
 }
 
 /// chromedriver on a free loopback port and a headless Chromium session through it; both

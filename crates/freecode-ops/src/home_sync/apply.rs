@@ -12,7 +12,7 @@ use freecode_store::{StoreError, fsutil};
 use super::SyncFork;
 use super::changes::{fit, local_sessions, mark_of, read_from};
 use super::engine::{Engine, Fetched};
-use super::plan::{self, Fit, Pending, whole_lines};
+use super::plan::{self, Extends, Fit, Pending, whole_lines};
 use super::record::{Mode, SessionRecord, What};
 use super::state::{self, SessionSync};
 use crate::error::{Error, Result};
@@ -43,23 +43,27 @@ impl Engine {
             None => self.fresh(id),
         };
         // Each record's chain point and the one it leads to.
-        let pending: Vec<Pending> =
-            records
-                .iter()
-                .map(|f| Pending {
-                    host: f.host,
-                    index: f.index,
-                    retried: f.retried,
-                    extends: f.record.base.as_deref().map(|b| {
-                        Chain::parse(b).map(|from| (from, self.key.next(&from, &f.plain)))
-                    }),
-                })
-                .collect();
+        let pending: Vec<Pending> = records
+            .iter()
+            .map(|f| Pending {
+                host: f.host,
+                index: f.index,
+                retried: f.retried,
+                extends: match f.record.base.as_deref().map(Chain::parse) {
+                    None => Extends::Nothing,
+                    Some(None) => Extends::Unreadable,
+                    Some(Some(from)) => Extends::Point {
+                        from,
+                        to: self.key.next(&from, &f.plain),
+                    },
+                },
+            })
+            .collect();
         let order = plan::apply_order(&self.state, &st.log, st.chain, &pending);
         let forks = self.report.forks.len();
         for &i in &order {
             let f = &records[i];
-            let after = pending[i].extends.flatten().map(|(_, to)| to);
+            let after = pending[i].extends.to();
             match self.apply_record(id, &mut st, f, after)? {
                 Applied::Busy => {
                     self.report.busy.push(id.to_string());

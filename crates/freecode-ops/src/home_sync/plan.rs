@@ -457,9 +457,34 @@ pub(super) struct Pending {
     /// A slot that did not open before and opens now: applied where its chain point
     /// allows, out of its host's order.
     pub(super) retried: bool,
-    /// The chain point it extends and the one it leads to; `None` for a meta alone (no
-    /// point); `Some(None)` for a point that does not parse (never applied).
-    pub(super) extends: Option<Option<(Chain, Chain)>>,
+    /// The chain point it extends.
+    pub(super) extends: Extends,
+}
+
+/// The chain point a record extends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Extends {
+    /// None: a meta alone, applied wherever the chain stands.
+    Nothing,
+    /// `from`, moving the chain to `to`.
+    Point {
+        /// The point it extends.
+        from: Chain,
+        /// The point it leads to.
+        to: Chain,
+    },
+    /// A point that does not parse: never applied.
+    Unreadable,
+}
+
+impl Extends {
+    /// The point the chain moves to once the record is applied, if it moves.
+    pub(super) fn to(self) -> Option<Chain> {
+        match self {
+            Self::Point { to, .. } => Some(to),
+            Self::Nothing | Self::Unreadable => None,
+        }
+    }
 }
 
 /// The order in which a session's downloaded records apply here, from the session's chain
@@ -496,13 +521,10 @@ pub(super) fn apply_order(
             if done[i] || !(p.retried || p.index == next_to_apply(&seen, &opened, p.host)) {
                 continue;
             }
-            let after = match p.extends {
-                None => None,
-                Some(Some((from, to))) if from == chain => Some(to),
-                Some(_) => continue,
-            };
-            if let Some(to) = after {
-                chain = to;
+            match p.extends {
+                Extends::Nothing => {}
+                Extends::Point { from, to } if from == chain => chain = to,
+                Extends::Point { .. } | Extends::Unreadable => continue,
             }
             let s = seen.entry(p.host).or_insert(0);
             *s = (*s).max(p.index + 1);

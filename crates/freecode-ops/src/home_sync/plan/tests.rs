@@ -622,12 +622,12 @@ fn records_the_server_lost_are_sent_again_from_the_kept_copies() {
 
 // ----- apply ----------------------------------------------------------------------------------
 
-fn pending(host: HostId, index: u64, extends: Option<(Chain, Chain)>) -> Pending {
+fn pending(host: HostId, index: u64, from: Chain, to: Chain) -> Pending {
     Pending {
         host,
         index,
         retried: false,
-        extends: Some(extends),
+        extends: Extends::Point { from, to },
     }
 }
 
@@ -640,48 +640,48 @@ fn a_sessions_records_apply_in_their_chains_order() {
         host,
         index,
         retried: false,
-        extends: None,
+        extends: Extends::Nothing,
     };
     type Row = (&'static str, State, Vec<Pending>, Vec<usize>);
     let rows: Vec<Row> = vec![
         (
             "one machine's records, in order",
             State::default(),
-            vec![pending(a, 0, Some((c0, c1))), pending(a, 1, Some((c1, c2)))],
+            vec![pending(a, 0, c0, c1), pending(a, 1, c1, c2)],
             vec![0, 1],
         ),
         (
             "downloaded out of order: each waits for its host's earlier ones",
             State::default(),
-            vec![pending(a, 1, Some((c1, c2))), pending(a, 0, Some((c0, c1)))],
+            vec![pending(a, 1, c1, c2), pending(a, 0, c0, c1)],
             vec![1, 0],
         ),
         (
             "two machines taking turns on one session",
             State::default(),
             vec![
-                pending(a, 0, Some((c0, c1))),
-                pending(b, 0, Some((c1, c2))),
-                pending(a, 1, Some((c2, c3))),
+                pending(a, 0, c0, c1),
+                pending(b, 0, c1, c2),
+                pending(a, 1, c2, c3),
             ],
             vec![0, 1, 2],
         ),
         (
             "both changed from one point: the claim's loser's record never applies",
             State::default(),
-            vec![pending(a, 0, Some((c0, c1))), pending(b, 0, Some((c0, c2)))],
+            vec![pending(a, 0, c0, c1), pending(b, 0, c0, c2)],
             vec![0],
         ),
         (
             "a meta alone applies wherever the chain stands",
             State::default(),
-            vec![meta_alone(a, 0), pending(a, 1, Some((c0, c1)))],
+            vec![meta_alone(a, 0), pending(a, 1, c0, c1)],
             vec![0, 1],
         ),
         (
             "records already seen wait for nothing; a record not yet its host's next waits",
             state_seen(&[(l, a, 1)]),
-            vec![pending(a, 2, Some((c1, c2))), pending(a, 1, Some((c0, c1)))],
+            vec![pending(a, 2, c1, c2), pending(a, 1, c0, c1)],
             vec![1, 0],
         ),
         (
@@ -691,7 +691,7 @@ fn a_sessions_records_apply_in_their_chains_order() {
                 host: a,
                 index: 0,
                 retried: false,
-                extends: Some(None),
+                extends: Extends::Unreadable,
             }],
             vec![],
         ),
@@ -723,19 +723,19 @@ fn a_slot_that_did_not_open_is_passed_over_and_applies_out_of_order_when_it_open
                 host: a,
                 index: 1,
                 retried: false,
-                extends: None,
+                extends: Extends::Nothing,
             }],
             vec![0],
         ),
         (
             "the slot, opening now, then the record its chain leads to",
             vec![
-                pending(a, 1, Some((c1, c2))),
+                pending(a, 1, c1, c2),
                 Pending {
                     host: a,
                     index: 0,
                     retried: true,
-                    extends: Some(Some((c0, c1))),
+                    extends: Extends::Point { from: c0, to: c1 },
                 },
             ],
             vec![1, 0],
