@@ -146,12 +146,69 @@ impl SessionMeta {
     }
 }
 
+/// Why `path` cannot be a session's `projectPath` as another machine sent it, if it cannot:
+/// empty, not absolute (a Unix path, or a Windows drive or share path), a `.` or `..` step,
+/// a control character, or longer than 4,096 bytes.
+pub fn project_path_fault(path: &str) -> Option<&'static str> {
+    if path.is_empty() {
+        return Some("is empty");
+    }
+    if path.len() > 4096 {
+        return Some("is longer than 4,096 bytes");
+    }
+    if path.chars().any(char::is_control) {
+        return Some("holds a control character");
+    }
+    let b = path.as_bytes();
+    let drive =
+        b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'/' | b'\\');
+    let absolute = path.starts_with('/') || drive || path.starts_with("\\\\");
+    if !absolute {
+        return Some("is not an absolute path");
+    }
+    if path
+        .split(['/', '\\'])
+        .any(|step| step == ".." || step == ".")
+    {
+        return Some("has a `.` or `..` step");
+    }
+    None
+}
+
 /// The `meta.json` key of an imported session's provenance.
 pub const IMPORTED_FROM: &str = "importedFrom";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_project_path_from_elsewhere_is_absolute_and_plain() {
+        for ok in [
+            "/home/ana/app",
+            "/",
+            "C:\\Users\\ana\\app",
+            "d:/src",
+            "\\\\srv\\share\\x",
+            "/tmp/日本語 dir",
+        ] {
+            assert_eq!(project_path_fault(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "app",
+            "./app",
+            "/a/../../etc",
+            "/a/./b",
+            "C:",
+            "/a\nb",
+            "/a\u{0}b",
+            "~/app",
+        ] {
+            assert!(project_path_fault(bad).is_some(), "{bad:?}");
+        }
+        assert!(project_path_fault(&format!("/{}", "a".repeat(4096))).is_some());
+    }
 
     #[test]
     fn round_trips_bytes_and_unknown_keys() {

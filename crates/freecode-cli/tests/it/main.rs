@@ -27,6 +27,7 @@ mod serve;
 mod share;
 mod snapshots;
 mod sync_home;
+mod sync_members;
 mod terminal;
 mod tidy;
 mod trace;

@@ -15,25 +15,25 @@ use freecode_remote::blob::StoreSpec;
 use freecode_remote::server::{ServerConfig, ServerHandle, spawn};
 use serde_json::Value;
 
-struct Net {
-    ctx: Ctx,
-    server: ServerHandle,
+pub(crate) struct Net {
+    pub(crate) ctx: Ctx,
+    pub(crate) server: ServerHandle,
     /// The file store's directory (an S3 net has none there).
     store: PathBuf,
-    spec: StoreSpec,
-    url: String,
+    pub(crate) spec: StoreSpec,
+    pub(crate) url: String,
     _moto: Option<freecode_testkit::Moto>,
 }
 
 /// A server on loopback over a file store.
-fn net() -> Net {
+pub(crate) fn net() -> Net {
     let ctx = Ctx::empty();
     let store = ctx.path("server");
     net_over(ctx, StoreSpec::File(store.clone()), store, None)
 }
 
 /// A server on loopback over moto's S3.
-fn net_on_s3() -> Net {
+pub(crate) fn net_on_s3() -> Net {
     let moto = freecode_testkit::Moto::start();
     moto.create_bucket("home-sync");
     let spec = StoreSpec::S3 {
@@ -114,11 +114,11 @@ impl Net {
         })
     }
 
-    fn home(&self, name: &str) -> PathBuf {
+    pub(crate) fn home(&self, name: &str) -> PathBuf {
         self.ctx.path(name)
     }
 
-    fn run(&self, home: &Path, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, home: &Path, args: &[&str]) -> Output {
         let project = self.ctx.path("project");
         std::fs::create_dir_all(&project).unwrap();
         common::freecode(home)
@@ -129,7 +129,7 @@ impl Net {
             .unwrap()
     }
 
-    fn ok(&self, home: &Path, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, home: &Path, args: &[&str]) -> String {
         let out = self.run(home, args);
         assert!(
             out.status.success(),
@@ -139,25 +139,25 @@ impl Net {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    fn json(&self, home: &Path, args: &[&str]) -> Value {
+    pub(crate) fn json(&self, home: &Path, args: &[&str]) -> Value {
         serde_json::from_str(&self.ok(home, args)).unwrap()
     }
 
-    fn fails(&self, home: &Path, args: &[&str]) -> String {
+    pub(crate) fn fails(&self, home: &Path, args: &[&str]) -> String {
         let out = self.run(home, args);
         assert_eq!(out.status.code(), Some(1), "{args:?} should fail");
         String::from_utf8(out.stderr).unwrap()
     }
 
     /// A first machine (`init`) and the phrase its `sync key` prints last.
-    fn first(&self, home: &Path) -> String {
+    pub(crate) fn first(&self, home: &Path) -> String {
         self.ok(home, &["sync", "init", "--server", &self.url]);
         let key = self.ok(home, &["sync", "key"]);
         key.lines().last().unwrap().to_owned()
     }
 
     /// `sync join` with the phrase on standard input, as the README shows it.
-    fn join(&self, home: &Path, phrase: &str) {
+    pub(crate) fn join(&self, home: &Path, phrase: &str) {
         let out = self.run_with_input(home, &["sync", "join", "--server", &self.url], phrase);
         assert!(
             out.status.success(),
@@ -170,7 +170,7 @@ impl Net {
         );
     }
 
-    fn run_with_input(&self, home: &Path, args: &[&str], input: &str) -> Output {
+    pub(crate) fn run_with_input(&self, home: &Path, args: &[&str], input: &str) -> Output {
         use std::io::Write as _;
         let project = self.ctx.path("project");
         std::fs::create_dir_all(&project).unwrap();
@@ -190,7 +190,7 @@ impl Net {
     }
 
     /// A turn of the scripted agent: in a new session, or in `session`.
-    fn turn(&self, home: &Path, session: Option<&str>, prompt: &str) -> String {
+    pub(crate) fn turn(&self, home: &Path, session: Option<&str>, prompt: &str) -> String {
         let mut args = vec!["run", "--provider", "scripted"];
         if let Some(s) = session {
             args.extend(["-s", s]);
@@ -203,12 +203,12 @@ impl Net {
 
 /// Waits out the server's status listing age: a store changed behind the server's back (a
 /// test's hand on its files) shows in its counts after that.
-fn settle() {
+pub(crate) fn settle() {
     std::thread::sleep(freecode_remote::server::SYNC_STATUS_TTL);
 }
 
 /// Every session of a home: id → meta.
-fn sessions(home: &Path) -> BTreeMap<String, Value> {
+pub(crate) fn sessions(home: &Path) -> BTreeMap<String, Value> {
     let out = common::freecode(home)
         .args(["session", "list", "--all", "--json"])
         .output()
@@ -222,7 +222,7 @@ fn sessions(home: &Path) -> BTreeMap<String, Value> {
         .collect()
 }
 
-fn newest(home: &Path) -> String {
+pub(crate) fn newest(home: &Path) -> String {
     sessions(home)
         .into_values()
         .max_by_key(|m| m["updatedAt"].as_i64())
@@ -233,7 +233,7 @@ fn newest(home: &Path) -> String {
 }
 
 /// A session's `messages.jsonl` and rollout log, byte for byte.
-fn files_of(home: &Path, id: &str) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn files_of(home: &Path, id: &str) -> (Vec<u8>, Vec<u8>) {
     let msgs = common::find_below(&home.join("sessions"), id).join("messages.jsonl");
     let events = home.join("rollout/sessions").join(id).join("events.jsonl");
     (
@@ -243,7 +243,7 @@ fn files_of(home: &Path, id: &str) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Every file of a tree with its bytes (state/ aside: what a user's sessions are).
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+pub(crate) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
@@ -1372,7 +1372,7 @@ fn a_member_writing_garbage_stops_no_one_over_s3() {
 }
 
 /// `sync now` on `home`: it succeeds; its report and what it said on stderr.
-fn sync_now(n: &Net, home: &Path) -> (Value, String) {
+pub(crate) fn sync_now(n: &Net, home: &Path) -> (Value, String) {
     let out = n.run(home, &["sync", "now", "--json"]);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");

@@ -70,6 +70,12 @@ impl Engine {
                     return Ok(());
                 }
                 Applied::Done => {}
+                Applied::Refused(why) => {
+                    // Passed over like a slot that does not open; what follows it waits.
+                    self.skip(&st.log, &f.host, f.index, &f.sealed, &why)?;
+                    self.flush()?;
+                    break;
+                }
             }
             self.state.saw(&st.log, &f.host, f.index + 1);
             self.state.sessions.insert(id.to_string(), st.clone());
@@ -150,10 +156,9 @@ impl Engine {
         };
         if !exists {
             let Some(meta) = rec.section(What::Meta) else {
-                return Err(Error::Failed(format!(
-                    "session {id}'s first record from host {} has no meta",
-                    f.host
-                )));
+                return Ok(Applied::Refused(
+                    "would begin a session here but has no meta".into(),
+                ));
             };
             let m = plan::parse_meta(&meta.bytes, id)?;
             let new = || NewSession {
@@ -316,5 +321,8 @@ impl Engine {
 
 pub(super) enum Applied {
     Done,
+    /// Another machine holds the session: tried again by the next sync.
     Busy,
+    /// Not a record this machine can apply (why): passed over.
+    Refused(String),
 }

@@ -395,10 +395,89 @@ pub(super) fn session_record(
     }
     let record = SessionRecord::decode(&opened.plaintext)
         .ok_or_else(|| "opens but is not a session record".to_owned())?;
-    if key.log_id(&record.session) != *log || SessionId::new(&record.session).is_err() {
+    let Ok(id) = SessionId::new(&record.session) else {
+        return Err("names a session of another log".into());
+    };
+    if key.log_id(&record.session) != *log {
         return Err("names a session of another log".into());
     }
+    check_content(&record, &id)?;
     Ok((opened.plaintext, record))
+}
+
+/// Why a session record's sections are not what any machine of the group writes, if they are
+/// not: a meta that does not parse, names another session, or whose project path is not an
+/// absolute, plain path ([`freecode_core::meta::project_path_fault`]); a memory that is not
+/// JSON; messages or rollout lines that are not whole JSON objects or are too long; a file
+/// past its size bound. Such a record is passed over like a slot that does not open, so
+/// whatever a member writes never stops the others (nor lands in their files).
+pub(super) fn check_content(record: &SessionRecord, id: &SessionId) -> Result<(), String> {
+    for s in &record.sections {
+        let what = match s.head.what {
+            What::Meta => "meta",
+            What::Memory => "memory",
+            What::Messages => "messages",
+            What::Events => "rollout log",
+        };
+        match s.head.what {
+            What::Meta | What::Memory => {
+                if s.bytes.len() as u64 > freecode_store::session::META_MAX_BYTES {
+                    return Err(format!("holds a {what} of {} bytes", s.bytes.len()));
+                }
+                if s.head.mode != Mode::Set {
+                    return Err(format!("appends to a {what}"));
+                }
+            }
+            What::Messages | What::Events => {
+                if let Some(why) = bad_lines(&s.bytes) {
+                    return Err(format!("holds {what} lines that {why}"));
+                }
+            }
+        }
+        match s.head.what {
+            What::Meta => {
+                let m = freecode_core::json::from_slice_lossy::<SessionMeta>(&s.bytes)
+                    .map_err(|e| format!("holds a meta that does not parse ({e})"))?
+                    .value;
+                if m.id != id.as_str() {
+                    return Err(format!("holds a meta of another session ({})", m.id));
+                }
+                if let Some(why) = freecode_core::meta::project_path_fault(&m.project_path) {
+                    return Err(format!("holds a meta whose project path {why}"));
+                }
+            }
+            What::Memory => {
+                if freecode_core::json::from_slice_lossy::<serde::de::IgnoredAny>(&s.bytes).is_err()
+                {
+                    return Err("holds a memory that is not JSON".into());
+                }
+            }
+            What::Messages | What::Events => {}
+        }
+    }
+    Ok(())
+}
+
+/// Why `bytes` are not whole lines each a JSON object (blank lines aside) no longer than a
+/// reader takes, if they are not.
+fn bad_lines(bytes: &[u8]) -> Option<String> {
+    if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+        return Some("end in a torn line".into());
+    }
+    for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if line.len() > freecode_store::jsonl::MAX_LINE_BYTES {
+            return Some(format!("are too long (line {})", n + 1));
+        }
+        let object = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        if !object || freecode_core::json::from_slice_lossy::<serde::de::IgnoredAny>(line).is_err()
+        {
+            return Some(format!("are not JSON objects (line {})", n + 1));
+        }
+    }
+    None
 }
 
 /// A downloaded control record, decoded; why it is not one, if it is not.
