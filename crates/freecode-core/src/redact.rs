@@ -604,6 +604,34 @@ impl Redactor {
         (apply(text, &findings), findings)
     }
 
+    /// Every string of `v` (values, not keys) with its secrets replaced as [`Redactor::redact`]
+    /// does; how many were replaced.
+    pub fn redact_json(&self, v: &mut serde_json::Value) -> usize {
+        match v {
+            serde_json::Value::String(s) => {
+                let (out, findings) = self.redact(s);
+                if let Cow::Owned(o) = out {
+                    *s = o;
+                }
+                findings.len()
+            }
+            serde_json::Value::Array(items) => items.iter_mut().map(|x| self.redact_json(x)).sum(),
+            serde_json::Value::Object(map) => {
+                map.iter_mut().map(|(_, x)| self.redact_json(x)).sum()
+            }
+            _ => 0,
+        }
+    }
+
+    /// `text` redacted in place; how many secrets were replaced.
+    pub fn redact_in_place(&self, text: &mut String) -> usize {
+        let (out, findings) = self.redact(text);
+        if let Cow::Owned(o) = out {
+            *text = o;
+        }
+        findings.len()
+    }
+
     fn collect_authorization(&self, text: &str, out: &mut Vec<Finding>) {
         for caps in self.authorization.captures_iter(text) {
             let Some(token) = caps.get(2) else { continue };

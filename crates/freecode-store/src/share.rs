@@ -440,6 +440,36 @@ pub fn redact_bundle(r: &Redactor, b: &mut Bundle) -> Result<Vec<RedactionNote>,
     redact_bundle_from(r, b, None)
 }
 
+/// Session `meta` as a page a person may save or attach shows it: redacted as an export
+/// redacts its meta (a title cut from the prompt cut again from it once redacted: `first` is
+/// the session's first block of messages, where the prompt is). How many secrets it held.
+pub fn redact_meta(
+    r: &Redactor,
+    meta: &SessionMeta,
+    first: &[freecode_core::StoredMessage],
+) -> Result<(SessionMeta, usize), ShareError> {
+    let ser = |e: serde_json::Error| ShareError::Redaction(e.to_string());
+    let mut b = Bundle::new(meta.clone(), Vec::new(), 0);
+    let first = serde_json::to_value(first).map_err(ser)?;
+    let notes = redact_bundle_from(r, &mut b, Some(&first))?;
+    Ok((b.meta, notes.len()))
+}
+
+/// Message `m` as a page a person may save or attach shows it: every string of every key,
+/// known or unknown, redacted as an export redacts it. How many secrets it held.
+pub fn redact_message(
+    r: &Redactor,
+    m: freecode_core::StoredMessage,
+) -> Result<(freecode_core::StoredMessage, usize), ShareError> {
+    let ser = |e: serde_json::Error| ShareError::Redaction(e.to_string());
+    let mut v = serde_json::to_value(&m).map_err(ser)?;
+    let n = r.redact_json(&mut v);
+    if n == 0 {
+        return Ok((m, 0));
+    }
+    Ok((serde_json::from_value(v).map_err(ser)?, n))
+}
+
 /// [`redact_bundle`], a cut title looked for in `messages` (the first of a session streamed
 /// apart from its bundle) rather than in the bundle's own.
 fn redact_bundle_from(

@@ -51,8 +51,9 @@ pub struct ListQuery {
     pub page: Option<usize>,
 }
 
-/// `session list --json`'s answer for `q`: newest activity first.
-pub fn list_sessions(home: &Home, q: &ListQuery) -> freecode_ops::Result<Vec<SessionMeta>> {
+/// `session list --json`'s answer for `q`: newest activity first; titles redacted unless the
+/// viewer runs with `--no-redact`.
+pub fn list_sessions(ui: &Ui, q: &ListQuery) -> freecode_ops::Result<Vec<SessionMeta>> {
     let status = q
         .status
         .as_deref()
@@ -72,7 +73,11 @@ pub fn list_sessions(home: &Home, q: &ListQuery) -> freecode_ops::Result<Vec<Ses
         agent: q.agent.clone().filter(|a| !a.is_empty()),
         ..ListRequest::default()
     };
-    Ok(sessions::list(home, &req)?.sessions)
+    let list = sessions::list(&ui.home, &req)?.sessions;
+    let r = ui.redactor()?;
+    list.into_iter()
+        .map(|m| r.listed_meta(&ui.home, m))
+        .collect()
 }
 
 /// What a search asks, as `search` takes it: the words, and the `--project` and `--agent`
@@ -155,13 +160,33 @@ pub fn search(ui: &Ui, p: &SearchParams, limit: usize) -> freecode_ops::Result<V
         .map(str::parse)
         .transpose()
         .map_err(freecode_ops::Error::Invalid)?;
-    freecode_ops::meaning::search(
+    let mut hits = freecode_ops::meaning::search(
         &ui.home,
         &q,
         mode,
         SEARCH_EMBED_BUDGET,
         &mut Feedback(&ui.indexing),
-    )
+    )?;
+    let r = ui.redactor()?;
+    for h in &mut hits {
+        if r.redacts() && h.title.ends_with('…') {
+            let meta = SessionMeta::new(
+                &SessionId::new(&h.session_id)?,
+                std::mem::take(&mut h.title),
+                String::new(),
+                String::new(),
+                None,
+                0,
+            );
+            h.title = r.listed_meta(&ui.home, meta)?.title;
+        }
+        r.text(&mut h.title);
+        if r.text(&mut h.snippet) {
+            // The marks' offsets were the text's before: none rather than wrong ones.
+            h.matches.clear();
+        }
+    }
+    Ok(hits)
 }
 
 /// `stats --json`'s answer for the whole home.
@@ -186,10 +211,24 @@ pub fn being_written(home: &Home, id: &SessionId) -> bool {
 }
 
 /// Page `page` (1-based) of session `id`.
-pub fn transcript_page(home: &Home, id: &str, page: usize) -> freecode_ops::Result<TranscriptPage> {
-    let (store, id) = resolve(home, id)?;
+/// Redacted unless the viewer runs with `--no-redact`.
+pub fn transcript_page(ui: &Ui, id: &str, page: usize) -> freecode_ops::Result<TranscriptPage> {
+    let (store, id) = resolve(&ui.home, id)?;
     let first = page.saturating_sub(1).saturating_mul(PAGE_MESSAGES);
-    sessions::transcript_page(&store, &id, first, PAGE_MESSAGES)
+    let mut t = sessions::transcript_page(&store, &id, first, PAGE_MESSAGES)?;
+    let r = ui.redactor()?;
+    if r.redacts() {
+        // A title cut from the prompt is cut again from it: the first page holds the prompt.
+        let head = if first == 0 || !t.meta.title.ends_with('…') {
+            Vec::new()
+        } else {
+            sessions::transcript_page(&store, &id, 0, PAGE_MESSAGES)?.messages
+        };
+        let head = if first == 0 { &t.messages } else { &head };
+        t.meta = r.meta(t.meta.clone(), head)?;
+        t.messages = r.messages(std::mem::take(&mut t.messages))?;
+    }
+    Ok(t)
 }
 
 /// A log's identity and size: unchanged stamps, unchanged log.
@@ -216,7 +255,8 @@ const LIVE_KEPT: usize = 4;
 
 /// `trace --json`'s answer for `id`; `None` when it has no rollout log. A session with an
 /// open request is tailed from then on ([`LiveTraces`]); one with nothing open is folded whole
-/// and kept in the [`TraceCache`] while its log is unchanged.
+/// and kept in the [`TraceCache`] while its log is unchanged. Its free text is redacted
+/// unless the viewer runs with `--no-redact`.
 pub fn trace(ui: &Ui, id: &str) -> freecode_ops::Result<(SessionId, Option<Arc<Trace>>)> {
     let home = &ui.home;
     let id = resolve_recorded_id(home, id)?;
@@ -243,9 +283,12 @@ pub fn trace(ui: &Ui, id: &str) -> freecode_ops::Result<(SessionId, Option<Arc<T
         },
     };
     tail.advance()?;
+    let redactor = ui.redactor()?;
     if tail.has_open() || kept.is_some() {
         // Live: kept (newest last) for the next look, which reads only what was appended.
-        let trace = Arc::new(tail.trace());
+        let mut trace = tail.trace();
+        redactor.trace(&mut trace);
+        let trace = Arc::new(trace);
         live.push(tail);
         if live.len() > LIVE_KEPT {
             live.remove(0);
@@ -253,7 +296,9 @@ pub fn trace(ui: &Ui, id: &str) -> freecode_ops::Result<(SessionId, Option<Arc<T
         return Ok((id, Some(trace)));
     }
     drop(live);
-    let trace = Arc::new(tail.into_trace());
+    let mut trace = tail.into_trace();
+    redactor.trace(&mut trace);
+    let trace = Arc::new(trace);
     let after = stamp(&path);
     if let (Some(st), Ok(mut cache)) = (after, ui.traces.0.lock())
         && before == after
@@ -279,7 +324,11 @@ pub fn replay(ui: &Ui, id: &SessionId) -> freecode_ops::Result<Option<Arc<Replay
     {
         return Ok(Some(r.clone()));
     }
-    let replay = freecode_ops::trace::replay(&ui.home, id)?.map(Arc::new);
+    let redactor = ui.redactor()?;
+    let replay = freecode_ops::trace::replay(&ui.home, id)?
+        .map(|r| redactor.replay(r))
+        .transpose()?
+        .map(Arc::new);
     if let (Some(r), Some(st), Ok(mut cache)) = (&replay, stamp(&path), ui.replays.0.lock())
         && before == Some(st)
     {
@@ -304,8 +353,7 @@ async fn api_sessions(
     State(ui): State<Arc<Ui>>,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Vec<SessionMeta>>, ApiError> {
-    let home = ui.home.clone();
-    blocking(move || Ok(Json(list_sessions(&home, &q)?)))
+    blocking(move || Ok(Json(list_sessions(&ui, &q)?)))
         .await
         .map_err(ApiError)
 }
@@ -314,10 +362,13 @@ async fn api_session(
     State(ui): State<Arc<Ui>>,
     Path(id): Path<String>,
 ) -> Result<Json<SessionDetail>, ApiError> {
-    let home = ui.home.clone();
     blocking(move || {
-        let (store, id) = resolve(&home, &id)?;
-        Ok(Json(sessions::detail(&store, &id)?))
+        let (store, id) = resolve(&ui.home, &id)?;
+        let mut d = sessions::detail(&store, &id)?;
+        let r = ui.redactor()?;
+        d.meta = r.meta(d.meta, &d.messages)?;
+        d.messages = r.messages(std::mem::take(&mut d.messages))?;
+        Ok(Json(d))
     })
     .await
     .map_err(ApiError)

@@ -4,6 +4,7 @@
 //! drawn one bar per turn keeps each turn's spans in a `<details>` under the chart. A session's
 //! page is written as its messages are read, block by block ([`write_session_page`]). A trace's
 //! page reads back from the replay only the turns it details, and builds only their rows.
+//! Both are redacted as `session export` redacts ([`PageRedactor`]) unless told not to.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -19,6 +20,7 @@ use freecode_store::SessionStore;
 use maud::{Markup, PreEscaped, html};
 
 use super::pages::{self, Assets};
+use super::redact::PageRedactor;
 use super::waterfall;
 
 /// Rows of the per-turn sections an offline trace keeps at most (the chart above has every turn).
@@ -55,17 +57,39 @@ fn output_turns(spans: &waterfall::Spans<'_>, keep: &[bool]) -> Option<HashSet<S
 
 /// The offline page of session `id`'s trace. Tool rows show their outputs from the same log's
 /// replay, of which only the turns the page shows outputs for are read back ([`freecode_ops::trace::replay_of`]).
-pub fn trace_page(home: &Home, id: &SessionId, trace: &Trace) -> Result<Markup> {
+/// Its free text (tool arguments and outputs, errors) redacted by `redactor`.
+pub fn trace_page(
+    home: &Home,
+    id: &SessionId,
+    trace: &Trace,
+    redactor: &PageRedactor,
+) -> Result<Markup> {
+    let mut redacted;
+    let trace = if redactor.redacts() {
+        redacted = trace.clone();
+        redactor.trace(&mut redacted);
+        &redacted
+    } else {
+        trace
+    };
     let spans = waterfall::Spans::of(trace);
     let keep = detailed_turns(&spans.turn_sizes());
-    let replay = freecode_ops::trace::replay_of(home, id, output_turns(&spans, &keep).as_ref())?;
+    let replay = freecode_ops::trace::replay_of(home, id, output_turns(&spans, &keep).as_ref())?
+        .map(|r| redactor.replay(r))
+        .transpose()?;
     Ok(page(spans, &keep, trace, replay.as_ref()))
 }
 
 /// Writes the offline page of session `id`'s `trace` ([`trace_page`]) to `path` (`-`: stdout)
 /// as every file the user names is written ([`write_user_file`]).
-pub fn trace_file(home: &Home, id: &SessionId, trace: &Trace, path: &Path) -> Result<()> {
-    write_user_file(path, trace_page(home, id, trace)?.0.as_bytes())
+pub fn trace_file(
+    home: &Home,
+    id: &SessionId,
+    trace: &Trace,
+    redactor: &PageRedactor,
+    path: &Path,
+) -> Result<()> {
+    write_user_file(path, trace_page(home, id, trace, redactor)?.0.as_bytes())
 }
 
 /// The page of `spans` (those of `trace`) with the turns `keep` selects detailed under an
@@ -131,8 +155,12 @@ pub fn write_session_page(
     store: &SessionStore,
     id: &SessionId,
     meta: &SessionMeta,
+    redactor: &PageRedactor,
     out: &mut dyn Write,
 ) -> Result<usize> {
+    let mut blocks = store.message_blocks(id)?;
+    let mut next = blocks.next_block()?.map(|b| b.items);
+    let meta = &redactor.meta(meta.clone(), next.as_deref().unwrap_or_default())?;
     let frame = pages::layout(
         &meta.title,
         Assets::Inline,
@@ -153,11 +181,12 @@ pub fn write_session_page(
         }
     };
     out.write_all(head.as_bytes())?;
-    let mut blocks = store.message_blocks(id)?;
     let mut count = 0usize;
-    while let Some(block) = blocks.next_block()? {
-        count += block.items.len();
-        out.write_all(pages::transcript_items(&block.items).0.as_bytes())?;
+    while let Some(items) = next.take() {
+        count += items.len();
+        let items = redactor.messages(items)?;
+        out.write_all(pages::transcript_items(&items).0.as_bytes())?;
+        next = blocks.next_block()?.map(|b| b.items);
     }
     let n = format!("{} messages", freecode_ops::human::thousands(count as u64));
     out.write_all(tail.replacen("{count}", &n, 1).as_bytes())?;
@@ -170,10 +199,11 @@ pub fn session_file(
     store: &SessionStore,
     id: &SessionId,
     meta: &SessionMeta,
+    redactor: &PageRedactor,
     path: &Path,
 ) -> Result<()> {
     write_user_stream(path, |out| {
-        write_session_page(store, id, meta, out).map(|_| ())
+        write_session_page(store, id, meta, redactor, out).map(|_| ())
     })
 }
 
@@ -243,7 +273,12 @@ mod tests {
                 && whole_page.contains("left out of this file")
         );
         assert!(!whole_page.contains("output of call 11999 ü"));
-        assert!(trace_page(&home, &id, &trace).unwrap().into_string() == whole_page);
+        assert!(
+            trace_page(&home, &id, &trace, &PageRedactor::none())
+                .unwrap()
+                .into_string()
+                == whole_page
+        );
         // Every turn's, when all are asked for.
         let all = replay_of(&home, &id, None).unwrap().unwrap();
         assert_eq!(all, whole);

@@ -21,6 +21,7 @@ mod api;
 pub mod export;
 mod highlight;
 mod pages;
+pub mod redact;
 mod text;
 mod waterfall;
 
@@ -110,6 +111,9 @@ pub struct Options {
     pub no_open: bool,
     /// Make a new token: links and cookies from before stop working.
     pub new_token: bool,
+    /// Show secrets as they are (by default every page and API answer is redacted as `session
+    /// export` redacts: [`redact::PageRedactor`]).
+    pub no_redact: bool,
 }
 
 /// What every handler shares: the home and the run's token and address.
@@ -125,6 +129,15 @@ pub(crate) struct Ui {
     pub(crate) live: api::LiveTraces,
     /// How far an index refresh has got ([`api::Indexing`]).
     pub(crate) indexing: api::Indexing,
+    /// Whether pages and API answers are redacted (all but `--no-redact`).
+    pub(crate) redact: bool,
+}
+
+impl Ui {
+    /// A page's redaction: the home's rules (read again when `redact.toml` changes), or none.
+    pub(crate) fn redactor(&self) -> freecode_ops::Result<redact::PageRedactor> {
+        redact::PageRedactor::for_home(&self.home, self.redact)
+    }
 }
 
 /// The address `--listen` names, refused unless it is IPv4 loopback.
@@ -241,6 +254,7 @@ pub fn serve(
             replays: api::ReplayCache::default(),
             live: api::LiveTraces::default(),
             indexing: api::Indexing::default(),
+            redact: !opts.no_redact,
         });
         // The share server's connection bounds (a head within 10 s, idle for at most 60 s;
         // the live streams' keep-alive comments every 15 s keep them from looking stalled),

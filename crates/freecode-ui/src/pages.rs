@@ -225,9 +225,8 @@ async fn list_page(
     State(ui): State<Arc<Ui>>,
     Query(q): Query<ListQuery>,
 ) -> Result<Html<String>, UiError> {
-    let home = ui.home.clone();
     blocking(move || {
-        let sessions = api::list_sessions(&home, &q)?;
+        let sessions = api::list_sessions(&ui, &q)?;
         Ok(page_html(list_markup(&sessions, &q)))
     })
     .await
@@ -463,10 +462,9 @@ async fn session_page(
     Path(id): Path<String>,
     Query(p): Query<PageParams>,
 ) -> Result<Html<String>, UiError> {
-    let home = ui.home.clone();
     blocking(move || {
         let page = p.page.unwrap_or(1).max(1);
-        let t = api::transcript_page(&home, &id, page)?;
+        let t = api::transcript_page(&ui, &id, page)?;
         Ok(page_html(session_markup(&t, page)))
     })
     .await

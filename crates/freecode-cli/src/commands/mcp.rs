@@ -2,7 +2,8 @@
 //! searches and reads these sessions, read-only, bounded and paged. With `--watch [AGENT …]`
 //! the same process also follows the agents' directories on a thread and imports each change
 //! ([`freecode_ops::import::watch`]), so what it serves is current; the watcher's lines go to
-//! the log (stderr), never to the protocol's stdout.
+//! the log (stderr), never to the protocol's stdout. `--allow-handoff` adds the one tool that
+//! writes (a hand-back into another agent's home).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +19,10 @@ pub struct McpArgs {
     /// `--watch claude-code,codex`), as `freecode import --watch` does.
     #[arg(long, value_name = "AGENT", num_args = 0.., value_delimiter = ',')]
     pub watch: Option<Vec<String>>,
+    /// Also offer `handoff_session`, which writes a new transcript into Claude Code's, Codex's
+    /// or Gemini CLI's home: without it the server only reads.
+    #[arg(long)]
+    pub allow_handoff: bool,
 }
 
 impl McpArgs {
@@ -28,8 +33,11 @@ impl McpArgs {
 
     /// Serves MCP on stdin/stdout until the client closes stdin.
     pub fn run(self, home: &Home) -> anyhow::Result<()> {
+        let opts = freecode_mcp::Options {
+            allow_handoff: self.allow_handoff,
+        };
         let Some(names) = &self.watch else {
-            return Ok(freecode_mcp::serve_stdio(home)?);
+            return Ok(freecode_mcp::serve_stdio(home, opts)?);
         };
         let agents = crate::commands::import::watched_agents(names)?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -47,7 +55,7 @@ impl McpArgs {
                     )
                 })?
         };
-        let served = freecode_mcp::serve_stdio(home);
+        let served = freecode_mcp::serve_stdio(home, opts);
         // The batch in progress is finished, then the watcher returns.
         stop.store(true, Ordering::SeqCst);
         match watcher.join() {

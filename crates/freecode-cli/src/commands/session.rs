@@ -169,6 +169,9 @@ pub struct ShowArgs {
     /// Write the session as one self-contained HTML page to FILE (opens offline).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "offset", "limit"])]
     html: Option<PathBuf>,
+    /// With --html: keep the secrets the page would redact (as `session export` does).
+    #[arg(long, requires = "html")]
+    no_redact: bool,
     /// Only the messages from number N on (counted from 0). Read from the log's offset index
     /// (`state/offsets/`), so a page deep in a long session costs a page.
     #[arg(long, value_name = "N")]
@@ -516,7 +519,10 @@ fn show(store: &SessionStore, a: ShowArgs) -> anyhow::Result<()> {
         return show_json(store, &id, &meta);
     }
     if let Some(file) = &a.html {
-        return Ok(freecode_ui::export::session_file(store, &id, &meta, file)?);
+        let redactor = super::page_redactor(store.home(), a.no_redact)?;
+        freecode_ui::export::session_file(store, &id, &meta, &redactor, file)?;
+        super::say_redacted(&redactor, file);
+        return Ok(());
     }
     // Buffered: the rendering writes a line in many pieces, and stdout (or the pager's pipe)
     // would take each as a write(2) of its own.

@@ -89,6 +89,9 @@ pub struct TraceArgs {
     /// Write the trace as one self-contained HTML page (the waterfall) to FILE (opens offline).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "follow", "list"])]
     html: Option<PathBuf>,
+    /// With --html: keep the secrets the page would redact (as `session export` does).
+    #[arg(long, requires = "html")]
+    no_redact: bool,
 }
 
 /// `freecode replay`.
@@ -178,7 +181,9 @@ impl TraceArgs {
             return Err(no_events(&id).into());
         };
         if let Some(file) = &self.html {
-            freecode_ui::export::trace_file(home, &id, &trace, file)?;
+            let redactor = super::page_redactor(home, self.no_redact)?;
+            freecode_ui::export::trace_file(home, &id, &trace, &redactor, file)?;
+            super::say_redacted(&redactor, file);
         }
         export(
             &id,

@@ -17,6 +17,10 @@ pub struct UiArgs {
     /// Make a new token (kept in the home): links, bookmarks and tabs from before stop working.
     #[arg(long)]
     new_token: bool,
+    /// Show secrets as they are: by default every page and API answer is redacted as `session
+    /// export` redacts (a page saved from the browser leaks nothing).
+    #[arg(long)]
+    no_redact: bool,
 }
 
 impl UiArgs {
@@ -26,7 +30,13 @@ impl UiArgs {
             listen: self.listen,
             no_open: self.no_open,
             new_token: self.new_token,
+            no_redact: self.no_redact,
         };
+        if self.no_redact {
+            tracing::warn!(
+                "--no-redact: the viewer shows secrets as they are; a page saved from it holds them"
+            );
+        }
         freecode_ui::serve(home, &opts, |url| {
             use std::io::Write;
             writeln!(std::io::stdout().lock(), "{url}")

@@ -295,13 +295,6 @@ fn a_real_mcp_client_lists_the_tools_calls_each_and_every_result_is_bounded_and_
             (vec!["limit", "offset", "sessionId"], vec!["sessionId"]),
         ),
         ("session_stats", (vec!["project", "sessionId"], vec![])),
-        (
-            "handoff_session",
-            (
-                vec!["project", "redact", "sessionId", "to"],
-                vec!["sessionId", "to"],
-            ),
-        ),
     ]);
     assert_eq!(
         tools.keys().map(String::as_str).collect::<BTreeSet<_>>(),
@@ -586,4 +579,72 @@ fn a_line_that_is_not_json_gets_a_parse_error_and_the_session_goes_on() {
     );
     let listed = by_id(3).unwrap_or_else(|| panic!("{text}"));
     assert!(listed["result"]["content"].is_array(), "{listed}");
+}
+
+/// The tools a raw client lists from `freecode mcp` with `args`, and what calling
+/// `handoff_session` answers.
+fn tools_and_handoff(ctx: &Ctx, args: &[&str]) -> (BTreeSet<String>, Value) {
+    use std::io::Write as _;
+    let mut cmd = common::freecode(&ctx.home);
+    cmd.arg("mcp").args(args).stdin(Stdio::piped());
+    let input = [
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"raw\",\"version\":\"1\"}}}\n",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n",
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"handoff_session\",\"arguments\":{\"sessionId\":\"nope\",\"to\":\"codex\"}}}\n",
+    ]
+    .concat();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let mut text = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let answers: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = |id: u64| answers.iter().find(|a| a["id"] == id).cloned().unwrap();
+    let tools = by_id(2)["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    (tools, by_id(3))
+}
+
+/// The server is read-only unless the person starting it allows the hand-back: without
+/// `--allow-handoff`, `handoff_session` is neither listed nor callable.
+#[test]
+fn the_tool_that_writes_is_offered_only_when_allowed() {
+    let ctx = Ctx::empty();
+    let read = [
+        "get_session",
+        "list_sessions",
+        "search_sessions",
+        "session_stats",
+        "session_trace",
+    ];
+    let (tools, call) = tools_and_handoff(&ctx, &[]);
+    assert_eq!(tools, read.iter().map(|s| (*s).to_owned()).collect());
+    assert_eq!(call["error"]["message"], "tool not found", "{call}");
+    let (tools, call) = tools_and_handoff(&ctx, &["--allow-handoff"]);
+    assert!(
+        tools.contains("handoff_session") && tools.len() == 6,
+        "{tools:?}"
+    );
+    // Offered: the call reaches the hand-back, which says what is wrong with it.
+    assert_eq!(call["result"]["isError"], true, "{call}");
+    assert!(call.to_string().contains("nope"), "{call}");
 }

@@ -707,3 +707,120 @@ fn only_a_trace_that_can_grow_is_followed() {
     drop(held);
     assert!(!live(id));
 }
+
+/// The pages a person attaches to a bug report (`session show --html`, `trace --html`) and
+/// everything the viewer serves (pages and API, so a page saved from the browser too) redact
+/// what `session export --dry-run` finds, by default; `--no-redact` keeps it, with a warning.
+#[test]
+fn pages_and_the_viewer_redact_what_an_export_redacts() {
+    let f = fixture();
+    let id = "ui-secret-0004";
+    let gh = "ghp_Zq8rT1vXw0yB3nC5mD7fG9hJ2kL4pQ6sU8wA";
+    let aws = "aws_secret_access_key = 9dJ2kL7pQ1xZ8vB3nM6cR4tY0wE5uI2oP7aS1dF3";
+    let aws_secret = "9dJ2kL7pQ1xZ8vB3nM6cR4tY0wE5uI2oP7aS1dF3";
+    let prompt = format!("Déploie avec {gh} puis {aws} — merci");
+    let at = f.base;
+    ui_home::write_session(
+        &f.home,
+        // The title is the prompt's first line cut inside the token, as agents cut it.
+        &json!({"id": id, "title": format!("{}…", &prompt[..28]), "projectPath": "/work/deploy",
+            "provider": "openai", "model": "gpt-test", "status": "active", "createdAt": at,
+            "updatedAt": at, "lastTurnAt": at, "turnCount": 1}),
+        &[
+            json!({"id": "d1", "role": "user", "timestamp": at,
+                "parts": [{"type": "text", "content": prompt}]}),
+            json!({"id": "d2", "role": "assistant", "timestamp": at + 1,
+                "parts": [{"type": "tool", "tool": {"name": "bash", "args": {"command": format!("GITHUB_TOKEN={gh} ./deploy")}},
+                           "result": format!("using {aws}")}]}),
+        ],
+    );
+    let ev = [
+        ui_home::event(1, id, at, "turn.started", json!({"turnId": "t0"})),
+        ui_home::event(2, id, at + 10, "function.call",
+            json!({"turnId": "t0", "tool": "bash", "args": {"command": format!("GITHUB_TOKEN={gh} ./deploy")}})),
+        ui_home::event(3, id, at + 20, "function.output",
+            json!({"turnId": "t0", "tool": "bash", "output": format!("using {aws}"), "duration_ms": 10})),
+        ui_home::event(4, id, at + 30, "function.denied",
+            json!({"turnId": "t0", "tool": "bash", "args": {"command": format!("curl -H 'Authorization: token {gh}'")}, "reason": format!("refused {gh}"), "source": "rule"})),
+    ]
+    .concat();
+    ui_home::write_events(&f.home, id, &ev);
+    let run = |args: &[&str]| {
+        let out = freecode(&f.home).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}: {err}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), err)
+    };
+    // What an export finds: the token and the key.
+    let (dry, _) = run(&["session", "export", id, "--dry-run", "--json"]);
+    assert!(!dry.contains(gh) && !dry.contains(aws_secret), "{dry}");
+    let clean = |what: &str, page: &str| {
+        assert!(!page.contains(gh), "{what}: the token");
+        assert!(!page.contains(aws_secret), "{what}: the key");
+        assert!(
+            !page.contains(&gh[..12]),
+            "{what}: the cut title's piece of the token"
+        );
+    };
+    let file = f.tmp.path().join("page.html");
+    let path = file.to_str().unwrap();
+    let (_, err) = run(&["session", "show", id, "--html", path]);
+    let page = std::fs::read_to_string(&file).unwrap();
+    clean("session page", &page);
+    assert!(
+        page.contains("[REDACTED:github-pat]") && page.contains("Déploie"),
+        "{page}"
+    );
+    assert!(
+        err.contains("redacted in") && err.contains("--no-redact"),
+        "{err}"
+    );
+    let (_, err) = run(&["trace", id, "--html", path]);
+    let page = std::fs::read_to_string(&file).unwrap();
+    clean("trace page", &page);
+    assert!(page.contains("REDACTED"), "{page}");
+    assert!(err.contains("redacted in"), "{err}");
+    // --no-redact keeps them, and says so.
+    let (_, err) = run(&["session", "show", id, "--html", path, "--no-redact"]);
+    assert!(std::fs::read_to_string(&file).unwrap().contains(gh));
+    assert!(
+        err.contains("--no-redact") && err.contains("do not attach"),
+        "{err}"
+    );
+    let (_, _) = run(&["trace", id, "--html", path, "--no-redact"]);
+    assert!(std::fs::read_to_string(&file).unwrap().contains(gh));
+    let out = freecode(&f.home)
+        .args(["session", "show", id, "--no-redact"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "--no-redact is for --html");
+
+    // The viewer: every page and answer that shows the session.
+    let s = Server::start(&f.home);
+    for path in [
+        "/".to_owned(),
+        format!("/session/{id}"),
+        format!("/api/sessions/{id}"),
+        "/api/sessions".to_owned(),
+        format!("/trace/{id}"),
+        format!("/api/trace/{id}"),
+        "/search?q=deploy".to_owned(),
+        "/api/search?q=deploy".to_owned(),
+        "/api/search?q=GITHUB_TOKEN".to_owned(),
+    ] {
+        let r = s.get(&path);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        clean(&path, &r.body);
+    }
+    assert!(s.get(&format!("/session/{id}")).body.contains("REDACTED"));
+    drop(s);
+    let log = f.tmp.path().join("ui.log");
+    let s = Server::start_logged(&f.home, &["--no-redact"], &log);
+    assert!(s.get(&format!("/session/{id}")).body.contains(gh));
+    drop(s);
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("--no-redact")
+    );
+}
