@@ -475,7 +475,7 @@ fn unit_pass(
         } else {
             s
         };
-        let planned = match plan(s, opts.now) {
+        let mut planned = match plan(s, opts.now) {
             Ok(mut p) => {
                 if s.parent
                     .as_ref()
@@ -506,6 +506,7 @@ fn unit_pass(
             .handoffs
             .handoffs
             .get(&HandoffMarks::key(s.agent, &s.source_id))
+            .filter(|mark| is_handed_file(s, &planned, mark))
         {
             let outcome = {
                 let _one_writer = shared.locks.lock(&mark.session);
@@ -550,10 +551,24 @@ fn unit_pass(
                 count_redactions(r.get(), planned.written());
             outcome.redactions = outcome.redaction_rules.values().sum();
         }
-        let prior = old.and_then(|u| u.sessions.get(planned.id.as_str()));
-        let applied = {
-            let _one_writer = shared.locks.lock(planned.id.as_str());
-            apply(store, &planned, prior, opts.dry_run)
+        let applied = loop {
+            let one_writer = shared.locks.lock(planned.id.as_str());
+            // Another file of the same source id that does not continue the session imported
+            // from a file still there (a copy continued elsewhere, a file of the same name):
+            // a session of its own, never one that replaces it. Decided holding the session,
+            // so two such files of one run never write one session.
+            if matches!(other_files_session(store, s, &planned), Ok(true))
+                && let Ok(p) = crate::write::copy_session_id(s)
+                    .map_err(crate::write::PlanError::from)
+                    .and_then(|id| crate::write::plan_as(s, opts.now, id))
+            {
+                drop(one_writer);
+                planned = p;
+                outcome.id = planned.id.to_string();
+                continue;
+            }
+            let prior = old.and_then(|u| u.sessions.get(planned.id.as_str()));
+            break apply(store, &planned, prior, opts.dry_run);
         };
         match applied {
             Ok((action, added)) => {
@@ -590,6 +605,52 @@ fn unit_pass(
         out.mark = Some(UnitMark { files, sessions });
     }
     out
+}
+
+/// Whether session `p.id` was imported from another file than `s`'s, one still there, whose
+/// messages `s` does not continue: `s` is then a session of its own ([`crate::write::copy_session_id`]).
+fn other_files_session(
+    store: &SessionStore,
+    s: &ImportedSession,
+    p: &Planned,
+) -> Result<bool, StoreError> {
+    let meta = match store.meta(&p.id) {
+        Ok(m) => m,
+        Err(StoreError::NotFound { .. }) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let Some(from) = meta
+        .imported_from()
+        .and_then(|f| f.get("path"))
+        .and_then(serde_json::Value::as_str)
+        .map(std::path::Path::new)
+    else {
+        return Ok(false);
+    };
+    if from == s.source_path || std::fs::symlink_metadata(from).is_err() {
+        return Ok(false);
+    }
+    let old = store.messages(&p.id)?.messages;
+    let written = p.written();
+    let continues = old.len() <= written.len() && old.iter().zip(written).all(|(a, b)| a == b);
+    Ok(!continues)
+}
+
+/// Whether `s` (planned as `p`), whose agent and source id a hand-back's `mark` names, is the
+/// file that hand-back wrote. Known by its content, never by its name: it holds the
+/// hand-back's first message (whose id the hand-back derived from a new random id, so no
+/// other file holds it unless copied from this one). Of copies, the hand-back's own file,
+/// where it still is, is the one; a copy elsewhere is a session of its own. A mark of a
+/// version that kept no messages knows the file by the path it wrote.
+fn is_handed_file(s: &ImportedSession, p: &Planned, mark: &HandoffMark) -> bool {
+    let Some(first) = mark.handed.first() else {
+        return s.source_path == mark.path;
+    };
+    let holds = |msgs: &[StoredMessage]| msgs.iter().any(|m| &m.id == first);
+    if !holds(p.written()) {
+        return false;
+    }
+    s.source_path == mark.path || std::fs::symlink_metadata(&mark.path).is_err()
 }
 
 /// A file `session handoff` wrote, grown by the agent since (`s`, planned as `p`): the

@@ -211,6 +211,21 @@ fn subagent_session_id(s: &ImportedSession, run: &SubagentRun) -> String {
 
 /// Plans the files of `s`, imported at `now` (ms). Times after `now` are clamped to it.
 pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
+    plan_as(s, now, session_id(s.agent, &s.source_id)?)
+}
+
+/// The id of the session of `s` when another file holds the same source id and does not
+/// continue it (a copy continued elsewhere, a file of the same name): derived from the source
+/// id and this file's path, so each such file is a session of its own, the same on every import.
+pub fn copy_session_id(s: &ImportedSession) -> Result<SessionId, freecode_core::IdError> {
+    session_id(
+        s.agent,
+        &format!("{}\0{}", s.source_id, s.source_path.display()),
+    )
+}
+
+/// [`plan`], as session `id`.
+pub fn plan_as(s: &ImportedSession, now: i64, id: SessionId) -> Result<Planned, PlanError> {
     let named = s
         .project_path
         .as_deref()
@@ -226,7 +241,6 @@ pub fn plan(s: &ImportedSession, now: i64) -> Result<Planned, PlanError> {
         source_id: s.source_id.clone(),
         project: named.to_owned(),
     })?;
-    let id = session_id(s.agent, &s.source_id)?;
     let parent_id = match &s.parent {
         Some(p) => Some(session_id(s.agent, &p.source_id)?),
         None => None,

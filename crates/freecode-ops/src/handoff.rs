@@ -328,6 +328,15 @@ fn gemini_slug(gemini_home: &Path, project: &str) -> Result<String> {
         Error::Failed(format!("{}: projects is not an object", registry.display()))
     })?;
     if let Some(slug) = map.get(project).and_then(serde_json::Value::as_str) {
+        // The registry is another program's file: a slug is one directory name under
+        // `tmp/`, or the chat would be written elsewhere.
+        if !is_one_name(slug) {
+            return Err(Error::Failed(format!(
+                "{} files {project} under {slug:?}, which is not one directory name: nothing \
+                 written (Gemini CLI writes a name such as `my-app`; fix or remove that entry)",
+                registry.display()
+            )));
+        }
         return Ok(slug.to_owned());
     }
     let base: String = Path::new(project)
@@ -367,6 +376,16 @@ fn gemini_slug(gemini_home: &Path, project: &str) -> Result<String> {
     Ok(slug)
 }
 
+/// Whether `name` is one plain directory name: not empty, not `.` or `..`, no separator, no
+/// control character.
+fn is_one_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\'])
+        && !name.chars().any(char::is_control)
+}
+
 /// Writes `bytes` as the new file `path` (0600, atomically), its missing directories 0700;
 /// refused when something (a file, a link) is already there.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -390,6 +409,16 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gemini_slug_is_one_directory_name() {
+        for ok in ["my-app", "app-2", "projet été", ".hidden"] {
+            assert!(is_one_name(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "../../../x", "/etc", "a/b", "a\\b", "a\nb"] {
+            assert!(!is_one_name(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn commands_quote_what_a_shell_would_split() {

@@ -732,6 +732,158 @@ fn handoff_writes_new_private_files_and_redacts_only_when_asked() {
     );
 }
 
+/// A handed-back transcript is known by what the hand-back wrote in it, not by its name: a
+/// copy under another project folder, continued there, is a session of its own, and so is a
+/// file of the same name that the hand-back never wrote; the file the hand-back wrote, grown,
+/// adds its new turns to the session it came from.
+#[test]
+fn a_handed_back_transcript_is_known_by_its_content_not_its_name() {
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let id = session_here(&ctx, &work);
+    let handed = handoff(&ctx, &home, &id, "claude-code");
+    let path = PathBuf::from(handed["path"].as_str().unwrap());
+    let name = path.file_name().unwrap().to_owned();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // A turn as Claude Code appends it: a user record after the last one.
+    let turn = |prompt: &str, n: u64| -> String {
+        let last = records
+            .iter()
+            .rev()
+            .find(|r| r["uuid"].is_string())
+            .unwrap();
+        let mut r = records
+            .iter()
+            .find(|r| r["type"] == "user")
+            .unwrap()
+            .clone();
+        r["uuid"] = json!(format!("00000000-0000-4000-8000-{n:012}"));
+        r["parentUuid"] = last["uuid"].clone();
+        r["timestamp"] = json!("2099-01-01T00:00:00.000Z");
+        r["message"] = json!({"role": "user", "content": prompt});
+        format!("{r}\n")
+    };
+    let projects = home.join(".claude/projects");
+    // A copy in another project's folder, continued there.
+    let copy = projects.join("-elsewhere").join(&name);
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::write(&copy, format!("{text}{}", turn("continued in the copy", 1))).unwrap();
+    // Another file of the same name the hand-back never wrote.
+    let other = projects.join("-another").join(&name);
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    let mut stranger = records
+        .iter()
+        .find(|r| r["type"] == "user")
+        .unwrap()
+        .clone();
+    stranger["uuid"] = json!("11111111-0000-4000-8000-000000000001");
+    stranger["parentUuid"] = Value::Null;
+    stranger["timestamp"] = json!("2099-01-02T00:00:00.000Z");
+    stranger["message"] = json!({"role": "user", "content": "a stranger's conversation"});
+    std::fs::write(&other, format!("{stranger}\n")).unwrap();
+    // The file the hand-back wrote, grown.
+    std::fs::write(
+        &path,
+        format!("{text}{}", turn("continued where it was handed", 2)),
+    )
+    .unwrap();
+
+    let report = import_report(&ctx, &home, "claude-code");
+    let shown = ctx.json(&["session", "show", &id, "--json"]);
+    let lines = lines_of(&shown).join("\n");
+    assert!(lines.contains("continued where it was handed"), "{lines}");
+    assert!(!lines.contains("continued in the copy"), "{lines}");
+    assert!(!lines.contains("a stranger's conversation"), "{lines}");
+    // The copy and the stranger are sessions of their own: nothing lost, nothing replaced.
+    let ids: Vec<&str> = report["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            assert_ne!(o["action"], "replaced", "{report}");
+            o["sessionId"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        ids.iter().collect::<std::collections::BTreeSet<_>>().len(),
+        3,
+        "{report}"
+    );
+    for (file, words) in [
+        (&copy, "continued in the copy"),
+        (&other, "a stranger's conversation"),
+    ] {
+        let o = report["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["path"] == file.display().to_string())
+            .unwrap();
+        let shown = ctx.json(&[
+            "session",
+            "show",
+            o["sessionId"].as_str().unwrap(),
+            "--json",
+        ]);
+        assert!(lines_of(&shown).join("\n").contains(words), "{shown}");
+    }
+    // Imported again: the same sessions, nothing changed.
+    let again = import_report(&ctx, &home, "claude-code");
+    for o in again["sessions"].as_array().unwrap() {
+        assert!(ids.contains(&o["sessionId"].as_str().unwrap()), "{again}");
+        assert_eq!(o["action"], "unchanged", "{again}");
+    }
+}
+
+/// Gemini CLI's `projects.json` is another program's file: a slug in it that is not one
+/// directory name (`..` steps, an absolute path) is refused, and nothing is written outside
+/// `~/.gemini`.
+#[test]
+fn a_gemini_slug_that_climbs_out_is_refused() {
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let id = session_here(&ctx, &work);
+    let gemini = home.join(".gemini");
+    std::fs::create_dir_all(&gemini).unwrap();
+    for slug in ["../../../outside", "/tmp/elsewhere", "..", ""] {
+        let registry = json!({"projects": {work.display().to_string(): slug}});
+        std::fs::write(gemini.join("projects.json"), registry.to_string()).unwrap();
+        let before: Vec<PathBuf> = walk(ctx.tmp.path());
+        let out = ctx
+            .cmd(&["session", "handoff", &id, "--to", "gemini-cli"])
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{slug:?}: {err}");
+        assert!(err.contains("not one directory name"), "{err}");
+        assert_eq!(walk(ctx.tmp.path()), before, "{slug:?}: nothing written");
+    }
+}
+
+/// Every path below `dir`, sorted.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
 /// `freecode` on `home` with `agent_home` as `HOME`, in `cwd`; must succeed; its stdout.
 fn fc(home: &Path, agent_home: &Path, cwd: &Path, args: &[&str], input: Option<&str>) -> String {
     use std::io::Write as _;
