@@ -141,6 +141,7 @@ pub mod entropy;
 mod formats;
 pub mod gitleaks;
 mod keys;
+pub mod probes;
 mod values;
 
 use assignments::{

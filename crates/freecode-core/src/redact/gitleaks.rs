@@ -100,7 +100,7 @@ struct AllowlistSpec {
     #[serde(default)]
     regexes: Vec<Spanned<String>>,
     #[serde(default)]
-    stopwords: Vec<String>,
+    stopwords: Vec<Spanned<String>>,
     #[serde(default)]
     paths: Vec<String>,
     #[serde(default)]
@@ -374,6 +374,10 @@ fn compile_regex(text: &str, s: &Spanned<String>, what: &str) -> Result<Regex, R
         })
 }
 
+/// The shortest stopword a user's file may name (gitleaks' own are 3 characters or more): a
+/// shorter one is contained in most secrets.
+pub const MIN_STOPWORD: usize = 3;
+
 /// Secret-shaped strings an allowlist entry must not keep all or most of: one of each common
 /// shape (a provider-prefixed token, an access key id, a hex digest, base64, a password), so an
 /// entry that keeps them is one that keeps anything.
@@ -482,16 +486,71 @@ fn refuse_weakening(text: &str, user: &ConfigFile, builtin: &RuleSet) -> Result<
                 ));
             }
         }
-        if a.stopwords.iter().any(|w| w.trim().is_empty()) {
-            let at = a.regexes.first().map_or(0, |r| r.span().start);
+        if let Some(w) = a
+            .stopwords
+            .iter()
+            .find(|w| w.get_ref().trim().chars().count() < MIN_STOPWORD)
+        {
             return Err(refuse(
-                at,
-                "an empty stopword is contained in every secret: it would switch redaction off"
-                    .to_owned(),
+                w.span().start,
+                format!(
+                    "stopword {:?} is shorter than {MIN_STOPWORD} characters: contained in most \
+                     secrets, it would keep them from redaction; name a whole word",
+                    w.get_ref()
+                ),
             ));
         }
     }
     Ok(())
+}
+
+/// Refuses `user`'s file (merged as `merged`) when its allowlists and stopwords together keep
+/// too many of the built-in probes from redaction ([`super::probes::Probes`]), naming the
+/// lines of every allowlist entry.
+fn refuse_leaky(text: &str, user: &ConfigFile, merged: &RuleSet) -> Result<(), RuleError> {
+    let specs: Vec<&AllowlistSpec> = user
+        .allowlist
+        .iter()
+        .chain(&user.allowlists)
+        .chain(
+            user.rules
+                .iter()
+                .flat_map(|r| r.allowlist.iter().chain(&r.allowlists)),
+        )
+        .collect();
+    if specs.is_empty() {
+        return Ok(());
+    }
+    let probes = super::probes::Probes::builtin();
+    let redactor = super::Redactor::with_rules(std::sync::Arc::new(merged.clone()));
+    let kept = probes.kept_by(&redactor);
+    if !probes.too_many(kept) {
+        return Ok(());
+    }
+    let mut lines: Vec<usize> = specs
+        .iter()
+        .flat_map(|a| {
+            a.regexes
+                .iter()
+                .map(|r| r.span().start)
+                .chain(a.stopwords.iter().map(|w| w.span().start))
+                .chain(a.regex_target.iter().map(|t| t.span().start))
+        })
+        .map(|at| line_of(text, at))
+        .collect();
+    lines.sort_unstable();
+    lines.dedup();
+    let named: Vec<String> = lines.iter().map(ToString::to_string).collect();
+    Err(RuleError {
+        line: lines.first().copied().unwrap_or(1),
+        message: format!(
+            "the allowlists together keep {kept} of {} secret-shaped test lines (more than 1 \
+             in 100) from redaction: they would switch it off; anchor each entry to the values \
+             it means (allowlist lines {})",
+            probes.len(),
+            named.join(", ")
+        ),
+    })
 }
 
 fn compile_allowlist(text: &str, a: &AllowlistSpec) -> Result<Option<Allowlist>, RuleError> {
@@ -528,7 +587,11 @@ fn compile_allowlist(text: &str, a: &AllowlistSpec) -> Result<Option<Allowlist>,
         .iter()
         .map(|r| compile_regex(text, r, "allowlist regex"))
         .collect::<Result<Vec<_>, _>>()?;
-    let stopwords: Vec<String> = a.stopwords.iter().map(|w| w.to_lowercase()).collect();
+    let stopwords: Vec<String> = a
+        .stopwords
+        .iter()
+        .map(|w| w.get_ref().to_lowercase())
+        .collect();
     // Only paths or commits: nothing of it applies to a transcript (with AND, such an
     // allowlist can never hold here either).
     let transcript_criteria = !regexes.is_empty() || !stopwords.is_empty();
@@ -560,11 +623,28 @@ impl RuleSet {
     /// keywords and allowlists to it); `[allowlist]` and `[[allowlists]]` entries join the
     /// global allowlist. A user's file only adds: what would take a built-in rule away or
     /// switch redaction off is refused (see [`refuse_weakening`]). An error names the line.
+    ///
+    /// The file's allowlists and stopwords are then judged together: applied to secret-shaped
+    /// lines generated from the built-in rules' own regexes ([`super::probes`]), they may
+    /// keep at most 1 in 100 of those the built-in rules find; past that the file is refused
+    /// with the lines of its allowlists (two entries that each keep half, together keep all).
     pub fn with_user(text: &str) -> Result<RuleSet, RuleError> {
         let builtin = RuleSet::builtin();
         let user = parse(text)?;
         refuse_weakening(text, &user, builtin)?;
-        builtin.merge(text, &user)
+        let merged = builtin.merge(text, &user)?;
+        refuse_leaky(text, &user, &merged)?;
+        Ok(merged)
+    }
+
+    /// The regexes of the rules that can find something in a transcript (not those of files
+    /// of a path only), as compiled.
+    pub fn patterns(&self) -> Vec<String> {
+        self.rules
+            .iter()
+            .filter(|r| !r.files_only)
+            .map(|r| r.regex.as_str().to_owned())
+            .collect()
     }
 
     /// These rules with the file `text` merged over them (the built-in overlay).

@@ -224,3 +224,54 @@ fn a_users_allowlist_on_the_generic_rule_keeps_what_its_match_names() {
     );
     assert_eq!(kinds, ["secret-assignment"]);
 }
+
+/// A file's allowlists and stopwords are judged together, against secret-shaped lines made
+/// from the built-in rules' own regexes: entries that each keep part, together keep most, and
+/// are refused with their lines; so are short stopwords and a line-target regex of ordinary
+/// punctuation. Allowlists anchored to what they mean pass.
+#[test]
+fn allowlists_are_judged_together_and_short_stopwords_refused() {
+    let h = TestHome::new();
+    let token = "ghp_Zq8rT1vXw0yB3nC5mD7fG9hJ2kL4pQ6sU8wA";
+    let id = with_message(&h, &format!("the CI token is {token} — ne pas publier"));
+    refused(
+        &h,
+        &id,
+        &[
+            (
+                "[[allowlists]]\nregexes = ['''^[gAsx]''', '''^[^gAsx]''']\n",
+                2,
+                "together keep",
+            ),
+            (
+                "[[allowlists]]\nregexes = ['''^[a-f]''']\n[[allowlists]]\nregexes = ['''^[g-r]''']\n[[allowlists]]\nregexes = ['''^[s-z]''']\n[[allowlists]]\nregexes = ['''^[^a-z]''']\n",
+                2,
+                "allowlist lines 2, 4, 6, 8",
+            ),
+            (
+                "[[allowlists]]\nregexTarget = 'line'\nregexes = ['''[ :=\"]''']\n",
+                2,
+                "together keep",
+            ),
+            ("[[allowlists]]\nstopwords = ['e']\n", 2, "shorter than 3"),
+            (
+                "[[allowlists]]\nstopwords = ['fixture',\n  '7']\n",
+                3,
+                "shorter than 3",
+            ),
+            (
+                "[[rules]]\nid = \"github-pat\"\n[[rules.allowlists]]\nstopwords = ['zz']\n",
+                4,
+                "shorter than 3",
+            ),
+        ],
+    );
+    // Anchored entries, whole-word stopwords and a line target that names its comment pass.
+    write_rules(
+        &h,
+        "[[allowlists]]\ndescription = \"docs\"\nregexes = ['''^AKIAIOSFODNN7EXAMPLE$''', '''^ghp_0{36}$''']\nstopwords = ['fixture', 'example']\n\n[[allowlists]]\nregexTarget = 'line'\nregexes = ['''^# fake credentials for the tests''']\n",
+    );
+    let (text, kinds) = exported(&h, &id);
+    assert!(!text.contains(token), "{text}");
+    assert!(kinds.contains(&"github-pat".to_owned()), "{kinds:?}");
+}
