@@ -61,6 +61,22 @@ pub enum ClientError {
         /// The transport error.
         why: String,
     },
+    /// A sync server's `403 revoked`: this machine's sync key was rotated out of its group;
+    /// when (the server's time, ms) and the rotating machine's notice, if it gave one
+    /// ([`crate::home_sync::notice`]).
+    #[error(
+        "{url} answered 403: this machine's sync key was rotated out of its group: get the new \
+         phrase from a machine that has it (`freecode sync key`) and run `freecode sync join` \
+         with it"
+    )]
+    RotatedOut {
+        /// The URL asked.
+        url: String,
+        /// When the key was rotated out.
+        at: Option<u64>,
+        /// The rotating machine's notice.
+        notice: Option<String>,
+    },
     /// The server answered with an error status.
     #[error("{url} answered {status}: {message}")]
     Status {
@@ -591,6 +607,19 @@ pub(crate) fn transport(url: &str, e: ureq::Error) -> ClientError {
 }
 
 pub(crate) fn status_error(url: &str, status: u16, body: &[u8]) -> ClientError {
+    if status == 403
+        && let Ok(v) = serde_json::from_slice::<serde_json::Value>(body)
+        && v.get("code").and_then(serde_json::Value::as_str) == Some("revoked")
+    {
+        return ClientError::RotatedOut {
+            url: url.to_owned(),
+            at: v.get("rotatedAt").and_then(serde_json::Value::as_u64),
+            notice: v
+                .get("notice")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
+        };
+    }
     let message = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))

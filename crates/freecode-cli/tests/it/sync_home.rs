@@ -1345,7 +1345,8 @@ fn strangers_touch_nothing(n: Net) {
         old.rewrap_record(&lc.log, &lc.host, 0, &[9; 80])
             .map(|_| ()),
         old.delete_log(&lc.log),
-        old.rotate_credential(&other.credential_hash()).map(|_| ()),
+        old.rotate_credential(&other.credential_hash(), None)
+            .map(|_| ()),
     ] {
         let e = refused.unwrap_err().to_string();
         assert!(e.contains("403") && e.contains("rotated out"), "{e}");

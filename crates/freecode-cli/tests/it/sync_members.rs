@@ -290,3 +290,186 @@ fn member_bad_content(n: Net) {
     }
     assert!(!c.join("outside").exists());
 }
+
+#[test]
+fn a_copied_home_becomes_another_machine_and_nothing_is_torn_or_lost() {
+    copied_home(net());
+}
+
+#[test]
+fn a_copied_home_becomes_another_machine_over_s3() {
+    copied_home(net_on_s3());
+}
+
+/// Every line of every session of `home` is JSON (nothing torn).
+fn all_lines_parse(home: &Path) {
+    for id in sessions(home).into_keys() {
+        let (msgs, _) = files_of(home, &id);
+        for line in String::from_utf8(msgs).unwrap().lines() {
+            assert!(
+                serde_json::from_str::<Value>(line).is_ok(),
+                "{id}: a torn line: {line}"
+            );
+        }
+    }
+}
+
+/// A home copied to a second place (a restored backup, a cloned VM) keeps the machine id.
+/// Both continue one synced session, and the copy starts one of its own: the copy finds
+/// records under its id that it did not write, takes an id of its own, keeps its turns of
+/// the shared session as a fork, and every machine ends with every turn of both, whole.
+fn copied_home(n: Net) {
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let s = n.turn(&a, None, "avant la copie");
+    let phrase = n.first(&a);
+    n.ok(&a, &["sync", "push"]);
+    n.join(&b, &phrase);
+    n.ok(&b, &["sync", "pull"]);
+    let copy = n.home("alpha-copy");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&a)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let host = |h: &Path| n.json(h, &["sync", "status", "--json"])["host"].clone();
+    assert_eq!(host(&a), host(&copy));
+
+    n.turn(&a, Some(&s), "alpha continues after the copy");
+    n.turn(&copy, Some(&s), "the copy continues too");
+    let own = n.turn(&copy, None, "a session made on the copy");
+    let (ra, _) = sync_now(&n, &a);
+    assert!(ra.get("newHost").is_none(), "{ra}");
+    let (rc, err) = sync_now(&n, &copy);
+    assert_eq!(rc["newHost"]["was"], host(&a), "{rc}");
+    assert_ne!(host(&copy), host(&a));
+    assert!(err.contains("is a copy of another machine's"), "{err}");
+    assert_eq!(rc["forks"].as_array().unwrap().len(), 1, "{rc}");
+    // Quiet from then on; everyone gets everything.
+    let (rc, _) = sync_now(&n, &copy);
+    assert!(rc.get("newHost").is_none(), "{rc}");
+    for h in [&a, &b, &copy, &a] {
+        sync_now(&n, h);
+    }
+    let ids = |h: &Path| sessions(h).into_keys().collect::<Vec<_>>();
+    assert_eq!(ids(&a).len(), 3, "s, the copy's fork of it, the copy's own");
+    assert!(ids(&a).contains(&own));
+    for h in [&b, &copy] {
+        assert_eq!(ids(h), ids(&a));
+        for id in ids(&a) {
+            assert_eq!(files_of(&a, &id), files_of(h, &id), "{id}");
+        }
+        all_lines_parse(h);
+    }
+    let every = ids(&b)
+        .iter()
+        .map(|id| String::from_utf8(files_of(&b, id).0).unwrap())
+        .collect::<String>();
+    for turn in [
+        "avant la copie",
+        "alpha continues after the copy",
+        "the copy continues too",
+        "a session made on the copy",
+    ] {
+        assert!(every.contains(turn), "{turn} is lost");
+    }
+}
+
+#[test]
+fn a_member_that_rotates_the_others_out_locks_no_one_out_for_good() {
+    rogue_rotation(net());
+}
+
+/// A member sets a credential only it knows (`PUT /sync/v1/credential` by hand): every other
+/// machine is told it was rotated out by a request that named no machine of the group, and
+/// when; nothing it holds changes; the command it names (a new group from its copy, which the
+/// others join) works, and the rogue reaches nothing of the new group. A rotation by one of
+/// the group's own machines is named: its machine id, read from a notice sealed with the key
+/// rotated out.
+fn rogue_rotation(n: Net) {
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let sa = n.turn(&a, None, "alpha's session, à garder");
+    let phrase = n.first(&a);
+    n.ok(&a, &["sync", "push"]);
+    n.join(&b, &phrase);
+    let sb = n.turn(&b, None, "beta's session, à garder aussi");
+    sync_now(&n, &b);
+    sync_now(&n, &a);
+    let key = SyncKey::parse(&phrase).unwrap();
+    let rogue = Remote::new(&n.url, None).unwrap().for_key(&key);
+    let private = SyncKey::from_bytes([9; 32]);
+    assert!(
+        rogue
+            .rotate_credential(&private.credential_hash(), None)
+            .unwrap()
+    );
+    let rogue = rogue.with_credential(private.credential());
+    let logs_before = rogue.status().unwrap().len();
+
+    for h in [&a, &b] {
+        let before = snapshot(&h.join("sessions"));
+        let err = n.fails(h, &["sync", "now"]);
+        assert!(
+            err.contains("named no machine of the group")
+                && err.contains("Nothing here was changed"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("freecode sync init --server {} --force", n.url)),
+            "{err}"
+        );
+        assert_eq!(snapshot(&h.join("sessions")), before);
+    }
+    // The command it names: a new group from alpha's copy; beta joins it.
+    n.ok(&a, &["sync", "init", "--server", &n.url, "--force"]);
+    sync_now(&n, &a);
+    let new_phrase = n
+        .ok(&a, &["sync", "key"])
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    let out = n.run_with_input(
+        &b,
+        &["sync", "join", "--server", &n.url, "--force"],
+        &new_phrase,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sync_now(&n, &b);
+    sync_now(&n, &a);
+    for h in [&a, &b] {
+        let ids = sessions(h);
+        assert!(ids.contains_key(&sa) && ids.contains_key(&sb), "{ids:?}");
+        assert_eq!(ids.len(), 2);
+        for id in [&sa, &sb] {
+            assert_eq!(files_of(h, id), files_of(&a, id));
+        }
+    }
+    assert_eq!(
+        rogue.status().unwrap().len(),
+        logs_before,
+        "the rogue sees nothing new"
+    );
+
+    // A rotation by a machine of the group names it.
+    n.ok(&b, &["sync", "rotate"]);
+    let b_host = n.json(&b, &["sync", "status", "--json"])["host"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let err = n.fails(&a, &["sync", "now"]);
+    assert!(err.contains(&format!("by machine {b_host}")), "{err}");
+    let rotated = n
+        .ok(&b, &["sync", "key"])
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    n.join(&a, &rotated);
+    sync_now(&n, &a);
+}

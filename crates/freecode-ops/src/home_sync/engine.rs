@@ -139,7 +139,7 @@ impl Engine {
     /// `r`, after the progress is written (the first error wins).
     pub(super) fn finish<T>(&mut self, r: Result<T>) -> Result<T> {
         let saved = self.flush();
-        let v = r?;
+        let v = r.map_err(|e| super::rotated_out(e, &self.key, &self.settings.server))?;
         saved?;
         Ok(v)
     }
@@ -236,6 +236,38 @@ impl Engine {
         }
         self.state.sessions.insert(id.to_string(), st.clone());
         self.save()
+    }
+
+    /// This home holds another home's machine id (it was copied: a restored backup, a cloned
+    /// VM, a laptop set up from another's home), found by a record of session `id` at its
+    /// next index `index` that it did not write. It takes an id of its own: its logs start
+    /// again at index 0, and the old id's logs become another machine's, pulled like any
+    /// other (the records both wrote under it each stay where they are; a session both
+    /// continued becomes a fork here). The progress is written before the new id, so a kill
+    /// between the two finds the copy again.
+    pub(super) fn become_another_machine(&mut self, id: &SessionId, index: u64) -> Result<()> {
+        let old = self.host;
+        let new = HostId::generate().map_err(seal_err)?;
+        for st in self.state.sessions.values_mut() {
+            st.next = 0;
+        }
+        self.state.control_next = 0;
+        self.dirty = true;
+        self.flush()?;
+        self.settings.host = new;
+        self.host = new;
+        state::save_key(&self.home, &self.settings, &self.key)?;
+        tracing::warn!(
+            "this home is a copy of another machine's (both had machine id {old}: record {index} \
+             of session {id} there is not one this home wrote): it is now machine {new}, and \
+             its turns go to the group as its own; a session both continued is kept here as a \
+             fork"
+        );
+        self.report.new_host = Some(super::SyncNewHost {
+            was: old.to_string(),
+            now: new.to_string(),
+        });
+        Ok(())
     }
 
     /// Stores `c` as this host's next control record.

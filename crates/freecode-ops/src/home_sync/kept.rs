@@ -40,6 +40,20 @@ pub struct KeptLog {
 }
 
 impl Kept {
+    /// Removes the copies kept in `home` (a home set up again for another group: its records
+    /// are another key's, and a refill would send them into the new group).
+    pub fn remove(home: &Home) -> Result<()> {
+        let dir = super::state::dir(home);
+        for name in [
+            FILE.to_owned(),
+            format!("{FILE}-wal"),
+            format!("{FILE}-shm"),
+        ] {
+            fsutil::remove_file(&dir.join(name))?;
+        }
+        Ok(())
+    }
+
     /// Opens (creating) the database of `home`; never through a link.
     pub fn open(home: &Home) -> Result<Self> {
         let dir = super::state::dir(home);

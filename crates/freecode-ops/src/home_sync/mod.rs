@@ -150,6 +150,20 @@ pub struct SyncReport {
     pub skipped: Vec<SkippedRecord>,
     /// Records whose key wrap another machine found broken, mended here from a kept copy.
     pub mended: u64,
+    /// This home was found to be a copy of another machine's (the same machine id) and took
+    /// an id of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_host: Option<SyncNewHost>,
+}
+
+/// A machine id given up because another home holds it too.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncNewHost {
+    /// The id both homes had.
+    pub was: String,
+    /// This home's id now.
+    pub now: String,
 }
 
 /// A record slot passed over because what it holds does not open.
@@ -202,6 +216,39 @@ pub struct SyncPhrase {
     pub phrase: String,
 }
 
+/// `e`, said for a person when it is the server's `403 revoked`: which machine rotated this
+/// one's key out and when (from the rotation's notice, opened with this machine's key, so
+/// the server cannot make it up), that everything here is kept, and the commands that work:
+/// `sync join` with the new phrase when the rotation was the person's own, else a new group
+/// started from this machine's copy (`sync init --force`), which the other machines join.
+pub(super) fn rotated_out(e: Error, key: &SyncKey, server: &str) -> Error {
+    let Error::Client(freecode_remote::share::ClientError::RotatedOut { at, notice, .. }) = &e
+    else {
+        return e;
+    };
+    let when = at.and_then(|ms| i64::try_from(ms).ok()).map_or_else(
+        || "at a time the server did not keep".to_owned(),
+        |ms| format!("at {}", crate::human::local_time(ms)),
+    );
+    let notice = notice
+        .as_deref()
+        .and_then(|n| freecode_remote::home_sync::notice::open_notice(key, n));
+    let who = match &notice {
+        Some(n) => format!("by machine {} (its `freecode sync rotate`)", n.host),
+        None => "by a request that named no machine of the group (not freecode's `sync rotate`: \
+                 a member's key used by hand or by a rogue program)"
+            .to_owned(),
+    };
+    Error::Failed(format!(
+        "this machine's sync key was rotated out of its group {who} {when}. Nothing here was \
+         changed or deleted. If that machine is yours, get the new phrase there (`freecode sync \
+         key`) and run `freecode sync join --server {server}` here with it. If it is not (a \
+         lost, stolen or rogue machine), start a new group from this machine's copy: \
+         `freecode sync init --server {server} --force`, then `freecode sync now`; your other \
+         machines join it with its phrase (`freecode sync join --server {server} --force`)."
+    ))
+}
+
 /// `freecode sync key`: the sync key as its 24 words.
 pub fn key_phrase(home: &Home) -> Result<String> {
     Ok(state::load(home)?.key.to_phrase())
@@ -210,7 +257,10 @@ pub fn key_phrase(home: &Home) -> Result<String> {
 /// `freecode sync status`.
 pub fn status(home: &Home) -> Result<SyncStatus> {
     let e = Engine::open(home)?;
-    let logs = e.remote.status()?;
+    let logs = e
+        .remote
+        .status()
+        .map_err(|err| rotated_out(err.into(), &e.key, &e.settings.server))?;
     let hosts: BTreeSet<_> = logs.iter().map(|l| l.host).collect();
     let to_pull = logs
         .iter()

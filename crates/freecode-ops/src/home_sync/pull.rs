@@ -27,6 +27,7 @@ impl Engine {
         // Download and open everything first: nothing local changes unless all of it opens.
         // Control logs first: a log purged everywhere is gone from the server, not stale.
         let control = self.key.control_log();
+        self.check_copy(&logs)?;
         let (mut controls, purged_logs) = self.controls(&logs)?;
         if only.is_none() && self.refill(&logs, &purged_logs)? {
             logs = self.remote.status()?;
@@ -120,6 +121,49 @@ impl Engine {
         }
         if only.is_none() {
             self.tell_unopened()?;
+        }
+        Ok(())
+    }
+
+    /// Whether another home writes with this machine's id (a copied home): a record in one of
+    /// this host's session logs past what this home pushed, of a session it does not hold or
+    /// whose content its files do not hold. Then it takes an id of its own
+    /// ([`Engine::become_another_machine`]) before anything is pulled, so what the other
+    /// wrote under the old id comes in like any other machine's. A record this home wrote
+    /// and lost track of (a push a kill cut short) is its own, and the push adopts it.
+    pub(super) fn check_copy(
+        &mut self,
+        logs: &[freecode_remote::home_sync::LogCount],
+    ) -> Result<()> {
+        let control = self.key.control_log();
+        let me = self.host;
+        for lc in logs.iter().filter(|l| l.host == me && l.log != control) {
+            let seen = self.state.seen(&lc.log, &me);
+            if lc.count <= seen {
+                continue;
+            }
+            let (got, _) = self.remote.get_records(&lc.log, &me, seen)?;
+            let Some(sealed) = got.into_iter().next() else {
+                continue;
+            };
+            let opened = self.open_record(&lc.log, &me, seen, &sealed)?;
+            // Garbage at this host's index: the push passes it over.
+            let Ok((_, rec)) = self.session_record(&lc.log, opened) else {
+                continue;
+            };
+            let id = SessionId::new(&rec.session)?;
+            let st = match self.state.sessions.get(id.as_str()) {
+                Some(st) => st.clone(),
+                None => self.fresh(&id),
+            };
+            let ours = match self.store.locate(&id) {
+                Ok(_) => self.wrote(&id, &st, seen, &sealed, &rec)?,
+                Err(freecode_store::StoreError::NotFound { .. }) => false,
+                Err(e) => return Err(e.into()),
+            };
+            if !ours {
+                return self.become_another_machine(&id, seen);
+            }
         }
         Ok(())
     }

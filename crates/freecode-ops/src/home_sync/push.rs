@@ -313,6 +313,16 @@ impl Engine {
                     let ours = self
                         .session_record(&st.log, got)
                         .and_then(|(plain, r)| plan::adopt(&r, id, &st.chain).map(|()| (plain, r)));
+                    // Of this session and from its chain point, but bytes this home did not
+                    // write (neither its kept copy nor what its files hold): another home
+                    // with this machine's id (a copied home) wrote it. This one takes an id of
+                    // its own, and its turns go out as its own after the other's come in.
+                    if let Ok((_, theirs)) = &ours
+                        && !self.wrote(id, st, index, &first, theirs)?
+                    {
+                        self.become_another_machine(id, index)?;
+                        return Ok(Pushed::Lost);
+                    }
                     st.next = index + 1;
                     self.state.saw(&st.log, &self.host, index + 1);
                     match ours {
@@ -339,6 +349,36 @@ impl Engine {
             }
         }
         Ok(Pushed::Done)
+    }
+
+    /// Whether record `index` of this host's log of session `id` (stored as `sealed`,
+    /// decoded as `rec`) is one this home wrote: its kept copy, or a record whose messages
+    /// and rollout lines this home's files hold where it puts them (a push whose progress a
+    /// kill lost). A record that changes neither is taken as written (it cannot tear a file).
+    pub(super) fn wrote(
+        &self,
+        id: &SessionId,
+        st: &SessionSync,
+        index: u64,
+        sealed: &[u8],
+        rec: &super::record::SessionRecord,
+    ) -> Result<bool> {
+        if self.kept.get(&st.log, &self.host, index)?.as_deref() == Some(sealed) {
+            return Ok(true);
+        }
+        let messages = self.store.locate(id)?.messages();
+        let events = freecode_store::rollout::events_path(&self.home, id);
+        for s in &rec.sections {
+            let held = match s.head.what {
+                What::Messages => super::changes::fit(&messages, &st.messages, s)?,
+                What::Events => super::changes::fit(&events, &st.events, s)?,
+                What::Meta | What::Memory => continue,
+            };
+            if held != plan::Fit::Already {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     pub(super) fn push_purges(&mut self, local: &BTreeMap<SessionId, PathBuf>) -> Result<()> {

@@ -59,6 +59,15 @@ pub(super) fn setup(home: &Home, server: &str, key: SyncKey, force: bool) -> Res
         host: HostId::generate().map_err(seal_err)?,
         key_id: key.id(),
     };
+    // Set up again for another group (a new one started from this machine's copy after a
+    // rogue rotation): the old group's progress and kept copies go, the sessions stay.
+    let _turn = if force && super::is_set_up(home) {
+        let turn = take_turn(home)?;
+        Kept::remove(home)?;
+        Some(turn)
+    } else {
+        None
+    };
     state::save_setup(home, &settings, &key, force)?;
     Ok(SyncSetup {
         server: settings.server,
@@ -101,8 +110,20 @@ pub fn rotate(home: &Home) -> Result<SyncRotation> {
     let marker = state::dir(home).join("rotating");
     let resuming = fsutil::read_bounded(&marker, 64, "rotation marker")?
         .is_some_and(|id| id == e.key.id().as_bytes());
+    // The notice for the machines rotated out, sealed with the key they have: which machine
+    // rotated, when, to which key (a rotation resumed has the old key no more: none).
+    let mut notice = None;
     if !resuming {
         let new = e.key.rotate().map_err(seal_err)?;
+        notice = Some(
+            freecode_remote::home_sync::notice::seal_notice(
+                &e.key,
+                &e.host,
+                freecode_store::now_ms(),
+                &new.id(),
+            )
+            .map_err(seal_err)?,
+        );
         let ring = new.seal_ring().map_err(seal_err)?;
         e.remote.put_ring(&new.id(), &ring)?;
         let settings = state::Settings {
@@ -116,7 +137,7 @@ pub fn rotate(home: &Home) -> Result<SyncRotation> {
     }
     // The new key's credential made the group's, the old one revoked: from here a machine on
     // the old key can neither read nor write.
-    e.remote = register_credential(home, &e.settings.server, &e.key)?;
+    e.remote = register_credential(home, &e.settings.server, &e.key, notice.as_deref())?;
     let mut out = SyncRotation {
         server: e.settings.server.clone(),
         key_id: e.key.id(),
@@ -168,21 +189,33 @@ pub fn rotate(home: &Home) -> Result<SyncRotation> {
 /// of a key it replaced (the newest the server still takes: a rotation cut short before its
 /// marker was written left one in between that the server never knew); a client of the server
 /// for `key`. Done already (a rotation resumed) is no error.
-pub(super) fn register_credential(home: &Home, server: &str, key: &SyncKey) -> Result<Remote> {
+pub(super) fn register_credential(
+    home: &Home,
+    server: &str,
+    key: &SyncKey,
+    notice: Option<&str>,
+) -> Result<Remote> {
     let remote = remote_for(home, server, key)?;
     let hash = key.credential_hash();
     for old in key.older_credentials() {
-        match remote.clone().with_credential(old).rotate_credential(&hash) {
+        match remote
+            .clone()
+            .with_credential(old)
+            .rotate_credential(&hash, notice)
+        {
             Ok(_) => return Ok(remote),
-            Err(freecode_remote::share::ClientError::Status {
-                status: 401 | 403 | 404,
-                ..
-            }) => {}
+            Err(
+                freecode_remote::share::ClientError::Status {
+                    status: 401 | 403 | 404,
+                    ..
+                }
+                | freecode_remote::share::ClientError::RotatedOut { .. },
+            ) => {}
             Err(e) => return Err(e.into()),
         }
     }
     // Every older credential refused: registered already, if the new one is taken.
-    match remote.rotate_credential(&hash) {
+    match remote.rotate_credential(&hash, notice) {
         Ok(_) => Ok(remote),
         Err(e) => Err(Error::Failed(format!(
             "the server took none of this group's credentials to register the new key \

@@ -9,10 +9,12 @@
 //!   it keys, and the sealed records and claims (XChaCha20-Poly1305 under a per-record key
 //!   wrapped by the sync key; host, log, index and kind bound as associated data).
 //! - [`remote`]: the blocking client of the server's `/sync/v1/` endpoints.
+//! - [`notice`]: a rotation's notice for the machines it rotates out (who, when).
 //!
 //! What a record holds and how it is applied is the operations layer's (`freecode-ops`'s
 //! `home_sync`): this module moves and protects bytes, it does not read a session.
 
+pub mod notice;
 pub mod remote;
 pub mod seal;
 

@@ -194,9 +194,13 @@ impl Remote {
     /// Makes the key whose credential's SHA-256 is `hash` ([`super::SyncKey::credential_hash`])
     /// its group's current one, and revokes the credential this client carries: `true` when
     /// it changed, `false` when it was current already.
-    pub fn rotate_credential(&self, hash: &str) -> Result<bool, ClientError> {
+    pub fn rotate_credential(&self, hash: &str, notice: Option<&str>) -> Result<bool, ClientError> {
         let url = self.url("credential");
-        let body = serde_json::json!({ "credential": hash }).to_string();
+        let body = match notice {
+            Some(n) => serde_json::json!({ "credential": hash, "notice": n }),
+            None => serde_json::json!({ "credential": hash }),
+        }
+        .to_string();
         let (status, answer) = self.put(&url, body.as_bytes())?;
         if status != 200 {
             return Err(status_error(&url, status, &answer));

@@ -27,6 +27,13 @@
 //!   object is read on every request, so a revocation through one replica holds on every
 //!   replica from the next request.
 //!
+//! Every rotation is remembered with the credential it revoked (`rotations`: the server's
+//! time, and the rotating machine's notice, sealed with the key being rotated out so that only
+//! the group's members can read it and the server cannot forge it: which machine, and the new
+//! key's id). A machine on the revoked key gets them in its `403 revoked` answer (`rotatedAt`,
+//! `notice`), so it can say which machine changed the key and when, or that the change came
+//! with no notice (not freecode's `sync rotate`: a member gone rogue), and what to do.
+//!
 //! Two rotations at once through two replicas both succeed, and the later write of the group
 //! object wins: the other rotation's new credential is then not current (refused with
 //! `403 {"code": "not-current"}`), and that machine joins again with the winner's phrase.
@@ -89,7 +96,23 @@ struct GroupObject {
     revoked: Vec<String>,
     #[serde(default)]
     created: u64,
+    /// The rotations, newest last (as many as the revoked credentials remembered).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    rotations: Vec<Rotation>,
 }
+
+/// One rotation: the credential it revoked, when, and the rotating machine's notice.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Rotation {
+    from: String,
+    at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    notice: Option<String>,
+}
+
+/// The longest rotation notice kept (`<host hex>:<sealed hex>`).
+const MAX_NOTICE: usize = 4096;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct CredObject {
@@ -266,6 +289,7 @@ pub(crate) async fn authorize(
                 current: hash.clone(),
                 revoked: Vec::new(),
                 created: now_ms(),
+                rotations: Vec::new(),
             };
             let key = group_key(&id).ok_or_else(bad_key)?;
             let body = serde_json::to_vec(&object).map_err(|_| bad_key())?;
@@ -288,12 +312,26 @@ pub(crate) async fn authorize(
         return Ok(Some(group));
     }
     if object.revoked.iter().any(|r| secrets_equal(r, &hash)) {
-        return Err(refused(
+        let rotation = object
+            .rotations
+            .iter()
+            .rev()
+            .find(|r| secrets_equal(&r.from, &hash));
+        let mut r = (
             StatusCode::FORBIDDEN,
-            "revoked",
-            "this machine's sync key was rotated out of its group: get the new phrase from a \
-             machine that has it (`freecode sync key`) and run `freecode sync join` with it",
-        ));
+            Json(json!({
+                "error": "this machine's sync key was rotated out of its group: get the new \
+                          phrase from a machine that has it (`freecode sync key`) and run \
+                          `freecode sync join` with it",
+                "code": "revoked",
+                "rotatedAt": rotation.map(|r| r.at),
+                "notice": rotation.and_then(|r| r.notice.clone()),
+            })),
+        )
+            .into_response();
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return Err(Box::new(r));
     }
     Err(refused(
         StatusCode::FORBIDDEN,
@@ -317,6 +355,10 @@ pub(crate) async fn writer(app: &App, headers: &HeaderMap) -> Result<Group, Box<
 struct NewCredential {
     /// The SHA-256 of the new credential, 64 lowercase hex characters.
     credential: String,
+    /// The rotating machine's notice for the machines it rotates out (`<host hex>:<sealed
+    /// hex>`, sealed with the key being rotated out), kept as it is.
+    #[serde(default)]
+    notice: Option<String>,
 }
 
 /// `PUT /sync/v1/credential`: the caller's group gets a new current credential (its hash in
@@ -344,6 +386,15 @@ pub(crate) async fn rotate(
             "expected {\"credential\": \"<64 lowercase hex>\"}",
         );
     };
+    let notice = new.notice;
+    if notice.as_ref().is_some_and(|n| {
+        n.len() > MAX_NOTICE || !n.bytes().all(|b| b == b':' || b.is_ascii_hexdigit())
+    }) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the rotation notice is not `<hex>:<hex>` of at most 4,096 characters",
+        );
+    }
     let new = new.credential;
     if !is_hex(&new, 64) {
         return error(
@@ -379,6 +430,16 @@ pub(crate) async fn rotate(
         object.revoked.drain(..cut);
     }
     object.current = new;
+    object.rotations.retain(|r| r.from != group.credential);
+    object.rotations.push(Rotation {
+        from: group.credential.clone(),
+        at: now_ms(),
+        notice,
+    });
+    if object.rotations.len() > MAX_REVOKED {
+        let cut = object.rotations.len() - MAX_REVOKED;
+        object.rotations.drain(..cut);
+    }
     let Some(key) = group_key(&group.id) else {
         return *bad_key();
     };
