@@ -439,7 +439,12 @@ impl hyper::service::Service<Request<Incoming>> for PhasedService {
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
-    fn call(&self, request: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
+        // The peer, as axum's `ConnectInfo`: rules that count per client read it from here,
+        // never from a header the client sent.
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(self.conn.peer));
         let in_flight = InFlight::new(&self.conn);
         let response = self.inner.call(request);
         Box::pin(async move {

@@ -892,6 +892,11 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         generate: root::<crate::home_sync::SyncRotation>,
     },
     SchemaFile {
+        name: "sync-compaction.json",
+        used_by: "`sync compact --json`",
+        generate: root::<crate::home_sync::SyncCompaction>,
+    },
+    SchemaFile {
         name: "config-list.json",
         used_by: "`config list --json`",
         generate: root::<Vec<ConfigEntry>>,

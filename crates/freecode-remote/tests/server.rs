@@ -1381,3 +1381,87 @@ fn a_group_past_its_request_rate_is_told_to_wait_and_the_client_waits() {
     assert!(remote.get_ring("0123456789abcdef").unwrap().is_some());
     assert!(started.elapsed() >= Duration::from_millis(900), "it waited");
 }
+
+/// Without an API key, one address makes a few new groups an hour and the server a bounded
+/// number in all (429 `new-groups`, with `Retry-After`); requests with credentials that name
+/// no group are rate limited per address (429 `unknown-rate`); the groups already made, and
+/// their members, are not slowed. With an API key, its holder makes groups freely.
+#[test]
+fn strangers_make_few_groups_and_unknown_credentials_are_rate_limited() {
+    use freecode_remote::home_sync::{Remote, SyncKey};
+    let dir = tempfile::tempdir().unwrap();
+    let limits = server::StrangerLimits {
+        new_groups_per_address: 5,
+        new_groups_per_hour: 1_000,
+        unknown_per_address_per_minute: 10,
+    };
+    let server = server::spawn(ServerConfig {
+        stranger_limits: limits,
+        ..config(dir.path())
+    })
+    .unwrap();
+    let make = |url: &str, api: Option<String>, k: &SyncKey| {
+        Remote::new(url, api)
+            .unwrap()
+            .for_key(k)
+            .put_ring("0123456789abcdef", b"FCSK-a-ring")
+    };
+    let keys: Vec<SyncKey> = (0..6).map(|_| SyncKey::generate().unwrap()).collect();
+    for k in &keys[..5] {
+        make(&server.url, None, k).unwrap();
+    }
+    let e = make(&server.url, None, &keys[5]).unwrap_err().to_string();
+    assert!(e.contains("429") && e.contains("new sync groups"), "{e}");
+    // The groups made go on.
+    make(&server.url, None, &keys[0]).unwrap();
+
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let status = |k: &SyncKey| {
+        agent
+            .get(&format!("{}/sync/v1/status", server.url))
+            .header(server::SYNC_CREDENTIAL_HEADER, k.credential())
+            .header("x-freecode-peer", "203.0.113.9")
+            .call()
+            .unwrap()
+    };
+    let mut refused = None;
+    for _ in 0..12 {
+        let mut r = status(&SyncKey::generate().unwrap());
+        if r.status().as_u16() == 429 {
+            let wait: u64 = r.headers()["retry-after"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            refused = Some((wait, r.body_mut().read_to_string().unwrap()));
+            break;
+        }
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    let (wait, body) = refused.expect("unknown credentials are limited");
+    assert!(wait >= 1 && body.contains("unknown-rate"), "{wait} {body}");
+    // A member is not: its credential names its group.
+    for _ in 0..20 {
+        assert_eq!(status(&keys[1]).status().as_u16(), 200);
+    }
+
+    // With an API key, its holder decides who makes groups.
+    let dir = tempfile::tempdir().unwrap();
+    let keyed = server::spawn(ServerConfig {
+        stranger_limits: limits,
+        api_key: Some("operator-key".into()),
+        ..config(dir.path())
+    })
+    .unwrap();
+    for _ in 0..8 {
+        make(
+            &keyed.url,
+            Some("operator-key".into()),
+            &SyncKey::generate().unwrap(),
+        )
+        .unwrap();
+    }
+}

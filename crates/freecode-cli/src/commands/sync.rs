@@ -37,6 +37,10 @@ pub enum SyncCommand {
     /// Make a new sync key: the server's records get new key wraps (their content is not
     /// sent again); the other machines `sync join` with the new phrase and keep their state.
     Rotate(SyncJsonArgs),
+    /// Make room in a group a member filled: remove from the server each other machine's log
+    /// of which no record opens as anything a machine writes (garbage, 1-byte records); the
+    /// other machines drop their copies. Nothing that opens is touched.
+    Compact(SyncJsonArgs),
 }
 
 /// `sync now`.
@@ -229,6 +233,18 @@ pub struct SyncServeArgs {
     /// with Retry-After) [default: 6000].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     group_requests_per_minute: Option<u32>,
+    /// Without --api-key: most new home-sync groups one client address may make an hour
+    /// (past it, 429) [default: 20].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    new_groups_per_address: Option<u32>,
+    /// Without --api-key: most new home-sync groups this server process makes an hour
+    /// [default: 1000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    new_groups_per_hour: Option<u32>,
+    /// Most requests a minute from one client address with credentials that name no group
+    /// here (or one rotated out) [default: 120].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    unknown_credentials_per_minute: Option<u32>,
 }
 
 /// The sync key's text from `source` (a file or standard input), bounded: a key file is 64
@@ -335,6 +351,19 @@ impl SyncCommand {
             }
             Self::Push(a) => run_sync(a.json, |p| home_sync::push(home, p)),
             Self::Pull(a) => run_sync(a.json, |p| home_sync::pull(home, p)),
+            Self::Compact(a) => {
+                let r = home_sync::compact(home)?;
+                if a.json {
+                    return print_json(&r);
+                }
+                println!(
+                    "removed {} ({} bytes) in {} that never opened",
+                    plural(r.records, "record", "records"),
+                    r.bytes,
+                    plural(r.removed.len() as u64, "machine's log", "machines' logs"),
+                );
+                Ok(())
+            }
             Self::Rotate(a) => {
                 let r = home_sync::rotate(home)?;
                 if a.json {
@@ -417,6 +446,17 @@ impl SyncCommand {
                         requests_per_minute: a
                             .group_requests_per_minute
                             .unwrap_or(defaults.group_limits.requests_per_minute),
+                    },
+                    stranger_limits: freecode_remote::server::StrangerLimits {
+                        new_groups_per_address: a
+                            .new_groups_per_address
+                            .unwrap_or(defaults.stranger_limits.new_groups_per_address),
+                        new_groups_per_hour: a
+                            .new_groups_per_hour
+                            .unwrap_or(defaults.stranger_limits.new_groups_per_hour),
+                        unknown_per_address_per_minute: a
+                            .unknown_credentials_per_minute
+                            .unwrap_or(defaults.stranger_limits.unknown_per_address_per_minute),
                     },
                     ..defaults
                 };

@@ -53,6 +53,28 @@ pub(crate) fn net_on_s3() -> Net {
     net_over(ctx, spec, store, Some(moto))
 }
 
+/// A server on loopback over a file store, its groups held to `limits`.
+pub(crate) fn net_limited(limits: freecode_remote::server::GroupLimits) -> Net {
+    let ctx = Ctx::empty();
+    let store = ctx.path("server");
+    let server = spawn(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        store: StoreSpec::File(store.clone()),
+        group_limits: limits,
+        ..ServerConfig::default()
+    })
+    .unwrap();
+    let url = server.url.clone();
+    Net {
+        ctx,
+        server,
+        spec: StoreSpec::File(store.clone()),
+        store,
+        url,
+        _moto: None,
+    }
+}
+
 fn net_over(
     ctx: Ctx,
     spec: StoreSpec,

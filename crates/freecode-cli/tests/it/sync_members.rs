@@ -10,7 +10,7 @@ use freecode_ops::home_sync::record::{Mode, Section, SectionHead, SessionRecord,
 use freecode_remote::home_sync::{Chain, HostId, Kind, LogId, Remote, SyncKey};
 use serde_json::Value;
 
-use crate::sync_home::{Net, files_of, net, net_on_s3, sessions, snapshot, sync_now};
+use crate::sync_home::{Net, files_of, net, net_limited, net_on_s3, sessions, snapshot, sync_now};
 
 #[test]
 fn a_member_writing_bad_content_stops_no_one() {
@@ -472,4 +472,67 @@ fn rogue_rotation(n: Net) {
         .to_owned();
     n.join(&a, &rotated);
     sync_now(&n, &a);
+}
+
+/// A member fills its group's object limit with 1-byte records (in a log of its own and in
+/// the honest session's log, under a machine id of its own): every push then gets 413.
+/// `sync compact` removes them, and only them; the other machine drops its copies of them
+/// (no refill sends them back); pushes go through again and nothing honest is lost.
+#[test]
+fn a_group_a_member_filled_is_made_room_in_by_sync_compact() {
+    let n = net_limited(freecode_remote::server::GroupLimits {
+        max_objects: 40,
+        ..freecode_remote::server::GroupLimits::default()
+    });
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let s = n.turn(&a, None, "une session avant le remplissage");
+    let phrase = n.first(&a);
+    n.ok(&a, &["sync", "push"]);
+    n.join(&b, &phrase);
+    sync_now(&n, &b);
+    let key = SyncKey::parse(&phrase).unwrap();
+    let rogue = Remote::new(&n.url, None).unwrap().for_key(&key);
+    let junk_host = HostId::generate().unwrap();
+    let junk_log = key.log_id("junk");
+    let real_log = key.log_id(&s);
+    let mut filled = 0;
+    for i in 0..100u64 {
+        let log = if i % 2 == 0 { junk_log } else { real_log };
+        match rogue.put_record(&log, &junk_host, i / 2, b"x") {
+            Ok(_) => filled += 1,
+            Err(e) => {
+                assert!(e.to_string().contains("413"), "{e}");
+                break;
+            }
+        }
+    }
+    assert!(filled > 10, "{filled}");
+    // Beta pulls (and keeps copies of) the garbage; alpha's next push is refused.
+    sync_now(&n, &b);
+    n.turn(&a, Some(&s), "alpha's turn that does not fit");
+    let err = n.fails(&a, &["sync", "now"]);
+    assert!(err.contains("413") && err.contains("objects"), "{err}");
+
+    let r = n.json(&b, &["sync", "compact", "--json"]);
+    assert_eq!(r["records"], filled, "{r}");
+    assert_eq!(r["removed"].as_array().unwrap().len(), 2, "{r}");
+    sync_now(&n, &a);
+    sync_now(&n, &b);
+    assert_eq!(files_of(&a, &s), files_of(&b, &s));
+    assert!(String::from_utf8_lossy(&files_of(&b, &s).0).contains("alpha's turn"));
+    // Nothing of the garbage comes back, whoever syncs.
+    for h in [&a, &b, &a] {
+        sync_now(&n, h);
+    }
+    let left: u64 = rogue
+        .status()
+        .unwrap()
+        .iter()
+        .filter(|l| l.host == junk_host)
+        .map(|l| l.count)
+        .sum();
+    assert_eq!(left, 0);
+    // Nothing to remove a second time.
+    let again = n.json(&b, &["sync", "compact", "--json"]);
+    assert_eq!(again["records"], 0, "{again}");
 }

@@ -260,6 +260,18 @@ const GENERIC_RULE: &str = "generic-api-key";
 /// rules it leaves to the redactor's own detectors, with the reason for each.
 pub const OVERLAY: &str = include_str!("../../rules/freecode.toml");
 
+/// The probes of the built-in rules ([`super::probes`]), made once per process.
+pub fn builtin_probes() -> &'static super::probes::Probes {
+    static PROBES: LazyLock<super::probes::Probes> = LazyLock::new(|| {
+        let patterns = RuleSet::builtin().patterns();
+        super::probes::Probes::generate(
+            patterns.iter().map(String::as_str),
+            super::Redactor::global(),
+        )
+    });
+    &PROBES
+}
+
 static BUILTIN_SET: LazyLock<RuleSet> = LazyLock::new(|| {
     // The embedded files are checked by the tests: every rule compiles.
     let gitleaks = parse(BUILTIN)
@@ -521,7 +533,7 @@ fn refuse_leaky(text: &str, user: &ConfigFile, merged: &RuleSet) -> Result<(), R
     if specs.is_empty() {
         return Ok(());
     }
-    let probes = super::probes::Probes::builtin();
+    let probes = builtin_probes();
     let redactor = super::Redactor::with_rules(std::sync::Arc::new(merged.clone()));
     let kept = probes.kept_by(&redactor);
     if !probes.too_many(kept) {

@@ -9,8 +9,6 @@
 //! configuration (`"key": "…",`), so a line-target allowlist of everyday punctuation is
 //! caught too. Only the lines the built-in redactor finds something in count.
 
-use std::sync::LazyLock;
-
 use rand::SeedableRng;
 use rand::distr::Distribution;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -30,17 +28,7 @@ pub struct Probes {
     lines: Vec<(String, usize)>,
 }
 
-static BUILTIN: LazyLock<Probes> = LazyLock::new(|| {
-    let patterns = super::gitleaks::RuleSet::builtin().patterns();
-    Probes::generate(patterns.iter().map(String::as_str), Redactor::global())
-});
-
 impl Probes {
-    /// The probes of the built-in rules, made once per process.
-    pub fn builtin() -> &'static Probes {
-        &BUILTIN
-    }
-
     /// Lines sampled from `patterns` that `redactor` finds secrets in.
     pub fn generate<'a>(patterns: impl IntoIterator<Item = &'a str>, redactor: &Redactor) -> Self {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x5eed_f00d_cafe_d00d);
@@ -130,13 +118,6 @@ fn without_looks(hir: Hir) -> Hir {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_built_in_rules_give_many_probes_the_built_in_redactor_finds() {
-        let p = Probes::builtin();
-        assert!(p.len() > 1000, "{}", p.len());
-        assert_eq!(p.kept_by(Redactor::global()), 0);
-    }
 
     #[test]
     fn assertions_are_dropped_and_the_rest_sampled() {

@@ -166,3 +166,10 @@ fn every_pattern_compiles() {
         assert!(rule.anchors.is_empty() && min <= max, "{:?}", rule.regex);
     }
 }
+
+#[test]
+fn the_built_in_rules_give_many_probes_the_built_in_redactor_finds() {
+    let p = super::gitleaks::builtin_probes();
+    assert!(p.len() > 1000, "{}", p.len());
+    assert_eq!(p.kept_by(super::Redactor::global()), 0);
+}

@@ -225,6 +225,18 @@ impl Kept {
     }
 
     /// Forgets every host's records of `log` (a purged session).
+    pub fn remove_host_log(&mut self, log: &LogId, host: &HostId) -> Result<()> {
+        self.begin()?;
+        self.conn
+            .execute(
+                "DELETE FROM records WHERE log = ?1 AND host = ?2",
+                params![log.to_string(), host.to_string()],
+            )
+            .map_err(db_err(&self.path))?;
+        Ok(())
+    }
+
+    /// Forgets every copy of log `log`.
     pub fn remove_log(&mut self, log: &LogId) -> Result<()> {
         self.begin()?;
         self.conn

@@ -53,6 +53,7 @@
 
 mod apply;
 mod changes;
+mod compact;
 mod engine;
 pub mod kept;
 mod plan;
@@ -72,6 +73,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use changes::{excluded, local_sessions};
+pub use compact::compact;
 use engine::Engine;
 pub use setup::{init, join, rotate};
 
@@ -188,6 +190,30 @@ pub(super) fn remote_for(home: &Home, server: &str, key: &SyncKey) -> Result<Rem
 
 pub(super) fn seal_err(e: SealError) -> Error {
     Error::Failed(e.to_string())
+}
+
+/// What `freecode sync compact` removed from the server.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncCompaction {
+    /// Each machine's log removed (none of its records opened as anything a machine writes).
+    pub removed: Vec<SyncCompacted>,
+    /// Records removed.
+    pub records: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// One machine's log removed by `sync compact`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncCompacted {
+    /// The log.
+    pub log: String,
+    /// The machine whose log it was.
+    pub host: String,
+    /// Its records.
+    pub records: u64,
 }
 
 /// What `freecode sync rotate` did.

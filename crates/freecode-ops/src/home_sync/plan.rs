@@ -23,6 +23,8 @@ use super::state::{self, SessionSync, State};
 use crate::error::{Error, Result};
 
 #[cfg(test)]
+mod content_tests;
+#[cfg(test)]
 mod tests;
 
 // ----- what changed, as records ---------------------------------------------------------------

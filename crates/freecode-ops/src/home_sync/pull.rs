@@ -242,10 +242,24 @@ impl Engine {
         if untold.is_empty() {
             return Ok(());
         }
-        self.put_control(&ControlRecord {
+        let told = self.put_control(&ControlRecord {
             purged: Vec::new(),
             unopened: untold.clone(),
-        })?;
+            compacted: Vec::new(),
+        });
+        // A group at its limit (a member filled it: `sync compact` makes room) takes no
+        // more: told on a later pull, and this one goes on.
+        if let Err(Error::Client(freecode_remote::share::ClientError::Status {
+            status: 413, ..
+        })) = &told
+        {
+            tracing::warn!(
+                "the group is at its limit on the server: the other machines are told of the \
+                 slots that did not open later (`freecode sync compact` removes what never opens)"
+            );
+            return Ok(());
+        }
+        told?;
         for k in untold {
             if let Some(u) = self.state.unopened.get_mut(&k) {
                 u.told = true;
@@ -324,6 +338,11 @@ impl Engine {
                     Err(why) => self.skip(&lc.log, &lc.host, index, &sealed, &why)?,
                 }
             }
+        }
+        // What another machine compacted away goes from the copies here first: a refill
+        // would send it back.
+        for slot in controls.iter().flat_map(|(_, _, c, _)| c.compacted.clone()) {
+            self.forget_host_log(&slot)?;
         }
         let purged_logs = plan::purged_logs(
             &self.key,

@@ -397,6 +397,7 @@ impl Engine {
         self.put_control(&ControlRecord {
             purged: gone.clone(),
             unopened: Vec::new(),
+            compacted: Vec::new(),
         })?;
         for id in &gone {
             if let Some(st) = self.state.sessions.get(id) {

@@ -142,6 +142,10 @@ pub struct ControlRecord {
     /// Slots that did not open there, as `"<log>/<host>/<index>"`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unopened: Vec<String>,
+    /// A host's records of a log removed from the server by `sync compact` (none of them
+    /// opened), as `"<log>/<host>"`: the copies kept of them go too, so no refill sends them back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compacted: Vec<String>,
 }
 
 #[cfg(test)]

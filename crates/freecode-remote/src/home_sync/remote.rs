@@ -230,9 +230,10 @@ impl Remote {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .unwrap_or(1)
-                .clamp(1, 60);
+                .max(1);
             let wait = Duration::from_secs(wait);
-            if started.elapsed() + wait > RATE_WAIT {
+            // Past a minute (a stranger's new groups an hour, say): said at once, not waited.
+            if wait > Duration::from_secs(60) || started.elapsed() + wait > RATE_WAIT {
                 return Ok(resp);
             }
             tracing::info!(
@@ -440,6 +441,18 @@ impl Remote {
             }
         }
         Ok(answers)
+    }
+
+    /// Removes `host`'s records of `log`, and nothing else (`sync compact`).
+    pub fn delete_host_log(&self, log: &LogId, host: &HostId) -> Result<(), ClientError> {
+        let url = self.url(&format!("logs/{log}/{host}"));
+        let mut resp = self.exchange(&url, || self.auth(self.agent.delete(&url)).call())?;
+        let status = resp.status().as_u16();
+        let body = read_limited(&mut resp, &url, 64 * 1024)?;
+        match status {
+            204 | 200 => Ok(()),
+            _ => Err(status_error(&url, status, &body)),
+        }
     }
 
     /// Removes every host's records of `log` and its claims (a purge).

@@ -571,6 +571,38 @@ pub(crate) async fn delete_log(
     StatusCode::NO_CONTENT.into_response()
 }
 
+/// `DELETE /sync/v1/logs/{log}/{host}`: one host's records of a log, and nothing else
+/// (`sync compact` removing what a member wrote that never opens). `204`.
+pub(crate) async fn delete_host_log(
+    State(app): State<Arc<App>>,
+    Path((log, host)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let group = match authorize(&app, &headers, Need::Read).await {
+        Ok(Some(g)) => g,
+        Ok(None) => return StatusCode::NO_CONTENT.into_response(),
+        Err(r) => return *r,
+    };
+    if !is_hex(&log, 32) || !is_hex(&host, 32) {
+        return bad_id();
+    }
+    let Some(under) = group.key([LOGS, log.as_str(), host.as_str()]) else {
+        return bad_id();
+    };
+    let keys = match app.store.sync_list(&under).await {
+        Ok(k) => k,
+        Err(e) => return store_failed("list", &e),
+    };
+    for key in keys {
+        if let Err(e) = app.store.sync_remove(&key).await {
+            return store_failed("delete", &e);
+        }
+    }
+    forget_status(&app, &group);
+    app.quotas.forget(&group);
+    StatusCode::NO_CONTENT.into_response()
+}
+
 /// `POST /sync/v1/logs/{log}/{host}/{index}/wrap`.
 pub(crate) async fn rewrap_record(
     State(app): State<Arc<App>>,

@@ -90,6 +90,7 @@ use freecode_http::ConnLimits;
 pub use home_sync::STATUS_TTL as SYNC_STATUS_TTL;
 pub use rules::group::CREDENTIAL_HEADER as SYNC_CREDENTIAL_HEADER;
 pub use rules::quota::{GroupLimits, USAGE_TTL as SYNC_USAGE_TTL};
+pub use rules::strangers::StrangerLimits;
 pub use share::{DELETE_TOKEN_HEADER, EXPIRES_AT_HEADER, EXPIRES_IN_HEADER};
 
 use axum::Json;
@@ -119,6 +120,8 @@ pub(crate) struct App {
     pub sync_creds: rules::group::CredCache,
     /// Each group's request rate and usage: see `rules::quota`.
     pub quotas: rules::quota::Quotas,
+    /// What clients the server does not know may spend.
+    pub strangers: rules::strangers::Strangers,
     /// Sync writes through this replica (a listing begun before one is not kept).
     pub sync_writes: std::sync::atomic::AtomicU64,
 }
@@ -203,6 +206,9 @@ pub struct ServerConfig {
     pub max_connections_per_ip: usize,
     /// What each home-sync group may store and ask (see [`GroupLimits`]).
     pub group_limits: GroupLimits,
+    /// What clients the server does not know may spend: new groups, requests with unknown
+    /// credentials (see [`StrangerLimits`]).
+    pub stranger_limits: StrangerLimits,
 }
 
 impl Default for ServerConfig {
@@ -225,6 +231,7 @@ impl Default for ServerConfig {
             max_connections: conn.max_connections,
             max_connections_per_ip: conn.max_connections_per_ip,
             group_limits: GroupLimits::default(),
+            stranger_limits: StrangerLimits::default(),
         }
     }
 }
@@ -400,6 +407,7 @@ async fn run(
         sync_status: std::sync::Mutex::new(std::collections::HashMap::new()),
         sync_creds: rules::group::CredCache::default(),
         quotas: rules::quota::Quotas::new(config.group_limits),
+        strangers: rules::strangers::Strangers::new(config.stranger_limits),
         sync_writes: std::sync::atomic::AtomicU64::new(0),
     });
     let router = Router::new()
@@ -411,7 +419,10 @@ async fn run(
             "/sync/v1/logs/{log}/{host}/{index}",
             axum::routing::put(home_sync::put_record),
         )
-        .route("/sync/v1/logs/{log}/{host}", get(home_sync::get_records))
+        .route(
+            "/sync/v1/logs/{log}/{host}",
+            get(home_sync::get_records).delete(home_sync::delete_host_log),
+        )
         .route(
             "/sync/v1/logs/{log}",
             axum::routing::delete(home_sync::delete_log),
@@ -435,6 +446,7 @@ async fn run(
         )
         .route("/{code}", get(share::download).delete(share::revoke))
         .fallback(fallback)
+        .layer(axum::middleware::from_fn(rules::strangers::mark_peer))
         .layer(DefaultBodyLimit::max(config.max_body))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(rules::admission::Limits::new(

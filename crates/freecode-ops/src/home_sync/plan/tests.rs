@@ -351,10 +351,12 @@ fn the_logs_purged_everywhere_are_those_the_control_records_name_and_this_machin
         ControlRecord {
             purged: vec!["a".into()],
             unopened: vec![],
+            compacted: vec![],
         },
         ControlRecord {
             purged: vec!["b".into(), "a".into()],
             unopened: vec!["x".into()],
+            compacted: vec![],
         },
     ];
     let here: BTreeSet<String> = ["c".to_owned()].into();
@@ -532,6 +534,7 @@ fn what_opens_in_a_control_log_is_a_control_record_or_garbage_passed_over() {
     let c = ControlRecord {
         purged: vec!["s1".into()],
         unopened: vec![],
+        compacted: vec![],
     };
     let bytes = serde_json::to_vec(&c).unwrap();
     assert_eq!(control_record(opened(Kind::Control, bytes.clone())), Ok(c));
@@ -888,179 +891,5 @@ fn a_synced_meta_that_does_not_parse_or_names_another_session_is_refused() {
     for (case, bytes, want) in rows {
         let e = parse_meta(&bytes, &id).unwrap_err().to_string();
         assert!(e.contains(want), "{case}: {e}");
-    }
-}
-
-#[test]
-fn a_members_record_is_applied_only_when_every_section_is_what_a_machine_writes() {
-    let id = sid("s1");
-    let meta_of = |f: &dyn Fn(&mut serde_json::Value)| {
-        let mut v = serde_json::to_value(meta("s1", 5)).unwrap();
-        f(&mut v);
-        serde_json::to_vec(&v).unwrap()
-    };
-    let line = b"{\"id\":\"m1\",\"role\":\"user\",\"content\":\"\xc3\xa9t\xc3\xa9\"}\n".to_vec();
-    let ok_rows: Vec<(&str, Vec<Section>)> = vec![
-        (
-            "a meta alone",
-            vec![section(What::Meta, Mode::Set, 0, &meta_of(&|_| {}))],
-        ),
-        (
-            "a Windows project path",
-            vec![section(
-                What::Meta,
-                Mode::Set,
-                0,
-                &meta_of(&|v| v["projectPath"] = "C:\\src\\app".into()),
-            )],
-        ),
-        (
-            "lines appended, a blank one among them, a lone surrogate read as U+FFFD",
-            vec![section(
-                What::Messages,
-                Mode::Append,
-                9,
-                &[&line[..], b"\n", b"{\"t\":\"\\ud83d\"}\n"].concat(),
-            )],
-        ),
-        (
-            "nothing appended",
-            vec![section(What::Events, Mode::Append, 3, b"")],
-        ),
-        (
-            "a memory",
-            vec![section(What::Memory, Mode::Set, 0, b"[1,2]")],
-        ),
-    ];
-    for (case, sections) in ok_rows {
-        assert_eq!(
-            check_content(&record("s1", None, sections), &id),
-            Ok(()),
-            "{case}"
-        );
-    }
-    let bad_rows: Vec<(&str, Vec<Section>, &str)> = vec![
-        (
-            "a meta that is not JSON",
-            vec![section(What::Meta, Mode::Set, 0, b"{")],
-            "does not parse",
-        ),
-        (
-            "a meta of another session",
-            vec![section(
-                What::Meta,
-                Mode::Set,
-                0,
-                &serde_json::to_vec(&meta("s2", 5)).unwrap(),
-            )],
-            "another session (s2)",
-        ),
-        (
-            "an empty project path",
-            vec![section(
-                What::Meta,
-                Mode::Set,
-                0,
-                &meta_of(&|v| v["projectPath"] = "".into()),
-            )],
-            "project path is empty",
-        ),
-        (
-            "a relative project path",
-            vec![section(
-                What::Meta,
-                Mode::Set,
-                0,
-                &meta_of(&|v| v["projectPath"] = "work/app".into()),
-            )],
-            "not an absolute path",
-        ),
-        (
-            "a project path climbing out",
-            vec![section(
-                What::Meta,
-                Mode::Set,
-                0,
-                &meta_of(&|v| v["projectPath"] = "/w/../../etc".into()),
-            )],
-            "`..` step",
-        ),
-        (
-            "a meta without a project path",
-            vec![section(What::Meta, Mode::Set, 0, b"{\"id\":\"s1\"}")],
-            "does not parse",
-        ),
-        (
-            "a meta past its bound",
-            vec![section(What::Meta, Mode::Set, 0, &vec![b' '; 4 << 20 | 1])],
-            "holds a meta of 4194305 bytes",
-        ),
-        (
-            "a meta appended to",
-            vec![section(What::Meta, Mode::Append, 3, &meta_of(&|_| {}))],
-            "appends to a meta",
-        ),
-        (
-            "messages ending in a torn line",
-            vec![section(
-                What::Messages,
-                Mode::Append,
-                0,
-                &[&line[..], b"{\"id\":"].concat(),
-            )],
-            "messages lines that end in a torn line",
-        ),
-        (
-            "a message line that is not JSON",
-            vec![section(
-                What::Messages,
-                Mode::Set,
-                0,
-                &[&line[..], b"not json\n"].concat(),
-            )],
-            "are not JSON objects (line 2)",
-        ),
-        (
-            "a message line that is JSON but no object",
-            vec![section(What::Messages, Mode::Set, 0, b"[1]\n")],
-            "are not JSON objects (line 1)",
-        ),
-        (
-            "a rollout line cut in the middle",
-            vec![section(What::Events, Mode::Append, 0, b"{\"type\":\"x\"\n")],
-            "rollout log lines that are not JSON objects",
-        ),
-        (
-            "a line no reader takes",
-            vec![section(
-                What::Messages,
-                Mode::Set,
-                0,
-                &[
-                    b"{\"a\":\"",
-                    &vec![b'x'; freecode_store::jsonl::MAX_LINE_BYTES][..],
-                    b"\"}\n",
-                ]
-                .concat(),
-            )],
-            "too long (line 1)",
-        ),
-        (
-            "a memory that is not JSON",
-            vec![section(What::Memory, Mode::Set, 0, b"\x00")],
-            "memory that is not JSON",
-        ),
-        (
-            "a good meta, then bad lines",
-            vec![
-                section(What::Meta, Mode::Set, 0, &meta_of(&|_| {})),
-                section(What::Messages, Mode::Set, 0, b"\xff\xfe\n"),
-            ],
-            "not JSON objects",
-        ),
-    ];
-    for (case, sections, want) in bad_rows {
-        let why = check_content(&record("s1", None, sections), &id).unwrap_err();
-        assert!(why.contains(want), "{case}: {why}");
     }
 }

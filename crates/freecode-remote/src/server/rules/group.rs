@@ -270,8 +270,16 @@ pub(crate) async fn authorize(
     let hash = presented(headers)?;
     let id = match group_of_hash(app, &hash, true).await? {
         Some(id) => id,
-        None if need == Need::Read => return Ok(None),
+        None if need == Need::Read => {
+            app.strangers.unknown(headers)?;
+            return Ok(None);
+        }
         None => {
+            // A new group: with an API key its holder decides; without one, strangers are
+            // bounded per address and in number.
+            if app.api_key.is_none() {
+                app.strangers.new_group(headers)?;
+            }
             let fresh = random_hex::<16>()
                 .map_err(|_| Box::new(error(StatusCode::INTERNAL_SERVER_ERROR, "no randomness")))?;
             claim_hash(app, &hash, &fresh).await?
@@ -311,6 +319,7 @@ pub(crate) async fn authorize(
         app.quotas.admit(&group)?;
         return Ok(Some(group));
     }
+    app.strangers.unknown(headers)?;
     if object.revoked.iter().any(|r| secrets_equal(r, &hash)) {
         let rotation = object
             .rotations

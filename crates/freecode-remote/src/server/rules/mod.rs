@@ -7,6 +7,7 @@
 //! | body size | a body past [`ServerConfig::max_body`](super::ServerConfig::max_body) (`413`), read by the handler with [`super::too_large`] | the handlers |
 //! | API key | with `--api-key`, an upload or any `/sync/v1/` request without it (`401`): it decides who may store anything at all | [`unauthorized`] |
 //! | group credential | a `/sync/v1/` request without a credential, or with one rotated out or not current (`401`, `403`); it decides which group's objects a request may touch | [`group`] |
+//! | strangers | without `--api-key`, an address past its new groups an hour or the replica past its own (`429 new-groups`); an address past its requests a minute with credentials that name no group or one rotated out (`429 unknown-rate`) | [`strangers`] |
 //! | group quota | a group past its requests a minute (`429`), bytes or objects (`413`) | [`quota`] |
 //!
 //! A share needs no credential beyond its code (a download) or its delete token (a revoke):
@@ -17,6 +18,7 @@
 pub(crate) mod admission;
 pub(crate) mod group;
 pub(crate) mod quota;
+pub(crate) mod strangers;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
