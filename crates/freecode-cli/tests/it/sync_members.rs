@@ -536,3 +536,43 @@ fn a_group_a_member_filled_is_made_room_in_by_sync_compact() {
     let again = n.json(&b, &["sync", "compact", "--json"]);
     assert_eq!(again["records"], 0, "{again}");
 }
+
+/// A member claims a session's next chain point for a record it never stores: the honest
+/// machine's push of that session waits (said on stderr), and once the claim has waited past
+/// the patience (state's first-seen time moved back here, as 15 minutes passing would) it is
+/// passed over: the turn reaches the others.
+#[test]
+fn a_claim_no_record_follows_holds_a_session_back_only_for_a_while() {
+    let n = net();
+    let (a, b) = (n.home("alpha"), n.home("beta"));
+    let s = n.turn(&a, None, "une session que l'on réclame");
+    let phrase = n.first(&a);
+    n.ok(&a, &["sync", "push"]);
+    n.join(&b, &phrase);
+    sync_now(&n, &b);
+    let key = SyncKey::parse(&phrase).unwrap();
+    let rogue = Remote::new(&n.url, None).unwrap().for_key(&key);
+    let log = key.log_id(&s);
+    let at = point(&a, &s);
+    let ghost = HostId::generate().unwrap();
+    let claim = key.seal_claim(&log, &at, &ghost, 5).unwrap();
+    rogue.put_claim(&log, &at, &claim).unwrap();
+
+    n.turn(&a, Some(&s), "alpha's turn behind the claim");
+    let (ra, err) = sync_now(&n, &a);
+    assert_eq!(ra["sessionsPushed"], 0, "{ra}");
+    assert!(err.contains("waits for"), "{err}");
+    let state = a.join("state/sync/state.json");
+    let mut st: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    let pending = st["pendingClaims"].as_object_mut().unwrap();
+    assert_eq!(pending.len(), 1, "{st}");
+    for v in pending.values_mut() {
+        *v = (v.as_u64().unwrap() - 16 * 60).into();
+    }
+    std::fs::write(&state, serde_json::to_vec(&st).unwrap()).unwrap();
+    let (ra, _) = sync_now(&n, &a);
+    assert_eq!(ra["sessionsPushed"], 1, "{ra}");
+    sync_now(&n, &b);
+    assert_eq!(files_of(&a, &s), files_of(&b, &s));
+    assert!(String::from_utf8_lossy(&files_of(&b, &s).0).contains("behind the claim"));
+}

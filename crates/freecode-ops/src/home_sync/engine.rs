@@ -330,6 +330,12 @@ impl Engine {
                 ClaimSeen::Look { host, index } => (host, index),
             };
             let (got, _) = self.remote.get_records(log, &who, at)?;
+            let pending = format!("{log}/{point}");
+            let waited = got.is_empty()
+                && plan::waited_for(&mut self.state.pending_claims, pending.clone(), now_secs());
+            if got.is_empty() || self.state.pending_claims.remove(&pending).is_some() {
+                self.dirty = true;
+            }
             let record_base = match got.into_iter().next() {
                 None => None,
                 Some(record) => {
@@ -341,7 +347,7 @@ impl Engine {
                     )
                 }
             };
-            if plan::claim_stands(record_base, base) {
+            if plan::claim_stands(record_base, base, waited) {
                 return Ok(Claim::Theirs);
             }
         }

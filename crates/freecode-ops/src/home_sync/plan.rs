@@ -220,13 +220,31 @@ pub(super) fn claim_seen(opened: Option<(HostId, u64)>, me: HostId, index: u64) 
 }
 
 /// Whether a claim on chain point `base` naming a record stands: the record is not stored yet
-/// (`None`: its host is storing it), or it is and extends `base`. A claim whose record extends
-/// another point (or is not a session record: `Some(None)`) is passed over.
-pub(super) fn claim_stands(record_base: Option<Option<Chain>>, base: &Chain) -> bool {
+/// (`None`: its host is storing it) and has not been awaited past [`state::CLAIM_PATIENCE`]
+/// (`waited`), or it is and extends `base`. A claim whose record extends another point (or is
+/// not a session record: `Some(None)`), or that no record followed in time, is passed over.
+pub(super) fn claim_stands(record_base: Option<Option<Chain>>, base: &Chain, waited: bool) -> bool {
     match record_base {
-        None => true,
+        None => !waited,
         Some(b) => b.as_ref() == Some(base),
     }
+}
+
+/// Notes in `pending` (claim key → first seen, seconds) a claim found at `now` naming a record
+/// not stored; whether it has been waited for past [`state::CLAIM_PATIENCE`]. The oldest are
+/// forgotten past [`state::PENDING_CLAIMS_MAX`].
+pub(super) fn waited_for(pending: &mut BTreeMap<String, u64>, key: String, now: u64) -> bool {
+    if !pending.contains_key(&key)
+        && pending.len() >= state::PENDING_CLAIMS_MAX
+        && let Some(oldest) = pending
+            .iter()
+            .min_by_key(|(_, at)| **at)
+            .map(|(k, _)| k.clone())
+    {
+        pending.remove(&oldest);
+    }
+    let first = *pending.entry(key).or_insert(now);
+    now.saturating_sub(first) >= state::CLAIM_PATIENCE.as_secs()
 }
 
 /// Whether the record stored at this machine's own next index (found there by a push whose

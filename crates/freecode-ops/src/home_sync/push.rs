@@ -245,7 +245,14 @@ impl Engine {
                     let log = st.log;
                     self.pull(Some(&log), &mut crate::progress::Silent)?;
                 }
-                Pushed::Lost => break,
+                Pushed::Lost => {
+                    tracing::warn!(
+                        "session {id}'s changes were not pushed: its next chain point is \
+                         claimed by another machine whose record has not come (it waits for \
+                         it, 15 minutes at most, then pushes past it)"
+                    );
+                    break;
+                }
             }
         }
         if pushed_any {

@@ -84,7 +84,20 @@ pub struct State {
     /// open (a wrap mended from a kept copy) or [`UNOPENED_FOR`] has passed.
     #[serde(default)]
     pub unopened: BTreeMap<String, Unopened>,
+    /// Claims found naming a record not stored yet, per `"<log>/<claim slot's point>"`: when
+    /// first found (seconds since the epoch). Past [`CLAIM_PATIENCE`] such a claim no longer
+    /// holds a push back ([`crate::home_sync`]'s plan, `claim_stands`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pending_claims: BTreeMap<String, u64>,
 }
+
+/// How long a claim naming a record that is not stored holds the chain point: its machine
+/// stores the record right after the claim (a kill between the two is mended by that machine's
+/// next sync), so a claim still unfulfilled past this is a member's that never writes one.
+pub const CLAIM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// The most pending claims remembered (the oldest forgotten first).
+pub const PENDING_CLAIMS_MAX: usize = 1024;
 
 /// How long a slot that does not open is tried again.
 pub const UNOPENED_FOR: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);

@@ -1,12 +1,26 @@
-//! The planning step's check of what a member's record holds ([`super::check_content`]): every
-//! shape of bad content a member can seal, in a table, and the shapes machines write.
+//! The planning step's check of what a member's record is and holds ([`super::session_record`],
+//! [`super::check_content`]): every shape of bad content a member can seal, in tables, and the
+//! shapes machines write.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use freecode_core::{SessionId, SessionMeta};
+use freecode_remote::home_sync::{Chain, Kind, Opened, SyncKey};
 
 use super::*;
 use crate::home_sync::record::{Mode, Section, SectionHead, SessionRecord, What};
+
+fn key() -> SyncKey {
+    SyncKey::from_bytes([7; 32])
+}
+
+fn chain(n: u8) -> Chain {
+    Chain::parse(&format!("{n:02x}").repeat(32)).unwrap()
+}
+
+fn opened(kind: Kind, plaintext: Vec<u8>) -> Got {
+    Got::Opened(Opened { kind, plaintext })
+}
 
 fn sid(s: &str) -> SessionId {
     SessionId::new(s).unwrap()
@@ -216,5 +230,65 @@ fn a_members_record_is_applied_only_when_every_section_is_what_a_machine_writes(
     for (case, sections, want) in bad_rows {
         let why = check_content(&record("s1", None, sections), &id).unwrap_err();
         assert!(why.contains(want), "{case}: {why}");
+    }
+}
+
+#[test]
+fn what_opens_is_a_record_of_its_log_or_garbage_passed_over() {
+    let k = key();
+    let log_s1 = k.log_id("s1");
+    let good = record(
+        "s1",
+        Some(chain(1)),
+        vec![section(What::Messages, Mode::Set, 0, b"{\"a\":1}\n")],
+    );
+    let other_log = record(
+        "s2",
+        Some(chain(1)),
+        vec![section(What::Messages, Mode::Set, 0, b"{\"a\":1}\n")],
+    );
+    let bad_id = record("../x", None, vec![section(What::Meta, Mode::Set, 0, b"{}")]);
+    let rows: Vec<(&str, Got, Result<&str, &str>)> = vec![
+        (
+            "a session record of the log",
+            opened(Kind::Session, good.encode()),
+            Ok("s1"),
+        ),
+        (
+            "a member's record of another kind",
+            opened(Kind::Control, good.encode()),
+            Err("is of the wrong kind for its log"),
+        ),
+        (
+            "a member's bytes that are no record",
+            opened(Kind::Session, b"{\"not\":\"a record\"}".to_vec()),
+            Err("opens but is not a session record"),
+        ),
+        (
+            "a member's record of another session moved here",
+            opened(Kind::Session, other_log.encode()),
+            Err("names a session of another log"),
+        ),
+        (
+            "a session id that is not one",
+            opened(Kind::Session, bad_id.encode()),
+            Err("names a session of another log"),
+        ),
+        (
+            "does not open",
+            Got::Bad("tampered".into()),
+            Err("tampered"),
+        ),
+    ];
+    for (case, got, want) in rows {
+        let r = session_record(&k, &log_s1, got);
+        match (r, want) {
+            (Ok((plain, rec)), Ok(s)) => {
+                assert_eq!(rec.session, s, "{case}");
+                assert_eq!(plain, good.encode(), "{case}");
+            }
+            (Err(why), Err(w)) => assert_eq!(why, w, "{case}"),
+            (r, w) => panic!("{case}: {:?} against {w:?}", r.map(|(_, r)| r.session)),
+        }
     }
 }

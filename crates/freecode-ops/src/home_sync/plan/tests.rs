@@ -238,21 +238,56 @@ fn a_claim_slot_is_ours_another_records_or_passed_over() {
 }
 
 #[test]
-fn a_claim_stands_while_its_record_extends_the_point() {
+fn a_claim_stands_while_its_record_extends_the_point_or_is_awaited_in_time() {
     let base = chain(1);
     let rows = [
-        ("its record not stored yet", None, true),
-        ("its record extends the point", Some(Some(chain(1))), true),
+        ("its record not stored yet", None, false, true),
+        ("its record not stored past the patience", None, true, false),
+        (
+            "its record extends the point",
+            Some(Some(chain(1))),
+            false,
+            true,
+        ),
+        (
+            "its record extends the point, late",
+            Some(Some(chain(1))),
+            true,
+            true,
+        ),
         (
             "its record extends another point",
             Some(Some(chain(2))),
             false,
+            false,
         ),
-        ("what is stored is no session record", Some(None), false),
+        (
+            "what is stored is no session record",
+            Some(None),
+            false,
+            false,
+        ),
     ];
-    for (case, record_base, want) in rows {
-        assert_eq!(claim_stands(record_base, &base), want, "{case}");
+    for (case, record_base, waited, want) in rows {
+        assert_eq!(claim_stands(record_base, &base, waited), want, "{case}");
     }
+    // A claim is awaited from when it is first found, for the patience.
+    let mut pending = BTreeMap::new();
+    let patience = state::CLAIM_PATIENCE.as_secs();
+    assert!(!waited_for(&mut pending, "l/p".into(), 1_000));
+    assert!(!waited_for(
+        &mut pending,
+        "l/p".into(),
+        1_000 + patience - 1
+    ));
+    assert!(waited_for(&mut pending, "l/p".into(), 1_000 + patience));
+    assert!(!waited_for(&mut pending, "l/q".into(), 1_000 + patience));
+    // Bounded: the oldest goes first.
+    for i in 0..state::PENDING_CLAIMS_MAX as u64 {
+        waited_for(&mut pending, format!("x/{i}"), 5_000 + i);
+    }
+    assert_eq!(pending.len(), state::PENDING_CLAIMS_MAX);
+    assert!(!pending.contains_key("l/p"));
 }
 
 #[test]
@@ -467,66 +502,6 @@ fn seen_counts_move_past_slots_that_did_not_open_with_nothing_after_them() {
     // log 1: seen 2, slots 2 and 3 did not open: seen moves to 4. log 2: its slot is past
     // a record not seen yet (1): nothing moves.
     assert_eq!(past_unopened(&state), vec![(log(1), h, 4)]);
-}
-
-#[test]
-fn what_opens_is_a_record_of_its_log_or_garbage_passed_over() {
-    let k = key();
-    let log_s1 = k.log_id("s1");
-    let good = record(
-        "s1",
-        Some(chain(1)),
-        vec![section(What::Messages, Mode::Set, 0, b"{\"a\":1}\n")],
-    );
-    let other_log = record(
-        "s2",
-        Some(chain(1)),
-        vec![section(What::Messages, Mode::Set, 0, b"{\"a\":1}\n")],
-    );
-    let bad_id = record("../x", None, vec![section(What::Meta, Mode::Set, 0, b"{}")]);
-    let rows: Vec<(&str, Got, Result<&str, &str>)> = vec![
-        (
-            "a session record of the log",
-            opened(Kind::Session, good.encode()),
-            Ok("s1"),
-        ),
-        (
-            "a member's record of another kind",
-            opened(Kind::Control, good.encode()),
-            Err("is of the wrong kind for its log"),
-        ),
-        (
-            "a member's bytes that are no record",
-            opened(Kind::Session, b"{\"not\":\"a record\"}".to_vec()),
-            Err("opens but is not a session record"),
-        ),
-        (
-            "a member's record of another session moved here",
-            opened(Kind::Session, other_log.encode()),
-            Err("names a session of another log"),
-        ),
-        (
-            "a session id that is not one",
-            opened(Kind::Session, bad_id.encode()),
-            Err("names a session of another log"),
-        ),
-        (
-            "does not open",
-            Got::Bad("tampered".into()),
-            Err("tampered"),
-        ),
-    ];
-    for (case, got, want) in rows {
-        let r = session_record(&k, &log_s1, got);
-        match (r, want) {
-            (Ok((plain, rec)), Ok(s)) => {
-                assert_eq!(rec.session, s, "{case}");
-                assert_eq!(plain, good.encode(), "{case}");
-            }
-            (Err(why), Err(w)) => assert_eq!(why, w, "{case}"),
-            (r, w) => panic!("{case}: {:?} against {w:?}", r.map(|(_, r)| r.session)),
-        }
-    }
 }
 
 #[test]
