@@ -211,7 +211,8 @@ fn project_of(project: Option<&str>) -> Result<Option<String>> {
         .transpose()
 }
 
-/// A session id argument: a whole id or a unique prefix of one, in this home.
+/// A session id argument: a whole id or a unique prefix of one, in this home (the source
+/// agent's id of an imported session too: [`crate::sessions::resolve_id`]).
 fn session_of(store: &SessionStore, s: &str) -> Result<SessionId> {
     let s = s.trim();
     if s.is_empty() {
@@ -219,9 +220,7 @@ fn session_of(store: &SessionStore, s: &str) -> Result<SessionId> {
             "sessionId: give a session id (list_sessions lists them)".into(),
         ));
     }
-    store
-        .resolve_prefix(s)
-        .map_err(|e| Error::from(e).context(format!("sessionId {s:?}")))
+    crate::sessions::resolve_id(store, s).map_err(|e| e.context(format!("sessionId {s:?}")))
 }
 
 /// `search_sessions`: the hits of a page, best first, text fields capped.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use freecode_core::{SessionId, SessionMeta, SessionStatus, StoredMessage};
 use freecode_store::session::MessageBlocks;
-use freecode_store::{Home, ListFilter, NewSession, SessionStore};
+use freecode_store::{Home, ListFilter, NewSession, SessionStore, StoreError};
 
 use crate::error::{Error, Result};
 use crate::index::{indexed_or_scanned, warn_problems};
@@ -26,8 +26,82 @@ pub fn open(home: &Home) -> Result<SessionStore> {
 /// The session `s` names: a whole id, or any prefix of exactly one session's id (as git takes
 /// short hashes); an ambiguous prefix is an [`crate::ErrorKind::Invalid`] error listing the
 /// candidates.
+///
+/// An id (or a unique prefix of one) that names no session of ours is looked up among the
+/// ids the source agents gave the sessions imported from them (`importedFrom.sourceId`: the
+/// id `claude --resume` or `codex resume` shows): the whole id by the id it derives, a prefix
+/// through the listing. A prefix that matches sessions of both kinds is ours.
 pub fn resolve_id(store: &SessionStore, s: &str) -> Result<SessionId> {
-    Ok(store.resolve_prefix(s)?)
+    match store.resolve_prefix(s) {
+        Err(StoreError::NotFound { .. }) => match by_source_id(store, s)? {
+            Some(id) => Ok(id),
+            None => Ok(store.resolve_prefix(s)?),
+        },
+        r => Ok(r?),
+    }
+}
+
+/// The session imported from a source session whose id is `s` or starts with it; `None` when
+/// there is none; ambiguous when several.
+fn by_source_id(store: &SessionStore, s: &str) -> Result<Option<SessionId>> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    // The whole id: the session id it derives, per agent.
+    let mut found: std::collections::BTreeSet<String> = freecode_import::source::Agent::ALL
+        .iter()
+        .filter_map(|a| freecode_import::write::session_id(*a, s).ok())
+        .filter(|id| store.locate(id).is_ok())
+        .map(|id| id.to_string())
+        .collect();
+    if found.is_empty() {
+        let listed = list(
+            store.home(),
+            &ListRequest {
+                include_deleted: true,
+                ..ListRequest::default()
+            },
+        )?;
+        let lower = s.to_ascii_lowercase();
+        let matched: Vec<(&str, String)> = listed
+            .sessions
+            .iter()
+            .filter_map(|m| {
+                let src = m
+                    .imported_from()
+                    .and_then(|f| f.get("sourceId"))
+                    .and_then(serde_json::Value::as_str)?;
+                src.to_ascii_lowercase()
+                    .starts_with(&lower)
+                    .then(|| (src, m.id.clone()))
+            })
+            .collect();
+        // A conversation and the branches imported from it (`<id>@<where it branched>`)
+        // share the agent's id: the conversation itself is the one that id names.
+        let bases: std::collections::BTreeSet<&str> = matched
+            .iter()
+            .map(|(src, _)| src.split('@').next().unwrap_or(src))
+            .collect();
+        let whole = matched.iter().find(|(src, _)| !src.contains('@'));
+        found = match (bases.len(), whole) {
+            (1, Some((_, id))) => std::iter::once(id.clone()).collect(),
+            _ => matched.into_iter().map(|(_, id)| id).collect(),
+        };
+    }
+    let mut found = found.into_iter();
+    match (found.next(), found.next()) {
+        (None, _) => Ok(None),
+        (Some(id), None) => Ok(Some(SessionId::new(id)?)),
+        (Some(a), Some(b)) => Err(StoreError::AmbiguousId {
+            prefix: s.to_owned(),
+            candidates: std::iter::once(a)
+                .chain(std::iter::once(b))
+                .chain(found)
+                .collect(),
+        }
+        .into()),
+    }
 }
 
 /// [`resolve_id`] for an operation that may not need a store: an id whose rollout log exists

@@ -918,3 +918,81 @@ fn a_resumed_import_sends_the_summary_and_the_history_kept_after_its_compaction(
     assert!(texts[1].starts_with("assistant: ") && texts[1].contains("KESTREL flag added"));
     assert!(texts[2].starts_with("user: ") && texts[2].contains("and document it"));
 }
+
+/// The id the source agent gave a session (the one `claude --resume` shows), whole or a unique
+/// prefix, finds the session it was imported as: show, trace, replay, MCP's pages; `session
+/// list --json` carries it; a prefix two sources share is ambiguous, naming both.
+#[test]
+fn a_session_is_found_by_the_id_its_agent_gave_it() {
+    let ctx = common::Ctx::missing();
+    let src = ctx.tmp.path().join("projects").join("-work-p");
+    std::fs::create_dir_all(&src).unwrap();
+    let write = |sid: &str, words: &str| {
+        let line = |uuid: &str, kind: &str, content: Value, ts: &str| {
+            let mut v = serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": null,
+                "timestamp": ts, "cwd": "/work/p", "sessionId": sid, "version": "2.1.0",
+                "message": {"role": kind, "content": content}});
+            if kind == "assistant" {
+                v["message"]["id"] = Value::from(format!("msg_{uuid}"));
+                v["message"]["model"] = Value::from("claude-test");
+            }
+            format!("{v}\n")
+        };
+        std::fs::write(
+            src.join(format!("{sid}.jsonl")),
+            line(
+                &format!("{sid}-u"),
+                "user",
+                Value::from(words),
+                "2026-03-01T10:00:00Z",
+            ) + &line(
+                &format!("{sid}-a"),
+                "assistant",
+                serde_json::json!([{"type": "text", "text": "réponse"}]),
+                "2026-03-01T10:00:02Z",
+            ),
+        )
+        .unwrap();
+    };
+    let claude = "55604662-cf2a-4b8e-9d1f-0a1b2c3d4e5f";
+    write(claude, "the capybara question");
+    write("55609999-0000-4000-8000-000000000001", "another one");
+    let out = ctx
+        .cmd(&[])
+        .env("CLAUDE_CONFIG_DIR", ctx.tmp.path())
+        .args(["import", "claude-code", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Vec<Value> = serde_json::from_str(&ctx.ok(&["session", "list", "--json"])).unwrap();
+    let ours = listed
+        .iter()
+        .find(|m| m["importedFrom"]["sourceId"] == claude)
+        .unwrap_or_else(|| panic!("{listed:?}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        !ours.starts_with("5560"),
+        "our id is not the source's: {ours}"
+    );
+    for id in [claude, "55604662", "55604662-CF2A"] {
+        let shown: Value =
+            serde_json::from_str(&ctx.ok(&["session", "show", id, "--json"])).unwrap();
+        assert_eq!(shown["id"], ours.as_str(), "{id}");
+    }
+    let trace: Value = serde_json::from_str(&ctx.ok(&["trace", "55604662", "--json"])).unwrap();
+    assert_eq!(trace["sessionId"], ours.as_str());
+    ctx.ok(&["replay", "55604662"]);
+    // Two sources share `5560`: ambiguous, both named.
+    let out = ctx.cmd(&["session", "show", "5560"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("ambiguous"), "{err}");
+    // Nothing at all: the error names the id given.
+    let out = ctx.cmd(&["session", "show", "deadbeef"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("deadbeef"));
+}
