@@ -64,8 +64,8 @@ pub struct SearchParams {
     /// Only sessions this agent wrote: `freecode`, `claude-code`, `codex`, `gemini-cli`,
     /// `opencode` or `goose`.
     pub agent: Option<String>,
-    /// Only messages since: `2026-01-15`, an RFC 3339 time, `today`, `yesterday`, or `3d` /
-    /// `12h` / `30m` ago.
+    /// Only messages written since (each message's own time): `2026-01-15`, an RFC 3339 time,
+    /// `today`, `yesterday`, or `3d` / `12h` / `30m` ago.
     pub since: Option<String>,
     /// Archived and deleted sessions too.
     #[serde(default)]
@@ -97,8 +97,8 @@ pub struct ListParams {
     /// Only sessions with this status: `active`, `interrupted`, `archived` or `deleted`
     /// (deleted ones are listed only when asked for).
     pub status: Option<String>,
-    /// Only sessions active since: `2026-01-15`, an RFC 3339 time, `today`, `yesterday`, or
-    /// `3d` / `12h` / `30m` ago.
+    /// Only sessions whose last activity is since: `2026-01-15`, an RFC 3339 time, `today`,
+    /// `yesterday`, or `3d` / `12h` / `30m` ago.
     pub since: Option<String>,
     /// Sessions to skip: the previous page's `nextOffset`.
     #[serde(default)]

@@ -26,8 +26,8 @@ pub struct SearchArgs {
     /// directory).
     #[arg(long, value_name = "P")]
     project: Option<String>,
-    /// Only messages since DATE: `2026-01-15`, an RFC 3339 time, `today`, `yesterday`, or
-    /// `1w` / `3d` / `12h` / `30m` ago.
+    /// Only messages written since DATE (each message's own time, not its session's):
+    /// `2026-01-15`, an RFC 3339 time, `today`, `yesterday`, or `1w` / `3d` / `12h` / `30m` ago.
     #[arg(long, value_name = "DATE")]
     since: Option<String>,
     /// At most N hits.

@@ -70,8 +70,9 @@ pub struct ListArgs {
     /// At most N sessions.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// Only sessions active since D: `2026-01-15`, an RFC 3339 time, `today`, `yesterday`, or
-    /// `1w` / `3d` / `12h` / `30m` ago.
+    /// Only sessions whose last activity (`lastTurnAt`) is since D, however old their other
+    /// turns: `2026-01-15`, an RFC 3339 time, `today`, `yesterday`, or `1w` / `3d` / `12h` /
+    /// `30m` ago.
     #[arg(long, value_name = "D")]
     since: Option<String>,
     /// Order: activity (newest first, the default), created (newest first) or title.

@@ -919,15 +919,6 @@ impl SessionIndex {
                 ..q.clone()
             })?,
         };
-        // Per chunk: the fused score, and the best word hit in it.
-        struct Fused {
-            score: f64,
-            word: Option<SearchHit>,
-            by_words: bool,
-            by_meaning: bool,
-            similarity: Option<f32>,
-            order: usize,
-        }
         let mut fused: HashMap<(i64, String), Fused> = HashMap::new();
         let mut order = 0;
         let mut word_rank = 0usize;
@@ -977,11 +968,7 @@ impl SessionIndex {
             f.similarity = Some(*s);
         }
         let mut ranked: Vec<((i64, String), Fused)> = fused.into_iter().collect();
-        ranked.sort_by(|a, b| {
-            b.1.score
-                .total_cmp(&a.1.score)
-                .then(a.1.order.cmp(&b.1.order))
-        });
+        ranked.sort_by(|a, b| fused_order(&a.1, &b.1));
         let mut hits = Vec::new();
         for ((chunk, _), f) in ranked.into_iter().take(q.limit) {
             let found_by = match (f.by_words, f.by_meaning) {
@@ -1002,6 +989,28 @@ impl SessionIndex {
         }
         Ok(hits)
     }
+}
+
+/// A chunk (or a message not chunked yet) as the fusion of words and meaning ranks it: its
+/// fused score, and the best word hit in it.
+pub(super) struct Fused {
+    pub(super) score: f64,
+    pub(super) word: Option<SearchHit>,
+    pub(super) by_words: bool,
+    pub(super) by_meaning: bool,
+    pub(super) similarity: Option<f32>,
+    pub(super) order: usize,
+}
+
+/// The fusion's order. Exact first: a message holding every word of the query ranks above
+/// one that lacks a word or was found by meaning alone, whatever the meaning score; within
+/// each, the fused score, then the order found.
+pub(super) fn fused_order(a: &Fused, b: &Fused) -> std::cmp::Ordering {
+    let complete = |f: &Fused| f.word.as_ref().is_some_and(|w| w.missing.is_empty());
+    complete(b)
+        .cmp(&complete(a))
+        .then(b.score.total_cmp(&a.score))
+        .then(a.order.cmp(&b.order))
 }
 
 #[cfg(test)]

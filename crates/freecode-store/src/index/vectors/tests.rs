@@ -113,3 +113,48 @@ fn turns_that_say_little_are_told_from_those_that_say_something() {
     // Counted over the whole chunk.
     assert!(!says_little(["continue", "rotated the staging keys"]));
 }
+
+fn word_hit(missing: &[&str]) -> SearchHit {
+    SearchHit {
+        session_id: "s".into(),
+        title: String::new(),
+        project_path: String::new(),
+        agent: String::new(),
+        message_id: "m".into(),
+        role: "user".into(),
+        timestamp: 0,
+        snippet: String::new(),
+        matches: Vec::new(),
+        missing: missing.iter().map(|w| (*w).to_owned()).collect(),
+        rank: 0.0,
+        found_by: FoundBy::Words,
+        similarity: None,
+    }
+}
+
+fn fused(score: f64, word: Option<SearchHit>, order: usize) -> Fused {
+    Fused {
+        score,
+        by_words: word.is_some(),
+        word,
+        by_meaning: true,
+        similarity: None,
+        order,
+    }
+}
+
+/// Exact first: a hit holding every word ranks above one lacking a word, or found by meaning
+/// alone, whatever their fused scores; then the score, then the order found.
+#[test]
+fn a_hit_with_every_word_ranks_first_whatever_the_meaning_score() {
+    let mut ranked = [
+        fused(0.030, Some(word_hit(&["assets"])), 0),
+        fused(0.032, None, 1),
+        fused(0.012, Some(word_hit(&[])), 2),
+        fused(0.016, Some(word_hit(&[])), 3),
+        fused(0.030, None, 4),
+    ];
+    ranked.sort_by(fused_order);
+    let order: Vec<usize> = ranked.iter().map(|f| f.order).collect();
+    assert_eq!(order, [3, 2, 1, 0, 4]);
+}
