@@ -41,12 +41,15 @@ pub const DEFAULT_LIMIT: usize = 20;
 /// The most items a page holds, whatever `limit` says.
 pub const MAX_LIMIT: usize = 100;
 /// The most bytes of one text field (a part's content or output, a tool call's arguments as
-/// JSON, a title, a snippet).
-pub const FIELD_CAP: usize = 8 * 1024;
+/// JSON, a title, a snippet); its whole size is said beside it.
+pub const FIELD_CAP: usize = 4 * 1024;
 /// The most bytes of JSON one message's parts take; later parts are left out (`partsOmitted`).
-pub const MESSAGE_CAP: usize = 64 * 1024;
-/// The most bytes of JSON one result takes (its text block repeats it).
-pub const RESULT_CAP: usize = 256 * 1024;
+pub const MESSAGE_CAP: usize = 12 * 1024;
+/// The most bytes of JSON one result takes (its text block repeats it): sized for an agent's
+/// context. Claude Code passes a tool's result to its model inline up to about 50,000
+/// characters and saves a larger one to a file the model sees 2 KB of; memory tools built for
+/// agents answer about 16,000.
+pub const RESULT_CAP: usize = 16_000;
 /// The furthest a search pages: past it, narrow the query.
 pub const MAX_SEARCH_OFFSET: usize = 10_000;
 /// The most tools `session_stats` lists (most time first).
