@@ -107,7 +107,7 @@ async def run(binary, plan):
                 )
                 out["search"]["shared:" + agent] = sorted({h["sessionId"] for h in page["hits"]})
             hits, shapes, err = await pages(
-                "search_sessions", {"query": plan["longWord"]}, "hits", 7
+                "search_sessions", {"query": plan["longWord"], "perMessage": True}, "hits", 7
             )
             out["search"]["paged"] = {
                 "keys": [[h["sessionId"], h["messageId"]] for h in hits],

@@ -271,10 +271,39 @@ pub fn resolve_mode(home: &Home, mode: Option<SearchMode>) -> Result<SearchMode>
     }
 }
 
-/// The hits of `q` by `mode` (see [`resolve_mode`]), best first. By meaning or both, the
-/// pending chunks are embedded first for up to `budget`; what is still missing is only missing
-/// hits (a warning says how many). In [`SearchMode::Both`], an embedder that fails is a
-/// warning and the words answer; in [`SearchMode::Meaning`] it is the error.
+/// The hits of `q` by `mode` (see [`resolve_mode`]), one per session: each session's best
+/// message, in the order of the bests, with its other matching messages as a count and their
+/// ids; `q.limit` sessions. By meaning or both, the pending chunks are embedded first for up
+/// to `budget`; what is still missing is only missing hits (a warning says how many). In
+/// [`SearchMode::Both`], an embedder that fails is a warning and the words answer; in
+/// [`SearchMode::Meaning`] it is the error.
+pub fn search_by_session(
+    home: &Home,
+    q: &SearchQuery,
+    mode: Option<SearchMode>,
+    budget: Duration,
+    progress: &mut dyn Progress,
+) -> Result<Vec<SearchHit>> {
+    let deeper = SearchQuery {
+        limit: q
+            .limit
+            .saturating_mul(HITS_PER_SESSION)
+            .min(q.limit.saturating_add(MAX_EXTRA_HITS)),
+        ..q.clone()
+    };
+    let hits = search(home, &deeper, mode, budget, progress)?;
+    Ok(SearchHit::by_session(hits, q.limit))
+}
+
+/// Messages a search by session looks at per session it answers (so a session's other
+/// matching messages can be counted, and a session whose hits are all below another's
+/// best still comes).
+pub const HITS_PER_SESSION: usize = 5;
+/// The most messages beyond `limit` a search by session looks at.
+pub const MAX_EXTRA_HITS: usize = 500;
+
+/// [`search_by_session`] message by message: the `limit` best messages, several of one
+/// session as they come (`search --per-message`).
 pub fn search(
     home: &Home,
     q: &SearchQuery,

@@ -76,8 +76,13 @@ pub struct SearchParams {
     /// Hits to skip: the previous page's `nextOffset`.
     #[serde(default)]
     pub offset: usize,
-    /// Hits per page (default 20, at most 100).
+    /// Hits per page (default 20, at most 100): sessions, or messages with `perMessage`.
     pub limit: Option<usize>,
+    /// Every matching message, several of one session as they rank; by default each session
+    /// once, its best message standing for it with its other matches counted
+    /// (`otherMatches`, `otherMessageIds`).
+    #[serde(default)]
+    pub per_message: bool,
     /// `words` (every word begins a word of the message), `meaning` (the turns nearest the
     /// query's sense, with the configured embedder) or `both`, fused; default: both when an
     /// embedder is configured, else words.
@@ -245,7 +250,12 @@ pub fn search(home: &Home, p: SearchParams) -> Result<HitsPage> {
         all: p.all,
         agent: p.agent,
     };
-    let hits = crate::meaning::search(home, &q, p.mode, PAGE_EMBED_BUDGET, &mut Silent)?;
+    // One hit per session, as `search` answers (unless every message is asked for).
+    let hits = if p.per_message {
+        crate::meaning::search(home, &q, p.mode, PAGE_EMBED_BUDGET, &mut Silent)?
+    } else {
+        crate::meaning::search_by_session(home, &q, p.mode, PAGE_EMBED_BUDGET, &mut Silent)?
+    };
     let items = hits.into_iter().skip(p.offset).map(|mut h| {
         let (title, _) = cap_text(&h.title, FIELD_CAP);
         let (project, _) = cap_text(&h.project_path, FIELD_CAP);

@@ -160,7 +160,7 @@ pub fn search(ui: &Ui, p: &SearchParams, limit: usize) -> freecode_ops::Result<V
         .map(str::parse)
         .transpose()
         .map_err(freecode_ops::Error::Invalid)?;
-    let mut hits = freecode_ops::meaning::search(
+    let mut hits = freecode_ops::meaning::search_by_session(
         &ui.home,
         &q,
         mode,

@@ -199,6 +199,10 @@ pub fn serve(
         .enable_all()
         .build()?;
     rt.block_on(async move {
+        // Ctrl+C is caught from before the URL is printed: one sent as soon as it is seen
+        // stops the server cleanly rather than killing it mid-start.
+        let mut interrupt =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         let listener = match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => l,
             Err(e) if fall_back && e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -269,8 +273,8 @@ pub fn serve(
                 ..Default::default()
             },
             SHUTDOWN_GRACE,
-            async {
-                let _ = tokio::signal::ctrl_c().await;
+            async move {
+                interrupt.recv().await;
             },
         )
         .await;

@@ -30,7 +30,7 @@ pub struct SearchArgs {
     /// `2026-01-15`, an RFC 3339 time, `today`, `yesterday`, or `1w` / `3d` / `12h` / `30m` ago.
     #[arg(long, value_name = "DATE")]
     since: Option<String>,
-    /// At most N hits.
+    /// At most N sessions (with --per-message, N messages).
     #[arg(long, value_name = "N", default_value_t = 20)]
     limit: usize,
     /// Search archived and deleted sessions too.
@@ -50,9 +50,14 @@ pub struct SearchArgs {
     /// (otherwise seen within five minutes).
     #[arg(long)]
     fresh: bool,
+    /// Every matching message, several of one session as they rank (by default a session's
+    /// best message stands for it, with its other matches counted).
+    #[arg(long)]
+    per_message: bool,
     /// Print a JSON array of hits: each with its plain `snippet` and the `matches` in it as
     /// character offsets (`[{start, end}]`), `foundBy` (words, meaning or both), the
-    /// `similarity` when meaning found it, and the `missing` words of a hit of most words.
+    /// `similarity` when meaning found it, the `missing` words of a hit of most words, and the
+    /// session's other matching messages (`otherMatches`, `otherMessageIds`).
     #[arg(long)]
     json: bool,
 }
@@ -128,7 +133,17 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
     };
     // A bare array: the problems go to stderr only.
     let mut feedback = Feedback::new("indexing");
-    let hits = freecode_ops::meaning::search(home, &q, a.mode, SEARCH_EMBED_BUDGET, &mut feedback);
+    let hits = if a.per_message {
+        freecode_ops::meaning::search(home, &q, a.mode, SEARCH_EMBED_BUDGET, &mut feedback)
+    } else {
+        freecode_ops::meaning::search_by_session(
+            home,
+            &q,
+            a.mode,
+            SEARCH_EMBED_BUDGET,
+            &mut feedback,
+        )
+    };
     feedback.finish();
     let hits = hits?;
     if a.json {
@@ -200,6 +215,14 @@ fn render_hits(hits: &[SearchHit]) -> anyhow::Result<()> {
             st.dim(&why)
         )?;
         writeln!(out, "    {}", highlight(&h.snippet, &h.matches, st))?;
+        if h.other_matches > 0 {
+            let more = plural(h.other_matches as u64, "other message", "other messages");
+            writeln!(
+                out,
+                "    {}",
+                st.dim(&format!("+ {more} of this session match"))
+            )?;
+        }
     }
     out.flush()?;
     Ok(())

@@ -722,3 +722,97 @@ fn fresh_sees_an_in_place_change_to_a_quiet_session_at_once() {
     assert_eq!(hits[0]["sessionId"], id.as_str());
     assert!(ctx.run(&["stats", "--fresh", "--json"]).status.success());
 }
+
+/// A person looks for a conversation, not a line: `search` answers each session once, its best
+/// message standing for it with the session's other matching messages counted (and their ids
+/// in `--json`); `--limit N` is N sessions; `--per-message` answers every message.
+#[test]
+fn search_answers_each_conversation_once() {
+    use freecode_core::StoredMessage;
+    use freecode_core::message::{Part, Role};
+    let ctx = Ctx::missing();
+    let store = freecode_store::SessionStore::open(freecode_store::Home::new(&ctx.home)).unwrap();
+    let make = |title: &str, texts: &[&str]| {
+        let id = store
+            .create(freecode_store::NewSession {
+                title: title.into(),
+                project_path: "/work/okapi".into(),
+                provider: "scripted".into(),
+                model: None,
+            })
+            .unwrap();
+        let mut w = store.writer(&id).unwrap();
+        for (i, t) in texts.iter().enumerate() {
+            w.append(&StoredMessage::new(
+                format!("m-{i}"),
+                if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                vec![Part::text(*t)],
+                1_800_000_000_000 + i as i64,
+            ))
+            .unwrap();
+        }
+        id.to_string()
+    };
+    let chatty = make(
+        "l'okapi, encore",
+        &[
+            "okapi one",
+            "okapi two",
+            "okapi three",
+            "okapi four",
+            "okapi five",
+        ],
+    );
+    let quiet = make("another", &["a single okapi here"]);
+    let json = |args: &[&str]| -> Value { serde_json::from_str(&ctx.ok(args)).unwrap() };
+    let hits = json(&["search", "okapi", "--mode", "words", "--json"]);
+    let sessions: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 2, "{hits:#}");
+    assert!(sessions.contains(&chatty.as_str()) && sessions.contains(&quiet.as_str()));
+    let of = |id: &str| {
+        hits.as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["sessionId"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(of(&chatty)["otherMatches"], 4, "{hits:#}");
+    assert_eq!(of(&chatty)["otherMessageIds"].as_array().unwrap().len(), 4);
+    assert!(of(&quiet).get("otherMatches").is_none());
+    // --limit counts sessions.
+    assert_eq!(
+        json(&[
+            "search", "okapi", "--mode", "words", "--limit", "1", "--json"
+        ])
+        .as_array()
+        .unwrap()
+        .len(),
+        1
+    );
+    // --per-message: every message, several of one session.
+    let all = json(&[
+        "search",
+        "okapi",
+        "--mode",
+        "words",
+        "--per-message",
+        "--json",
+    ]);
+    assert_eq!(all.as_array().unwrap().len(), 6, "{all:#}");
+    // A person sees the count.
+    let text = ctx.ok(&["search", "okapi", "--mode", "words"]);
+    assert!(
+        text.contains("+ 4 other messages of this session match"),
+        "{text}"
+    );
+}

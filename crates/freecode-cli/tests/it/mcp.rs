@@ -274,7 +274,15 @@ fn a_real_mcp_client_lists_the_tools_calls_each_and_every_result_is_bounded_and_
             "search_sessions",
             (
                 vec![
-                    "agent", "all", "limit", "mode", "offset", "project", "query", "since",
+                    "agent",
+                    "all",
+                    "limit",
+                    "mode",
+                    "offset",
+                    "perMessage",
+                    "project",
+                    "query",
+                    "since",
                 ],
                 vec!["query"],
             ),

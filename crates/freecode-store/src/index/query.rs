@@ -85,9 +85,42 @@ pub struct SearchHit {
     /// the turn's (about 0 for unrelated text, 1 for the same), when meaning found it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub similarity: Option<f64>,
+    /// A search by session: how many other messages of this session matched (among those
+    /// the search looked at), and their ids, best first.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub other_matches: usize,
+    /// Their ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_message_ids: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl SearchHit {
+    /// `hits` (ranked) one per session: each session's best hit, in the order of the bests,
+    /// with its other matching messages (`other_matches`, `other_message_ids`); at most
+    /// `limit` sessions.
+    pub fn by_session(hits: Vec<SearchHit>, limit: usize) -> Vec<SearchHit> {
+        let mut out: Vec<SearchHit> = Vec::new();
+        let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for h in hits {
+            match at.get(&h.session_id) {
+                Some(&i) => {
+                    out[i].other_matches += 1;
+                    out[i].other_message_ids.push(h.message_id);
+                }
+                None => {
+                    at.insert(h.session_id.clone(), out.len());
+                    out.push(h);
+                }
+            }
+        }
+        out.truncate(limit);
+        out
+    }
+
     /// Why it matched, for a person, when the highlighted words do not say it all: `by meaning
     /// 0.47` (the similarity), `by words and meaning 0.52`, and `missing: a, b` for a hit of
     /// most of the words; `None` for a hit of every word.
@@ -466,6 +499,8 @@ impl SessionIndex {
                         rank: r.get(7)?,
                         found_by: FoundBy::Words,
                         similarity: None,
+                        other_matches: 0,
+                        other_message_ids: Vec::new(),
                     },
                     line: r.get(8)?,
                 })
@@ -955,6 +990,8 @@ pub fn search_scan(
                     rank: 0.0,
                     found_by: FoundBy::Words,
                     similarity: None,
+                    other_matches: 0,
+                    other_message_ids: Vec::new(),
                 },
                 freq,
                 len: message_words.len() as u64,

@@ -852,6 +852,8 @@ impl SessionIndex {
                         rank: 0.0,
                         found_by: FoundBy::Meaning,
                         similarity: None,
+                        other_matches: 0,
+                        other_message_ids: Vec::new(),
                     })
                 })
                 .optional()

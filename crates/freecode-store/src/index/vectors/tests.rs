@@ -129,6 +129,8 @@ fn word_hit(missing: &[&str]) -> SearchHit {
         rank: 0.0,
         found_by: FoundBy::Words,
         similarity: None,
+        other_matches: 0,
+        other_message_ids: Vec::new(),
     }
 }
 
