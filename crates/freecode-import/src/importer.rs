@@ -637,12 +637,18 @@ fn other_files_session(
 }
 
 /// Whether `s` (planned as `p`), whose agent and source id a hand-back's `mark` names, is the
-/// file that hand-back wrote. Known by its content, never by its name: it holds the
-/// hand-back's first message (whose id the hand-back derived from a new random id, so no
-/// other file holds it unless copied from this one). Of copies, the hand-back's own file,
-/// where it still is, is the one; a copy elsewhere is a session of its own. A mark of a
-/// version that kept no messages knows the file by the path it wrote.
+/// file that hand-back wrote, or the agent's own continuation of it. Known by its content,
+/// never by its name: it holds the hand-back's first message (whose id the hand-back derived
+/// from a new random id, so no other file holds it unless copied from this one). Of copies,
+/// the hand-back's own file, where it still is, is the one; a copy elsewhere is a session of
+/// its own. A file beside the hand-back's own, with the conversation's id, is the agent's
+/// continuation of it (Gemini CLI, resuming, may start a new chat file there when the minute
+/// in its name has changed). A mark of a version that kept no messages knows the file by the
+/// path it wrote.
 fn is_handed_file(s: &ImportedSession, p: &Planned, mark: &HandoffMark) -> bool {
+    if s.source_path != mark.path && s.source_path.parent() == mark.path.parent() {
+        return true;
+    }
     let Some(first) = mark.handed.first() else {
         return s.source_path == mark.path;
     };

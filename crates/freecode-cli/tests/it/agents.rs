@@ -840,6 +840,40 @@ fn a_handed_back_transcript_is_known_by_its_content_not_its_name() {
     }
 }
 
+/// Gemini CLI, resuming a handed-back chat in another minute than its file's name says, may
+/// start a new chat file beside it with the conversation's id: its turns go to the session the
+/// chat came from, not to a session of their own.
+#[test]
+fn a_chat_gemini_starts_beside_a_handed_back_one_continues_its_session() {
+    let ctx = Ctx::empty();
+    let work = workspace(&ctx);
+    let home = agent_home(&ctx);
+    let id = session_here(&ctx, &work);
+    let handed = handoff(&ctx, &home, &id, "gemini-cli");
+    let path = PathBuf::from(handed["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    let head = lines.next().unwrap().to_owned();
+    let mut user: Value = lines
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["type"] == "user")
+        .unwrap();
+    user["id"] = json!("beside-1");
+    user["timestamp"] = json!("2099-01-03T00:00:00.000Z");
+    user["content"] = json!([{"text": "continued in a chat beside it"}]);
+    std::fs::write(
+        path.with_file_name("session-2099-01-03T00-00-beside.jsonl"),
+        format!("{head}\n{user}\n"),
+    )
+    .unwrap();
+    let report = import_report(&ctx, &home, "gemini-cli");
+    for s in report["sessions"].as_array().unwrap() {
+        assert_eq!(s["sessionId"], id.as_str(), "{report}");
+    }
+    let shown = lines_of(&ctx.json(&["session", "show", &id, "--json"])).join("\n");
+    assert!(shown.contains("continued in a chat beside it"), "{shown}");
+}
+
 /// Gemini CLI's `projects.json` is another program's file: a slug in it that is not one
 /// directory name (`..` steps, an absolute path) is refused, and nothing is written outside
 /// `~/.gemini`.
