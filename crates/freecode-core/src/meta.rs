@@ -159,11 +159,8 @@ pub fn project_path_fault(path: &str) -> Option<&'static str> {
     if path.chars().any(char::is_control) {
         return Some("holds a control character");
     }
-    let b = path.as_bytes();
-    let drive =
-        b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'/' | b'\\');
-    let absolute = path.starts_with('/') || drive || path.starts_with("\\\\");
-    if !absolute {
+    // Absolute as the importers take a project path (Unix, a Windows drive or share).
+    if crate::project_key::normalize_absolute(path).is_none() {
         return Some("is not an absolute path");
     }
     if path

@@ -463,11 +463,12 @@ pub fn redact_message(
 ) -> Result<(freecode_core::StoredMessage, usize), ShareError> {
     let ser = |e: serde_json::Error| ShareError::Redaction(e.to_string());
     let mut v = serde_json::to_value(&m).map_err(ser)?;
-    let n = r.redact_json(&mut v);
-    if n == 0 {
+    let mut notes = Vec::new();
+    redact_value(r, &mut v, &mut vec![Seg::Key("message")], &mut notes);
+    if notes.is_empty() {
         return Ok((m, 0));
     }
-    Ok((serde_json::from_value(v).map_err(ser)?, n))
+    Ok((serde_json::from_value(v).map_err(ser)?, notes.len()))
 }
 
 /// [`redact_bundle`], a cut title looked for in `messages` (the first of a session streamed

@@ -75,9 +75,11 @@ pub fn list_sessions(ui: &Ui, q: &ListQuery) -> freecode_ops::Result<Vec<Session
     };
     let list = sessions::list(&ui.home, &req)?.sessions;
     let r = ui.redactor()?;
-    list.into_iter()
-        .map(|m| r.listed_meta(&ui.home, m))
-        .collect()
+    if !r.redacts() {
+        return Ok(list);
+    }
+    let store = sessions::open(&ui.home)?;
+    list.into_iter().map(|m| r.listed_meta(&store, m)).collect()
 }
 
 /// What a search asks, as `search` takes it: the words, and the `--project` and `--agent`
@@ -168,8 +170,15 @@ pub fn search(ui: &Ui, p: &SearchParams, limit: usize) -> freecode_ops::Result<V
         &mut Feedback(&ui.indexing),
     )?;
     let r = ui.redactor()?;
+    let store = if r.redacts() {
+        Some(sessions::open(&ui.home)?)
+    } else {
+        None
+    };
     for h in &mut hits {
-        if r.redacts() && h.title.ends_with('…') {
+        if let Some(store) = &store
+            && h.title.ends_with('…')
+        {
             let meta = SessionMeta::new(
                 &SessionId::new(&h.session_id)?,
                 std::mem::take(&mut h.title),
@@ -178,7 +187,7 @@ pub fn search(ui: &Ui, p: &SearchParams, limit: usize) -> freecode_ops::Result<V
                 None,
                 0,
             );
-            h.title = r.listed_meta(&ui.home, meta)?.title;
+            h.title = r.listed_meta(store, meta)?.title;
         }
         r.text(&mut h.title);
         if r.text(&mut h.snippet) {

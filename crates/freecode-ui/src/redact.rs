@@ -11,14 +11,14 @@ use freecode_core::rollout::replay::Replay;
 use freecode_core::rollout::trace::Trace;
 use freecode_core::{SessionMeta, StoredMessage};
 use freecode_ops::{Error, Home, Result};
+use freecode_store::SessionStore;
 use freecode_store::redaction::HomeRedactor;
 use freecode_store::share::ShareError;
 
 /// Session `id`'s first message, read from its log's first line (at most [`FIRST_LINE_MAX`]
 /// bytes of it); `None` when it cannot be read.
-fn first_message(home: &Home, id: &str) -> Option<StoredMessage> {
+fn first_message(store: &SessionStore, id: &str) -> Option<StoredMessage> {
     use std::io::{BufRead, Read};
-    let store = freecode_ops::sessions::open(home).ok()?;
     let id = freecode_core::SessionId::new(id).ok()?;
     let file = std::fs::File::open(store.locate(&id).ok()?.messages()).ok()?;
     let mut line = Vec::new();
@@ -95,12 +95,12 @@ impl PageRedactor {
 
     /// A listed session's `meta` as a page shows it: as [`PageRedactor::meta`], with a cut
     /// title's prompt read from the session's first line only (at most 256 KiB of it).
-    pub fn listed_meta(&self, home: &Home, meta: SessionMeta) -> Result<SessionMeta> {
+    pub fn listed_meta(&self, store: &SessionStore, meta: SessionMeta) -> Result<SessionMeta> {
         if self.rules.is_none() {
             return Ok(meta);
         }
         let first = if meta.title.ends_with('…') {
-            first_message(home, &meta.id)
+            first_message(store, &meta.id)
         } else {
             None
         };

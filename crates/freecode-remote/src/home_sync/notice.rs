@@ -46,8 +46,7 @@ pub fn seal_notice(
         NOTICE_INDEX,
         &plain,
     )?;
-    let hex: String = sealed.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("{host}:{hex}"))
+    Ok(format!("{host}:{}", crate::blob::hex(&sealed)))
 }
 
 /// The notice `text` (as the server returned it), opened with `key`: `None` when it does not
@@ -55,13 +54,7 @@ pub fn seal_notice(
 pub fn open_notice(key: &SyncKey, text: &str) -> Option<Notice> {
     let (host, hex) = text.split_once(':')?;
     let host = HostId::parse(host)?;
-    if hex.len() % 2 != 0 {
-        return None;
-    }
-    let sealed: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect::<Option<_>>()?;
+    let sealed = crate::blob::unhex(hex)?;
     let opened = key
         .open(&host, &key.control_log(), NOTICE_INDEX, &sealed)
         .ok()?;

@@ -445,19 +445,17 @@ impl Remote {
 
     /// Removes `host`'s records of `log`, and nothing else (`sync compact`).
     pub fn delete_host_log(&self, log: &LogId, host: &HostId) -> Result<(), ClientError> {
-        let url = self.url(&format!("logs/{log}/{host}"));
-        let mut resp = self.exchange(&url, || self.auth(self.agent.delete(&url)).call())?;
-        let status = resp.status().as_u16();
-        let body = read_limited(&mut resp, &url, 64 * 1024)?;
-        match status {
-            204 | 200 => Ok(()),
-            _ => Err(status_error(&url, status, &body)),
-        }
+        self.delete(&format!("logs/{log}/{host}"))
     }
 
     /// Removes every host's records of `log` and its claims (a purge).
     pub fn delete_log(&self, log: &LogId) -> Result<(), ClientError> {
-        let url = self.url(&format!("logs/{log}"));
+        self.delete(&format!("logs/{log}"))
+    }
+
+    /// `DELETE` of `path` below the sync endpoints: `204` (or `200`) is done.
+    fn delete(&self, path: &str) -> Result<(), ClientError> {
+        let url = self.url(path);
         let mut resp = self.exchange(&url, || self.auth(self.agent.delete(&url)).call())?;
         let status = resp.status().as_u16();
         let body = read_limited(&mut resp, &url, 64 * 1024)?;

@@ -556,19 +556,29 @@ pub(crate) async fn delete_log(
         let Some(under) = group.key([top, log.as_str()]) else {
             return bad_id();
         };
-        let keys = match app.store.sync_list(&under).await {
-            Ok(k) => k,
-            Err(e) => return store_failed("list", &e),
-        };
-        for key in keys {
-            if let Err(e) = app.store.sync_remove(&key).await {
-                return store_failed("delete", &e);
-            }
+        if let Err(r) = remove_under(&app, &under).await {
+            return r;
         }
     }
     forget_status(&app, &group);
     app.quotas.forget(&group);
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// Removes every object below `under`; the answer to give when the store fails.
+async fn remove_under(app: &App, under: &crate::blob::SyncKey) -> Result<(), Response> {
+    let keys = app
+        .store
+        .sync_list(under)
+        .await
+        .map_err(|e| store_failed("list", &e))?;
+    for key in keys {
+        app.store
+            .sync_remove(&key)
+            .await
+            .map_err(|e| store_failed("delete", &e))?;
+    }
+    Ok(())
 }
 
 /// `DELETE /sync/v1/logs/{log}/{host}`: one host's records of a log, and nothing else
@@ -589,14 +599,8 @@ pub(crate) async fn delete_host_log(
     let Some(under) = group.key([LOGS, log.as_str(), host.as_str()]) else {
         return bad_id();
     };
-    let keys = match app.store.sync_list(&under).await {
-        Ok(k) => k,
-        Err(e) => return store_failed("list", &e),
-    };
-    for key in keys {
-        if let Err(e) = app.store.sync_remove(&key).await {
-            return store_failed("delete", &e);
-        }
+    if let Err(r) = remove_under(&app, &under).await {
+        return r;
     }
     forget_status(&app, &group);
     app.quotas.forget(&group);

@@ -20,6 +20,8 @@ pub(crate) mod group;
 pub(crate) mod quota;
 pub(crate) mod strangers;
 
+use std::time::{Duration, Instant};
+
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
@@ -43,4 +45,25 @@ pub(crate) fn unauthorized(app: &App, headers: &HeaderMap) -> Option<Response> {
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     Some(response)
+}
+
+/// A token bucket: how many tokens it holds, as of when.
+#[derive(Debug)]
+pub(crate) struct Bucket {
+    pub(crate) tokens: f64,
+    pub(crate) at: Instant,
+}
+
+/// Takes one token from `b` (`depth` deep, refilled at `depth` per `per`); the wait until
+/// one is there, when none is.
+pub(crate) fn take(b: &mut Bucket, depth: u32, per: Duration, now: Instant) -> Option<u64> {
+    let depth = f64::from(depth.max(1));
+    let rate = depth / per.as_secs_f64();
+    b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * rate).min(depth);
+    b.at = now;
+    if b.tokens >= 1.0 {
+        b.tokens -= 1.0;
+        return None;
+    }
+    Some(((1.0 - b.tokens) / rate).ceil().max(1.0) as u64)
 }

@@ -26,6 +26,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::group::{GROUP_OBJECTS, Group};
+use super::{Bucket, take};
 use crate::server::{App, error, store_failed};
 
 /// How old a group's counted usage may get before a write that takes the group past half a
@@ -56,12 +57,6 @@ impl Default for GroupLimits {
             requests_per_minute: 6_000,
         }
     }
-}
-
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -117,14 +112,14 @@ impl Quotas {
             tokens: per_minute,
             at: now,
         });
-        let refill = now.duration_since(b.at).as_secs_f64() * per_minute / 60.0;
-        b.tokens = (b.tokens + refill).min(per_minute);
-        b.at = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
+        let Some(wait) = take(
+            b,
+            self.limits.requests_per_minute,
+            Duration::from_secs(60),
+            now,
+        ) else {
             return Ok(());
-        }
-        let wait = ((1.0 - b.tokens) * 60.0 / per_minute).ceil().max(1.0);
+        };
         let mut r = over(
             StatusCode::TOO_MANY_REQUESTS,
             json!({

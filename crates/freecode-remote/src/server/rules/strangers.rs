@@ -29,6 +29,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use super::{Bucket, take};
+
 /// Addresses a replica keeps buckets of before it starts over.
 const MAX_ADDRESSES: usize = 65_536;
 /// The header the peer middleware sets (any the client sent is replaced).
@@ -54,26 +56,6 @@ impl Default for StrangerLimits {
             unknown_per_address_per_minute: 120,
         }
     }
-}
-
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-/// Takes one token from `b` (`depth` deep, refilled at `depth` per `per`); the wait until
-/// one is there, when none is.
-fn take(b: &mut Bucket, depth: u32, per: Duration, now: Instant) -> Option<u64> {
-    let depth = f64::from(depth.max(1));
-    let rate = depth / per.as_secs_f64();
-    b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * rate).min(depth);
-    b.at = now;
-    if b.tokens >= 1.0 {
-        b.tokens -= 1.0;
-        return None;
-    }
-    Some(((1.0 - b.tokens) / rate).ceil().max(1.0) as u64)
 }
 
 /// A replica's buckets.
