@@ -37,10 +37,14 @@ pub fn page_redactor(
 pub fn say_redacted(r: &freecode_ui::redact::PageRedactor, page: &std::path::Path) {
     let n = r.replaced();
     if n > 0 {
+        let to = if page == std::path::Path::new("-") {
+            "the page on standard output".to_owned()
+        } else {
+            page.display().to_string()
+        };
         eprintln!(
-            "{} redacted in {} (`session export --dry-run` lists them; --no-redact keeps them)",
+            "{} redacted in {to} (`session export --dry-run` lists them; --no-redact keeps them)",
             freecode_ops::human::plural(n as u64, "secret", "secrets"),
-            page.display()
         );
     }
 }
