@@ -49,6 +49,18 @@ type Compiled = HashMap<PathBuf, (Stamp, Arc<Redactor>)>;
 
 static CACHE: LazyLock<Mutex<Compiled>> = LazyLock::new(Mutex::default);
 
+/// The home's memory of the last `redact.toml` whose allowlists passed the judgement as a
+/// whole (`RuleSet::with_user`): its [`verdict_of`].
+pub const VERDICT_FILE: &str = "redact-judged";
+
+/// What [`VERDICT_FILE`] holds for rule file `text`: this version's, and the text's SHA-256.
+fn verdict_of(text: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{} {hex}", env!("CARGO_PKG_VERSION"))
+}
+
 /// The path of `home`'s rule file.
 pub fn rules_path(home: &Home) -> PathBuf {
     home.root().join(RULES_FILE)
@@ -76,11 +88,24 @@ pub fn for_home(home: &Home) -> Result<HomeRedactor> {
         line: 1,
         message: "the file is not UTF-8".into(),
     })?;
-    let rules = RuleSet::with_user(&text).map_err(|e| StoreError::BadRules {
+    // Judging the allowlists as a whole costs about half a second: a file that passed is
+    // remembered by its digest (with this version's rules and probes) in the home's state.
+    let verdict = verdict_of(&text);
+    let verdict_path = home.state_dir().join(VERDICT_FILE);
+    let judged = fsutil::read_bounded(&verdict_path, 256, VERDICT_FILE)
+        .ok()
+        .flatten()
+        .is_some_and(|kept| kept == verdict.as_bytes());
+    let rules = RuleSet::with_user_judged(&text, judged).map_err(|e| StoreError::BadRules {
         path: path.clone(),
         line: e.line,
         message: e.message,
     })?;
+    if !judged {
+        // Only a cost saved: a verdict that cannot be kept is judged again next time.
+        let _ = fsutil::create_dir_private(&home.state_dir())
+            .and_then(|()| fsutil::write_atomic(&verdict_path, verdict.as_bytes(), false));
+    }
     let redactor = Arc::new(Redactor::with_rules(Arc::new(rules)));
     if let Ok(mut cache) = CACHE.lock() {
         cache.insert(path, (stamp, redactor.clone()));

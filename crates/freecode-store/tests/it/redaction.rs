@@ -274,4 +274,16 @@ fn allowlists_are_judged_together_and_short_stopwords_refused() {
     let (text, kinds) = exported(&h, &id);
     assert!(!text.contains(token), "{text}");
     assert!(kinds.contains(&"github-pat".to_owned()), "{kinds:?}");
+    // The verdict kept for the file that passed (judging costs half a second) is that file's
+    // alone: a leaky file after it is judged, and refused.
+    assert!(h.root().join("state/redact-judged").is_file());
+    refused(
+        &h,
+        &id,
+        &[(
+            "[[allowlists]]\nregexes = ['''^[gAsx]''', '''^[^gAsx]''']\n",
+            2,
+            "together keep",
+        )],
+    );
 }
