@@ -147,11 +147,7 @@ fn unescape(body: &str) -> Option<String> {
 
 fn hashed(path: &str) -> String {
     let digest = Sha256::digest(path.as_bytes());
-    let mut out = String::from(HASH_PREFIX);
-    for b in &digest[..16] {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    format!("{HASH_PREFIX}{}", hex::encode(&digest[..16]))
 }
 
 /// Whether `name`, a name of the original's, is one we write to: a valid directory name that

@@ -457,10 +457,7 @@ fn read_projects(path: &Path, issues: &mut Vec<SourceIssue>) -> Option<Map<Strin
 
 /// Lowercase hex sha256, as Gemini CLI's `getProjectHash`.
 pub(crate) fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(text.as_bytes()))
 }
 
 /// The project root of a chat: the registered root whose hash is `projectHash`, else the one

@@ -69,7 +69,7 @@ pub fn derived_uuid(seed: &str, n: usize) -> String {
     b.copy_from_slice(&d[..16]);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let hex = hex::encode(b);
     format!(
         "{}-{}-{}-{}-{}",
         &hex[..8],
@@ -391,10 +391,7 @@ pub fn gemini_cli(
     now: i64,
 ) -> Written {
     let first_ts = messages.first().map_or(now, |m| m.timestamp).min(now);
-    let hash: String = Sha256::digest(project.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hash = hex::encode(Sha256::digest(project.as_bytes()));
     let mut lines = vec![json!({
         "sessionId": id, "projectHash": hash, "startTime": iso(first_ts),
         "lastUpdated": iso(messages.last().map_or(now, |m| m.timestamp).min(now)), "kind": "main",

@@ -170,7 +170,7 @@ pub fn session_id(agent: Agent, source_id: &str) -> Result<SessionId, freecode_c
     b.copy_from_slice(&d[..16]);
     b[6] = (b[6] & 0x0f) | 0x80;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let hex = hex::encode(b);
     let text = format!(
         "{}-{}-{}-{}-{}",
         &hex[..8],

@@ -273,14 +273,13 @@ mod tests {
 
         let tid = trace_id(S1);
         let root_id = span_id(&tid, "root");
-        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let ms = |v: i64| u64::try_from(v).unwrap() * 1_000_000;
 
         // Root.
         let root = &ours[0];
         assert_eq!(root.name, ROOT_SPAN_NAME);
-        assert_eq!(hex(&root.trace_id), tid);
-        assert_eq!(hex(&root.span_id), root_id);
+        assert_eq!(hex::encode(&root.trace_id), tid);
+        assert_eq!(hex::encode(&root.span_id), root_id);
         assert!(root.parent_span_id.is_empty());
         assert_eq!(root.kind, 1);
         assert_eq!(root.start_time_unix_nano, ms(trace.started_at));
@@ -306,7 +305,7 @@ mod tests {
         for (i, (o, t)) in ours.iter().zip(theirs).enumerate().skip(1) {
             assert_eq!(o.trace_id, t.trace_id, "span {i}");
             assert_eq!(o.span_id, t.span_id, "span {i}");
-            assert_eq!(hex(&o.parent_span_id), root_id, "span {i}");
+            assert_eq!(hex::encode(&o.parent_span_id), root_id, "span {i}");
             assert_eq!(o.parent_span_id, t.parent_span_id, "span {i}");
             assert_eq!(o.name, t.name, "span {i}");
             assert_eq!(o.kind, t.kind, "span {i}");

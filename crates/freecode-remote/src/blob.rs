@@ -104,29 +104,7 @@ pub fn is_valid_code(s: &str) -> bool {
 pub(crate) fn random_hex<const N: usize>() -> Result<String, getrandom::Error> {
     let mut buf = [0u8; N];
     getrandom::fill(&mut buf)?;
-    Ok(hex(&buf))
-}
-
-/// The bytes of hex text `s` (either case); `None` when it is not hex of whole bytes.
-pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
-/// Lowercase hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    out
+    Ok(hex::encode(buf))
 }
 
 /// Explicit S3 connection settings; each `None` falls back to the `AWS_*` environment.

@@ -57,7 +57,7 @@ pub const VERDICT_FILE: &str = "redact-judged";
 fn verdict_of(text: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(text.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hex::encode(digest);
     format!("{} {hex}", env!("CARGO_PKG_VERSION"))
 }
 

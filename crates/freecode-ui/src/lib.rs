@@ -160,7 +160,7 @@ fn loopback(listen: &str) -> freecode_ops::Result<SocketAddr> {
 fn new_token() -> freecode_ops::Result<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| Error::Internal(format!("random token: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(bytes))
 }
 
 /// Equal strings, compared in time independent of where they differ.

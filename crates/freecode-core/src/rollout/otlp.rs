@@ -131,12 +131,8 @@ pub fn traces_url(endpoint: &str) -> String {
 
 /// Lowercase hex of the first `n` bytes of SHA-256(`input`).
 fn sha256_hex(input: &str, n: usize) -> String {
-    use std::fmt::Write as _;
     let digest = Sha256::digest(input.as_bytes());
-    digest.iter().take(n).fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    hex::encode(&digest[..n.min(digest.len())])
 }
 
 /// The trace id of a session: the first 16 bytes of SHA-256(session id), as hex.

@@ -166,8 +166,7 @@ impl State {
 
 /// Hex SHA-256.
 pub fn digest(bytes: &[u8]) -> String {
-    let d: [u8; 32] = Sha256::digest(bytes).into();
-    d.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// The mark of the first `len` bytes of `bytes`.

@@ -101,22 +101,15 @@ fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     mac.finalize().into_bytes().into()
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
+use hex::encode as hex;
 
+/// `N` bytes from `2N` lowercase hex characters (the form this module writes; nothing else).
 fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    if s.len() != N * 2 || !s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+    if !s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
     let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[i * 2..i * 2 + 2], 16).ok()?;
-    }
+    hex::decode_to_slice(s, &mut out).ok()?;
     Some(out)
 }
 
@@ -241,12 +234,12 @@ fn derive(master: &[u8; 32]) -> ([u8; 32], [u8; KEY_ID]) {
 }
 
 fn credential_of(master: &[u8; 32]) -> String {
-    hex(&hmac(master, &[b"freecode-remote credential v1"]))
+    hex(hmac(master, &[b"freecode-remote credential v1"]))
 }
 
 impl std::fmt::Debug for SyncKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SyncKey({})", hex(&self.key_id))
+        write!(f, "SyncKey({})", hex(self.key_id))
     }
 }
 
@@ -306,8 +299,8 @@ impl SyncKey {
 
     /// The key ids this key opens: its own first, then the older ones.
     pub fn key_ids(&self) -> Vec<String> {
-        std::iter::once(hex(&self.key_id))
-            .chain(self.older.iter().map(|o| hex(&o.key_id)))
+        std::iter::once(hex(self.key_id))
+            .chain(self.older.iter().map(|o| hex(o.key_id)))
             .collect()
     }
 
@@ -357,7 +350,7 @@ impl SyncKey {
     /// This key (made from its phrase alone) completed by its key ring.
     pub fn with_ring(&self, sealed: &[u8]) -> Result<Self, SealError> {
         let tampered = || SealError::Tampered {
-            what: format!("the key ring of key {}", hex(&self.key_id)),
+            what: format!("the key ring of key {}", hex(self.key_id)),
         };
         let head = 5 + KEY_ID + NONCE;
         if sealed.len() < head + 32 + TAG
@@ -442,12 +435,12 @@ impl SyncKey {
     /// The key as its file holds it: the master key's 64 hex characters, then, for a rotated
     /// key, `ids <hex>` and one `older <hex>` line per key it replaced.
     pub fn to_file(&self) -> String {
-        let mut out = hex(&self.master);
+        let mut out = hex(self.master);
         out.push('\n');
         if self.is_rotated() {
-            out.push_str(&format!("ids {}\n", hex(&self.ids)));
+            out.push_str(&format!("ids {}\n", hex(self.ids)));
             for o in &self.older {
-                out.push_str(&format!("older {}\n", hex(&o.master)));
+                out.push_str(&format!("older {}\n", hex(o.master)));
             }
         }
         out
@@ -479,7 +472,7 @@ impl SyncKey {
 
     /// The key as a file holds it: 64 hex characters.
     pub fn to_hex(&self) -> String {
-        hex(&self.master)
+        hex(self.master)
     }
 
     /// Parses what [`SyncKey::to_hex`] or [`SyncKey::to_file`] wrote, or a phrase.
@@ -529,7 +522,7 @@ impl SyncKey {
 
     /// The SHA-256 of [`SyncKey::credential`] (64 hex characters), as the server keeps it.
     pub fn credential_hash(&self) -> String {
-        hex(&Sha256::digest(self.credential().as_bytes()))
+        hex(Sha256::digest(self.credential().as_bytes()))
     }
 
     /// The credentials of the keys this one replaced, newest first.
@@ -542,7 +535,7 @@ impl SyncKey {
 
     /// The key id in the clear (16 hex characters), to tell keys apart.
     pub fn id(&self) -> String {
-        hex(&self.key_id)
+        hex(self.key_id)
     }
 
     /// A session's log id.

@@ -333,7 +333,6 @@ pub(crate) async fn batch(State(app): State<Arc<App>>, request: Request) -> Resp
     let Some(items) = crate::home_sync::remote::unframe(&data) else {
         return error(StatusCode::BAD_REQUEST, "the batch is not whole frames");
     };
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     // Parsed first: a malformed item refuses the whole batch before anything is stored.
     let mut parsed = Vec::with_capacity(items.len());
     for item in items {
@@ -341,15 +340,15 @@ pub(crate) async fn batch(State(app): State<Arc<App>>, request: Request) -> Resp
             Some((1, rest)) if rest.len() > 40 => {
                 let index = u64::from_be_bytes(rest[32..40].try_into().unwrap_or_default());
                 Item::Record {
-                    log: hex(&rest[..16]),
-                    host: hex(&rest[16..32]),
+                    log: hex::encode(&rest[..16]),
+                    host: hex::encode(&rest[16..32]),
                     index,
                     data: Bytes::copy_from_slice(&rest[40..]),
                 }
             }
             Some((2, rest)) if rest.len() > 48 => Item::Claim {
-                log: hex(&rest[..16]),
-                chain: hex(&rest[16..48]),
+                log: hex::encode(&rest[..16]),
+                chain: hex::encode(&rest[16..48]),
                 data: Bytes::copy_from_slice(&rest[48..]),
             },
             _ => {

@@ -69,20 +69,8 @@ pub(crate) fn secrets_equal(a: &str, b: &str) -> bool {
 
 /// Parses 64 hex characters into 32 bytes.
 fn unhex32(s: &str) -> Option<[u8; 32]> {
-    let bytes = s.as_bytes();
-    if bytes.len() != 64 {
-        return None;
-    }
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    };
     let mut out = [0u8; 32];
-    for (i, pair) in bytes.chunks_exact(2).enumerate() {
-        out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
-    }
+    hex::decode_to_slice(s, &mut out).ok()?;
     Some(out)
 }
 
@@ -96,7 +84,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::blob::hex;
 
     #[test]
     fn token_hash_round_trip() {
@@ -107,7 +94,7 @@ mod tests {
             size: 3,
             created_at: 1,
             expires_at: 10,
-            delete_token_sha256: hex(&sha256(token.as_bytes())),
+            delete_token_sha256: hex::encode(sha256(token.as_bytes())),
         };
         assert!(record.token_matches(&token));
         assert!(!record.token_matches("ab"));

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::blob::{BlobError, BlobStore, ShareCode, hex, random_hex};
+use crate::blob::{BlobError, BlobStore, ShareCode, random_hex};
 
 use super::record::{RECORD_VERSION, ShareRecord, now_ms, sha256};
 use super::redact::redacted;
@@ -116,7 +116,7 @@ pub(crate) async fn upload(State(app): State<Arc<App>>, request: Request) -> Res
         size,
         created_at,
         expires_at: created_at.saturating_add(ttl_ms),
-        delete_token_sha256: hex(&sha256(delete_token.as_bytes())),
+        delete_token_sha256: hex::encode(sha256(delete_token.as_bytes())),
     };
     let record_json = match serde_json::to_vec(&record) {
         Ok(json) => json,

@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::unauthorized;
-use crate::blob::{BlobError, SyncKey, hex, random_hex};
+use crate::blob::{BlobError, SyncKey, random_hex};
 use crate::server::record::{is_hex, now_ms, secrets_equal, sha256};
 use crate::server::{App, error};
 
@@ -194,7 +194,7 @@ fn presented(headers: &HeaderMap) -> Result<String, Box<Response>> {
             "the sync group credential is not 64 hex characters",
         ));
     }
-    Ok(hex(&sha256(text.to_ascii_lowercase().as_bytes())))
+    Ok(hex::encode(sha256(text.to_ascii_lowercase().as_bytes())))
 }
 
 fn cred_key(hash: &str) -> Option<SyncKey> {
