@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 
-/// The floor of a hit by meaning when `embed.minSimilarity` is not set, as `config list`
+/// The floor of a strong hit by meaning when `embed.minSimilarity` is not set, as `config list`
 /// shows it: calibrated on the development query set and nonsense queries with
 /// all-MiniLM-L6-v2 (`cargo bench -p freecode-ops --bench recall`, docs/recall.md).
 pub const MIN_SIMILARITY_DEFAULT: &str = "0.30";
@@ -154,8 +154,9 @@ pub const KEYS: &[Key] = &[
         default: Some(MIN_SIMILARITY_DEFAULT),
         secret: false,
         about: "how near in meaning (cosine similarity, 0 to 1) a turn must be to a query to \
-                be a hit by meaning: below it, a query about nothing in the history finds \
-                nothing (the default is calibrated for all-MiniLM-L6-v2; see docs/recall.md)",
+                be a strong hit by meaning: a turn found by meaning alone and less near is \
+                shown as a weak hit (the nearest there is), and a search with no strong hit \
+                exits 1 (the default is calibrated for all-MiniLM-L6-v2; see docs/recall.md)",
     },
     Key {
         name: "sync.exclude",

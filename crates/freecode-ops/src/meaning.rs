@@ -63,7 +63,8 @@ fn setting(config: &serde_json::Value, key: &str) -> Option<String> {
         })
 }
 
-/// The floor of a hit by meaning: `embed.minSimilarity` (or its variable), else
+/// The floor of a strong hit by meaning (below it, a hit found by meaning alone is weak):
+/// `embed.minSimilarity` (or its variable), else
 /// [`MIN_SIMILARITY_DEFAULT`]. A value that is not a number from 0 to 1 is a warning and the
 /// default.
 pub fn min_similarity(home: &Home) -> f32 {
@@ -304,7 +305,46 @@ pub const MAX_EXTRA_HITS: usize = 500;
 
 /// [`search_by_session`] message by message: the `limit` best messages, several of one
 /// session as they come (`search --per-message`).
+///
+/// A query that is a session's id (freecode's or the one its source agent gave it, whole or a
+/// unique prefix: [`crate::sessions::resolve_id`]) finds that session first ([`id_shaped`]).
 pub fn search(
+    home: &Home,
+    q: &SearchQuery,
+    mode: Option<SearchMode>,
+    budget: Duration,
+    progress: &mut dyn Progress,
+) -> Result<Vec<SearchHit>> {
+    let hits = search_text(home, q, mode, budget, progress)?;
+    let Some(id) = id_shaped(&q.text) else {
+        return Ok(hits);
+    };
+    let store = open(home)?;
+    let Ok(session) = crate::sessions::resolve_id(&store, id) else {
+        return Ok(hits);
+    };
+    let Some(hit) = freecode_store::index::session_hit(&store, &session, q)? else {
+        return Ok(hits);
+    };
+    let mut out = Vec::with_capacity(hits.len() + 1);
+    out.push(hit);
+    out.extend(hits);
+    out.truncate(q.limit);
+    Ok(out)
+}
+
+/// The query as a session id to look up: one word of at least 8 characters holding a digit
+/// (a uuid, an opencode `ses_…`, a prefix of one), never a word of prose or a code name.
+pub fn id_shaped(text: &str) -> Option<&str> {
+    let t = text.trim();
+    (t.chars().count() >= 8
+        && !t.contains(char::is_whitespace)
+        && t.contains(|c: char| c.is_ascii_digit()))
+    .then_some(t)
+}
+
+/// [`search`] of the words and meaning alone.
+fn search_text(
     home: &Home,
     q: &SearchQuery,
     mode: Option<SearchMode>,
@@ -346,7 +386,7 @@ pub fn search(
     let meaning = Meaning {
         model: &model,
         vector: &vector,
-        min_similarity: min_similarity(home),
+        strong_similarity: min_similarity(home),
         vectors_ahead: None,
         words_ahead: None,
     };

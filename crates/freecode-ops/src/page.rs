@@ -70,6 +70,9 @@ pub struct SearchParams {
     /// Only messages written since (each message's own time): `2026-01-15`, an RFC 3339 time,
     /// `today`, `yesterday`, or `3d` / `12h` / `30m` ago.
     pub since: Option<String>,
+    /// Only messages written before (each message's own time), in the words `since` takes; a
+    /// date counts the whole day.
+    pub until: Option<String>,
     /// Archived and deleted sessions too.
     #[serde(default)]
     pub all: bool,
@@ -245,6 +248,14 @@ pub fn search(home: &Home, p: SearchParams) -> Result<HitsPage> {
         text: p.query,
         project: project_of(p.project.as_deref())?,
         since: since_of(p.since.as_deref())?,
+        until: p
+            .until
+            .as_deref()
+            .map(|s| {
+                crate::scope::parse_until(s, freecode_store::now_ms())
+                    .map_err(|e| e.context("until"))
+            })
+            .transpose()?,
         // One more than the page, to know whether another follows.
         limit: p.offset + limit + 1,
         all: p.all,

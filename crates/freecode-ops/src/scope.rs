@@ -71,7 +71,7 @@ pub fn project_scope(p: &str) -> Result<String> {
 /// an RFC 3339 time, `today` or `yesterday` (local midnight), or a span ago (`1w`, `3d`, `12h`,
 /// `30m`, `10s`). A time in the future is a user error: it could only match nothing.
 pub fn parse_since(s: &str, now_ms: i64) -> Result<i64> {
-    let t = since_ms(s.trim(), now_ms)?;
+    let t = instant_ms("--since", s.trim(), now_ms, Day::Start)?;
     if t > now_ms {
         return Err(Error::Invalid(format!(
             "--since {s:?} is in the future: nothing could match it"
@@ -80,14 +80,33 @@ pub fn parse_since(s: &str, now_ms: i64) -> Result<i64> {
     Ok(t)
 }
 
-fn since_ms(s: &str, now_ms: i64) -> Result<i64> {
+/// Parses `--until` (the end, not included, of a time filter), in the words `--since` takes:
+/// a date or `today` / `yesterday` counts the whole day (until the next local midnight), an
+/// RFC 3339 time is that instant, a span is that long ago.
+pub fn parse_until(s: &str, now_ms: i64) -> Result<i64> {
+    instant_ms("--until", s.trim(), now_ms, Day::End)
+}
+
+/// Which end of a day a date names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Day {
+    Start,
+    End,
+}
+
+fn instant_ms(flag: &str, s: &str, now_ms: i64, day: Day) -> Result<i64> {
     // A date past what a timestamp holds (9999-12-31 in a zone east of UTC) is as much in the
     // future as any.
     let midnight = |date: jiff::civil::Date| -> Result<i64> {
-        match date.to_zoned(jiff::tz::TimeZone::system()) {
+        let zoned = match day {
+            Day::Start => Ok(date),
+            Day::End => date.tomorrow(),
+        }
+        .and_then(|d| d.to_zoned(jiff::tz::TimeZone::system()));
+        match zoned {
             Ok(zoned) => Ok(zoned.timestamp().as_millisecond()),
             Err(_) if date > jiff::civil::date(1970, 1, 1) => Ok(i64::MAX),
-            Err(e) => Err(Error::Invalid(format!("--since {s:?}: {e}"))),
+            Err(e) => Err(Error::Invalid(format!("{flag} {s:?}: {e}"))),
         }
     };
     let clock = |e: jiff::Error, what: &str| Error::Failed(format!("{what}: {e}"));
@@ -115,7 +134,7 @@ fn since_ms(s: &str, now_ms: i64) -> Result<i64> {
         return midnight(date);
     }
     Err(Error::Invalid(format!(
-        "--since {s:?}: expected a date (2026-01-15), an RFC 3339 time, today, yesterday, \
+        "{flag} {s:?}: expected a date (2026-01-15), an RFC 3339 time, today, yesterday, \
          or 1w / 3d / 12h / 30m"
     )))
 }
@@ -211,6 +230,38 @@ mod tests {
                 .unwrap_err()
                 .contains("needs a unit")
         );
+    }
+
+    /// `--until` a date takes the whole day; a time or a span is that instant; `--since` of the
+    /// same date starts the day, so `--since D --until D` is the day D.
+    #[test]
+    fn until_a_date_takes_the_whole_day() {
+        let now = 1_800_000_000_000;
+        let day = "2026-01-15".parse::<jiff::civil::Date>().unwrap();
+        let tz = jiff::tz::TimeZone::system();
+        let start = day
+            .to_zoned(tz.clone())
+            .unwrap()
+            .timestamp()
+            .as_millisecond();
+        let next = day
+            .tomorrow()
+            .unwrap()
+            .to_zoned(tz)
+            .unwrap()
+            .timestamp()
+            .as_millisecond();
+        assert_eq!(parse_since("2026-01-15", now).unwrap(), start);
+        assert_eq!(parse_until("2026-01-15", now).unwrap(), next);
+        assert_eq!(
+            parse_until("2026-01-15T10:00:00Z", now).unwrap(),
+            1_768_471_200_000
+        );
+        assert_eq!(parse_until("3d", now).unwrap(), now - 3 * 86_400_000);
+        // The future is no error for an end: it leaves nothing out.
+        assert!(parse_until("9999-12-31", now).unwrap() > now);
+        let err = parse_until("next tuesday", now).unwrap_err().to_string();
+        assert!(err.contains("--until \"next tuesday\""), "{err}");
     }
 
     #[test]

@@ -151,6 +151,7 @@ pub fn search(ui: &Ui, p: &SearchParams, limit: usize) -> freecode_ops::Result<V
             .map(project_scope)
             .transpose()?,
         since: None,
+        until: None,
         limit,
         all: false,
         agent: p.agent.clone().filter(|a| !a.is_empty()),

@@ -429,7 +429,11 @@ fn search_markup(p: &api::SearchParams, hits: &[SearchHit]) -> Markup {
                 button type="submit" { "Search" }
             }
             @if !q.trim().is_empty() {
-                p.count { (hits.len()) " hits for " q { (q) } }
+                @if !hits.is_empty() && !hits.iter().any(SearchHit::is_strong) {
+                    p.count { "No strong match for " q { (q) } ": the nearest by meaning, each weak." }
+                } @else {
+                    p.count { (hits.len()) @if hits.len() == 1 { " hit" } @else { " hits" } " for " q { (q) } }
+                }
                 ol.hits {
                     @for h in hits {
                         li.hit {

@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 
 use clap::{Args, Subcommand};
-use freecode_ops::scope::{parse_since, project_scope};
+use freecode_ops::scope::{parse_since, parse_until, project_scope};
 use freecode_ops::sessions::resolve_recorded_id;
 use freecode_store::Home;
 use freecode_store::index::{MatchSpan, SearchHit, SearchMode, SearchQuery, Stats, StatsScope};
@@ -30,6 +30,10 @@ pub struct SearchArgs {
     /// `2026-01-15`, an RFC 3339 time, `today`, `yesterday`, or `1w` / `3d` / `12h` / `30m` ago.
     #[arg(long, value_name = "DATE")]
     since: Option<String>,
+    /// Only messages written before DATE (each message's own time), in the words --since
+    /// takes; a date counts the whole day (`--since 2026-01-15 --until 2026-01-15` is that day).
+    #[arg(long, value_name = "DATE")]
+    until: Option<String>,
     /// At most N sessions (with --per-message, N messages).
     #[arg(long, value_name = "N", default_value_t = 20)]
     limit: usize,
@@ -41,8 +45,9 @@ pub struct SearchArgs {
     #[arg(long, value_name = "A")]
     agent: Option<String>,
     /// How to find: `words` (every word begins a word of the message), `meaning` (the turns
-    /// nearest the query's sense, by the configured embedder: `embed.provider`), or `both`,
-    /// fused. Default: both when an embedder is configured, else words.
+    /// nearest the query's sense, by the configured embedder: `embed.provider`; the nearest
+    /// are shown even when none is near, marked weak), or `both`, fused. Default: both when an
+    /// embedder is configured, else words.
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     mode: Option<SearchMode>,
     /// Check every session against the files first, not only those that changed since the
@@ -55,9 +60,11 @@ pub struct SearchArgs {
     #[arg(long)]
     per_message: bool,
     /// Print a JSON array of hits: each with its plain `snippet` and the `matches` in it as
-    /// character offsets (`[{start, end}]`), `foundBy` (words, meaning or both), the
-    /// `similarity` when meaning found it, the `missing` words of a hit of most words, and the
-    /// session's other matching messages (`otherMatches`, `otherMessageIds`).
+    /// character offsets (`[{start, end}]`), `foundBy` (words, meaning, both, or id: the query
+    /// is the session's id), the `similarity` when meaning found it, the `missing` words of a
+    /// hit of most words, its `strength` (`strong`, or `weak`: found by meaning alone, less near
+    /// than `embed.minSimilarity`; a search with no strong hit exits 1) and the session's other
+    /// matching messages (`otherMatches`, `otherMessageIds`).
     #[arg(long)]
     json: bool,
 }
@@ -123,10 +130,16 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|s| parse_since(s, freecode_store::now_ms()))
         .transpose()?;
+    let until = a
+        .until
+        .as_deref()
+        .map(|s| parse_until(s, freecode_store::now_ms()))
+        .transpose()?;
     let q = SearchQuery {
         text: a.query.clone(),
         project: a.project.as_deref().map(project_scope).transpose()?,
         since,
+        until,
         limit: a.limit,
         all: a.all,
         agent: a.agent.clone(),
@@ -146,13 +159,21 @@ pub fn search(home: &Home, a: SearchArgs) -> anyhow::Result<()> {
     };
     feedback.finish();
     let hits = hits?;
+    let strong = hits.iter().any(SearchHit::is_strong);
     if a.json {
         print_json(&hits)?;
     } else {
+        if !strong && !hits.is_empty() {
+            eprintln!(
+                "No strong match: the nearest by meaning follow, each marked weak (less near than \
+                 embed.minSimilarity)."
+            );
+        }
         render_hits(&hits)?;
     }
-    // As grep and rg: no match is exit status 1.
-    if hits.is_empty() {
+    // As grep and rg: no match is exit status 1; weak hits alone (the nearest by meaning, none
+    // near enough) are no match.
+    if !strong {
         // Words alone, more than one of them: say what would find more (on a terminal, or
         // with -v).
         if a.mode.is_none()

@@ -32,7 +32,7 @@ const PROMPTS: [&str; 2] = [
 ];
 
 /// A directory for an agent's work: `notes.txt` with a typo, in a path that is not ASCII.
-fn workspace(ctx: &Ctx) -> PathBuf {
+pub(crate) fn workspace(ctx: &Ctx) -> PathBuf {
     let work = ctx.path("wörk space");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("notes.txt"), "teh quick fox\n").unwrap();
@@ -41,14 +41,14 @@ fn workspace(ctx: &Ctx) -> PathBuf {
 }
 
 /// An empty `HOME` for an agent.
-fn agent_home(ctx: &Ctx) -> PathBuf {
+pub(crate) fn agent_home(ctx: &Ctx) -> PathBuf {
     let home = ctx.path("agent-home");
     std::fs::create_dir_all(&home).unwrap();
     home
 }
 
 /// Runs `cmd`, which must succeed within the test's patience; its stdout.
-fn run(cmd: &mut std::process::Command) -> String {
+pub(crate) fn run(cmd: &mut std::process::Command) -> String {
     let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
@@ -148,7 +148,7 @@ fn import_one(ctx: &Ctx, home: &Path, agent: &str) -> Value {
 }
 
 /// The text of the tool results a Messages API request carries, by tool-use id.
-fn anthropic_results(r: &Recorded) -> Vec<(String, String)> {
+pub(crate) fn anthropic_results(r: &Recorded) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for m in r.body["messages"].as_array().unwrap() {
         let Some(blocks) = m["content"].as_array() else {

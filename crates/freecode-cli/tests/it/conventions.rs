@@ -699,6 +699,47 @@ fn list_limit_sort_and_since() {
             .is_empty()
     );
     ctx.fails(&["search", "dark", "--since", "9999-12-31"]);
+    // --until: the messages before it, by their own time; a date counts its whole day.
+    let january = ctx.json(&["search", "dark", "--until", "2026-01-31", "--json"]);
+    assert!(!january.as_array().unwrap().is_empty());
+    let sessions = |hits: &Value| -> Vec<String> {
+        hits.as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["sessionId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // "hello": the new session (now) and a fixture's (January).
+    let hello = ctx.json(&["search", "hello", "--json"]);
+    let all = sessions(&hello);
+    assert!(all.contains(&new) && all.len() > 1, "{hello:#}");
+    let at = hello
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["sessionId"] == new.as_str())
+        .unwrap()["timestamp"]
+        .as_i64()
+        .unwrap();
+    let before = sessions(&ctx.json(&["search", "hello", "--until", "2026-01-31", "--json"]));
+    assert!(!before.is_empty() && !before.contains(&new), "{before:?}");
+    let day = |ms: i64| {
+        jiff::Timestamp::from_millisecond(ms)
+            .unwrap()
+            .to_zoned(jiff::tz::TimeZone::system())
+            .date()
+            .to_string()
+    };
+    let today = day(at);
+    let that_day = ctx.json(&[
+        "search", "hello", "--since", &today, "--until", &today, "--json",
+    ]);
+    assert_eq!(sessions(&that_day), vec![new.clone()]);
+    let err = ctx.fails(&["search", "dark", "--until", "next tuesday"]);
+    assert!(
+        err.contains("--until") && err.contains("expected a date"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod import_watch;
 mod index;
 mod json;
 mod mcp;
+mod mcp_agent;
 mod meaning;
 mod original;
 mod run;

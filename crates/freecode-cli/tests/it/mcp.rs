@@ -283,6 +283,7 @@ fn a_real_mcp_client_lists_the_tools_calls_each_and_every_result_is_bounded_and_
                     "project",
                     "query",
                     "since",
+                    "until",
                 ],
                 vec!["query"],
             ),

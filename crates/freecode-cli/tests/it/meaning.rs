@@ -414,11 +414,13 @@ fn a_question_words_miss_says_how_to_search_by_meaning() {
     );
 }
 
-/// With an embedder, a query about nothing in the history finds nothing (exit 1, as grep), by
-/// meaning and by both; turns that say next to nothing ("Please continue.", a redacted prompt)
-/// come after every turn that says something, even with no floor at all.
+/// With an embedder, a query about nothing in the history finds nothing strong (exit 1, as
+/// grep): the nearest turns come back marked weak, by meaning and by both, and a person is told
+/// so; a paraphrase less near than the floor is still found first, weak. Turns that say next
+/// to nothing ("Please continue.", a redacted prompt) come after every turn that says
+/// something, even with no floor at all.
 #[test]
-fn nonsense_finds_nothing_and_turns_that_say_little_rank_last() {
+fn nonsense_finds_nothing_strong_and_turns_that_say_little_rank_last() {
     let ctx = Ctx::missing();
     let ids = home_with_sessions(&ctx);
     let little: Vec<String> = ["System: Please continue.", "[REDACTED_PROMPT]"]
@@ -431,16 +433,42 @@ fn nonsense_finds_nothing_and_turns_that_say_little_rank_last() {
 
     for mode in ["both", "meaning"] {
         let out = ctx.run(&["search", "zzqxv flurbnog", "--mode", mode, "--json"]);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{mode}: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{mode}: {stdout}");
+        let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let hits = hits.as_array().unwrap();
+        // The nearest there is, every one weak, with its similarity below the floor.
+        assert!(!hits.is_empty(), "{mode}");
+        for h in hits {
+            assert_eq!(h["strength"], "weak", "{mode}: {h:#}");
+            assert!(h["similarity"].as_f64().unwrap() < 0.30, "{mode}: {h:#}");
+        }
+        check("search.json", &Value::Array(hits.clone()));
+        // A person reads that nothing is strong, and why each is shown.
+        let out = ctx.run(&["search", "zzqxv flurbnog", "--mode", mode]);
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("No strong match"), "{stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("(weak · by meaning 0."), "{stdout}");
     }
-    // The paraphrase still finds its session, above the floor.
+    // The paraphrase finds its session, strong.
     let hits = ctx.json(&["search", QUERY, "--json"]);
     assert_eq!(session_ids(&hits)[0], ids[0], "{hits:#}");
+    assert_eq!(hits[0]["strength"], "strong", "{hits:#}");
+    let near = hits[0]["similarity"].as_f64().unwrap();
+
+    // A floor above it (as a question a model reads less well than this one): the paraphrase
+    // is still the first hit, now weak; the search says "no match" (exit 1).
+    let floor = format!("{:.2}", (near + 0.05).min(1.0));
+    ctx.ok(&["config", "set", "embed.minSimilarity", &floor]);
+    for mode in ["both", "meaning"] {
+        let out = ctx.run(&["search", QUERY, "--mode", mode, "--json"]);
+        assert_eq!(out.status.code(), Some(1), "{mode}");
+        let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(session_ids(&hits)[0], ids[0], "{mode}: {hits:#}");
+        assert_eq!(hits[0]["strength"], "weak", "{mode}: {hits:#}");
+    }
 
     // No floor: every turn is a hit by meaning, and those that say little are the last.
     ctx.ok(&["config", "set", "embed.minSimilarity", "0"]);

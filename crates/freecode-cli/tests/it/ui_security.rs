@@ -251,6 +251,10 @@ fn the_json_endpoints_answer_what_json_prints() {
         Some(1)
     );
     assert_eq!(json("/api/search?q=zebrafish&agent=codex"), json!([]));
+    // The page counts in English: one session, "1 hit".
+    let page = s.get("/search?q=zebrafish&project=/work/aquarium");
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("1 hit for"), "{}", page.body);
     assert_eq!(
         json("/api/search?q=zebrafish&project=/work/parser"),
         json!([])

@@ -38,7 +38,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 pub use query::{
     DayStats, MatchSpan, ModelStats, RANK_LIMIT, SearchHit, SearchQuery, Stats, StatsScope,
-    ToolStats, match_spans, search_scan, stats_scan, words,
+    Strength, ToolStats, match_spans, search_scan, session_hit, stats_scan, words,
 };
 pub use vectors::{
     ChunkStatus, ChunkSync, FoundBy, Meaning, PendingChunk, SearchMode, VectorsAhead, WordsAhead,

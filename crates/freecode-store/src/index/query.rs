@@ -35,8 +35,10 @@ pub struct SearchQuery {
     pub text: String,
     /// Only sessions of this project path or below it ([`within_project`]).
     pub project: Option<String>,
-    /// Only messages at or after this time, ms.
+    /// Only messages at or after this time, ms (each message's own time).
     pub since: Option<i64>,
+    /// Only messages before this time, ms (each message's own time).
+    pub until: Option<i64>,
     /// At most this many hits.
     pub limit: usize,
     /// Archived and deleted sessions too (`search --all`); by default they are left out.
@@ -44,6 +46,19 @@ pub struct SearchQuery {
     /// Only sessions this agent wrote ([`freecode_core::SessionMeta::agent`]); a name no
     /// session has matches nothing.
     pub agent: Option<String>,
+}
+
+impl SearchQuery {
+    /// Whether `meta`'s session is in the query's scope (status, project, agent; the times
+    /// are each message's).
+    pub fn selects(&self, meta: &freecode_core::SessionMeta) -> bool {
+        (self.all || !matches!(meta.status.as_str(), "deleted" | "archived"))
+            && self
+                .project
+                .as_deref()
+                .is_none_or(|p| within_project(&meta.project_path, p))
+            && self.agent.as_deref().is_none_or(|a| meta.agent() == a)
+    }
 }
 
 /// One matching message.
@@ -85,6 +100,11 @@ pub struct SearchHit {
     /// the turn's (about 0 for unrelated text, 1 for the same), when meaning found it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub similarity: Option<f64>,
+    /// How strong a hit it is: `strong` when it holds the query's words (every one, or most
+    /// of them) or is at least `embed.minSimilarity` near in meaning; `weak` when it was found
+    /// by meaning alone and is less near than that: the nearest there is, shown so that no real
+    /// answer is hidden, and marked so that nothing is taken for an answer it is not.
+    pub strength: Strength,
     /// A search by session: how many other messages of this session matched (among those
     /// the search looked at), and their ids, best first.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -94,20 +114,67 @@ pub struct SearchHit {
     pub other_message_ids: Vec<String>,
 }
 
+/// How strong a hit is ([`SearchHit::strength`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Strength {
+    /// It holds the query's words, or is near it in meaning.
+    Strong,
+    /// Found by meaning alone, less near than the floor (`embed.minSimilarity`).
+    Weak,
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
 impl SearchHit {
+    /// A strong hit on message `m` of `meta`'s session, found by `found_by`, with `snippet`
+    /// and nothing yet marked in it.
+    fn on_message(
+        meta: &freecode_core::SessionMeta,
+        m: &freecode_core::StoredMessage,
+        snippet: String,
+        found_by: FoundBy,
+    ) -> Self {
+        Self {
+            session_id: meta.id.clone(),
+            title: meta.title.clone(),
+            project_path: meta.project_path.clone(),
+            agent: meta.agent().to_owned(),
+            message_id: m.id.clone(),
+            role: m.role.as_str().to_owned(),
+            timestamp: m.timestamp,
+            snippet,
+            matches: Vec::new(),
+            missing: Vec::new(),
+            rank: 0.0,
+            found_by,
+            similarity: None,
+            strength: Strength::Strong,
+            other_matches: 0,
+            other_message_ids: Vec::new(),
+        }
+    }
+
+    /// Whether it is a strong hit.
+    pub fn is_strong(&self) -> bool {
+        self.strength == Strength::Strong
+    }
+
     /// `hits` (ranked) one per session: each session's best hit, in the order of the bests,
     /// with its other matching messages (`other_matches`, `other_message_ids`); at most
-    /// `limit` sessions.
+    /// `limit` sessions. A session is strong when any of its messages is.
     pub fn by_session(hits: Vec<SearchHit>, limit: usize) -> Vec<SearchHit> {
         let mut out: Vec<SearchHit> = Vec::new();
         let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for h in hits {
             match at.get(&h.session_id) {
                 Some(&i) => {
+                    // A session is as strong as its strongest matching message.
+                    if h.is_strong() {
+                        out[i].strength = Strength::Strong;
+                    }
                     out[i].other_matches += 1;
                     out[i].other_message_ids.push(h.message_id);
                 }
@@ -121,15 +188,19 @@ impl SearchHit {
         out
     }
 
-    /// Why it matched, for a person, when the highlighted words do not say it all: `by meaning
-    /// 0.47` (the similarity), `by words and meaning 0.52`, and `missing: a, b` for a hit of
-    /// most of the words; `None` for a hit of every word.
+    /// Why it matched, for a person, when the highlighted words do not say it all: `weak` for
+    /// a weak hit, `by meaning 0.47` (the similarity), `by words and meaning 0.52`, and
+    /// `missing: a, b` for a hit of most of the words; `None` for a hit of every word.
     pub fn why(&self) -> Option<String> {
         let mut parts = Vec::new();
+        if !self.is_strong() {
+            parts.push("weak".to_owned());
+        }
         match (self.found_by, self.similarity) {
             (FoundBy::Meaning, Some(s)) => parts.push(format!("by meaning {s:.2}")),
             (FoundBy::Both, Some(s)) => parts.push(format!("by words and meaning {s:.2}")),
             (FoundBy::Meaning, None) => parts.push("by meaning".to_owned()),
+            (FoundBy::Id, _) => parts.push("by its id".to_owned()),
             _ => {}
         }
         if !self.missing.is_empty() {
@@ -200,6 +271,59 @@ pub fn match_spans(snippet: &str, query: &[String]) -> Vec<MatchSpan> {
     }
     close(&mut word, start, n);
     spans
+}
+
+/// Session `id` as a hit of a search for its id (freecode's, or the one its source agent gave
+/// it): its first user message (else its first message), [`FoundBy::Id`], strong; `None` when
+/// it has no message or `q`'s scope leaves it out.
+pub fn session_hit(
+    store: &SessionStore,
+    id: &SessionId,
+    q: &SearchQuery,
+) -> Result<Option<SearchHit>> {
+    let meta = store.meta(id)?;
+    if !q.selects(&meta) {
+        return Ok(None);
+    }
+    // Read as the file is (a search writes nothing).
+    let (mut blocks, _) = store.message_blocks_from(id, 0)?;
+    let mut first = None;
+    'read: while let Some(block) = blocks.next_block()? {
+        for m in block.items {
+            if m.role == freecode_core::message::Role::User {
+                first = Some(m);
+                break 'read;
+            }
+            first.get_or_insert(m);
+        }
+    }
+    Ok(first.map(|m| {
+        let snippet = lead_snippet(&message_text(&m));
+        SearchHit::on_message(&meta, &m, snippet, FoundBy::Id)
+    }))
+}
+
+/// Characters of a snippet made from a message's start ([`lead_snippet`]: a hit by meaning or
+/// by id; about what FTS5's 16-token snippets hold).
+const SNIPPET_CHARS: usize = 120;
+
+/// `text`'s start as a hit's snippet: its first [`SNIPPET_CHARS`] characters on one line, `…`
+/// where it was cut.
+pub(super) fn lead_snippet(text: &str) -> String {
+    let mut snippet = one_line(cut(text, SNIPPET_CHARS));
+    if text.trim().chars().count() > SNIPPET_CHARS {
+        snippet.push('…');
+    }
+    snippet
+}
+
+/// The first `max` characters of `s`, trimmed.
+pub(super) fn cut(s: &str, max: usize) -> &str {
+    let s = s.trim();
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
 }
 
 /// A snippet on one line: newlines, carriage returns and tabs become spaces (one for one, so
@@ -467,6 +591,7 @@ impl SessionIndex {
                AND (?5 OR s.status NOT IN ('deleted', 'archived'))
                AND (?2 IS NULL OR {in_project2})
                AND (?3 IS NULL OR m.timestamp >= ?3)
+               AND (?7 IS NULL OR m.timestamp < ?7)
                AND (?6 IS NULL OR s.agent = ?6)
              ORDER BY {order}
              LIMIT ?4",
@@ -478,33 +603,37 @@ impl SessionIndex {
             .map_err(db_err(self.path()))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = stmt
-            .query_map(params![fts, project, q.since, limit, q.all, q.agent], |r| {
-                let meta: String = r.get(1)?;
-                let text: Option<String> = r.get(10)?;
-                Ok(WordHit {
-                    hit: SearchHit {
-                        session_id: r.get(0)?,
-                        title: title_of(&meta),
-                        project_path: r.get(2)?,
-                        agent: r.get(9)?,
-                        message_id: r.get(3)?,
-                        role: r.get(4)?,
-                        timestamp: r.get(5)?,
-                        snippet: one_line(&r.get::<_, String>(6)?),
-                        matches: Vec::new(),
-                        missing: match (missing, text) {
-                            (Some(t), Some(text)) => missing_words(&text, t),
-                            _ => Vec::new(),
+            .query_map(
+                params![fts, project, q.since, limit, q.all, q.agent, q.until],
+                |r| {
+                    let meta: String = r.get(1)?;
+                    let text: Option<String> = r.get(10)?;
+                    Ok(WordHit {
+                        hit: SearchHit {
+                            session_id: r.get(0)?,
+                            title: title_of(&meta),
+                            project_path: r.get(2)?,
+                            agent: r.get(9)?,
+                            message_id: r.get(3)?,
+                            role: r.get(4)?,
+                            timestamp: r.get(5)?,
+                            snippet: one_line(&r.get::<_, String>(6)?),
+                            matches: Vec::new(),
+                            missing: match (missing, text) {
+                                (Some(t), Some(text)) => missing_words(&text, t),
+                                _ => Vec::new(),
+                            },
+                            rank: r.get(7)?,
+                            found_by: FoundBy::Words,
+                            similarity: None,
+                            strength: Strength::Strong,
+                            other_matches: 0,
+                            other_message_ids: Vec::new(),
                         },
-                        rank: r.get(7)?,
-                        found_by: FoundBy::Words,
-                        similarity: None,
-                        other_matches: 0,
-                        other_message_ids: Vec::new(),
-                    },
-                    line: r.get(8)?,
-                })
-            })
+                        line: r.get(8)?,
+                    })
+                },
+            )
             .map_err(db_err(self.path()))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_err(self.path()))
@@ -931,11 +1060,7 @@ pub fn search_scan(
     let (mut rows, mut tokens, mut all_matches, mut most_matches) = (0u64, 0u64, 0u64, 0u64);
     let mut rows_hit = vec![0u64; ws.len()];
     for meta in listing.sessions {
-        let selected = (q.all || !matches!(meta.status.as_str(), "deleted" | "archived"))
-            && q.project
-                .as_deref()
-                .is_none_or(|p| within_project(&meta.project_path, p))
-            && q.agent.as_deref().is_none_or(|a| meta.agent() == a);
+        let selected = q.selects(&meta);
         let Ok(id) = SessionId::new(meta.id.as_str()) else {
             continue;
         };
@@ -966,33 +1091,23 @@ pub fn search_scan(
                 return;
             }
             all_matches += u64::from(full);
-            if !selected || q.since.is_some_and(|s| m.timestamp < s) {
+            if !selected
+                || q.since.is_some_and(|s| m.timestamp < s)
+                || q.until.is_some_and(|u| m.timestamp >= u)
+            {
                 return;
             }
             let snippet = snippet_of(&text, ws);
+            let mut hit = SearchHit::on_message(&meta, &m, snippet, FoundBy::Words);
+            hit.matches = match_spans(&hit.snippet, ws);
+            hit.missing = ws
+                .iter()
+                .zip(&freq)
+                .filter(|(_, f)| **f == 0)
+                .map(|(w, _)| w.clone())
+                .collect();
             candidates.push(Candidate {
-                hit: SearchHit {
-                    session_id: meta.id.clone(),
-                    title: meta.title.clone(),
-                    project_path: meta.project_path.clone(),
-                    agent: meta.agent().to_owned(),
-                    message_id: m.id.clone(),
-                    role: m.role.as_str().to_owned(),
-                    timestamp: m.timestamp,
-                    matches: match_spans(&snippet, ws),
-                    snippet,
-                    missing: ws
-                        .iter()
-                        .zip(&freq)
-                        .filter(|(_, f)| **f == 0)
-                        .map(|(w, _)| w.clone())
-                        .collect(),
-                    rank: 0.0,
-                    found_by: FoundBy::Words,
-                    similarity: None,
-                    other_matches: 0,
-                    other_message_ids: Vec::new(),
-                },
+                hit,
                 freq,
                 len: message_words.len() as u64,
                 partial,

@@ -32,6 +32,13 @@
 //! words gets, is weaker evidence than the turn nearest in meaning; a hit by every word counts
 //! whole), and a chunk's hit shows the best word hit in it when there is one (its snippet and
 //! matches), else the chunk's first message.
+//!
+//! **Weak is not nothing.** No chunk is left out for being far in meaning: a query whose answer
+//! the model reads poorly still finds it among the nearest. A hit found by meaning alone and
+//! less similar than [`Meaning::strong_similarity`] (`embed.minSimilarity`) is marked weak
+//! ([`Strength::Weak`]), so that nonsense comes back as "nothing strong; the nearest", never as
+//! an answer; such a similarity adds nothing to a word hit's score, and the weak come after
+//! every strong hit ([`fused_order`]).
 
 use std::collections::HashMap;
 
@@ -39,7 +46,7 @@ use freecode_core::project_key::trim_separators;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
-use super::query::{WordHit, in_project_sql, one_line, title_of};
+use super::query::{Strength, WordHit, cut, in_project_sql, lead_snippet, title_of};
 use super::{SearchHit, SearchQuery, SessionIndex, db_err};
 use crate::error::Result;
 
@@ -47,8 +54,6 @@ use crate::error::Result;
 pub const STEP_CHARS: usize = 300;
 /// Reciprocal rank fusion's constant (the value its authors and most systems use).
 const RRF_K: f64 = 60.0;
-/// Characters of a meaning hit's snippet (about what FTS5's 16-token snippets hold).
-const SNIPPET_CHARS: usize = 120;
 
 /// How `search` finds messages.
 #[derive(
@@ -101,6 +106,8 @@ pub enum FoundBy {
     Meaning,
     /// Both.
     Both,
+    /// The query is the session's id (freecode's or its source agent's, or a unique prefix).
+    Id,
 }
 
 /// The query's vector, and the embedder that made it.
@@ -110,9 +117,10 @@ pub struct Meaning<'a> {
     pub model: &'a str,
     /// The query, unit length.
     pub vector: &'a [f32],
-    /// The floor: a chunk less similar than this to the query is not a hit by meaning (a
-    /// query about nothing in the history finds nothing).
-    pub min_similarity: f32,
+    /// The floor of a strong hit: a chunk found by meaning alone and less similar than this to
+    /// the query is a weak hit ([`Strength::Weak`]: a query about nothing in the history finds
+    /// nothing strong), never left out (a real answer may be that far).
+    pub strong_similarity: f32,
     /// The scope's vectors read before the query's vector was known
     /// ([`SessionIndex::vectors_ahead`]), scored instead of reading them again when they are
     /// this embedder's.
@@ -131,10 +139,11 @@ pub struct WordsAhead {
 }
 
 impl VectorsAhead {
-    /// Whether they were read for `q`'s scope (project, time, agent, statuses).
+    /// Whether they were read for `q`'s scope (project, times, agent, statuses).
     fn in_scope_of(&self, q: &SearchQuery) -> bool {
         let a = &self.query;
-        (&a.project, a.since, &a.agent, a.all) == (&q.project, q.since, &q.agent, q.all)
+        (&a.project, a.since, a.until, &a.agent, a.all)
+            == (&q.project, q.since, q.until, &q.agent, q.all)
     }
 }
 
@@ -261,15 +270,6 @@ fn score(stored: &[u8], query: &[i8]) -> f32 {
         .map(|(&a, &b)| i32::from(a as i8) * i32::from(b))
         .sum();
     dot as f32 / (127.0 * 127.0)
-}
-
-/// The first `max` characters of `s`, trimmed.
-fn cut(s: &str, max: usize) -> &str {
-    let s = s.trim();
-    match s.char_indices().nth(max) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
 }
 
 /// Cuts a session's messages (from the index, in line order) into chunks of at most `window`
@@ -641,8 +641,8 @@ impl SessionIndex {
         Ok(stored)
     }
 
-    /// The `k` chunks nearest `meaning` in `q`'s scope (project, agent, status, since), at
-    /// least [`Meaning::min_similarity`] near, with their similarity: best first, except that
+    /// The `k` chunks nearest `meaning` in `q`'s scope (project, agent, status, since), with
+    /// their similarity: best first, except that
     /// chunks that say little ([`says_little`]) come after all the others. None when the
     /// vectors are another embedder's.
     fn nearest(&self, q: &SearchQuery, meaning: Meaning<'_>, k: usize) -> Result<Vec<(i64, f32)>> {
@@ -694,13 +694,14 @@ impl SessionIndex {
                AND (?4 OR s.status NOT IN ('deleted', 'archived'))
                AND (?1 IS NULL OR {in_project})
                AND (?2 IS NULL OR c.at >= ?2)
+               AND (?5 IS NULL OR c.at < ?5)
                AND (?3 IS NULL OR s.agent = ?3)",
             in_project = in_project_sql(1),
         );
         let project = q.project.as_deref().map(trim_separators);
         let mut stmt = self.conn.prepare_cached(&sql).map_err(db_err(db))?;
         let mut rows = stmt
-            .query(params![project, q.since, q.agent, q.all])
+            .query(params![project, q.since, q.agent, q.all, q.until])
             .map_err(db_err(db))?;
         while let Some(r) = rows.next().map_err(db_err(db))? {
             let id: i64 = r.get(0).map_err(db_err(db))?;
@@ -756,8 +757,7 @@ impl SessionIndex {
         })
     }
 
-    /// The `k` chunks most similar to `meaning` in `q`'s scope, at least
-    /// [`Meaning::min_similarity`] near, best first.
+    /// The `k` chunks most similar to `meaning` in `q`'s scope, best first.
     fn nearest_by_score(
         &self,
         q: &SearchQuery,
@@ -779,9 +779,6 @@ impl SessionIndex {
                 return true;
             }
             let s = score(bytes, &query);
-            if s < meaning.min_similarity {
-                return true;
-            }
             if best.len() == k && best.first().is_some_and(|&(_, worst)| s <= worst) {
                 return true;
             }
@@ -833,11 +830,7 @@ impl SessionIndex {
                 st.query_row([chunk], |r| {
                     let meta: String = r.get(1)?;
                     let text: Option<String> = r.get(6)?;
-                    let text = text.unwrap_or_default();
-                    let mut snippet = one_line(cut(&text, SNIPPET_CHARS));
-                    if text.trim().chars().count() > SNIPPET_CHARS {
-                        snippet.push('…');
-                    }
+                    let snippet = lead_snippet(&text.unwrap_or_default());
                     Ok(SearchHit {
                         session_id: r.get(0)?,
                         title: title_of(&meta),
@@ -852,6 +845,7 @@ impl SessionIndex {
                         rank: 0.0,
                         found_by: FoundBy::Meaning,
                         similarity: None,
+                        strength: Strength::Weak,
                         other_matches: 0,
                         other_message_ids: Vec::new(),
                     })
@@ -909,6 +903,7 @@ impl SessionIndex {
                 if let Some(mut h) = self.chunk_hit(chunk)? {
                     h.rank = -f64::from(s);
                     h.similarity = Some(f64::from(s));
+                    h.strength = strength(false, Some(s), meaning);
                     hits.push(h);
                 }
             }
@@ -951,6 +946,7 @@ impl SessionIndex {
                     by_words: true,
                     by_meaning: false,
                     similarity: None,
+                    strong: true,
                     order,
                 },
             );
@@ -963,11 +959,18 @@ impl SessionIndex {
                 by_words: false,
                 by_meaning: false,
                 similarity: None,
+                strong: false,
                 order,
             });
+            f.similarity = Some(*s);
+            f.strong |= *s >= meaning.strong_similarity;
+            // Less near than the floor of a strong hit, meaning orders what the words did not
+            // find (the nearest there is, weak) but is no evidence for what they did.
+            if f.by_words && *s < meaning.strong_similarity {
+                continue;
+            }
             f.score += 1.0 / (RRF_K + (rank + 1) as f64);
             f.by_meaning = true;
-            f.similarity = Some(*s);
         }
         let mut ranked: Vec<((i64, String), Fused)> = fused.into_iter().collect();
         ranked.sort_by(|a, b| fused_order(&a.1, &b.1));
@@ -986,10 +989,21 @@ impl SessionIndex {
                 h.rank = -f.score;
                 h.found_by = found_by;
                 h.similarity = f.similarity.map(f64::from);
+                h.strength = strength(f.by_words, f.similarity, meaning);
                 hits.push(h);
             }
         }
         Ok(hits)
+    }
+}
+
+/// How strong a hit is: strong when the words found it (`by_words`: every word or most of
+/// them, as a search by words finds) or its similarity reaches the floor of a strong hit.
+fn strength(by_words: bool, similarity: Option<f32>, meaning: Meaning<'_>) -> Strength {
+    if by_words || similarity.is_some_and(|s| s >= meaning.strong_similarity) {
+        Strength::Strong
+    } else {
+        Strength::Weak
     }
 }
 
@@ -1001,16 +1015,20 @@ pub(super) struct Fused {
     pub(super) by_words: bool,
     pub(super) by_meaning: bool,
     pub(super) similarity: Option<f32>,
+    /// Found by the words or at least [`Meaning::strong_similarity`] near in meaning.
+    pub(super) strong: bool,
     pub(super) order: usize,
 }
 
 /// The fusion's order. Exact first: a message holding every word of the query ranks above
-/// one that lacks a word or was found by meaning alone, whatever the meaning score; within
-/// each, the fused score, then the order found.
+/// one that lacks a word or was found by meaning alone, whatever the meaning score; then the
+/// strong above the weak (the nearest by meaning that nothing else found come after every hit
+/// with evidence); within each, the fused score, then the order found.
 pub(super) fn fused_order(a: &Fused, b: &Fused) -> std::cmp::Ordering {
     let complete = |f: &Fused| f.word.as_ref().is_some_and(|w| w.missing.is_empty());
     complete(b)
         .cmp(&complete(a))
+        .then(b.strong.cmp(&a.strong))
         .then(b.score.total_cmp(&a.score))
         .then(a.order.cmp(&b.order))
 }

@@ -909,7 +909,7 @@ fn what_a_search_finds_ahead_gives_the_same_hits_as_what_it_finds_itself() {
         let meaning = |vectors_ahead| Meaning {
             model: "test-model",
             vector: &query,
-            min_similarity: -1.0,
+            strong_similarity: -1.0,
             vectors_ahead,
             words_ahead: None,
         };
@@ -971,7 +971,7 @@ fn what_a_search_finds_ahead_gives_the_same_hits_as_what_it_finds_itself() {
     let m = Meaning {
         model: "another-model",
         vector: &query,
-        min_similarity: -1.0,
+        strong_similarity: -1.0,
         vectors_ahead: Some(&ahead),
         words_ahead: None,
     };

@@ -313,6 +313,7 @@ fn lone_surrogates_from_the_original_are_read_as_replacement_characters_and_kept
             text: "zebra".into(),
             project: None,
             since: None,
+            until: None,
             limit: 10,
             all: false,
             agent: None,

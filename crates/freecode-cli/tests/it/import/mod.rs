@@ -935,6 +935,8 @@ fn a_session_is_found_by_the_id_its_agent_gave_it() {
             if kind == "assistant" {
                 v["message"]["id"] = Value::from(format!("msg_{uuid}"));
                 v["message"]["model"] = Value::from("claude-test");
+                // The answer follows the prompt (one conversation, not two roots).
+                v["parentUuid"] = Value::from(format!("{sid}-u"));
             }
             format!("{v}\n")
         };
@@ -988,6 +990,25 @@ fn a_session_is_found_by_the_id_its_agent_gave_it() {
     let trace: Value = serde_json::from_str(&ctx.ok(&["trace", "55604662", "--json"])).unwrap();
     assert_eq!(trace["sessionId"], ours.as_str());
     ctx.ok(&["replay", "55604662"]);
+    // `search` of the id (whole, a prefix, freecode's own) finds the session first, by its id;
+    // its first prompt stands for it. A prefix too short to be an id is searched as words.
+    for id in [claude, "55604662", &ours[..8]] {
+        let hits: Value = serde_json::from_str(&ctx.ok(&["search", id, "--json"])).unwrap();
+        assert_eq!(hits[0]["sessionId"], ours.as_str(), "{id}: {hits:#}");
+        assert_eq!(hits[0]["foundBy"], "id", "{id}");
+        assert_eq!(hits[0]["strength"], "strong", "{id}");
+        assert_eq!(hits[0]["snippet"], "the capybara question", "{id}");
+    }
+    let text = ctx.ok(&["search", "55604662"]);
+    assert!(text.contains("(by its id)"), "{text}");
+    let out = ctx.cmd(&["search", "5560", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // Out of the search's scope (another agent): not found.
+    let out = ctx
+        .cmd(&["search", claude, "--agent", "codex", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
     // Two sources share `5560`: ambiguous, both named.
     let out = ctx.cmd(&["session", "show", "5560"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

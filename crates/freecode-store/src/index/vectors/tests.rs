@@ -129,15 +129,19 @@ fn word_hit(missing: &[&str]) -> SearchHit {
         rank: 0.0,
         found_by: FoundBy::Words,
         similarity: None,
+        strength: crate::index::Strength::Strong,
         other_matches: 0,
         other_message_ids: Vec::new(),
     }
 }
 
-fn fused(score: f64, word: Option<SearchHit>, order: usize) -> Fused {
+/// A chunk as the fusion ranks it: found by the words (`word`) or by meaning alone, strong or
+/// weak by meaning (`near`: at least the floor).
+fn fused(score: f64, word: Option<SearchHit>, near: bool, order: usize) -> Fused {
     Fused {
         score,
         by_words: word.is_some(),
+        strong: word.is_some() || near,
         word,
         by_meaning: true,
         similarity: None,
@@ -146,17 +150,21 @@ fn fused(score: f64, word: Option<SearchHit>, order: usize) -> Fused {
 }
 
 /// Exact first: a hit holding every word ranks above one lacking a word, or found by meaning
-/// alone, whatever their fused scores; then the score, then the order found.
+/// alone, whatever their fused scores; then the strong above the weak (found by meaning alone,
+/// less near than the floor); then the score, then the order found.
 #[test]
 fn a_hit_with_every_word_ranks_first_whatever_the_meaning_score() {
     let mut ranked = [
-        fused(0.030, Some(word_hit(&["assets"])), 0),
-        fused(0.032, None, 1),
-        fused(0.012, Some(word_hit(&[])), 2),
-        fused(0.016, Some(word_hit(&[])), 3),
-        fused(0.030, None, 4),
+        fused(0.030, Some(word_hit(&["assets"])), false, 0),
+        fused(0.032, None, true, 1),
+        fused(0.012, Some(word_hit(&[])), false, 2),
+        fused(0.016, Some(word_hit(&[])), true, 3),
+        fused(0.030, None, true, 4),
+        // Weak: the nearest by meaning, ahead in score of the hit lacking a word.
+        fused(0.016, None, false, 5),
+        fused(0.011, Some(word_hit(&["phoenix"])), false, 6),
     ];
     ranked.sort_by(fused_order);
     let order: Vec<usize> = ranked.iter().map(|f| f.order).collect();
-    assert_eq!(order, [3, 2, 1, 0, 4]);
+    assert_eq!(order, [3, 2, 1, 0, 4, 6, 5]);
 }
