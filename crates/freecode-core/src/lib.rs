@@ -17,6 +17,7 @@ pub mod limits;
 pub mod memory;
 pub mod message;
 pub mod meta;
+pub mod prices;
 pub mod project_key;
 mod record;
 pub mod redact;

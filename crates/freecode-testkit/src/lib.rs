@@ -35,6 +35,13 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// `../shared/reference/prices/litellm-model-prices.json`, beside the repository: LiteLLM's
+/// model price table, which `scripts/prices-snapshot` trims into freecode-core's embedded one.
+pub fn litellm_prices() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/reference/prices/litellm-model-prices.json")
+}
+
 /// `../shared/fixtures/external`, beside the repository: files written by other tools (agents'
 /// session files, the secret scanners' labelled strings).
 pub fn external_fixtures() -> PathBuf {
