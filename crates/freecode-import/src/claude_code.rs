@@ -1211,7 +1211,9 @@ fn tool_call(
     }
 }
 
-/// Anthropic's usage in our convention: input includes the (disjoint) cache reads and writes.
+/// Anthropic's usage in our convention: input includes the (disjoint) cache reads and writes;
+/// the writes made for an hour (`cache_creation.ephemeral_1h_input_tokens`) are counted apart
+/// as well, being billed at their own rate.
 fn usage_of(u: &Value) -> Option<Usage> {
     let n = |k: &str| u.get(k).and_then(Value::as_u64);
     let input = n("input_tokens");
@@ -1230,6 +1232,10 @@ fn usage_of(u: &Value) -> Option<Usage> {
     );
     usage.cache_read_input_tokens = read;
     usage.cache_creation_input_tokens = write;
+    usage.cache_write_1h_input_tokens = u
+        .pointer("/cache_creation/ephemeral_1h_input_tokens")
+        .and_then(Value::as_u64)
+        .map(|h| write.map_or(h, |w| h.min(w)));
     Some(usage)
 }
 

@@ -163,6 +163,12 @@ fn spotter_short_keeps_off_chain_results_and_the_interruption() {
         panic!()
     };
     assert!(end.aborted.is_some());
+    // Its cache writes were all for an hour (`cache_creation.ephemeral_1h_input_tokens`):
+    // counted apart, at their own rate later.
+    let u = responses(s)[0].usage.as_ref().unwrap();
+    assert_eq!(u.cache_creation_input_tokens, Some(13_835));
+    assert_eq!(u.cache_write_1h_input_tokens, Some(13_835));
+    assert_eq!(u.input_tokens, Some(3 + 13_835 + 11_515));
     // Thinking is not a part.
     let r0 = responses(s)[0];
     assert!(r0.content.iter().all(|c| match c {
@@ -321,6 +327,8 @@ fn non_adjacent_split_lines_denials_api_errors_and_usage_once() {
     let u = resp.usage.as_ref().unwrap();
     assert_eq!(u.input_tokens, Some(123));
     assert_eq!(u.output_tokens, Some(7));
+    // No `cache_creation` split: nothing said to be for an hour.
+    assert_eq!(u.cache_write_1h_input_tokens, None);
     assert_eq!(resp.first_token_ms, Some(1_767_225_601_000));
     assert_eq!(resp.completed_ms, Some(1_767_225_602_000));
     let calls = tools(s);
