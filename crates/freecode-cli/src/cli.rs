@@ -56,6 +56,9 @@ pub enum Command {
     Search(commands::index::SearchArgs),
     /// Turns, tool calls by tool (total and p95 duration), model time and tokens.
     Stats(commands::index::StatsArgs),
+    /// Tokens and cost of every agent's billed requests, by day, week, month, session,
+    /// project, agent or model (prices: LiteLLM's table, embedded).
+    Usage(commands::usage::UsageArgs),
     /// Maintain the session index (`state/freecode.db`), derived from the files.
     #[command(subcommand)]
     Index(commands::index::IndexCommand),
@@ -171,6 +174,7 @@ impl Cli {
             Command::Replay(args) => args.run(&home),
             Command::Search(args) => commands::index::search(&home, args),
             Command::Stats(args) => commands::index::stats(&home, args),
+            Command::Usage(args) => commands::usage::usage(&home, args),
             Command::Index(cmd) => cmd.run(&home),
             Command::Run(args) => args.run(&home),
             Command::Serve(args) => args.run(&home),

@@ -21,6 +21,7 @@
 //! | list, show, start, fork, rename, archive, delete, restore, purge, compact, resume | [`sessions`] |
 //! | search, stats, index rebuild | [`search`] |
 //! | search by meaning: the embedder, its vectors, hybrid search | [`meaning`] |
+//! | usage and cost: billed requests grouped and priced | [`usage`] |
 //! | trace, replay, the recorded sessions, a log followed | [`trace`], [`live`] |
 //! | OTLP export | [`otlp`] |
 //! | export, import, share list and revoke | [`share`] |
@@ -55,6 +56,7 @@ pub mod sessions;
 pub mod share;
 pub mod trace;
 pub mod types;
+pub mod usage;
 
 pub use error::{Error, ErrorKind, Result, kind_of};
 pub use freecode_store::Home;

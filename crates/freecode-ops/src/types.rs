@@ -812,6 +812,11 @@ pub const SCHEMA_FILES: &[SchemaFile] = &[
         generate: root::<StatsReport>,
     },
     SchemaFile {
+        name: "usage.json",
+        used_by: "`usage --json`",
+        generate: root::<crate::usage::UsageReport>,
+    },
+    SchemaFile {
         name: "index-rebuild.json",
         used_by: "`index rebuild --json`",
         generate: root::<Rebuilt>,

@@ -15,6 +15,7 @@ pub mod shell;
 pub mod sync;
 pub mod trace;
 pub mod ui;
+pub mod usage;
 
 /// The redaction of a page a person may attach (`--html`): the home's rules, as `session
 /// export` redacts, unless `no_redact` (then a warning first).

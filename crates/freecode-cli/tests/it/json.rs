@@ -29,7 +29,7 @@ fn ctx() -> Ctx {
 
 /// Validates `v` against `docs/schemas/<name>`, and checks that no key is snake_case (tool
 /// arguments are the tools' own and are skipped).
-fn check(name: &str, v: &Value) {
+pub(crate) fn check(name: &str, v: &Value) {
     let text = std::fs::read_to_string(docs().join("schemas").join(name)).unwrap();
     let schema: Value = serde_json::from_str(&text).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();

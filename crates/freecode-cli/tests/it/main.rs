@@ -35,3 +35,4 @@ mod trace;
 mod ui_browser;
 mod ui_home;
 mod ui_security;
+mod usage;

@@ -26,6 +26,7 @@
 mod derive;
 mod look;
 mod query;
+mod usage;
 mod vectors;
 
 use std::collections::HashMap;
@@ -40,6 +41,7 @@ pub use query::{
     DayStats, MatchSpan, ModelStats, RANK_LIMIT, SearchHit, SearchQuery, Stats, StatsScope,
     Strength, ToolStats, match_spans, search_scan, session_hit, stats_scan, words,
 };
+pub use usage::{UsageRequest, UsageScope};
 pub use vectors::{
     ChunkStatus, ChunkSync, FoundBy, Meaning, PendingChunk, SearchMode, VectorsAhead, WordsAhead,
 };
