@@ -3,12 +3,13 @@
 //! the names agents write matched to the table's as LiteLLM and ccusage match them.
 //!
 //! **Matching** ([`PriceTable::lookup`]) tries, in order, and stops at the first that names a
-//! model of the table: the name as written; lower-cased; the part after its last `/` (a
-//! provider's prefix, `anthropic/claude-sonnet-4-5`); the table's names that end in `/` and the
-//! name (`gemini-2.5-pro` is `gemini/gemini-2.5-pro` when only that one is priced; the shortest,
-//! then the first in order, when several are); and each of those again without a date at the end
-//! (`claude-sonnet-4-5-20991231` is priced as `claude-sonnet-4-5`). Nothing else: a name that
-//! only looks like a priced one is unpriced ([`None`]), never a guess.
+//! model of the table: the name as written, lower-cased, or without a provider's prefix
+//! (`anthropic/claude-sonnet-4-5`); the same without a date at its end
+//! (`claude-sonnet-4-5-20991231` is priced as `claude-sonnet-4-5`); then a provider's name for
+//! it, with a path, a dotted provider and region or a version around it
+//! (`gemini/gemini-2.5-pro`, `anthropic.claude-sonnet-4-20250514-v1:0`; the shortest, then the
+//! first in order, when several are), and the same for the name without its date. Nothing
+//! else: a name that only looks like a priced one is unpriced ([`None`]), never a guess.
 //!
 //! **Cost** ([`Price::cost`]): each kind of token at its own price: input at the full rate,
 //! cache reads, five-minute and one-hour cache writes (the one-hour rate when the table has one,
@@ -184,26 +185,61 @@ impl PriceTable {
         if model.is_empty() {
             return None;
         }
-        self.lookup_undated(model)
-            .or_else(|| self.lookup_undated(without_date(model)?))
+        let undated = without_date(model);
+        let names = || std::iter::once(model).chain(undated);
+        names()
+            .find_map(|n| self.lookup_as_written(n))
+            .or_else(|| names().find_map(|n| self.lookup_provider_form(n)))
+            .map(|(k, v)| (k.as_str(), v))
     }
 
-    fn lookup_undated(&self, model: &str) -> Option<(&str, &Price)> {
+    /// `model` as written, lower-cased, or without a provider prefix.
+    fn lookup_as_written(&self, model: &str) -> Option<(&String, &Price)> {
         let lower = model.to_lowercase();
         let bare = lower.rsplit('/').next().unwrap_or(&lower);
         [model, lower.as_str(), bare]
             .into_iter()
             .find_map(|n| self.models.get_key_value(n))
-            .or_else(|| {
-                // A provider's name for it: the shortest, then the first.
-                let suffix = format!("/{bare}");
-                self.models
-                    .iter()
-                    .filter(|(k, _)| k.to_lowercase().ends_with(&suffix))
-                    .min_by_key(|(k, _)| k.len())
-            })
-            .map(|(k, v)| (k.as_str(), v))
     }
+
+    /// A provider's name for `model` ([`provider_form`]): the shortest, then the first.
+    fn lookup_provider_form(&self, model: &str) -> Option<(&String, &Price)> {
+        let lower = model.to_lowercase();
+        let bare = lower.rsplit('/').next().unwrap_or(&lower);
+        self.models
+            .iter()
+            .filter(|(k, _)| provider_form(k) == bare)
+            .min_by_key(|(k, _)| k.len())
+    }
+}
+
+/// The model a provider's name for it names: lower-cased, without the path before its last
+/// `/` (`vertex_ai/`, `openrouter/anthropic/`), the dotted provider and region before it
+/// (`us.anthropic.`: words of letters, so `gpt-4.1` keeps its dot) and Bedrock's version
+/// after a dated name (`-20250514-v1:0`).
+fn provider_form(key: &str) -> String {
+    let lower = key.to_lowercase();
+    let mut name = lower.rsplit('/').next().unwrap_or(&lower);
+    while let Some((head, rest)) = name.split_once('.') {
+        if head.is_empty() || !head.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
+            break;
+        }
+        name = rest;
+    }
+    // Bedrock's version after a dated name, `-20250514-v1:0` (in `claude-v2:1`, Claude 2.1,
+    // the `v` is the model's own).
+    if let Some((head, version)) = name.rsplit_once("-v")
+        && let Some((major, minor)) = version.split_once(':')
+    {
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let dated = head
+            .rsplit_once('-')
+            .is_some_and(|(_, d)| d.len() == 8 && digits(d));
+        if dated && digits(major) && digits(minor) {
+            name = head;
+        }
+    }
+    name.to_owned()
 }
 
 /// `model` without a date at its end (`-20250929`, `-2025-09-29`, `@20250929`), if it has one.

@@ -22,6 +22,12 @@ fn names_as_agents_write_them_find_the_table_s() {
         ("claude-sonnet-4-5-20991231", "claude-sonnet-4-5"),
         ("claude-opus-4-5@20991231", "claude-opus-4-5"),
         (" gpt-5 ", "gpt-5"),
+        // LiteLLM names it only as Bedrock does: the shortest (Anthropic's own price; the
+        // regional names cost a tenth more).
+        (
+            "claude-sonnet-4-20250514",
+            "anthropic.claude-sonnet-4-20250514-v1:0",
+        ),
     ] {
         assert_eq!(t.lookup(written).map(|(k, _)| k), Some(table), "{written}");
     }
@@ -98,6 +104,21 @@ fn costs_are_litellm_s_prices_applied_as_ccusage_applies_them() {
             }
         ),
         0.0117
+    ));
+    // The genuine fixture's day of claude-sonnet-4-20250514 (seven answers), as ccusage priced
+    // it.
+    assert!(close(
+        cost(
+            "claude-sonnet-4-20250514",
+            Tokens {
+                input: 93,
+                output: 953,
+                cache_read: 103_219,
+                cache_write_5m: 12_698,
+                ..Tokens::default()
+            }
+        ),
+        0.093_157_2
     ));
     assert!(close(
         cost(
