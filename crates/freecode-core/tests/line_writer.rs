@@ -173,6 +173,7 @@ fn kind() -> impl Strategy<Value = EventKind> {
                 output_tokens: b.1,
                 cache_read_tokens: b.2,
                 cache_write_tokens: b.3,
+                cache_write_1h_tokens: b.3.map(|w| w / 2),
                 reasoning_tokens: b.4,
                 tool_calls: c.0,
                 text_chars: c.1,

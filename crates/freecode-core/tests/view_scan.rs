@@ -344,6 +344,7 @@ fn every_kind_of_event_the_recorder_writes_is_taken_by_the_scanner() {
             output_tokens: Some(3),
             cache_read_tokens: None,
             cache_write_tokens: Some(1),
+            cache_write_1h_tokens: Some(1),
             reasoning_tokens: Some(7),
             tool_calls: vec![s("read_file"), s("bash")],
             text_chars: 1,

@@ -430,6 +430,9 @@ pub fn plan_as(s: &ImportedSession, now: i64, id: SessionId) -> Result<Planned, 
                         cache_write_tokens: usage.as_ref().and_then(|u| {
                             u.cache_write_input_tokens.or(u.cache_creation_input_tokens)
                         }),
+                        cache_write_1h_tokens: usage
+                            .as_ref()
+                            .and_then(|u| u.cache_write_1h_input_tokens),
                         reasoning_tokens: usage.as_ref().and_then(|u| u.reasoning_tokens),
                         tool_calls: tool_names,
                         text_chars,

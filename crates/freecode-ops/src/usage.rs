@@ -264,9 +264,9 @@ fn billed(r: &UsageRequest) -> Tokens {
             .saturating_sub(r.cache_read_tokens)
             .saturating_sub(r.cache_write_tokens),
         output: r.output_tokens,
-        reasoning: 0,
+        reasoning: r.reasoning_tokens.min(r.output_tokens),
         cache_read: r.cache_read_tokens,
-        cache_write_5m: r.cache_write_tokens,
-        cache_write_1h: 0,
+        cache_write_5m: r.cache_write_tokens.saturating_sub(r.cache_write_1h_tokens),
+        cache_write_1h: r.cache_write_1h_tokens.min(r.cache_write_tokens),
     }
 }

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use crate::common::Ctx;
 
-/// One Claude Code session over two days: an answer of claude-sonnet-4-5 on 2026-03-01, then
+/// One Claude Code session over two days: an answer of claude-sonnet-4-5 on 2026-03-01 (its
+/// cache writes a third for five minutes, two thirds for an hour), then
 /// an answer of a model no table knows on 2026-03-02, written on two lines (text, then a tool
 /// call) that repeat its usage, as Claude Code writes them.
 fn transcript(dir: &std::path::Path) {
@@ -38,7 +39,8 @@ fn transcript(dir: &std::path::Path) {
     };
     let text = |t: &str| json!({"type": "text", "text": t});
     let priced = json!({"input_tokens": 100, "output_tokens": 10, "cache_read_input_tokens": 1000,
-        "cache_creation_input_tokens": 3000});
+        "cache_creation_input_tokens": 3000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 2000}});
     let unknown = json!({"input_tokens": 7, "output_tokens": 5});
     let body = [
         user("u1", None, "2026-03-01T10:00:00Z", "Où est le bug ?"),
@@ -92,7 +94,9 @@ fn usage_counts_each_answer_once_and_prices_it_as_litellm_does() {
     let cost = 100.0 * litellm(m, "input_cost_per_token")
         + 10.0 * litellm(m, "output_cost_per_token")
         + 1000.0 * litellm(m, "cache_read_input_token_cost")
-        + 3000.0 * litellm(m, "cache_creation_input_token_cost");
+        // Five-minute and one-hour cache writes, each at its own rate.
+        + 1000.0 * litellm(m, "cache_creation_input_token_cost")
+        + 2000.0 * litellm(m, "cache_creation_input_token_cost_above_1hr");
     let first = &rows[0];
     assert_eq!(
         (&first["day"], &first["model"], &first["requests"]),

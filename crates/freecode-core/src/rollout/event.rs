@@ -112,6 +112,8 @@ json_record! {
         "cacheReadTokens" => pub cache_read_tokens: Option<u64>,
         /// Cache-write tokens.
         "cacheWriteTokens" => pub cache_write_tokens: Option<u64>,
+        /// Of the cache writes, those made for an hour (billed at their own rate).
+        "cacheWrite1hTokens" => pub cache_write_1h_tokens: Option<u64>,
         /// Reasoning tokens.
         "reasoningTokens" => pub reasoning_tokens: Option<u64>,
         /// Tool names the response called.
@@ -226,6 +228,7 @@ pub enum EventKind {
         output_tokens: Option<u64>,
         cache_read_tokens: Option<u64>,
         cache_write_tokens: Option<u64>,
+        cache_write_1h_tokens: Option<u64>,
         reasoning_tokens: Option<u64>,
         tool_calls: Vec<String>,
         text_chars: u64,
@@ -454,6 +457,7 @@ impl Event {
                 output_tokens: r.output_tokens,
                 cache_read_tokens: r.cache_read_tokens,
                 cache_write_tokens: r.cache_write_tokens,
+                cache_write_1h_tokens: r.cache_write_1h_tokens,
                 reasoning_tokens: r.reasoning_tokens,
                 tool_calls: r.tool_calls.unwrap_or_default(),
                 text_chars: r.text_chars.unwrap_or(0),
@@ -722,6 +726,7 @@ impl EventLine<'_> {
                 output_tokens,
                 cache_read_tokens,
                 cache_write_tokens,
+                cache_write_1h_tokens,
                 reasoning_tokens,
                 tool_calls,
                 text_chars,
@@ -737,6 +742,7 @@ impl EventLine<'_> {
                 put_opt(m, key!("outputTokens"), output_tokens)?;
                 put_opt(m, key!("cacheReadTokens"), cache_read_tokens)?;
                 put_opt(m, key!("cacheWriteTokens"), cache_write_tokens)?;
+                put_opt(m, key!("cacheWrite1hTokens"), cache_write_1h_tokens)?;
                 put_opt(m, key!("reasoningTokens"), reasoning_tokens)?;
                 m.member(key!("toolCalls"), tool_calls)?;
                 m.member(key!("textChars"), text_chars)?;

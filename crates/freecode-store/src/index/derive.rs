@@ -252,10 +252,12 @@ fn index_event(tx: &Connection, id: &str, e: &Event) -> rusqlite::Result<()> {
             output_tokens,
             cache_read_tokens,
             cache_write_tokens,
+            cache_write_1h_tokens,
+            reasoning_tokens,
             ..
         } => {
-            tx.prepare_cached("INSERT INTO idx_model_spans (sessionId, durationMs, ok, inputTokens, outputTokens, cacheRead, cacheWrite, model, at)
-                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6, ?7, ?8)")?.execute(
+            tx.prepare_cached("INSERT INTO idx_model_spans (sessionId, durationMs, ok, inputTokens, outputTokens, cacheRead, cacheWrite, model, at, reasoning, cacheWrite1h)
+                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")?.execute(
                 params![
                     id,
                     duration_ms,
@@ -264,7 +266,9 @@ fn index_event(tx: &Connection, id: &str, e: &Event) -> rusqlite::Result<()> {
                     to_i64(*cache_read_tokens),
                     to_i64(*cache_write_tokens),
                     model,
-                    e.timestamp
+                    e.timestamp,
+                    to_i64(*reasoning_tokens),
+                    to_i64(*cache_write_1h_tokens)
                 ],
             )?;
         }

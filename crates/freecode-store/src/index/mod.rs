@@ -90,6 +90,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "chunk_counts",
         sql: include_str!("../../migrations/20261207120000_chunk_counts.sql"),
     },
+    Migration {
+        version: 20261208120000,
+        name: "usage_kinds",
+        sql: include_str!("../../migrations/20261208120000_usage_kinds.sql"),
+    },
 ];
 
 /// A session file that was skipped, and why: the home is answered for without it.

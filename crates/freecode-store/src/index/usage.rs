@@ -48,6 +48,10 @@ pub struct UsageRequest {
     pub cache_read_tokens: u64,
     /// Input tokens written to the cache.
     pub cache_write_tokens: u64,
+    /// Of those, the ones written for an hour.
+    pub cache_write_1h_tokens: u64,
+    /// Reasoning tokens, a part of the output.
+    pub reasoning_tokens: u64,
 }
 
 impl SessionIndex {
@@ -66,7 +70,7 @@ impl SessionIndex {
             .map_err(db_err(&path))?;
         let sql = format!(
             "SELECT m.sessionId, s.projectPath, s.agent, m.model, m.at, m.inputTokens,
-                    m.outputTokens, m.cacheRead, m.cacheWrite
+                    m.outputTokens, m.cacheRead, m.cacheWrite, m.cacheWrite1h, m.reasoning
              FROM idx_model_spans m JOIN idx_sessions s ON s.id = m.sessionId
              WHERE m.ok = 1
                AND (?5 OR s.status NOT IN ('deleted', 'archived'))
@@ -97,6 +101,8 @@ impl SessionIndex {
                             output_tokens: tokens(r, 6)?,
                             cache_read_tokens: tokens(r, 7)?,
                             cache_write_tokens: tokens(r, 8)?,
+                            cache_write_1h_tokens: tokens(r, 9)?,
+                            reasoning_tokens: tokens(r, 10)?,
                         })
                     },
                 )

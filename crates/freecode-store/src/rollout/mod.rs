@@ -663,6 +663,8 @@ pub struct ModelResponse {
     pub cache_read_tokens: Option<u64>,
     /// Cache-write tokens.
     pub cache_write_tokens: Option<u64>,
+    /// Of the cache writes, those made for an hour.
+    pub cache_write_1h_tokens: Option<u64>,
     /// Reasoning tokens.
     pub reasoning_tokens: Option<u64>,
     /// Tool names the response called.
@@ -722,6 +724,7 @@ impl ModelCall {
             output_tokens: r.output_tokens,
             cache_read_tokens: r.cache_read_tokens,
             cache_write_tokens: r.cache_write_tokens,
+            cache_write_1h_tokens: r.cache_write_1h_tokens,
             reasoning_tokens: r.reasoning_tokens,
             tool_calls: r.tool_calls,
             text_chars: r.text_chars,

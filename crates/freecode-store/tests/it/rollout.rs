@@ -734,6 +734,7 @@ fn arb_kind() -> impl Strategy<Value = EventKind> {
                 output_tokens: t,
                 cache_read_tokens: None,
                 cache_write_tokens: t,
+                cache_write_1h_tokens: t.map(|t| t / 2),
                 reasoning_tokens: None,
                 tool_calls,
                 text_chars: 3,

@@ -37,6 +37,7 @@ fn response(turn: &str, duration_ms: i64) -> EventKind {
         output_tokens: None,
         cache_read_tokens: None,
         cache_write_tokens: None,
+        cache_write_1h_tokens: None,
         reasoning_tokens: None,
         tool_calls: vec!["t".into()],
         text_chars: 0,
