@@ -204,6 +204,28 @@ pub fn stats(ui: &Ui) -> freecode_ops::Result<StatsReport> {
     freecode_ops::search::stats(&ui.home, &StatsScope::All, &mut Feedback(&ui.indexing))
 }
 
+/// What `usage` asks here: `by`, the comma list `usage --by` takes (default `day`).
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct UsageParams {
+    /// The keys rows are grouped by.
+    #[serde(default)]
+    pub by: Option<String>,
+}
+
+/// `usage --by … --json`'s answer for every session but the archived and deleted.
+pub fn usage(ui: &Ui, p: &UsageParams) -> freecode_ops::Result<freecode_ops::usage::UsageReport> {
+    let by = freecode_ops::usage::UsageKey::parse_list(p.by.as_deref().unwrap_or("day"))
+        .map_err(|e| freecode_ops::Error::Invalid(format!("by: {e}")))?;
+    freecode_ops::usage::usage(
+        &ui.home,
+        &freecode_ops::usage::UsageAsk {
+            by,
+            ..Default::default()
+        },
+        &mut Feedback(&ui.indexing),
+    )
+}
+
 /// The session `id` names (a unique prefix too).
 pub fn resolve(home: &Home, id: &str) -> freecode_ops::Result<(SessionStore, SessionId)> {
     let store = sessions::open(home)?;
@@ -355,6 +377,7 @@ pub(super) fn routes() -> Router<Arc<Ui>> {
         .route("/api/trace/{id}", get(api_trace))
         .route("/api/search", get(api_search))
         .route("/api/stats", get(api_stats))
+        .route("/api/usage", get(api_usage))
         .route("/api/events/{id}", get(api_events))
         .route("/api/progress", get(api_progress))
 }
@@ -414,6 +437,15 @@ async fn api_search(
 
 async fn api_stats(State(ui): State<Arc<Ui>>) -> Result<Json<StatsReport>, ApiError> {
     blocking(move || Ok(Json(stats(&ui)?)))
+        .await
+        .map_err(ApiError)
+}
+
+async fn api_usage(
+    State(ui): State<Arc<Ui>>,
+    Query(p): Query<UsageParams>,
+) -> Result<Json<freecode_ops::usage::UsageReport>, ApiError> {
+    blocking(move || Ok(Json(usage(&ui, &p)?)))
         .await
         .map_err(ApiError)
 }

@@ -23,6 +23,7 @@ use freecode_ops::human::{
 };
 use freecode_ops::sessions::TranscriptPage;
 use freecode_ops::types::StatsReport;
+use freecode_ops::usage::UsageReport;
 
 use super::api::{self, ListQuery, PAGE_SESSIONS};
 use super::highlight::code_block;
@@ -715,7 +716,19 @@ pub fn trace_markup(
 async fn stats_page(State(ui): State<Arc<Ui>>) -> Result<Html<String>, UiError> {
     blocking(move || {
         let report = api::stats(&ui)?;
-        Ok(page_html(stats_markup(&report)))
+        let cost = |by: &str| {
+            api::usage(
+                &ui,
+                &api::UsageParams {
+                    by: Some(by.to_owned()),
+                },
+            )
+        };
+        Ok(page_html(stats_markup(
+            &report,
+            &cost("model")?,
+            &cost("day")?,
+        )))
     })
     .await
 }
@@ -750,8 +763,28 @@ fn tokens_text(input: i64, output: i64) -> String {
     )
 }
 
-fn stats_markup(r: &StatsReport) -> Markup {
+/// Cost bars of usage rows keyed by `key`: a row of no known cost is drawn as nothing and says
+/// so.
+fn cost_bars(u: &UsageReport, key: &str) -> Vec<(String, f64, String)> {
+    u.rows
+        .iter()
+        .map(|row| {
+            let label = row.keys.get(key).cloned().unwrap_or_default();
+            let f = &row.figures;
+            let requests = plural(f.requests, "request", "requests");
+            match f.cost_usd {
+                Some(c) => (label, c, format!("${c:.2} ({requests})")),
+                None => (label, 0.0, format!("no price known ({requests})")),
+            }
+        })
+        .collect()
+}
+
+fn stats_markup(r: &StatsReport, by_model: &UsageReport, by_day: &UsageReport) -> Markup {
     let s = &r.stats;
+    let mut cost_models = cost_bars(by_model, "model");
+    cost_models.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let cost_days = cost_bars(by_day, "day");
     let calls = |n: u64| plural(n, "call", "calls");
     let tools_time: Vec<(String, f64, String)> = s
         .tools
@@ -837,6 +870,13 @@ fn stats_markup(r: &StatsReport) -> Markup {
             }
             p.count { "tokens in " (thousands(s.input_tokens.max(0) as u64)) " · out " (thousands(s.output_tokens.max(0) as u64))
                 " · cache read " (thousands(s.cache_read_tokens.max(0) as u64)) " · cache write " (thousands(s.cache_write_tokens.max(0) as u64)) }
+            p.count {
+                "cost " @match by_model.total.cost_usd { Some(c) => { (format!("${c:.2}")) }, None => { "unknown" } }
+                @if !by_model.unpriced.is_empty() { " · no price known for " (by_model.unpriced.join(", ")) }
+            }
+            h2 { "Cost by model" } (bars("model-cost", &cost_models))
+            h2 { "Cost by day" } (bars("day-cost", &cost_days))
+            p.note { "Each billed request once, priced by LiteLLM's table (embedded; prices.json in the home adds models), as `freecode usage` says." }
             h2 { "Time by tool" } (bars("tool-time", &tools_time))
             h2 { "Time by model" } (bars("model-time", &models_time))
             h2 { "Tokens by model" } (bars("model-tokens", &models_tokens))

@@ -260,6 +260,20 @@ fn the_json_endpoints_answer_what_json_prints() {
         json!([])
     );
     assert_eq!(json("/api/stats"), cli(&["stats", "--json"]));
+    // Usage and cost, as `usage --json` answers; a key it does not take is a bad request.
+    assert_eq!(
+        json("/api/usage?by=model,day"),
+        cli(&["usage", "--by", "model,day", "--json"])
+    );
+    assert_eq!(json("/api/usage"), cli(&["usage", "--json"]));
+    assert_eq!(s.get("/api/usage?by=weekday").status, 400);
+    let page = s.get("/stats");
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("Cost by model") && page.body.contains("Cost by day"),
+        "{}",
+        page.body
+    );
     // The hung request is aged against the clock: everything but its age is the CLI's.
     let mut ui = json(&format!("/api/trace/{TRACED}"));
     let mut want = cli(&["trace", TRACED, "--json"]);
