@@ -21,12 +21,12 @@ pub struct UsageArgs {
     by: Keys,
     /// Only requests answered since DATE: `2026-01-15`, an RFC 3339 time, `today`,
     /// `yesterday`, or `1w` / `3d` / `12h` / `30m` ago.
-    #[arg(long, value_name = "DATE")]
-    since: Option<String>,
+    #[arg(long, value_name = "DATE", value_parser = since)]
+    since: Option<i64>,
     /// Only requests answered before DATE, in the words --since takes; a date counts its
     /// whole day.
-    #[arg(long, value_name = "DATE")]
-    until: Option<String>,
+    #[arg(long, value_name = "DATE", value_parser = until)]
+    until: Option<i64>,
     /// Only sessions this agent wrote: `freecode`, `claude-code`, `codex`, `gemini-cli`, …
     #[arg(long, value_name = "A")]
     agent: Option<String>,
@@ -52,22 +52,23 @@ fn keys(s: &str) -> Result<Keys, String> {
     UsageKey::parse_list(s).map(Keys)
 }
 
+// The times are parsed with the arguments, so that a bad one is a usage error (exit 2) as a
+// bad `--by` is.
+fn since(s: &str) -> Result<i64, String> {
+    parse_since(s, freecode_store::now_ms()).map_err(|e| e.to_string())
+}
+
+fn until(s: &str) -> Result<i64, String> {
+    parse_until(s, freecode_store::now_ms()).map_err(|e| e.to_string())
+}
+
 /// Runs `freecode usage`.
 pub fn usage(home: &Home, a: UsageArgs) -> anyhow::Result<()> {
-    let now = freecode_store::now_ms();
     let ask = UsageAsk {
         by: a.by.0,
         scope: UsageScope {
-            since: a
-                .since
-                .as_deref()
-                .map(|s| parse_since(s, now))
-                .transpose()?,
-            until: a
-                .until
-                .as_deref()
-                .map(|s| parse_until(s, now))
-                .transpose()?,
+            since: a.since,
+            until: a.until,
             agent: a.agent,
             project: a.project.as_deref().map(project_scope).transpose()?,
             all: a.all,

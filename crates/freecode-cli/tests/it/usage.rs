@@ -151,10 +151,15 @@ fn usage_counts_each_answer_once_and_prices_it_as_litellm_does() {
     );
     assert!(text.contains("—"), "an unknown cost is not $0: {text}");
 
-    // A bad key is a usage error.
+    // A bad key or time is a usage error.
     let out = ctx.run(&["usage", "--by", "weekday"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("day, week, month"));
+    for (flag, bad) in [("--since", "yesterdayish"), ("--until", "soon")] {
+        let out = ctx.run(&["usage", flag, bad]);
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("expected a date"));
+    }
 }
 
 #[test]
