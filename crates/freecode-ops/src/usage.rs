@@ -10,6 +10,7 @@
 //! holds one has no cost either. Rows are grouped by the `--by` keys in order (a day, week or
 //! month is the local calendar's), sorted by those keys.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use freecode_core::prices::{PriceTable, Tokens};
@@ -138,6 +139,23 @@ pub struct UsageFigures {
 }
 
 impl UsageFigures {
+    /// These and `other` together (a cost unknown in either is unknown).
+    fn merge(&mut self, other: &UsageFigures) {
+        if self.requests == 0 {
+            self.cost_usd = Some(0.0);
+        }
+        self.requests += other.requests;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+    }
+
     fn add(&mut self, t: &Tokens, cost: Option<f64>) {
         if self.requests == 0 {
             self.cost_usd = Some(0.0);
@@ -179,27 +197,40 @@ pub struct UsageReport {
     pub unpriced: Vec<String>,
 }
 
+impl UsageReport {
+    /// Its rows folded by one of their keys (which must be among them), sorted by its value:
+    /// a report by day and model gives the figures by model without asking the index again.
+    pub fn folded_by(&self, key: UsageKey) -> Vec<(String, UsageFigures)> {
+        let mut out: BTreeMap<String, UsageFigures> = BTreeMap::new();
+        for row in &self.rows {
+            let value = row.keys.get(key.as_str()).cloned().unwrap_or_default();
+            out.entry(value).or_default().merge(&row.figures);
+        }
+        out.into_iter().collect()
+    }
+}
+
 /// The file of a user's prices in the home: `{"models": {"NAME": {"input": …}}}`, USD per
 /// token, added to the embedded table (a model of the same name replaced whole).
 pub const PRICES_FILE: &str = "prices.json";
 
-/// The price table: the embedded one, with `home`'s [`PRICES_FILE`] on top; a file that does
-/// not parse is a warning naming its line, and the embedded table is used.
-pub fn price_table(home: &Home) -> PriceTable {
+/// The price table: the embedded one (borrowed), with `home`'s [`PRICES_FILE`] on top; a file
+/// that does not parse is a warning naming its line, and the embedded table is used.
+pub fn price_table(home: &Home) -> Cow<'static, PriceTable> {
     let path = home.root().join(PRICES_FILE);
     let embedded = PriceTable::embedded();
-    match std::fs::read_to_string(&path) {
-        Ok(text) => match PriceTable::parse(&text) {
-            Ok(mine) => embedded.with(&mine),
-            Err(e) => {
-                tracing::warn!(
-                    "{}: {e}; using the embedded prices (LiteLLM's)",
-                    path.display()
-                );
-                embedded.clone()
-            }
-        },
-        Err(_) => embedded.clone(),
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Cow::Borrowed(embedded);
+    };
+    match PriceTable::parse(&text) {
+        Ok(mine) => Cow::Owned(embedded.with(&mine)),
+        Err(e) => {
+            tracing::warn!(
+                "{}: {e}; using the embedded prices (LiteLLM's)",
+                path.display()
+            );
+            Cow::Borrowed(embedded)
+        }
     }
 }
 
@@ -268,5 +299,59 @@ fn billed(r: &UsageRequest) -> Tokens {
         cache_read: r.cache_read_tokens,
         cache_write_5m: r.cache_write_tokens.saturating_sub(r.cache_write_1h_tokens),
         cache_write_1h: r.cache_write_1h_tokens.min(r.cache_write_tokens),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn row(day: &str, model: &str, requests: u64, cost: Option<f64>) -> UsageRow {
+        UsageRow {
+            keys: [("day", day), ("model", model)]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            figures: UsageFigures {
+                requests,
+                input_tokens: requests * 10,
+                cost_usd: cost,
+                ..UsageFigures::default()
+            },
+        }
+    }
+
+    /// Folded by one key, the figures add up, and a cost unknown in one row is unknown for
+    /// the group.
+    #[test]
+    fn a_report_folds_by_one_of_its_keys() {
+        let report = UsageReport {
+            rows: vec![
+                row("2026-03-01", "a", 1, Some(0.5)),
+                row("2026-03-01", "b", 2, None),
+                row("2026-03-02", "a", 3, Some(0.25)),
+            ],
+            total: UsageFigures::default(),
+            unpriced: vec!["b".into()],
+        };
+        let by_model = report.folded_by(UsageKey::Model);
+        assert_eq!(by_model.len(), 2);
+        assert_eq!(by_model[0].0, "a");
+        assert_eq!(
+            (
+                by_model[0].1.requests,
+                by_model[0].1.input_tokens,
+                by_model[0].1.cost_usd
+            ),
+            (4, 40, Some(0.75))
+        );
+        let by_day = report.folded_by(UsageKey::Day);
+        assert_eq!((by_day[0].1.requests, by_day[0].1.cost_usd), (3, None));
+        assert_eq!(
+            (by_day[1].1.requests, by_day[1].1.cost_usd),
+            (3, Some(0.25))
+        );
     }
 }

@@ -23,7 +23,7 @@ use freecode_ops::human::{
 };
 use freecode_ops::sessions::TranscriptPage;
 use freecode_ops::types::StatsReport;
-use freecode_ops::usage::UsageReport;
+use freecode_ops::usage::{UsageKey, UsageReport};
 
 use super::api::{self, ListQuery, PAGE_SESSIONS};
 use super::highlight::code_block;
@@ -716,19 +716,14 @@ pub fn trace_markup(
 async fn stats_page(State(ui): State<Arc<Ui>>) -> Result<Html<String>, UiError> {
     blocking(move || {
         let report = api::stats(&ui)?;
-        let cost = |by: &str| {
-            api::usage(
-                &ui,
-                &api::UsageParams {
-                    by: Some(by.to_owned()),
-                },
-            )
-        };
-        Ok(page_html(stats_markup(
-            &report,
-            &cost("model")?,
-            &cost("day")?,
-        )))
+        // One look at the index: by day and model, folded each way.
+        let usage = api::usage(
+            &ui,
+            &api::UsageParams {
+                by: Some("day,model".to_owned()),
+            },
+        )?;
+        Ok(page_html(stats_markup(&report, &usage)))
     })
     .await
 }
@@ -763,14 +758,12 @@ fn tokens_text(input: i64, output: i64) -> String {
     )
 }
 
-/// Cost bars of usage rows keyed by `key`: a row of no known cost is drawn as nothing and says
+/// Cost bars of usage folded by `key`: a group of no known cost is drawn as nothing and says
 /// so.
-fn cost_bars(u: &UsageReport, key: &str) -> Vec<(String, f64, String)> {
-    u.rows
-        .iter()
-        .map(|row| {
-            let label = row.keys.get(key).cloned().unwrap_or_default();
-            let f = &row.figures;
+fn cost_bars(u: &UsageReport, key: UsageKey) -> Vec<(String, f64, String)> {
+    u.folded_by(key)
+        .into_iter()
+        .map(|(label, f)| {
             let requests = plural(f.requests, "request", "requests");
             match f.cost_usd {
                 Some(c) => (label, c, format!("${c:.2} ({requests})")),
@@ -780,11 +773,11 @@ fn cost_bars(u: &UsageReport, key: &str) -> Vec<(String, f64, String)> {
         .collect()
 }
 
-fn stats_markup(r: &StatsReport, by_model: &UsageReport, by_day: &UsageReport) -> Markup {
+fn stats_markup(r: &StatsReport, usage: &UsageReport) -> Markup {
     let s = &r.stats;
-    let mut cost_models = cost_bars(by_model, "model");
+    let mut cost_models = cost_bars(usage, UsageKey::Model);
     cost_models.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let cost_days = cost_bars(by_day, "day");
+    let cost_days = cost_bars(usage, UsageKey::Day);
     let calls = |n: u64| plural(n, "call", "calls");
     let tools_time: Vec<(String, f64, String)> = s
         .tools
@@ -871,8 +864,8 @@ fn stats_markup(r: &StatsReport, by_model: &UsageReport, by_day: &UsageReport) -
             p.count { "tokens in " (thousands(s.input_tokens.max(0) as u64)) " · out " (thousands(s.output_tokens.max(0) as u64))
                 " · cache read " (thousands(s.cache_read_tokens.max(0) as u64)) " · cache write " (thousands(s.cache_write_tokens.max(0) as u64)) }
             p.count {
-                "cost " @match by_model.total.cost_usd { Some(c) => { (format!("${c:.2}")) }, None => { "unknown" } }
-                @if !by_model.unpriced.is_empty() { " · no price known for " (by_model.unpriced.join(", ")) }
+                "cost " @match usage.total.cost_usd { Some(c) => { (format!("${c:.2}")) }, None => { "unknown" } }
+                @if !usage.unpriced.is_empty() { " · no price known for " (usage.unpriced.join(", ")) }
             }
             h2 { "Cost by model" } (bars("model-cost", &cost_models))
             h2 { "Cost by day" } (bars("day-cost", &cost_days))

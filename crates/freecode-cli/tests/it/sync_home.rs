@@ -178,6 +178,15 @@ impl Net {
         key.lines().last().unwrap().to_owned()
     }
 
+    /// A group of two machines: `first` makes it and pushes what it has, `second` joins with
+    /// the phrase; the phrase.
+    pub(crate) fn group(&self, first: &Path, second: &Path) -> String {
+        let phrase = self.first(first);
+        self.ok(first, &["sync", "push"]);
+        self.join(second, &phrase);
+        phrase
+    }
+
     /// `sync join` with the phrase on standard input, as the README shows it.
     pub(crate) fn join(&self, home: &Path, phrase: &str) {
         let out = self.run_with_input(home, &["sync", "join", "--server", &self.url], phrase);
@@ -423,9 +432,7 @@ fn a_session_continued_on_two_machines_at_once_becomes_a_fork_over_s3() {
 fn continued_on_two_machines(n: Net) {
     let (a, b, c) = (n.home("alpha"), n.home("beta"), n.home("gamma"));
     let s = n.turn(&a, None, "the shared start");
-    let phrase = n.first(&a);
-    n.ok(&a, &["sync", "push"]);
-    n.join(&b, &phrase);
+    let phrase = n.group(&a, &b);
     n.ok(&b, &["sync", "pull"]);
 
     n.turn(&a, Some(&s), "alpha's own continuation");
@@ -487,9 +494,7 @@ fn a_tampering_server_is_passed_over_and_nothing_wrong_is_applied() {
     let (a, b) = (n.home("alpha"), n.home("beta"));
     let s = n.turn(&a, None, "first");
     let t = n.turn(&a, None, "second session");
-    let phrase = n.first(&a);
-    n.ok(&a, &["sync", "push"]);
-    n.join(&b, &phrase);
+    n.group(&a, &b);
     n.ok(&b, &["sync", "pull"]);
     n.turn(&a, Some(&s), "more for s");
     n.ok(&a, &["sync", "push"]);
@@ -1010,9 +1015,7 @@ fn a_session_compacted_here_while_continued_there_is_rebuilt_and_the_compaction_
     let s = n.turn(&a, None, "premier tour");
     n.turn(&a, Some(&s), "deuxième tour");
     n.turn(&a, Some(&s), "troisième tour");
-    let phrase = n.first(&a);
-    n.ok(&a, &["sync", "push"]);
-    n.join(&b, &phrase);
+    n.group(&a, &b);
     n.ok(&b, &["sync", "pull"]);
 
     // Beta compacts (rewrites its log) while alpha goes on.
@@ -1221,9 +1224,7 @@ fn strangers_touch_nothing(n: Net) {
     use freecode_remote::home_sync::{HostId, Kind, Remote, SyncKey};
     let (a, b, c) = (n.home("alpha"), n.home("beta"), n.home("gamma"));
     let s = n.turn(&a, None, "la question du jour");
-    let phrase = n.first(&a);
-    n.ok(&a, &["sync", "push"]);
-    n.join(&b, &phrase);
+    let phrase = n.group(&a, &b);
     n.ok(&b, &["sync", "pull"]);
     n.turn(&b, Some(&s), "beta continues");
     n.ok(&b, &["sync", "now"]);
@@ -1413,9 +1414,7 @@ fn member_garbage(n: Net) {
     use freecode_remote::home_sync::{Chain, HostId, Remote, SyncKey};
     let (a, b) = (n.home("alpha"), n.home("beta"));
     let s = n.turn(&a, None, "l'histoire commence");
-    let phrase = n.first(&a);
-    n.ok(&a, &["sync", "push"]);
-    n.join(&b, &phrase);
+    let phrase = n.group(&a, &b);
     n.ok(&b, &["sync", "pull"]);
     let key = SyncKey::parse(&phrase).unwrap();
     let member = Remote::new(&n.url, None).unwrap().for_key(&key);

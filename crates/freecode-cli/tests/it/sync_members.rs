@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use freecode_ops::home_sync::record::{Mode, Section, SectionHead, SessionRecord, What};
+use freecode_ops::home_sync::record::{Mode, Section, SessionRecord, What};
 use freecode_remote::home_sync::{Chain, HostId, Kind, LogId, Remote, SyncKey};
 use serde_json::Value;
 
@@ -63,18 +63,6 @@ impl Rogue {
     }
 }
 
-fn section(what: What, mode: Mode, from: u64, bytes: &[u8]) -> Section {
-    Section {
-        head: SectionHead {
-            what,
-            mode,
-            from,
-            len: bytes.len() as u64,
-        },
-        bytes: bytes.to_vec(),
-    }
-}
-
 fn record(session: &str, base: Option<Chain>, sections: Vec<Section>) -> SessionRecord {
     SessionRecord {
         session: session.to_owned(),
@@ -104,9 +92,7 @@ fn meta_json(home: &Path, id: &str) -> Value {
 fn member_bad_content(n: Net) {
     let (a, b) = (n.home("alpha"), n.home("beta"));
     let s = n.turn(&a, None, "une session honnête, ça commence");
-    let phrase = n.first(&a);
-    n.ok(&a, &["sync", "push"]);
-    n.join(&b, &phrase);
+    let phrase = n.group(&a, &b);
     n.ok(&b, &["sync", "pull"]);
     let key = SyncKey::parse(&phrase).unwrap();
     let mut rogue = Rogue {
@@ -124,8 +110,8 @@ fn member_bad_content(n: Net) {
     };
     let msgs_len = files_of(&a, &s).0.len() as u64;
     let line = br#"{"id":"rogue","role":"user","content":"injected"}"#;
-    let meta_set = |bytes: &[u8]| section(What::Meta, Mode::Set, 0, bytes);
-    let append = |what, bytes: &[u8]| section(what, Mode::Append, msgs_len, bytes);
+    let meta_set = |bytes: &[u8]| Section::new(What::Meta, Mode::Set, 0, bytes);
+    let append = |what, bytes: &[u8]| Section::new(what, Mode::Append, msgs_len, bytes);
 
     let mut planted: Vec<(&str, (LogId, u64))> = Vec::new();
     // Content records on the honest session's chain point, each taking a claim slot.
@@ -155,7 +141,7 @@ fn member_bad_content(n: Net) {
             record(
                 &s,
                 Some(at),
-                vec![section(What::Memory, Mode::Set, 0, b"\x00\x01")],
+                vec![Section::new(What::Memory, Mode::Set, 0, b"\x00\x01")],
             ),
         ),
         (
@@ -207,11 +193,11 @@ fn member_bad_content(n: Net) {
         rogue.put(&record(
             id,
             Some(rogue.key.genesis(id)),
-            vec![section(
+            vec![Section::new(
                 What::Messages,
                 Mode::Set,
                 0,
-                &[&line[..], b"\n"].concat(),
+                [&line[..], b"\n"].concat(),
             )],
         )),
     ));
@@ -226,7 +212,7 @@ fn member_bad_content(n: Net) {
             Some(rogue.key.genesis(id)),
             vec![
                 meta_set(&serde_json::to_vec(&m).unwrap()),
-                section(What::Messages, Mode::Set, 0, &[&line[..], b"\n"].concat()),
+                Section::new(What::Messages, Mode::Set, 0, [&line[..], b"\n"].concat()),
             ],
         )),
     ));
@@ -321,9 +307,7 @@ fn all_lines_parse(home: &Path) {
 fn copied_home(n: Net) {
     let (a, b) = (n.home("alpha"), n.home("beta"));
     let s = n.turn(&a, None, "avant la copie");
-    let phrase = n.first(&a);
-    n.ok(&a, &["sync", "push"]);
-    n.join(&b, &phrase);
+    n.group(&a, &b);
     n.ok(&b, &["sync", "pull"]);
     let copy = n.home("alpha-copy");
     let status = std::process::Command::new("cp")
@@ -390,9 +374,7 @@ fn a_member_that_rotates_the_others_out_locks_no_one_out_for_good() {
 fn rogue_rotation(n: Net) {
     let (a, b) = (n.home("alpha"), n.home("beta"));
     let sa = n.turn(&a, None, "alpha's session, à garder");
-    let phrase = n.first(&a);
-    n.ok(&a, &["sync", "push"]);
-    n.join(&b, &phrase);
+    let phrase = n.group(&a, &b);
     let sb = n.turn(&b, None, "beta's session, à garder aussi");
     sync_now(&n, &b);
     sync_now(&n, &a);
@@ -486,9 +468,7 @@ fn a_group_a_member_filled_is_made_room_in_by_sync_compact() {
     });
     let (a, b) = (n.home("alpha"), n.home("beta"));
     let s = n.turn(&a, None, "une session avant le remplissage");
-    let phrase = n.first(&a);
-    n.ok(&a, &["sync", "push"]);
-    n.join(&b, &phrase);
+    let phrase = n.group(&a, &b);
     sync_now(&n, &b);
     let key = SyncKey::parse(&phrase).unwrap();
     let rogue = Remote::new(&n.url, None).unwrap().for_key(&key);
@@ -546,9 +526,7 @@ fn a_claim_no_record_follows_holds_a_session_back_only_for_a_while() {
     let n = net();
     let (a, b) = (n.home("alpha"), n.home("beta"));
     let s = n.turn(&a, None, "une session que l'on réclame");
-    let phrase = n.first(&a);
-    n.ok(&a, &["sync", "push"]);
-    n.join(&b, &phrase);
+    let phrase = n.group(&a, &b);
     sync_now(&n, &b);
     let key = SyncKey::parse(&phrase).unwrap();
     let rogue = Remote::new(&n.url, None).unwrap().for_key(&key);

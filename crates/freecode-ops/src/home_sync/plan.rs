@@ -18,7 +18,7 @@ use freecode_remote::home_sync::{
 
 use super::CHUNK;
 use super::kept::KeptLog;
-use super::record::{ControlRecord, Mode, Section, SectionHead, SessionRecord, What};
+use super::record::{ControlRecord, Mode, Section, SessionRecord, What};
 use super::state::{self, SessionSync, State};
 use crate::error::{Error, Result};
 
@@ -88,15 +88,12 @@ pub(super) fn pieces(what: What, change: Change) -> Vec<Section> {
                 .unwrap_or(rest.len())
         };
         let (piece, tail) = rest.split_at(cut);
-        out.push(Section {
-            head: SectionHead {
-                what,
-                mode,
-                from: if mode == Mode::Append { from } else { 0 },
-                len: piece.len() as u64,
-            },
-            bytes: piece.to_vec(),
-        });
+        out.push(Section::new(
+            what,
+            mode,
+            if mode == Mode::Append { from } else { 0 },
+            piece,
+        ));
         from = if mode == Mode::Set {
             piece.len() as u64
         } else {
@@ -115,15 +112,7 @@ pub(super) fn pieces(what: What, change: Change) -> Vec<Section> {
 /// in order and in records of their own.
 pub(super) fn records_of(c: Changes) -> Vec<Vec<Section>> {
     let mut sections = Vec::new();
-    let set = |what, bytes: Vec<u8>| Section {
-        head: SectionHead {
-            what,
-            mode: Mode::Set,
-            from: 0,
-            len: bytes.len() as u64,
-        },
-        bytes,
-    };
+    let set = |what, bytes: Vec<u8>| Section::new(what, Mode::Set, 0, bytes);
     sections.extend(c.meta.map(|m| set(What::Meta, m)));
     sections.extend(c.memory.map(|m| set(What::Memory, m)));
     if let Some(ch) = c.messages {

@@ -74,6 +74,22 @@ pub struct Section {
     pub bytes: Vec<u8>,
 }
 
+impl Section {
+    /// A section of `bytes` for `what`, put by `mode` at `from` (its length is theirs).
+    pub fn new(what: What, mode: Mode, from: u64, bytes: impl Into<Vec<u8>>) -> Self {
+        let bytes = bytes.into();
+        Self {
+            head: SectionHead {
+                what,
+                mode,
+                from,
+                len: bytes.len() as u64,
+            },
+            bytes,
+        }
+    }
+}
+
 /// A session record, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRecord {

@@ -8,7 +8,7 @@ use freecode_core::{SessionId, SessionMeta};
 use freecode_remote::home_sync::{Chain, Kind, Opened, SyncKey};
 
 use super::*;
-use crate::home_sync::record::{Mode, Section, SectionHead, SessionRecord, What};
+use crate::home_sync::record::{Mode, Section, SessionRecord, What};
 
 fn key() -> SyncKey {
     SyncKey::from_bytes([7; 32])
@@ -24,18 +24,6 @@ fn opened(kind: Kind, plaintext: Vec<u8>) -> Got {
 
 fn sid(s: &str) -> SessionId {
     SessionId::new(s).unwrap()
-}
-
-fn section(what: What, mode: Mode, from: u64, bytes: &[u8]) -> Section {
-    Section {
-        head: SectionHead {
-            what,
-            mode,
-            from,
-            len: bytes.len() as u64,
-        },
-        bytes: bytes.to_vec(),
-    }
 }
 
 fn record(session: &str, base: Option<Chain>, sections: Vec<Section>) -> SessionRecord {
@@ -71,33 +59,33 @@ fn a_members_record_is_applied_only_when_every_section_is_what_a_machine_writes(
     let ok_rows: Vec<(&str, Vec<Section>)> = vec![
         (
             "a meta alone",
-            vec![section(What::Meta, Mode::Set, 0, &meta_of(&|_| {}))],
+            vec![Section::new(What::Meta, Mode::Set, 0, meta_of(&|_| {}))],
         ),
         (
             "a Windows project path",
-            vec![section(
+            vec![Section::new(
                 What::Meta,
                 Mode::Set,
                 0,
-                &meta_of(&|v| v["projectPath"] = "C:\\src\\app".into()),
+                meta_of(&|v| v["projectPath"] = "C:\\src\\app".into()),
             )],
         ),
         (
             "lines appended, a blank one among them, a lone surrogate read as U+FFFD",
-            vec![section(
+            vec![Section::new(
                 What::Messages,
                 Mode::Append,
                 9,
-                &[&line[..], b"\n", b"{\"t\":\"\\ud83d\"}\n"].concat(),
+                [&line[..], b"\n", b"{\"t\":\"\\ud83d\"}\n"].concat(),
             )],
         ),
         (
             "nothing appended",
-            vec![section(What::Events, Mode::Append, 3, b"")],
+            vec![Section::new(What::Events, Mode::Append, 3, b"")],
         ),
         (
             "a memory",
-            vec![section(What::Memory, Mode::Set, 0, b"[1,2]")],
+            vec![Section::new(What::Memory, Mode::Set, 0, b"[1,2]")],
         ),
     ];
     for (case, sections) in ok_rows {
@@ -110,101 +98,111 @@ fn a_members_record_is_applied_only_when_every_section_is_what_a_machine_writes(
     let bad_rows: Vec<(&str, Vec<Section>, &str)> = vec![
         (
             "a meta that is not JSON",
-            vec![section(What::Meta, Mode::Set, 0, b"{")],
+            vec![Section::new(What::Meta, Mode::Set, 0, b"{")],
             "does not parse",
         ),
         (
             "a meta of another session",
-            vec![section(
+            vec![Section::new(
                 What::Meta,
                 Mode::Set,
                 0,
-                &serde_json::to_vec(&meta("s2", 5)).unwrap(),
+                serde_json::to_vec(&meta("s2", 5)).unwrap(),
             )],
             "another session (s2)",
         ),
         (
             "an empty project path",
-            vec![section(
+            vec![Section::new(
                 What::Meta,
                 Mode::Set,
                 0,
-                &meta_of(&|v| v["projectPath"] = "".into()),
+                meta_of(&|v| v["projectPath"] = "".into()),
             )],
             "project path is empty",
         ),
         (
             "a relative project path",
-            vec![section(
+            vec![Section::new(
                 What::Meta,
                 Mode::Set,
                 0,
-                &meta_of(&|v| v["projectPath"] = "work/app".into()),
+                meta_of(&|v| v["projectPath"] = "work/app".into()),
             )],
             "not an absolute path",
         ),
         (
             "a project path climbing out",
-            vec![section(
+            vec![Section::new(
                 What::Meta,
                 Mode::Set,
                 0,
-                &meta_of(&|v| v["projectPath"] = "/w/../../etc".into()),
+                meta_of(&|v| v["projectPath"] = "/w/../../etc".into()),
             )],
             "`..` step",
         ),
         (
             "a meta without a project path",
-            vec![section(What::Meta, Mode::Set, 0, b"{\"id\":\"s1\"}")],
+            vec![Section::new(What::Meta, Mode::Set, 0, b"{\"id\":\"s1\"}")],
             "does not parse",
         ),
         (
             "a meta past its bound",
-            vec![section(What::Meta, Mode::Set, 0, &vec![b' '; 4 << 20 | 1])],
+            vec![Section::new(
+                What::Meta,
+                Mode::Set,
+                0,
+                vec![b' '; 4 << 20 | 1],
+            )],
             "holds a meta of 4194305 bytes",
         ),
         (
             "a meta appended to",
-            vec![section(What::Meta, Mode::Append, 3, &meta_of(&|_| {}))],
+            vec![Section::new(What::Meta, Mode::Append, 3, meta_of(&|_| {}))],
             "appends to a meta",
         ),
         (
             "messages ending in a torn line",
-            vec![section(
+            vec![Section::new(
                 What::Messages,
                 Mode::Append,
                 0,
-                &[&line[..], b"{\"id\":"].concat(),
+                [&line[..], b"{\"id\":"].concat(),
             )],
             "messages lines that end in a torn line",
         ),
         (
             "a message line that is not JSON",
-            vec![section(
+            vec![Section::new(
                 What::Messages,
                 Mode::Set,
                 0,
-                &[&line[..], b"not json\n"].concat(),
+                [&line[..], b"not json\n"].concat(),
             )],
             "are not JSON objects (line 2)",
         ),
         (
             "a message line that is JSON but no object",
-            vec![section(What::Messages, Mode::Set, 0, b"[1]\n")],
+            vec![Section::new(What::Messages, Mode::Set, 0, b"[1]\n")],
             "are not JSON objects (line 1)",
         ),
         (
             "a rollout line cut in the middle",
-            vec![section(What::Events, Mode::Append, 0, b"{\"type\":\"x\"\n")],
+            vec![Section::new(
+                What::Events,
+                Mode::Append,
+                0,
+                b"{\"type\":\"x\"\n",
+            )],
             "rollout log lines that are not JSON objects",
         ),
         (
             "a line no reader takes",
-            vec![section(
+            vec![Section::new(
                 What::Messages,
                 Mode::Set,
                 0,
-                &[
+                [
                     b"{\"a\":\"",
                     &vec![b'x'; freecode_store::jsonl::MAX_LINE_BYTES][..],
                     b"\"}\n",
@@ -215,14 +213,14 @@ fn a_members_record_is_applied_only_when_every_section_is_what_a_machine_writes(
         ),
         (
             "a memory that is not JSON",
-            vec![section(What::Memory, Mode::Set, 0, b"\x00")],
+            vec![Section::new(What::Memory, Mode::Set, 0, b"\x00")],
             "memory that is not JSON",
         ),
         (
             "a good meta, then bad lines",
             vec![
-                section(What::Meta, Mode::Set, 0, &meta_of(&|_| {})),
-                section(What::Messages, Mode::Set, 0, b"\xff\xfe\n"),
+                Section::new(What::Meta, Mode::Set, 0, meta_of(&|_| {})),
+                Section::new(What::Messages, Mode::Set, 0, b"\xff\xfe\n"),
             ],
             "not JSON objects",
         ),
@@ -240,14 +238,18 @@ fn what_opens_is_a_record_of_its_log_or_garbage_passed_over() {
     let good = record(
         "s1",
         Some(chain(1)),
-        vec![section(What::Messages, Mode::Set, 0, b"{\"a\":1}\n")],
+        vec![Section::new(What::Messages, Mode::Set, 0, b"{\"a\":1}\n")],
     );
     let other_log = record(
         "s2",
         Some(chain(1)),
-        vec![section(What::Messages, Mode::Set, 0, b"{\"a\":1}\n")],
+        vec![Section::new(What::Messages, Mode::Set, 0, b"{\"a\":1}\n")],
     );
-    let bad_id = record("../x", None, vec![section(What::Meta, Mode::Set, 0, b"{}")]);
+    let bad_id = record(
+        "../x",
+        None,
+        vec![Section::new(What::Meta, Mode::Set, 0, b"{}")],
+    );
     let rows: Vec<(&str, Got, Result<&str, &str>)> = vec![
         (
             "a session record of the log",

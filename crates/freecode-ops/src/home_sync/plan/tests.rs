@@ -13,7 +13,7 @@ use freecode_remote::home_sync::{
 
 use super::*;
 use crate::home_sync::kept::KeptLog;
-use crate::home_sync::record::{ControlRecord, Mode, Section, SectionHead, SessionRecord, What};
+use crate::home_sync::record::{ControlRecord, Mode, Section, SessionRecord, What};
 use crate::home_sync::state::{self, Mark, SessionSync, State, Unopened};
 
 fn key() -> SyncKey {
@@ -38,18 +38,6 @@ fn sid(s: &str) -> SessionId {
 
 fn count(log: LogId, host: HostId, count: u64) -> LogCount {
     LogCount { log, host, count }
-}
-
-fn section(what: What, mode: Mode, from: u64, bytes: &[u8]) -> Section {
-    Section {
-        head: SectionHead {
-            what,
-            mode,
-            from,
-            len: bytes.len() as u64,
-        },
-        bytes: bytes.to_vec(),
-    }
 }
 
 fn record(session: &str, base: Option<Chain>, sections: Vec<Section>) -> SessionRecord {
@@ -190,11 +178,11 @@ fn a_content_record_names_its_chain_point_and_a_meta_alone_none() {
         next: 0,
     };
     let id = sid("s1");
-    let meta_only = vec![section(What::Meta, Mode::Set, 0, b"{}")];
+    let meta_only = vec![Section::new(What::Meta, Mode::Set, 0, b"{}")];
     let (rec, content) = record_at(&id, &st, meta_only);
     assert!(!content);
     assert_eq!(rec.base, None);
-    let with_messages = vec![section(What::Messages, Mode::Append, 0, b"a\n")];
+    let with_messages = vec![Section::new(What::Messages, Mode::Append, 0, b"a\n")];
     let (rec, content) = record_at(&id, &st, with_messages);
     assert!(content);
     assert_eq!(rec.base, Some(chain(9).to_string()));
@@ -294,7 +282,7 @@ fn a_claim_stands_while_its_record_extends_the_point_or_is_awaited_in_time() {
 fn a_record_found_at_this_machines_next_index_is_adopted_only_when_it_is_the_one() {
     let id = sid("s1");
     let at = chain(5);
-    let messages = || vec![section(What::Messages, Mode::Append, 0, b"a\n")];
+    let messages = || vec![Section::new(What::Messages, Mode::Append, 0, b"a\n")];
     let rows = [
         (
             "ours, extending the point",
@@ -303,7 +291,11 @@ fn a_record_found_at_this_machines_next_index_is_adopted_only_when_it_is_the_one
         ),
         (
             "a meta alone of the session",
-            record("s1", None, vec![section(What::Meta, Mode::Set, 0, b"{}")]),
+            record(
+                "s1",
+                None,
+                vec![Section::new(What::Meta, Mode::Set, 0, b"{}")],
+            ),
             true,
         ),
         (
@@ -809,8 +801,8 @@ fn a_session_as_synced_is_rebuilt_from_the_kept_records_or_not_at_all() {
         "s1",
         Some(genesis),
         vec![
-            section(What::Meta, Mode::Set, 0, b"{}"),
-            section(What::Messages, Mode::Set, 0, b"a\n"),
+            Section::new(What::Meta, Mode::Set, 0, b"{}"),
+            Section::new(What::Messages, Mode::Set, 0, b"a\n"),
         ],
     );
     let p1 = r1.encode();
@@ -819,8 +811,8 @@ fn a_session_as_synced_is_rebuilt_from_the_kept_records_or_not_at_all() {
         "s1",
         Some(c1),
         vec![
-            section(What::Messages, Mode::Append, 2, b"b\n"),
-            section(What::Events, Mode::Append, 0, b"e\n"),
+            Section::new(What::Messages, Mode::Append, 2, b"b\n"),
+            Section::new(What::Events, Mode::Append, 0, b"e\n"),
         ],
     );
     let p2 = r2.encode();
@@ -828,7 +820,7 @@ fn a_session_as_synced_is_rebuilt_from_the_kept_records_or_not_at_all() {
     let gap = record(
         "s1",
         Some(c1),
-        vec![section(What::Messages, Mode::Append, 9, b"b\n")],
+        vec![Section::new(What::Messages, Mode::Append, 9, b"b\n")],
     );
     let next = |c: &Chain, p: &[u8]| k.next(c, p);
     let both = vec![(p2.clone(), r2.clone()), (p1.clone(), r1.clone())];
